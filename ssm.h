@@ -1,0 +1,1542 @@
+/* ssm.h - v0.1.0 - kernels for state-space and linear-RNN research - MIT license (see end of file)
+
+   A header-only C99 library, STB-style. One API, several backends:
+     ssm.h        the API, tensor views, result codes, the context, and the portable
+                  reference backend for every op (plain loops, the oracle for the rest)
+     ssm_blas.h   BLIS backend for the GEMM-shaped work          (cc ... -lblis)
+     ssm_cuda.h   CUDA kernels + cuBLAS                           (nvcc ... -lcublas)
+
+   USAGE
+     In exactly one C or C++ file:
+         #define SSM_IMPLEMENTATION
+         #include "ssm.h"
+     Everywhere else just #include "ssm.h". Define SSM_STATIC before the include to make
+     every function static (private to that file).
+
+     ssm_ctx *ctx;
+     ssm_ctx_config cfg = ssm_ctx_config_init();      // zero/default = reference backend
+     if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) ...
+     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
+     ssm_tensor A = ssm_tensor_make(a_ptr, SSM_F32, ssm_cpu(), 4, sa, NULL);  // NULL = row-major
+     ssm_tensor b = ssm_tensor_make(b_ptr, SSM_F32, ssm_cpu(), 4, sb, NULL);
+     ssm_tensor h = ssm_tensor_make(h_ptr, SSM_F32, ssm_cpu(), 4, sb, NULL);
+     ssm_linrec_desc d = ssm_linrec_desc_init();       // method AUTO, dense transitions
+     ssm_result r = ssm_linrec_forward(ctx, &d, &A, &b, NULL, &h, NULL);
+     if (r != SSM_OK) printf("%s: %s\n", ssm_result_string(r), ssm_ctx_last_error(ctx));
+     ssm_ctx_destroy(ctx);
+
+   OPS (each with its backward)
+     ssm_linrec_*   dense linear recurrence h_t = A_t h_{t-1} + b_t, several methods
+     ssm_decay_*    decay scan out_t = sum_{j<=t} exp(cA_t - cA_j) x_j in O(T)
+
+   CONVENTIONS
+     - Tensors are views mirroring DLPack's DLTensor (ssm_tensor_from_dlpack converts one).
+       Strides count elements; any strides are honoured; outputs must not overlap themselves
+       or any input.
+     - Every op validates everything before touching memory: bad input returns an error code,
+       leaves every output untouched, and ssm_ctx_last_error() says what was wrong. The
+       library never calls exit() or abort().
+     - Scratch memory comes from the context's workspace (sizes can be queried with
+       ssm_*_workspace_size); pass your own buffer in the config or let the context grow
+       one through its allocator hooks (only when a call needs more than it has).
+
+   VERSION HISTORY
+     0.1.0  core, reference backend, dense recurrences, decay scans
+*/
+#ifndef SSM_H_INCLUDED
+#define SSM_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SSM_VERSION_MAJOR 0
+#define SSM_VERSION_MINOR 1
+#define SSM_VERSION_PATCH 0
+#define SSM_VERSION_STRING "0.1.0"
+
+#ifndef SSMDEF
+#ifdef SSM_STATIC
+#define SSMDEF static
+#else
+#define SSMDEF extern
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------
+   Result codes, grouped by kind: -1..-99 bad arguments, -100..-199 resources,
+   -200..-299 backend / capability.
+   ------------------------------------------------------------------------------------------ */
+typedef enum ssm_result {
+    SSM_OK = 0,
+    /* the caller's arguments */
+    SSM_ERROR_NULL_ARGUMENT = -1,  /* a required pointer is NULL                          */
+    SSM_ERROR_INVALID_SHAPE = -2,  /* wrong rank or size, or sizes that disagree          */
+    SSM_ERROR_INVALID_DTYPE = -3,  /* unsupported dtype, or dtypes that disagree          */
+    SSM_ERROR_INVALID_DEVICE = -4, /* tensor not on the device the context works on       */
+    SSM_ERROR_INVALID_STRIDE = -5, /* an output view overlaps itself, or misaligned       */
+    SSM_ERROR_ALIASING = -6,       /* an output overlaps an input or another output       */
+    SSM_ERROR_INVALID_VALUE = -7,  /* bad option / config value or out-of-range index     */
+    SSM_ERROR_NON_FINITE = -8,     /* NaN or Inf where a finite value is required         */
+    /* resources */
+    SSM_ERROR_OUT_OF_MEMORY = -100,
+    SSM_ERROR_WORKSPACE_TOO_SMALL = -101, /* caller-owned workspace is smaller than needed */
+    /* backend */
+    SSM_ERROR_UNSUPPORTED = -200,   /* this backend / build cannot do what was asked       */
+    SSM_ERROR_BACKEND = -201        /* the native library failed (CUDA, cuBLAS, BLIS)      */
+} ssm_result;
+
+SSMDEF const char *ssm_result_string(ssm_result r);
+
+/* ------------------------------------------------------------------------------------------
+   Tensor views (DLPack-compatible). Codes and field order follow DLPack, so a DLTensor
+   converts by copying fields.
+   ------------------------------------------------------------------------------------------ */
+enum { SSM_DEVICE_CPU = 1, SSM_DEVICE_CUDA = 2, SSM_DEVICE_CUDA_HOST = 3, SSM_DEVICE_CUDA_MANAGED = 13 };
+enum { SSM_DTYPE_INT = 0, SSM_DTYPE_UINT = 1, SSM_DTYPE_FLOAT = 2, SSM_DTYPE_BFLOAT = 4 };
+#define SSM_MAX_DIMS 8
+
+typedef struct ssm_device { int32_t type; int32_t id; } ssm_device;
+typedef struct ssm_dtype { uint8_t code; uint8_t bits; uint16_t lanes; } ssm_dtype;
+
+typedef struct ssm_tensor {
+    void *data;                    /* first element (DLPack's byte_offset already applied) */
+    ssm_device device;
+    int32_t ndim;
+    ssm_dtype dtype;
+    int64_t shape[SSM_MAX_DIMS];
+    int64_t strides[SSM_MAX_DIMS]; /* in elements */
+} ssm_tensor;
+
+/* The layout of DLPack's DLTensor, so callers need not include dlpack.h. */
+typedef struct ssm_dlpack_tensor {
+    void *data;
+    ssm_device device;
+    int32_t ndim;
+    ssm_dtype dtype;
+    int64_t *shape;
+    int64_t *strides; /* NULL = compact row-major */
+    uint64_t byte_offset;
+} ssm_dlpack_tensor;
+
+SSMDEF ssm_dtype ssm_dtype_f32(void);
+SSMDEF ssm_dtype ssm_dtype_f64(void);
+SSMDEF ssm_dtype ssm_dtype_f16(void);
+SSMDEF ssm_dtype ssm_dtype_bf16(void);
+SSMDEF ssm_dtype ssm_dtype_i32(void);
+#define SSM_F32 (ssm_dtype_f32())
+#define SSM_F64 (ssm_dtype_f64())
+#define SSM_F16 (ssm_dtype_f16())
+#define SSM_BF16 (ssm_dtype_bf16())
+#define SSM_I32 (ssm_dtype_i32())
+SSMDEF ssm_device ssm_cpu(void);
+SSMDEF ssm_device ssm_cuda_device(int id);
+SSMDEF int ssm_dtype_equal(ssm_dtype a, ssm_dtype b);
+SSMDEF const char *ssm_dtype_name(ssm_dtype t); /* "f32", "bf16", ... or "?" */
+
+/* A view of `data` with the given shape; strides NULL = compact row-major. ndim is clamped
+   to [0, SSM_MAX_DIMS]; validation of the view happens in the ops. */
+SSMDEF ssm_tensor ssm_tensor_make(void *data, ssm_dtype dtype, ssm_device device, int ndim,
+                                  const int64_t *shape, const int64_t *strides);
+/* Copies a DLTensor's fields (shape/strides copied, byte_offset folded into data). */
+SSMDEF ssm_result ssm_tensor_from_dlpack(const ssm_dlpack_tensor *dl, ssm_tensor *out);
+SSMDEF int64_t ssm_tensor_numel(const ssm_tensor *t);
+SSMDEF int ssm_tensor_is_contiguous(const ssm_tensor *t);
+
+/* ------------------------------------------------------------------------------------------
+   Context and backends
+   ------------------------------------------------------------------------------------------ */
+typedef struct ssm_ctx ssm_ctx;
+typedef struct ssm_backend ssm_backend;
+
+typedef struct ssm_allocator {
+    void *user;
+    void *(*alloc)(void *user, size_t bytes); /* NULL fields = malloc / free */
+    void (*free)(void *user, void *ptr);
+} ssm_allocator;
+
+typedef struct ssm_ctx_config {
+    const ssm_backend *backend; /* NULL = the reference backend (ssm_reference_backend()) */
+    int threads;                /* 0 = backend default                                    */
+    ssm_allocator allocator;    /* host allocations: the context, and workspace growth    */
+    void *workspace;            /* optional caller-owned workspace; when set the context  */
+    size_t workspace_bytes;     /*   never allocates one and fails with WORKSPACE_TOO_SMALL */
+    void *backend_config;       /* backend-specific (e.g. ssm_cuda_config*), may be NULL  */
+} ssm_ctx_config;
+
+SSMDEF ssm_ctx_config ssm_ctx_config_init(void);
+SSMDEF ssm_result ssm_ctx_create(const ssm_ctx_config *config, ssm_ctx **out);
+SSMDEF void ssm_ctx_destroy(ssm_ctx *ctx);
+/* The last detailed error message of this context ("" after success). */
+SSMDEF const char *ssm_ctx_last_error(const ssm_ctx *ctx);
+/* Make sure the context-owned workspace holds at least `bytes` (allocates now, not later). */
+SSMDEF ssm_result ssm_ctx_reserve_workspace(ssm_ctx *ctx, size_t bytes);
+SSMDEF size_t ssm_ctx_workspace_capacity(const ssm_ctx *ctx);
+SSMDEF const char *ssm_ctx_backend_name(const ssm_ctx *ctx);
+SSMDEF const ssm_backend *ssm_reference_backend(void);
+
+/* ------------------------------------------------------------------------------------------
+   Dense linear recurrence  h_t = A_t h_{t-1} + b_t
+     A  [S,T,n,n]      b, h  [S,T,n,m] (or [S,T,n] for m = 1)
+     h0 [S,n,m] or [S,n] optional initial state (NULL = zeros)
+     hT [S,n,m] or [S,n] optional copy of the final state
+   reverse = 1 runs time backwards: h_t = A_t h_{t+1} + b_t, h0 entering at t = T-1.
+   ------------------------------------------------------------------------------------------ */
+typedef enum ssm_linrec_method {
+    SSM_LINREC_AUTO = 0,       /* the backend picks by shape                                  */
+    SSM_LINREC_SEQUENTIAL = 1, /* T-1 matrix-state products, depth T                          */
+    SSM_LINREC_SCAN_HS = 2,    /* Hillis-Steele prefix scan: O(T n^3 log T), depth log T       */
+    SSM_LINREC_BLELLOCH = 3,   /* work-efficient (Brent-Kung/Blelloch) scan in place, stride 2^l */
+    SSM_LINREC_CR = 4,         /* cyclic (odd-even) reduction, compacted levels, O(T n^3)      */
+    SSM_LINREC_CHUNKED = 5     /* chunks: local pass, scan over chunk carries, fix-up pass     */
+} ssm_linrec_method;
+#define SSM_LINREC_METHOD_COUNT 6
+SSMDEF const char *ssm_linrec_method_name(ssm_linrec_method m);
+
+typedef enum ssm_transition {
+    SSM_TRANSITION_DENSE = 0 /* A_t is a full n x n matrix (structured kinds come later) */
+} ssm_transition;
+
+/* What a call did: the products it performed (checks the seed's GEMM-count claims). */
+typedef struct ssm_linrec_stats {
+    ssm_linrec_method method; /* the method actually run (resolves AUTO)        */
+    int64_t mat_mat;          /* n x n times n x n products                      */
+    int64_t mat_state;        /* n x n times n x m products                      */
+    double flops;             /* 2 n^3 per mat_mat + 2 n^2 m per mat_state       */
+    size_t workspace_bytes;   /* scratch the call used                           */
+} ssm_linrec_stats;
+
+typedef struct ssm_linrec_desc {
+    ssm_linrec_method method;
+    ssm_transition transition;
+    int64_t chunk;            /* CHUNKED chunk length; 0 = default (64)          */
+    int reverse;
+    ssm_linrec_stats *stats;  /* optional out: filled on success                 */
+} ssm_linrec_desc;
+
+SSMDEF ssm_linrec_desc ssm_linrec_desc_init(void);
+
+SSMDEF ssm_result ssm_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
+                                     const ssm_tensor *A, const ssm_tensor *b,
+                                     const ssm_tensor *h0, ssm_tensor *h, ssm_tensor *hT);
+/* Adjoint: g_t = A_{t+1}^T g_{t+1} + dh_t (+ dhT at the last step),
+   dA_t = g_t h_{t-1}^T, db_t = g_t, dh0 = A_0^T g_0. `h` is the forward output.
+   h0, dhT, dh0 may be NULL; dh is required. */
+SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
+                                      const ssm_tensor *A, const ssm_tensor *h0,
+                                      const ssm_tensor *h, const ssm_tensor *dh,
+                                      const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db,
+                                      ssm_tensor *dh0);
+/* Scratch bytes a forward (backward = 0) or backward (1) call with these sizes needs. */
+SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc,
+                                            ssm_dtype dtype, int64_t S, int64_t T, int64_t n,
+                                            int64_t m, int backward, size_t *bytes);
+
+/* ------------------------------------------------------------------------------------------
+   Decay scan (nanoSSM's problem) in O(T):
+     out[b,t,r,c] = sum_{j<=t} exp(cA[b,t,r] - cA[b,j,r]) x[b,j,r,c]   (+ exp(cA[b,t,r]) h0[b,r,c])
+   i.e. h_t = exp(a_t) h_{t-1} + x_t with a_t = cA_t - cA_{t-1} (cA_{-1} = 0).
+     log_decay [B,T,R]   cumulative cA, or per-step a (desc.input)
+     x, out    [B,T,R,C]  h0, hT [B,R,C] optional
+   Never forms exp(cA) * exp(-cA): stable for any T and any decay strength.
+   ------------------------------------------------------------------------------------------ */
+typedef enum ssm_decay_input {
+    SSM_DECAY_CUMULATIVE = 0, /* log_decay holds cA_t = sum_{j<=t} a_j (finite)            */
+    SSM_DECAY_PER_STEP = 1    /* log_decay holds a_t (-inf allowed: a full reset)           */
+} ssm_decay_input;
+
+typedef struct ssm_decay_desc {
+    ssm_decay_input input;
+} ssm_decay_desc;
+
+SSMDEF ssm_decay_desc ssm_decay_desc_init(void);
+SSMDEF ssm_result ssm_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *desc,
+                                    const ssm_tensor *log_decay, const ssm_tensor *x,
+                                    const ssm_tensor *h0, ssm_tensor *out, ssm_tensor *hT);
+/* From the forward output `out` and dout (+ optional dhT): dx, dlog_decay (same mode as the
+   input), dh0 (optional). */
+SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc,
+                                     const ssm_tensor *log_decay, const ssm_tensor *h0,
+                                     const ssm_tensor *out, const ssm_tensor *dout,
+                                     const ssm_tensor *dhT, ssm_tensor *dx,
+                                     ssm_tensor *dlog_decay, ssm_tensor *dh0);
+
+/* @@ssm-bell-declarations@@ (block-ELL sparse linear layer) */
+/* @@end-bell-declarations@@ */
+
+/* @@ssm-proj-declarations@@ (fused projection chains, output chain) */
+/* @@end-proj-declarations@@ */
+
+/* ------------------------------------------------------------------------------------------
+   Backend interface (for backend authors: ssm_blas.h, ssm_cuda.h). A backend supplies the
+   GEMM primitive the generic algorithms run on, and may replace whole ops. A NULL entry
+   means: use the generic code of ssm.h.
+   ------------------------------------------------------------------------------------------ */
+/* A batch of matrices: element (i, j) of matrix k sits at ptr + k*bs + i*rs + j*cs
+   (element strides; a transpose is a swap of rs and cs). */
+typedef struct ssm_matrix_batch {
+    void *ptr;
+    int64_t rs, cs, bs;
+} ssm_matrix_batch;
+
+struct ssm_backend {
+    const char *name;
+    int32_t device_type; /* SSM_DEVICE_CPU or SSM_DEVICE_CUDA: where tensors must live */
+    ssm_result (*init)(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **state);
+    void (*shutdown)(ssm_ctx *ctx, void *state);
+    /* C_k = alpha * A_k B_k + beta * C_k for k < batch; A_k is M x K, B_k K x N, C_k M x N.
+       C never overlaps A or B; batch entries of C are disjoint. */
+    ssm_result (*gemm)(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
+                       int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
+                       double beta, ssm_matrix_batch C);
+    /* Picks a method for AUTO from the shape (NULL = sequential). */
+    ssm_linrec_method (*linrec_pick)(const ssm_ctx *ctx, ssm_dtype dtype, int64_t S, int64_t T,
+                                     int64_t n, int64_t m);
+    /* Whole-op replacements (already validated arguments). */
+    ssm_result (*linrec_forward)(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_tensor *A,
+                                 const ssm_tensor *b, const ssm_tensor *h0, ssm_tensor *h,
+                                 ssm_tensor *hT);
+    ssm_result (*linrec_backward)(ssm_ctx *ctx, const ssm_linrec_desc *desc,
+                                  const ssm_tensor *A, const ssm_tensor *h0,
+                                  const ssm_tensor *h, const ssm_tensor *dh,
+                                  const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db,
+                                  ssm_tensor *dh0);
+    ssm_result (*decay_forward)(ssm_ctx *ctx, const ssm_decay_desc *desc,
+                                const ssm_tensor *log_decay, const ssm_tensor *x,
+                                const ssm_tensor *h0, ssm_tensor *out, ssm_tensor *hT);
+    ssm_result (*decay_backward)(ssm_ctx *ctx, const ssm_decay_desc *desc,
+                                 const ssm_tensor *log_decay, const ssm_tensor *h0,
+                                 const ssm_tensor *out, const ssm_tensor *dout,
+                                 const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dlog_decay,
+                                 ssm_tensor *dh0);
+    /* @@ssm-backend-slots@@ (later ops add their entries below) */
+    void *reserved[16];
+};
+
+/* For backends: the state the backend's init returned, the config's thread count, an
+   error with a formatted message (returns `code`), and scratch memory from the workspace. */
+SSMDEF void *ssm_ctx_backend_state(const ssm_ctx *ctx);
+SSMDEF int ssm_ctx_threads(const ssm_ctx *ctx);
+SSMDEF ssm_result ssm_ctx_error(ssm_ctx *ctx, ssm_result code, const char *fmt, ...);
+SSMDEF ssm_result ssm_ctx_workspace(ssm_ctx *ctx, size_t bytes, void **ptr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SSM_H_INCLUDED */
+
+/* ========================================================================================== */
+/*                                     IMPLEMENTATION                                         */
+/* ========================================================================================== */
+#ifdef SSM_IMPLEMENTATION
+#ifndef SSM_IMPLEMENTATION_DONE
+#define SSM_IMPLEMENTATION_DONE
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SSM__UNUSED(x) ((void)(x))
+#define SSM__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define SSM__MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SSM__TRY(expr)                     \
+    do {                                   \
+        ssm_result ssm__r_ = (expr);       \
+        if (ssm__r_ != SSM_OK) return ssm__r_; \
+    } while (0)
+
+struct ssm_ctx {
+    const ssm_backend *backend;
+    void *backend_state;
+    int threads;
+    ssm_allocator allocator;
+    void *workspace;
+    size_t workspace_bytes;
+    int workspace_owned; /* 1: grown by us through the allocator; 0: the caller's */
+    char message[512];
+};
+
+SSMDEF const char *ssm_result_string(ssm_result r) {
+    switch (r) {
+    case SSM_OK: return "ok";
+    case SSM_ERROR_NULL_ARGUMENT: return "null argument";
+    case SSM_ERROR_INVALID_SHAPE: return "invalid shape";
+    case SSM_ERROR_INVALID_DTYPE: return "invalid dtype";
+    case SSM_ERROR_INVALID_DEVICE: return "invalid device";
+    case SSM_ERROR_INVALID_STRIDE: return "invalid stride";
+    case SSM_ERROR_ALIASING: return "output aliases another tensor";
+    case SSM_ERROR_INVALID_VALUE: return "invalid value";
+    case SSM_ERROR_NON_FINITE: return "non-finite value";
+    case SSM_ERROR_OUT_OF_MEMORY: return "out of memory";
+    case SSM_ERROR_WORKSPACE_TOO_SMALL: return "workspace too small";
+    case SSM_ERROR_UNSUPPORTED: return "unsupported";
+    case SSM_ERROR_BACKEND: return "backend error";
+    }
+    return "unknown result";
+}
+
+/* ---- dtypes, devices, views ------------------------------------------------------------- */
+
+static ssm_dtype ssm__dtype(uint8_t code, uint8_t bits) {
+    ssm_dtype t;
+    t.code = code;
+    t.bits = bits;
+    t.lanes = 1;
+    return t;
+}
+SSMDEF ssm_dtype ssm_dtype_f32(void) { return ssm__dtype(SSM_DTYPE_FLOAT, 32); }
+SSMDEF ssm_dtype ssm_dtype_f64(void) { return ssm__dtype(SSM_DTYPE_FLOAT, 64); }
+SSMDEF ssm_dtype ssm_dtype_f16(void) { return ssm__dtype(SSM_DTYPE_FLOAT, 16); }
+SSMDEF ssm_dtype ssm_dtype_bf16(void) { return ssm__dtype(SSM_DTYPE_BFLOAT, 16); }
+SSMDEF ssm_dtype ssm_dtype_i32(void) { return ssm__dtype(SSM_DTYPE_INT, 32); }
+SSMDEF ssm_device ssm_cpu(void) {
+    ssm_device d;
+    d.type = SSM_DEVICE_CPU;
+    d.id = 0;
+    return d;
+}
+SSMDEF ssm_device ssm_cuda_device(int id) {
+    ssm_device d;
+    d.type = SSM_DEVICE_CUDA;
+    d.id = id;
+    return d;
+}
+SSMDEF int ssm_dtype_equal(ssm_dtype a, ssm_dtype b) {
+    return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+SSMDEF const char *ssm_dtype_name(ssm_dtype t) {
+    if (t.lanes != 1) return "?";
+    if (t.code == SSM_DTYPE_FLOAT && t.bits == 32) return "f32";
+    if (t.code == SSM_DTYPE_FLOAT && t.bits == 64) return "f64";
+    if (t.code == SSM_DTYPE_FLOAT && t.bits == 16) return "f16";
+    if (t.code == SSM_DTYPE_BFLOAT && t.bits == 16) return "bf16";
+    if (t.code == SSM_DTYPE_INT && t.bits == 32) return "i32";
+    if (t.code == SSM_DTYPE_INT && t.bits == 64) return "i64";
+    return "?";
+}
+static size_t ssm__esize(ssm_dtype t) { return (size_t)t.bits / 8u; }
+
+SSMDEF ssm_tensor ssm_tensor_make(void *data, ssm_dtype dtype, ssm_device device, int ndim,
+                                  const int64_t *shape, const int64_t *strides) {
+    ssm_tensor t;
+    int i;
+    int64_t s = 1;
+    memset(&t, 0, sizeof t);
+    if (ndim < 0) ndim = 0;
+    if (ndim > SSM_MAX_DIMS) ndim = SSM_MAX_DIMS;
+    t.data = data;
+    t.device = device;
+    t.dtype = dtype;
+    t.ndim = ndim;
+    for (i = ndim - 1; i >= 0; --i) {
+        t.shape[i] = shape ? shape[i] : 0;
+        t.strides[i] = strides ? strides[i] : s;
+        s *= t.shape[i] > 0 ? t.shape[i] : 1;
+    }
+    return t;
+}
+
+SSMDEF ssm_result ssm_tensor_from_dlpack(const ssm_dlpack_tensor *dl, ssm_tensor *out) {
+    int64_t shape[SSM_MAX_DIMS];
+    if (!dl || !out || (dl->ndim > 0 && !dl->shape)) return SSM_ERROR_NULL_ARGUMENT;
+    if (dl->ndim < 0 || dl->ndim > SSM_MAX_DIMS) return SSM_ERROR_INVALID_SHAPE;
+    if (dl->dtype.lanes != 1) return SSM_ERROR_INVALID_DTYPE;
+    if (dl->ndim > 0) memcpy(shape, dl->shape, sizeof(int64_t) * (size_t)dl->ndim);
+    *out = ssm_tensor_make(dl->data ? (char *)dl->data + dl->byte_offset : NULL, dl->dtype,
+                           dl->device, dl->ndim, shape, dl->strides);
+    return SSM_OK;
+}
+
+SSMDEF int64_t ssm_tensor_numel(const ssm_tensor *t) {
+    int64_t n = 1;
+    int i;
+    for (i = 0; i < t->ndim; ++i) n *= t->shape[i];
+    return n;
+}
+
+SSMDEF int ssm_tensor_is_contiguous(const ssm_tensor *t) {
+    int64_t s = 1;
+    int i;
+    for (i = t->ndim - 1; i >= 0; --i) {
+        if (t->shape[i] != 1 && t->strides[i] != s) return 0;
+        s *= t->shape[i];
+    }
+    return 1;
+}
+
+/* ---- context ---------------------------------------------------------------------------- */
+
+static void *ssm__alloc(const ssm_allocator *a, size_t bytes) {
+    return a->alloc ? a->alloc(a->user, bytes) : malloc(bytes);
+}
+static void ssm__free(const ssm_allocator *a, void *p) {
+    if (!p) return;
+    if (a->free) a->free(a->user, p);
+    else free(p);
+}
+
+SSMDEF ssm_ctx_config ssm_ctx_config_init(void) {
+    ssm_ctx_config c;
+    memset(&c, 0, sizeof c);
+    return c;
+}
+
+SSMDEF ssm_result ssm_ctx_error(ssm_ctx *ctx, ssm_result code, const char *fmt, ...) {
+    if (ctx) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->message, sizeof ctx->message, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+SSMDEF ssm_result ssm_ctx_create(const ssm_ctx_config *config, ssm_ctx **out) {
+    ssm_ctx_config cfg = config ? *config : ssm_ctx_config_init();
+    ssm_ctx *ctx;
+    ssm_result r;
+    if (!out) return SSM_ERROR_NULL_ARGUMENT;
+    *out = NULL;
+    if (cfg.threads < 0) return SSM_ERROR_INVALID_VALUE;
+    if ((cfg.allocator.alloc == NULL) != (cfg.allocator.free == NULL)) return SSM_ERROR_INVALID_VALUE;
+    if (cfg.workspace_bytes > 0 && !cfg.workspace) return SSM_ERROR_NULL_ARGUMENT;
+    ctx = (ssm_ctx *)ssm__alloc(&cfg.allocator, sizeof *ctx);
+    if (!ctx) return SSM_ERROR_OUT_OF_MEMORY;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->backend = cfg.backend ? cfg.backend : ssm_reference_backend();
+    ctx->threads = cfg.threads;
+    ctx->allocator = cfg.allocator;
+    ctx->workspace = cfg.workspace;
+    ctx->workspace_bytes = cfg.workspace ? cfg.workspace_bytes : 0;
+    ctx->workspace_owned = cfg.workspace ? 0 : 1;
+    if (ctx->backend->init) {
+        r = ctx->backend->init(ctx, &cfg, &ctx->backend_state);
+        if (r != SSM_OK) {
+            ssm__free(&cfg.allocator, ctx);
+            return r;
+        }
+    }
+    *out = ctx;
+    return SSM_OK;
+}
+
+SSMDEF void ssm_ctx_destroy(ssm_ctx *ctx) {
+    ssm_allocator a;
+    if (!ctx) return;
+    if (ctx->backend->shutdown) ctx->backend->shutdown(ctx, ctx->backend_state);
+    a = ctx->allocator;
+    if (ctx->workspace_owned) ssm__free(&a, ctx->workspace);
+    ssm__free(&a, ctx);
+}
+
+SSMDEF const char *ssm_ctx_last_error(const ssm_ctx *ctx) { return ctx ? ctx->message : "no context"; }
+SSMDEF void *ssm_ctx_backend_state(const ssm_ctx *ctx) { return ctx->backend_state; }
+SSMDEF int ssm_ctx_threads(const ssm_ctx *ctx) { return ctx->threads; }
+SSMDEF const char *ssm_ctx_backend_name(const ssm_ctx *ctx) { return ctx ? ctx->backend->name : "?"; }
+SSMDEF size_t ssm_ctx_workspace_capacity(const ssm_ctx *ctx) { return ctx ? ctx->workspace_bytes : 0; }
+
+SSMDEF ssm_result ssm_ctx_reserve_workspace(ssm_ctx *ctx, size_t bytes) {
+    void *p;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    if (bytes <= ctx->workspace_bytes) return SSM_OK;
+    if (!ctx->workspace_owned)
+        return ssm_ctx_error(ctx, SSM_ERROR_WORKSPACE_TOO_SMALL,
+                             "workspace: %zu bytes needed, the caller's buffer has %zu", bytes,
+                             ctx->workspace_bytes);
+    p = ssm__alloc(&ctx->allocator, bytes);
+    if (!p) return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "workspace: cannot allocate %zu bytes", bytes);
+    ssm__free(&ctx->allocator, ctx->workspace);
+    ctx->workspace = p;
+    ctx->workspace_bytes = bytes;
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_ctx_workspace(ssm_ctx *ctx, size_t bytes, void **ptr) {
+    *ptr = NULL;
+    if (bytes == 0) return SSM_OK;
+    SSM__TRY(ssm_ctx_reserve_workspace(ctx, bytes));
+    *ptr = ctx->workspace;
+    return SSM_OK;
+}
+
+/* ---- validation layer -------------------------------------------------------------------- */
+
+/* Byte range [lo, hi) a view touches; empty when any size is 0. */
+static void ssm__extent(const ssm_tensor *t, const char **lo, const char **hi) {
+    int64_t mn = 0, mx = 0;
+    int i;
+    size_t es = ssm__esize(t->dtype);
+    for (i = 0; i < t->ndim; ++i) {
+        int64_t span;
+        if (t->shape[i] == 0) {
+            *lo = *hi = (const char *)t->data;
+            return;
+        }
+        span = (t->shape[i] - 1) * t->strides[i];
+        if (span < 0) mn += span;
+        else mx += span;
+    }
+    *lo = (const char *)t->data + mn * (int64_t)es;
+    *hi = (const char *)t->data + (mx + 1) * (int64_t)es;
+}
+
+static int ssm__overlap(const ssm_tensor *a, const ssm_tensor *b) {
+    const char *alo, *ahi, *blo, *bhi;
+    if (a->device.type != b->device.type || a->device.id != b->device.id) {
+        int host_a = a->device.type != SSM_DEVICE_CUDA, host_b = b->device.type != SSM_DEVICE_CUDA;
+        if (host_a != host_b) return 0;
+    }
+    ssm__extent(a, &alo, &ahi);
+    ssm__extent(b, &blo, &bhi);
+    return alo < bhi && blo < ahi && alo != ahi && blo != bhi;
+}
+
+/* An output must reach each element through exactly one index: sorted by |stride|, each
+   stride must exceed the span of the dimensions below it. */
+static int ssm__self_overlapping(const ssm_tensor *t) {
+    int idx[SSM_MAX_DIMS], i, j;
+    int64_t span = 0;
+    for (i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] == 0) return 0;
+        idx[i] = i;
+    }
+    for (i = 1; i < t->ndim; ++i) /* insertion sort by |stride| */
+        for (j = i; j > 0; --j) {
+            int64_t a = t->strides[idx[j - 1]], b = t->strides[idx[j]];
+            if ((a < 0 ? -a : a) <= (b < 0 ? -b : b)) break;
+            { int tmp = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = tmp; }
+        }
+    for (i = 0; i < t->ndim; ++i) {
+        int64_t s = t->strides[idx[i]], n = t->shape[idx[i]];
+        if (s < 0) s = -s;
+        if (n == 1) continue;
+        if (s <= span) return 1;
+        span += s * (n - 1);
+    }
+    return 0;
+}
+
+/* One tensor argument as an op sees it. */
+typedef struct ssm__arg {
+    const char *name;
+    const ssm_tensor *t;
+    int output;
+} ssm__arg;
+
+/* Checks a tensor: non-NULL data, device of the backend, dtype, rank (one of two ranks
+   allowed: rank_a or rank_b, use the same value for one rank), sizes (-1 = any). */
+static ssm_result ssm__check(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t,
+                             ssm_dtype dtype, int rank_a, int rank_b, const int64_t *shape) {
+    int i;
+    if (!t) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: %s is NULL", op, name);
+    if (t->ndim != rank_a && t->ndim != rank_b)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: %s has rank %d, expected %d%s", op,
+                             name, (int)t->ndim, rank_a, rank_b != rank_a ? " (or one less)" : "");
+    if (!ssm_dtype_equal(t->dtype, dtype))
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "%s: %s is %s, expected %s", op, name,
+                             ssm_dtype_name(t->dtype), ssm_dtype_name(dtype));
+    if (ctx->backend->device_type == SSM_DEVICE_CPU
+            ? (t->device.type != SSM_DEVICE_CPU && t->device.type != SSM_DEVICE_CUDA_HOST &&
+               t->device.type != SSM_DEVICE_CUDA_MANAGED)
+            : (t->device.type != ctx->backend->device_type))
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE,
+                             "%s: %s is on device type %d, the %s backend needs type %d", op, name,
+                             (int)t->device.type, ctx->backend->name, (int)ctx->backend->device_type);
+    for (i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] < 0)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: %s has negative size", op, name);
+        if (shape && i < rank_a && shape[i] >= 0 && t->shape[i] != shape[i])
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE,
+                                 "%s: %s dim %d is %lld, expected %lld", op, name, i,
+                                 (long long)t->shape[i], (long long)shape[i]);
+    }
+    if (!t->data && ssm_tensor_numel(t) > 0)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: %s has NULL data", op, name);
+    return SSM_OK;
+}
+
+/* Outputs must not overlap themselves, each other, or any input. */
+static ssm_result ssm__check_aliasing(ssm_ctx *ctx, const char *op, const ssm__arg *args, int n) {
+    int i, j;
+    for (i = 0; i < n; ++i) {
+        if (!args[i].t || !args[i].output) continue;
+        if (ssm__self_overlapping(args[i].t))
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_STRIDE,
+                                 "%s: output %s has strides that make elements overlap", op,
+                                 args[i].name);
+        for (j = 0; j < n; ++j) {
+            if (j == i || !args[j].t || (args[j].output && j < i)) continue;
+            if (ssm__overlap(args[i].t, args[j].t))
+                return ssm_ctx_error(ctx, SSM_ERROR_ALIASING, "%s: output %s overlaps %s %s", op,
+                                     args[i].name, args[j].output ? "output" : "input", args[j].name);
+        }
+    }
+    return SSM_OK;
+}
+
+static ssm_result ssm__check_float_dtype(ssm_ctx *ctx, const char *op, const ssm_tensor *t) {
+    if (!t) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: a required tensor is NULL", op);
+    if (ctx->backend->device_type == SSM_DEVICE_CPU) {
+        if (!ssm_dtype_equal(t->dtype, SSM_F32) && !ssm_dtype_equal(t->dtype, SSM_F64))
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE,
+                                 "%s: the %s backend computes in f32 or f64, got %s", op,
+                                 ctx->backend->name, ssm_dtype_name(t->dtype));
+    } else if (!ssm_dtype_equal(t->dtype, SSM_F32) && !ssm_dtype_equal(t->dtype, SSM_F16) &&
+               !ssm_dtype_equal(t->dtype, SSM_BF16)) {
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE,
+                             "%s: the %s backend computes in f32, f16 or bf16, got %s", op,
+                             ctx->backend->name, ssm_dtype_name(t->dtype));
+    }
+    return SSM_OK;
+}
+
+/* ---- host primitives (typed loops; computation in double) -------------------------------- */
+
+#define SSM__LOAD(dt, p) ((dt).bits == 64 ? *(const double *)(p) : (double)*(const float *)(p))
+#define SSM__STORE(dt, p, v)                        \
+    do {                                            \
+        if ((dt).bits == 64) *(double *)(p) = (v);  \
+        else *(float *)(p) = (float)(v);            \
+    } while (0)
+
+/* Reference GEMM, accumulating in double. One typed body per precision. */
+#define SSM__GEMM_REF_BODY(T)                                                              \
+    for (k = 0; k < batch; ++k) {                                                          \
+        const T *a = (const T *)A.ptr + k * A.bs;                                          \
+        const T *b = (const T *)B.ptr + k * B.bs;                                          \
+        T *c = (T *)C.ptr + k * C.bs;                                                      \
+        for (i = 0; i < M; ++i) {                                                          \
+            for (j = 0; j < N; ++j) acc[j] = 0.0;                                          \
+            for (p = 0; p < K; ++p) {                                                      \
+                const double aip = (double)a[i * A.rs + p * A.cs];                         \
+                const T *brow = b + p * B.rs;                                              \
+                if (B.cs == 1)                                                             \
+                    for (j = 0; j < N; ++j) acc[j] += aip * (double)brow[j];               \
+                else                                                                       \
+                    for (j = 0; j < N; ++j) acc[j] += aip * (double)brow[j * B.cs];        \
+            }                                                                              \
+            for (j = 0; j < N; ++j) {                                                      \
+                T *cij = c + i * C.rs + j * C.cs;                                          \
+                *cij = (T)(alpha * acc[j] + (beta == 0.0 ? 0.0 : beta * (double)*cij));   \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+static ssm_result ssm__ref_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
+                                int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
+                                double beta, ssm_matrix_batch C) {
+    double stackacc[256], *acc = stackacc;
+    int64_t k, i, j, p;
+    if (N > 256) {
+        acc = (double *)ssm__alloc(&ctx->allocator, sizeof(double) * (size_t)N);
+        if (!acc) return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "gemm: accumulator");
+    }
+    if (dtype.bits == 64) { SSM__GEMM_REF_BODY(double) }
+    else { SSM__GEMM_REF_BODY(float) }
+    if (acc != stackacc) ssm__free(&ctx->allocator, acc);
+    return SSM_OK;
+}
+
+/* dst = src (+ dst when accumulate), both rows x cols matrices, batched. */
+static void ssm__copy2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols, ssm_matrix_batch src,
+                        ssm_matrix_batch dst, int accumulate) {
+    int64_t k, i, j;
+    size_t es = ssm__esize(dt);
+    for (k = 0; k < batch; ++k)
+        for (i = 0; i < rows; ++i)
+            for (j = 0; j < cols; ++j) {
+                const char *s = (const char *)src.ptr + (k * src.bs + i * src.rs + j * src.cs) * (int64_t)es;
+                char *d = (char *)dst.ptr + (k * dst.bs + i * dst.rs + j * dst.cs) * (int64_t)es;
+                double v = SSM__LOAD(dt, s);
+                if (accumulate) v += SSM__LOAD(dt, d);
+                SSM__STORE(dt, d, v);
+            }
+}
+
+static void ssm__fill2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols, ssm_matrix_batch dst,
+                        double value) {
+    int64_t k, i, j;
+    size_t es = ssm__esize(dt);
+    for (k = 0; k < batch; ++k)
+        for (i = 0; i < rows; ++i)
+            for (j = 0; j < cols; ++j)
+                SSM__STORE(dt, (char *)dst.ptr + (k * dst.bs + i * dst.rs + j * dst.cs) * (int64_t)es, value);
+}
+
+/* ---- dense linear recurrence: shapes and views ------------------------------------------- */
+
+/* A sequence of matrices over time for one batch row: element (t, i, j) at
+   base + (off + t*ts + i*rs + j*cs) elements. Offsets stay integers until an access, so
+   reversed and shifted views never form out-of-range pointers. */
+typedef struct ssm__seq {
+    char *base;
+    int64_t off, ts, rs, cs;
+} ssm__seq;
+
+typedef struct ssm__lr {
+    ssm_ctx *ctx;
+    ssm_dtype dt;
+    size_t es;
+    int64_t n, m;
+    ssm_linrec_stats st;
+} ssm__lr;
+
+static ssm_matrix_batch ssm__at(const ssm__lr *L, ssm__seq v, int64_t t, int64_t tstep) {
+    ssm_matrix_batch b;
+    b.ptr = v.base + (v.off + t * v.ts) * (int64_t)L->es;
+    b.rs = v.rs;
+    b.cs = v.cs;
+    b.bs = v.ts * tstep;
+    return b;
+}
+static ssm__seq ssm__seq_sub(ssm__seq v, int64_t start, int64_t step) {
+    v.off += start * v.ts;
+    v.ts *= step;
+    return v;
+}
+
+/* C[kc + i*sc] (+)= A[ka + i*sa] B[kb + i*sb] for i < count (time indices and steps per
+   operand). state = 0: a matrix-matrix product (B is n x n); 1: a matrix-state product. */
+static ssm_result ssm__mm(ssm__lr *L, int64_t count, double beta, int state, ssm__seq A,
+                          int64_t ka, int64_t sa, ssm__seq B, int64_t kb, int64_t sb, ssm__seq C,
+                          int64_t kc, int64_t sc) {
+    if (count <= 0) return SSM_OK;
+    if (state) L->st.mat_state += count;
+    else L->st.mat_mat += count;
+    return L->ctx->backend->gemm(L->ctx, L->dt, count, L->n, state ? L->m : L->n, L->n, 1.0, ssm__at(L, A, ka, sa),
+                                 ssm__at(L, B, kb, sb), beta, ssm__at(L, C, kc, sc));
+}
+/* M_out[kc] = A[ka] M[kb], all operands stepping by `step`. */
+#define SSM__MATMAT(L, cnt, A, ka, B, kb, C, kc, step) \
+    ssm__mm(L, cnt, 0.0, 0, A, ka, step, B, kb, step, C, kc, step)
+/* h[kc] = A[ka] h'[kb] + h[kc] (h[kc] holds b beforehand), all stepping by `step`. */
+#define SSM__MATSTATE(L, cnt, A, ka, B, kb, C, kc, step) \
+    ssm__mm(L, cnt, 1.0, 1, A, ka, step, B, kb, step, C, kc, step)
+
+static void ssm__copy_seq(ssm__lr *L, int64_t count, int64_t cols, ssm__seq src, int64_t ks,
+                          int64_t ss, ssm__seq dst, int64_t kd, int64_t sd) {
+    if (count > 0)
+        ssm__copy2d(L->dt, count, L->n, cols, ssm__at(L, src, ks, ss), ssm__at(L, dst, kd, sd), 0);
+}
+
+/* Compact scratch sequences carved from the workspace. */
+static ssm__seq ssm__scratch(ssm__lr *L, char **cursor, int64_t count, int64_t cols) {
+    ssm__seq v;
+    v.base = *cursor;
+    v.off = 0;
+    v.ts = L->n * cols;
+    v.rs = cols;
+    v.cs = 1;
+    *cursor += (size_t)(count * L->n * cols) * L->es;
+    return v;
+}
+
+/* ---- dense linear recurrence: the methods ------------------------------------------------
+   Each solves h_t = A_t h_{t-1} + b_t for 1 <= t < T given h_0 already stored in h (the
+   caller folds A_0 h0 + b_0 into h_0). A_0 and b_0 are never read. Scratch needs per
+   method are in ssm__lr_scratch_elems. */
+
+static ssm_result ssm__lr_sequential(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h) {
+    int64_t t;
+    for (t = 1; t < T; ++t) {
+        ssm__copy_seq(L, 1, L->m, b, t, 1, h, t, 1);
+        SSM__TRY(SSM__MATSTATE(L, 1, A, t, h, t - 1, h, t, 1));
+    }
+    return SSM_OK;
+}
+
+/* Hillis-Steele (the seeds' baseline): at span d every element t >= d absorbs t-d:
+   v_t += M_t v_{t-d}, M_t = M_t M_{t-d}. Double-buffered. */
+static ssm_result ssm__lr_scan_hs(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h, char *ws) {
+    int64_t d;
+    ssm__seq Mc = ssm__scratch(L, &ws, T, L->n), Mn = ssm__scratch(L, &ws, T, L->n);
+    ssm__seq vc = h, vn = ssm__scratch(L, &ws, T, L->m), tmp;
+    ssm__copy_seq(L, T - 1, L->n, A, 1, 1, Mc, 1, 1);
+    ssm__copy_seq(L, T - 1, L->m, b, 1, 1, h, 1, 1);
+    for (d = 1; d < T; d *= 2) {
+        ssm__copy_seq(L, T, L->m, vc, 0, 1, vn, 0, 1);
+        SSM__TRY(SSM__MATSTATE(L, T - d, Mc, d, vc, 0, vn, d, 1));
+        if (2 * d < T) { /* products whose span starts after 0 feed later spans */
+            ssm__copy_seq(L, d, L->n, Mc, 1, 1, Mn, 1, 1);
+            SSM__TRY(SSM__MATMAT(L, T - d - 1, Mc, d + 1, Mc, 1, Mn, d + 1, 1));
+        }
+        tmp = Mc; Mc = Mn; Mn = tmp;
+        tmp = vc; vc = vn; vn = tmp;
+    }
+    if (vc.base != h.base) ssm__copy_seq(L, T - 1, L->m, vc, 1, 1, h, 1, 1);
+    return SSM_OK;
+}
+
+/* Blelloch / Brent-Kung, in place at stride 2^l: the up-sweep builds span products at
+   k = 2s-1 (mod 2s), the down-sweep hands full prefixes to k = 3d-1 (mod 2d). */
+static ssm_result ssm__lr_blelloch(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h, char *ws) {
+    int64_t s, top = 0;
+    ssm__seq M = ssm__scratch(L, &ws, T, L->n), P = ssm__scratch(L, &ws, T / 2 + 1, L->n);
+    ssm__copy_seq(L, T - 1, L->n, A, 1, 1, M, 1, 1);
+    ssm__copy_seq(L, T - 1, L->m, b, 1, 1, h, 1, 1);
+    for (s = 1; 2 * s <= T; s *= 2) {
+        int64_t cnt = (T - 2 * s) / (2 * s) + 1; /* k = 2s-1, 4s-1, ... < T */
+        top = s;
+        SSM__TRY(SSM__MATSTATE(L, cnt, M, 2 * s - 1, h, s - 1, h, 2 * s - 1, 2 * s));
+        if (cnt > 1) { /* the first span starts at 0: its matrix is never needed */
+            SSM__TRY(ssm__mm(L, cnt - 1, 0.0, 0, M, 4 * s - 1, 2 * s, M, 3 * s - 1, 2 * s, P, 0, 1));
+            ssm__copy_seq(L, cnt - 1, L->n, P, 0, 1, M, 4 * s - 1, 2 * s);
+        }
+    }
+    for (s = top; s >= 1; s /= 2) {
+        if (3 * s - 1 < T) {
+            int64_t cnt = (T - 3 * s) / (2 * s) + 1; /* k = 3s-1, 5s-1, ... < T */
+            SSM__TRY(SSM__MATSTATE(L, cnt, M, 3 * s - 1, h, 2 * s - 1, h, 3 * s - 1, 2 * s));
+        }
+    }
+    return SSM_OK;
+}
+
+/* Cyclic (odd-even) reduction. The odd steps form a half-length recurrence
+   h_{2i+1} = (A_{2i+1} A_{2i}) h_{2i-1} + (A_{2i+1} b_{2i} + b_{2i+1}), solved recursively in
+   place on the odd sub-view of h; the evens then follow by one product each. Every level is
+   compacted into scratch, so each level is one batched product at unit stride. */
+static ssm_result ssm__lr_cr(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h, char *ws) {
+    int64_t half = T / 2; /* odd indices 1, 3, ..., 2*half-1 */
+    ssm__seq A2, b2, ho, Ao, Ae, bo, be, he;
+    if (T <= 2) return ssm__lr_sequential(L, T, A, b, h);
+    A2 = ssm__scratch(L, &ws, half, L->n);
+    b2 = ssm__scratch(L, &ws, half, L->m);
+    ho = ssm__seq_sub(h, 1, 2);
+    Ao = ssm__seq_sub(A, 1, 2), Ae = ssm__seq_sub(A, 0, 2);
+    bo = ssm__seq_sub(b, 1, 2), be = ssm__seq_sub(b, 0, 2), he = ssm__seq_sub(h, 0, 2);
+    /* h_1 = A_1 h_0 + b_1 starts the odd recurrence (its h_0) */
+    ssm__copy_seq(L, 1, L->m, b, 1, 1, h, 1, 1);
+    SSM__TRY(SSM__MATSTATE(L, 1, A, 1, h, 0, h, 1, 1));
+    SSM__TRY(SSM__MATMAT(L, half - 1, Ao, 1, Ae, 1, A2, 1, 1));
+    ssm__copy_seq(L, half - 1, L->m, bo, 1, 1, b2, 1, 1);
+    SSM__TRY(SSM__MATSTATE(L, half - 1, Ao, 1, be, 1, b2, 1, 1));
+    SSM__TRY(ssm__lr_cr(L, half, A2, b2, ho, ws));
+    /* evens: h_{2i} = A_{2i} h_{2i-1} + b_{2i} for 1 <= i, 2i < T */
+    ssm__copy_seq(L, (T - 1) / 2, L->m, be, 1, 1, he, 1, 1);
+    return SSM__MATSTATE(L, (T - 1) / 2, Ae, 1, ho, 0, he, 1, 1);
+}
+
+/* Chunked: chunk 0 runs directly; every later chunk c (start s_c) (1) runs from a zero
+   state and multiplies its transitions P_c = A_end ... A_{s_c}, all chunks batched per step;
+   (2) a sequential scan over the carries fixes each chunk's last state,
+   h_end += P_c h_{s_c - 1}; (3) every chunk re-runs from its true carry. */
+static ssm_result ssm__lr_chunked(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h,
+                                  int64_t C, char *ws) {
+    int64_t nc, nfull, tail, j, c;
+    ssm__seq P, Pt;
+    if (C >= T) return ssm__lr_sequential(L, T, A, b, h);
+    nc = (T - 1) / C;        /* chunks after the first, starting at C, 2C, ... */
+    nfull = (T - C) / C;     /* of which full length */
+    tail = (T - C) % C;      /* length of a last partial chunk (0: none) */
+    P = ssm__scratch(L, &ws, nc, L->n);
+    Pt = ssm__scratch(L, &ws, nc, L->n);
+    SSM__TRY(ssm__lr_sequential(L, C, A, b, h));
+    /* (1) */
+    ssm__copy_seq(L, nc, L->m, b, C, C, h, C, C);
+    ssm__copy_seq(L, nc, L->n, A, C, C, P, 0, 1);
+    for (j = 1; j < C; ++j) {
+        int64_t cnt = nfull + (tail > j ? 1 : 0);
+        if (cnt <= 0) break;
+        ssm__copy_seq(L, cnt, L->m, b, C + j, C, h, C + j, C);
+        SSM__TRY(ssm__mm(L, cnt, 1.0, 1, A, C + j, C, h, C + j - 1, C, h, C + j, C));
+        SSM__TRY(ssm__mm(L, cnt, 0.0, 0, A, C + j, C, P, 0, 1, Pt, 0, 1));
+        ssm__copy_seq(L, cnt, L->n, Pt, 0, 1, P, 0, 1);
+    }
+    /* (2) */
+    for (c = 0; c < nc; ++c) {
+        int64_t start = C * (c + 1), end = SSM__MIN(start + C, T) - 1;
+        SSM__TRY(ssm__mm(L, 1, 1.0, 1, P, c, 1, h, start - 1, 1, h, end, 1));
+    }
+    /* (3) */
+    for (j = 0; j < C - 1; ++j) {
+        int64_t cnt = nfull + (tail - 1 > j ? 1 : 0);
+        if (cnt <= 0) break;
+        ssm__copy_seq(L, cnt, L->m, b, C + j, C, h, C + j, C);
+        SSM__TRY(SSM__MATSTATE(L, cnt, A, C + j, h, C + j - 1, h, C + j, C));
+    }
+    return SSM_OK;
+}
+
+#define SSM__DEFAULT_CHUNK 64
+
+/* Scratch elements one sequence needs for a method (the solver reuses it per sequence). */
+static int64_t ssm__lr_scratch_elems(ssm_linrec_method method, int64_t T, int64_t n, int64_t m,
+                                     int64_t chunk) {
+    int64_t e = 0, L;
+    switch (method) {
+    case SSM_LINREC_SCAN_HS: return 2 * T * n * n + T * n * m;
+    case SSM_LINREC_BLELLOCH: return (T + T / 2 + 1) * n * n;
+    case SSM_LINREC_CR:
+        for (L = T; L > 2; L /= 2) e += (L / 2) * (n * n + n * m);
+        return e;
+    case SSM_LINREC_CHUNKED:
+        if (chunk >= T) return 0;
+        return 2 * ((T - 1) / chunk) * n * n;
+    default: return 0;
+    }
+}
+
+static ssm_result ssm__lr_solve(ssm__lr *L, ssm_linrec_method method, int64_t T, ssm__seq A,
+                                ssm__seq b, ssm__seq h, int64_t chunk, char *ws) {
+    switch (method) {
+    case SSM_LINREC_SCAN_HS: return ssm__lr_scan_hs(L, T, A, b, h, ws);
+    case SSM_LINREC_BLELLOCH: return ssm__lr_blelloch(L, T, A, b, h, ws);
+    case SSM_LINREC_CR: return ssm__lr_cr(L, T, A, b, h, ws);
+    case SSM_LINREC_CHUNKED: return ssm__lr_chunked(L, T, A, b, h, chunk, ws);
+    default: return ssm__lr_sequential(L, T, A, b, h);
+    }
+}
+
+/* ---- dense linear recurrence: validation and the public entry points --------------------- */
+
+SSMDEF const char *ssm_linrec_method_name(ssm_linrec_method m) {
+    switch (m) {
+    case SSM_LINREC_AUTO: return "auto";
+    case SSM_LINREC_SEQUENTIAL: return "seq";
+    case SSM_LINREC_SCAN_HS: return "scan_hs";
+    case SSM_LINREC_BLELLOCH: return "blelloch";
+    case SSM_LINREC_CR: return "cr";
+    case SSM_LINREC_CHUNKED: return "chunked";
+    }
+    return "?";
+}
+
+SSMDEF ssm_linrec_desc ssm_linrec_desc_init(void) {
+    ssm_linrec_desc d;
+    memset(&d, 0, sizeof d);
+    return d;
+}
+
+/* Sizes of one recurrence call, read off A and b. */
+typedef struct ssm__lr_shape {
+    int64_t S, T, n, m;
+} ssm__lr_shape;
+
+/* A state tensor is [S,T,n,m] / [S,n,m], or without the trailing m when m = 1. Fills its
+   strides as (batch, time, row, col) element strides. */
+static ssm_result ssm__state_strides(ssm_ctx *ctx, const char *op, const char *name,
+                                     const ssm_tensor *t, ssm_dtype dt, const ssm__lr_shape *s,
+                                     int has_time, int64_t st[4]) {
+    int64_t shape[4];
+    int rank = 0, full;
+    shape[rank++] = s->S;
+    if (has_time) shape[rank++] = s->T;
+    shape[rank++] = s->n;
+    shape[rank++] = s->m;
+    full = rank;
+    if (s->m != 1) SSM__TRY(ssm__check(ctx, op, name, t, dt, full, full, shape));
+    else SSM__TRY(ssm__check(ctx, op, name, t, dt, full, full - 1, shape));
+    st[0] = t->strides[0];
+    st[1] = has_time ? t->strides[1] : 0;
+    st[2] = t->strides[has_time ? 2 : 1];
+    st[3] = t->ndim == full ? t->strides[full - 1] : 1;
+    return SSM_OK;
+}
+
+static ssm_result ssm__lr_validate_desc(ssm_ctx *ctx, const char *op, const ssm_linrec_desc *d) {
+    if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
+    if ((int)d->method < 0 || (int)d->method >= SSM_LINREC_METHOD_COUNT)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown method %d", op, (int)d->method);
+    if (d->transition != SSM_TRANSITION_DENSE)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: only dense transitions so far", op);
+    if (d->chunk < 0)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: chunk must be >= 0", op);
+    return SSM_OK;
+}
+
+/* Shape of A [S,T,n,n] and of b's trailing m. */
+static ssm_result ssm__lr_shape_of(ssm_ctx *ctx, const char *op, const ssm_tensor *A,
+                                   const ssm_tensor *b, ssm__lr_shape *s) {
+    SSM__TRY(ssm__check_float_dtype(ctx, op, A));
+    SSM__TRY(ssm__check(ctx, op, "A", A, A->dtype, 4, 4, NULL));
+    if (A->shape[2] != A->shape[3])
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: A must be [S,T,n,n], got n x %lld x %lld",
+                             op, (long long)A->shape[2], (long long)A->shape[3]);
+    s->S = A->shape[0];
+    s->T = A->shape[1];
+    s->n = A->shape[2];
+    s->m = 1;
+    if (b) {
+        if (b->ndim == 4) s->m = b->shape[3];
+        else if (b->ndim != 3)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: %s must be [S,T,n,m] or [S,T,n]", op, "b");
+    }
+    if (s->T < 1 || s->n < 1 || s->m < 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: T, n and m must be >= 1 (T=%lld n=%lld m=%lld)",
+                             op, (long long)s->T, (long long)s->n, (long long)s->m);
+    return SSM_OK;
+}
+
+static ssm_linrec_method ssm__lr_resolve(const ssm_ctx *ctx, const ssm_linrec_desc *d, ssm_dtype dt,
+                                         const ssm__lr_shape *s) {
+    if (d->method != SSM_LINREC_AUTO) return d->method;
+    if (ctx->backend->linrec_pick) return ctx->backend->linrec_pick(ctx, dt, s->S, s->T, s->n, s->m);
+    return SSM_LINREC_SEQUENTIAL; /* the least work: the best choice for one CPU thread */
+}
+
+static size_t ssm__lr_workspace(const ssm_linrec_desc *d, ssm_linrec_method method, ssm_dtype dt,
+                                const ssm__lr_shape *s) {
+    int64_t chunk = d->chunk ? d->chunk : SSM__DEFAULT_CHUNK;
+    return (size_t)ssm__lr_scratch_elems(method, s->T, s->n, s->m, chunk) * ssm__esize(dt);
+}
+
+SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc,
+                                            ssm_dtype dtype, int64_t S, int64_t T, int64_t n,
+                                            int64_t m, int backward, size_t *bytes) {
+    ssm__lr_shape s;
+    ssm_linrec_method method;
+    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
+    SSM__UNUSED(backward); /* the backward pass runs the same solver on the adjoint */
+    s.S = S, s.T = T, s.n = n, s.m = m;
+    method = ssm__lr_resolve(ctx, desc, dtype, &s);
+    *bytes = ssm__lr_workspace(desc, method, dtype, &s);
+    return SSM_OK;
+}
+
+static ssm__seq ssm__seq_make(const ssm_tensor *t, const int64_t st[4], int64_t s, int reverse,
+                              int64_t T) {
+    ssm__seq v;
+    v.base = (char *)t->data;
+    v.off = s * st[0] + (reverse ? (T - 1) * st[1] : 0);
+    v.ts = reverse ? -st[1] : st[1];
+    v.rs = st[2];
+    v.cs = st[3];
+    return v;
+}
+
+static void ssm__lr_init(ssm__lr *L, ssm_ctx *ctx, ssm_dtype dt, const ssm__lr_shape *s,
+                         ssm_linrec_method method) {
+    memset(L, 0, sizeof *L);
+    L->ctx = ctx;
+    L->dt = dt;
+    L->es = ssm__esize(dt);
+    L->n = s->n;
+    L->m = s->m;
+    L->st.method = method;
+}
+
+static void ssm__lr_finish(ssm__lr *L, const ssm_linrec_desc *d, size_t ws) {
+    if (!d->stats) return;
+    L->st.flops = 2.0 * (double)L->n * (double)L->n * ((double)L->n * (double)L->st.mat_mat +
+                                                      (double)L->m * (double)L->st.mat_state);
+    L->st.workspace_bytes = ws;
+    *d->stats = L->st;
+}
+
+static ssm_result ssm__lr_forward_generic(ssm_ctx *ctx, const ssm_linrec_desc *d, const ssm_tensor *A,
+                                          const ssm_tensor *b, const ssm_tensor *h0, ssm_tensor *h,
+                                          ssm_tensor *hT, const ssm__lr_shape *s, const int64_t sA[4],
+                                          const int64_t sb[4], const int64_t s0[4],
+                                          const int64_t sh[4], const int64_t sT[4]) {
+    ssm__lr L;
+    ssm_linrec_method method = ssm__lr_resolve(ctx, d, A->dtype, s);
+    size_t ws = ssm__lr_workspace(d, method, A->dtype, s);
+    void *wsp = NULL;
+    int64_t i;
+    ssm__lr_init(&L, ctx, A->dtype, s, method);
+    SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
+    for (i = 0; i < s->S; ++i) {
+        ssm__seq Av = ssm__seq_make(A, sA, i, d->reverse, s->T);
+        ssm__seq bv = ssm__seq_make(b, sb, i, d->reverse, s->T);
+        ssm__seq hv = ssm__seq_make(h, sh, i, d->reverse, s->T);
+        ssm__copy_seq(&L, 1, s->m, bv, 0, 1, hv, 0, 1);
+        if (h0) { /* h_0 = A_0 h0 + b_0 */
+            ssm__seq v0 = ssm__seq_make(h0, s0, i, 0, 1);
+            SSM__TRY(ssm__mm(&L, 1, 1.0, 1, Av, 0, 1, v0, 0, 1, hv, 0, 1));
+        }
+        SSM__TRY(ssm__lr_solve(&L, method, s->T, Av, bv, hv, d->chunk ? d->chunk : SSM__DEFAULT_CHUNK,
+                               (char *)wsp));
+        if (hT) ssm__copy_seq(&L, 1, s->m, hv, s->T - 1, 1, ssm__seq_make(hT, sT, i, 0, 1), 0, 1);
+    }
+    ssm__lr_finish(&L, d, ws);
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_tensor *A,
+                                     const ssm_tensor *b, const ssm_tensor *h0, ssm_tensor *h,
+                                     ssm_tensor *hT) {
+    static const char *op = "ssm_linrec_forward";
+    ssm__lr_shape s;
+    int64_t sA[4], sb[4], s0[4] = {0, 0, 0, 0}, sh[4], sT[4] = {0, 0, 0, 0};
+    ssm__arg args[5];
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
+    if (!A || !b || !h) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, b and h are required", op);
+    SSM__TRY(ssm__lr_shape_of(ctx, op, A, b, &s));
+    sA[0] = A->strides[0], sA[1] = A->strides[1], sA[2] = A->strides[2], sA[3] = A->strides[3];
+    SSM__TRY(ssm__state_strides(ctx, op, "b", b, A->dtype, &s, 1, sb));
+    SSM__TRY(ssm__state_strides(ctx, op, "h", h, A->dtype, &s, 1, sh));
+    if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, A->dtype, &s, 0, s0));
+    if (hT) SSM__TRY(ssm__state_strides(ctx, op, "hT", hT, A->dtype, &s, 0, sT));
+    args[0].name = "A", args[0].t = A, args[0].output = 0;
+    args[1].name = "b", args[1].t = b, args[1].output = 0;
+    args[2].name = "h0", args[2].t = h0, args[2].output = 0;
+    args[3].name = "h", args[3].t = h, args[3].output = 1;
+    args[4].name = "hT", args[4].t = hT, args[4].output = 1;
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
+    if (s.S == 0) return SSM_OK;
+    if (ctx->backend->linrec_forward) return ctx->backend->linrec_forward(ctx, desc, A, b, h0, h, hT);
+    return ssm__lr_forward_generic(ctx, desc, A, b, h0, h, hT, &s, sA, sb, s0, sh, sT);
+}
+
+/* The adjoint runs the same solver in the opposite direction on transposed transitions:
+   in processing order u = 0..T-1 (time t = T-1-u), g_u = A'_u g_{u-1} + dh_{T-1-u} with
+   A'_u = A_{T-u}^T, written straight into db. */
+static ssm_result ssm__lr_backward_generic(ssm_ctx *ctx, const ssm_linrec_desc *d, const ssm_tensor *A,
+                                           const ssm_tensor *h0, const ssm_tensor *h,
+                                           const ssm_tensor *dh, const ssm_tensor *dhT,
+                                           ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0,
+                                           const ssm__lr_shape *s, const int64_t sA[4],
+                                           const int64_t s0[4], const int64_t sh[4],
+                                           const int64_t sdh[4], const int64_t sdT[4],
+                                           const int64_t sdA[4], const int64_t sdb[4],
+                                           const int64_t sd0[4]) {
+    ssm__lr L;
+    ssm_linrec_method method = ssm__lr_resolve(ctx, d, A->dtype, s);
+    size_t ws = ssm__lr_workspace(d, method, A->dtype, s);
+    void *wsp = NULL;
+    int64_t i, T = s->T;
+    int rev = !d->reverse;
+    ssm__lr_init(&L, ctx, A->dtype, s, method);
+    SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
+    for (i = 0; i < s->S; ++i) {
+        /* forward-order views (time runs as the forward pass ran it) */
+        ssm__seq Af = ssm__seq_make(A, sA, i, d->reverse, T);
+        ssm__seq hf = ssm__seq_make(h, sh, i, d->reverse, T);
+        ssm__seq gf = ssm__seq_make(db, sdb, i, d->reverse, T);
+        ssm__seq dAf = ssm__seq_make(dA, sdA, i, d->reverse, T);
+        /* adjoint-order views */
+        ssm__seq g = ssm__seq_make(db, sdb, i, rev, T);
+        ssm__seq dhv = ssm__seq_make(dh, sdh, i, rev, T);
+        ssm__seq At = Af;
+        At.off = Af.off + T * Af.ts; /* A'_u = A_{T-u}^T: start one past the end, step back */
+        At.ts = -Af.ts;
+        At.rs = Af.cs;
+        At.cs = Af.rs;
+        ssm__copy_seq(&L, 1, s->m, dhv, 0, 1, g, 0, 1);
+        if (dhT) ssm__copy2d(L.dt, 1, s->n, s->m, ssm__at(&L, ssm__seq_make(dhT, sdT, i, 0, 1), 0, 1),
+                             ssm__at(&L, g, 0, 1), 1);
+        SSM__TRY(ssm__lr_solve(&L, method, T, At, dhv, g, d->chunk ? d->chunk : SSM__DEFAULT_CHUNK,
+                               (char *)wsp));
+        /* dA_t = g_t h_{t-1}^T (m-contraction): a batched product with h viewed transposed */
+        {
+            ssm__seq hT_ = hf;
+            ssm_matrix_batch Ga, Hb, Dc;
+            hT_.rs = hf.cs;
+            hT_.cs = hf.rs;
+            if (T > 1) {
+                Ga = ssm__at(&L, gf, 1, 1);
+                Hb = ssm__at(&L, hT_, 0, 1);
+                Dc = ssm__at(&L, dAf, 1, 1);
+                SSM__TRY(ctx->backend->gemm(ctx, L.dt, T - 1, s->n, s->n, s->m, 1.0, Ga, Hb, 0.0, Dc));
+                L.st.mat_mat += T - 1;
+            }
+            if (h0) {
+                ssm__seq v0 = ssm__seq_make(h0, s0, i, 0, 1);
+                ssm__seq v0t = v0;
+                v0t.rs = v0.cs;
+                v0t.cs = v0.rs;
+                SSM__TRY(ctx->backend->gemm(ctx, L.dt, 1, s->n, s->n, s->m, 1.0, ssm__at(&L, gf, 0, 1),
+                                            ssm__at(&L, v0t, 0, 1), 0.0, ssm__at(&L, dAf, 0, 1)));
+                L.st.mat_mat += 1;
+            } else {
+                ssm__fill2d(L.dt, 1, s->n, s->n, ssm__at(&L, dAf, 0, 1), 0.0);
+            }
+            if (dh0) { /* dh0 = A_0^T g_0 */
+                ssm__seq A0t = Af, d0 = ssm__seq_make(dh0, sd0, i, 0, 1);
+                A0t.rs = Af.cs;
+                A0t.cs = Af.rs;
+                SSM__TRY(ssm__mm(&L, 1, 0.0, 1, A0t, 0, 1, gf, 0, 1, d0, 0, 1));
+            }
+        }
+    }
+    ssm__lr_finish(&L, d, ws);
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_tensor *A,
+                                      const ssm_tensor *h0, const ssm_tensor *h, const ssm_tensor *dh,
+                                      const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db,
+                                      ssm_tensor *dh0) {
+    static const char *op = "ssm_linrec_backward";
+    ssm__lr_shape s;
+    int64_t sA[4], s0[4] = {0, 0, 0, 0}, sh[4], sdh[4], sdT[4] = {0, 0, 0, 0}, sdA[4], sdb[4];
+    int64_t sd0[4] = {0, 0, 0, 0};
+    int64_t shapeA[4];
+    ssm__arg args[8];
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
+    if (!A || !h || !dh || !dA || !db)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, h, dh, dA and db are required", op);
+    SSM__TRY(ssm__lr_shape_of(ctx, op, A, h, &s));
+    sA[0] = A->strides[0], sA[1] = A->strides[1], sA[2] = A->strides[2], sA[3] = A->strides[3];
+    SSM__TRY(ssm__state_strides(ctx, op, "h", h, A->dtype, &s, 1, sh));
+    SSM__TRY(ssm__state_strides(ctx, op, "dh", dh, A->dtype, &s, 1, sdh));
+    SSM__TRY(ssm__state_strides(ctx, op, "db", db, A->dtype, &s, 1, sdb));
+    if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, A->dtype, &s, 0, s0));
+    if (dhT) SSM__TRY(ssm__state_strides(ctx, op, "dhT", dhT, A->dtype, &s, 0, sdT));
+    if (dh0) SSM__TRY(ssm__state_strides(ctx, op, "dh0", dh0, A->dtype, &s, 0, sd0));
+    shapeA[0] = s.S, shapeA[1] = s.T, shapeA[2] = s.n, shapeA[3] = s.n;
+    SSM__TRY(ssm__check(ctx, op, "dA", dA, A->dtype, 4, 4, shapeA));
+    sdA[0] = dA->strides[0], sdA[1] = dA->strides[1], sdA[2] = dA->strides[2], sdA[3] = dA->strides[3];
+    args[0].name = "A", args[0].t = A, args[0].output = 0;
+    args[1].name = "h0", args[1].t = h0, args[1].output = 0;
+    args[2].name = "h", args[2].t = h, args[2].output = 0;
+    args[3].name = "dh", args[3].t = dh, args[3].output = 0;
+    args[4].name = "dhT", args[4].t = dhT, args[4].output = 0;
+    args[5].name = "dA", args[5].t = dA, args[5].output = 1;
+    args[6].name = "db", args[6].t = db, args[6].output = 1;
+    args[7].name = "dh0", args[7].t = dh0, args[7].output = 1;
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
+    if (s.S == 0) return SSM_OK;
+    if (ctx->backend->linrec_backward)
+        return ctx->backend->linrec_backward(ctx, desc, A, h0, h, dh, dhT, dA, db, dh0);
+    return ssm__lr_backward_generic(ctx, desc, A, h0, h, dh, dhT, dA, db, dh0, &s, sA, s0, sh, sdh, sdT,
+                                    sdA, sdb, sd0);
+}
+
+/* ---- decay scan ------------------------------------------------------------------------- */
+
+SSMDEF ssm_decay_desc ssm_decay_desc_init(void) {
+    ssm_decay_desc d;
+    memset(&d, 0, sizeof d);
+    return d;
+}
+
+typedef struct ssm__dk_shape {
+    int64_t B, T, R, C;
+} ssm__dk_shape;
+
+/* Element addresses of the decay-scan tensors (strides from the views). */
+#define SSM__PTR3(t, i, j, k) \
+    ((char *)(t)->data + ((i) * (t)->strides[0] + (j) * (t)->strides[1] + (k) * (t)->strides[2]) * (int64_t)es)
+#define SSM__PTR4(t, i, j, k, l)                                                                 \
+    ((char *)(t)->data + ((i) * (t)->strides[0] + (j) * (t)->strides[1] + (k) * (t)->strides[2] + \
+                          (l) * (t)->strides[3]) * (int64_t)es)
+
+/* a_t, the per-step log decay, read from either input form (cA_{-1} = 0). */
+static double ssm__dk_step(const ssm_decay_desc *d, const ssm_tensor *ld, size_t es, int64_t b,
+                           int64_t t, int64_t r) {
+    double v = SSM__LOAD(ld->dtype, SSM__PTR3(ld, b, t, r));
+    if (d->input == SSM_DECAY_PER_STEP || t == 0) return v;
+    return v - SSM__LOAD(ld->dtype, SSM__PTR3(ld, b, t - 1, r));
+}
+
+static ssm_result ssm__dk_forward_generic(ssm_ctx *ctx, const ssm_decay_desc *d, const ssm_tensor *ld,
+                                          const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out,
+                                          ssm_tensor *hT, const ssm__dk_shape *s) {
+    size_t es = ssm__esize(x->dtype);
+    ssm_dtype dt = x->dtype;
+    double *state;
+    int64_t b, t, r, c;
+    SSM__TRY(ssm_ctx_workspace(ctx, sizeof(double) * (size_t)(s->R * s->C), (void **)&state));
+    for (b = 0; b < s->B; ++b) {
+        for (r = 0; r < s->R; ++r)
+            for (c = 0; c < s->C; ++c) state[r * s->C + c] = h0 ? SSM__LOAD(dt, SSM__PTR3(h0, b, r, c)) : 0.0;
+        for (t = 0; t < s->T; ++t)
+            for (r = 0; r < s->R; ++r) {
+                double f = exp(ssm__dk_step(d, ld, es, b, t, r)), *st = state + r * s->C;
+                for (c = 0; c < s->C; ++c) {
+                    st[c] = f * st[c] + SSM__LOAD(dt, SSM__PTR4(x, b, t, r, c));
+                    SSM__STORE(dt, SSM__PTR4(out, b, t, r, c), st[c]);
+                }
+            }
+        if (hT)
+            for (r = 0; r < s->R; ++r)
+                for (c = 0; c < s->C; ++c) SSM__STORE(dt, SSM__PTR3(hT, b, r, c), state[r * s->C + c]);
+    }
+    return SSM_OK;
+}
+
+/* Adjoint: g_t = dout_t + exp(a_{t+1}) g_{t+1} (+ dhT at the end); dx_t = g_t;
+   da_t = exp(a_t) sum_c g_t h_{t-1}; dh0 = exp(a_0) g_0; dcA_t = da_t - da_{t+1}. */
+static ssm_result ssm__dk_backward_generic(ssm_ctx *ctx, const ssm_decay_desc *d, const ssm_tensor *ld,
+                                           const ssm_tensor *h0, const ssm_tensor *out,
+                                           const ssm_tensor *dout, const ssm_tensor *dhT, ssm_tensor *dx,
+                                           ssm_tensor *dld, ssm_tensor *dh0, const ssm__dk_shape *s) {
+    size_t es = ssm__esize(out->dtype);
+    ssm_dtype dt = out->dtype;
+    double *g;
+    int64_t b, t, r, c;
+    SSM__TRY(ssm_ctx_workspace(ctx, sizeof(double) * (size_t)(s->R * s->C), (void **)&g));
+    for (b = 0; b < s->B; ++b) {
+        for (r = 0; r < s->R; ++r)
+            for (c = 0; c < s->C; ++c) g[r * s->C + c] = dhT ? SSM__LOAD(dt, SSM__PTR3(dhT, b, r, c)) : 0.0;
+        for (t = s->T - 1; t >= 0; --t)
+            for (r = 0; r < s->R; ++r) {
+                double f_next = t + 1 < s->T ? exp(ssm__dk_step(d, ld, es, b, t + 1, r)) : 1.0;
+                double f = exp(ssm__dk_step(d, ld, es, b, t, r)), acc = 0.0, *gr = g + r * s->C;
+                for (c = 0; c < s->C; ++c) {
+                    double prev = t > 0 ? SSM__LOAD(dt, SSM__PTR4(out, b, t - 1, r, c))
+                                        : (h0 ? SSM__LOAD(dt, SSM__PTR3(h0, b, r, c)) : 0.0);
+                    gr[c] = f_next * gr[c] + SSM__LOAD(dt, SSM__PTR4(dout, b, t, r, c));
+                    SSM__STORE(dt, SSM__PTR4(dx, b, t, r, c), gr[c]);
+                    acc += gr[c] * prev;
+                }
+                SSM__STORE(dt, SSM__PTR3(dld, b, t, r), f == 0.0 ? 0.0 : f * acc);
+                if (t == 0 && dh0)
+                    for (c = 0; c < s->C; ++c) SSM__STORE(dt, SSM__PTR3(dh0, b, r, c), f * gr[c]);
+            }
+        if (d->input == SSM_DECAY_CUMULATIVE)
+            for (t = 0; t + 1 < s->T; ++t)
+                for (r = 0; r < s->R; ++r) {
+                    double v = SSM__LOAD(dt, SSM__PTR3(dld, b, t, r)) - SSM__LOAD(dt, SSM__PTR3(dld, b, t + 1, r));
+                    SSM__STORE(dt, SSM__PTR3(dld, b, t, r), v);
+                }
+    }
+    return SSM_OK;
+}
+
+/* Cumulative decays must be finite (their differences are taken); per-step decays may be
+   -inf (a full reset) but never NaN or +inf. */
+static ssm_result ssm__dk_check_finite(ssm_ctx *ctx, const char *op, const ssm_decay_desc *d,
+                                       const ssm_tensor *ld, const ssm__dk_shape *s) {
+    size_t es = ssm__esize(ld->dtype);
+    int64_t b, t, r;
+    for (b = 0; b < s->B; ++b)
+        for (t = 0; t < s->T; ++t)
+            for (r = 0; r < s->R; ++r) {
+                double v = SSM__LOAD(ld->dtype, SSM__PTR3(ld, b, t, r));
+                int bad = d->input == SSM_DECAY_CUMULATIVE ? !isfinite(v) : (isnan(v) || v == HUGE_VAL);
+                if (bad)
+                    return ssm_ctx_error(ctx, SSM_ERROR_NON_FINITE, "%s: log_decay[%lld,%lld,%lld] = %g is not allowed (%s input)",
+                                         op, (long long)b, (long long)t, (long long)r, v,
+                                         d->input == SSM_DECAY_CUMULATIVE ? "cumulative" : "per-step");
+            }
+    return SSM_OK;
+}
+
+static ssm_result ssm__dk_validate(ssm_ctx *ctx, const char *op, const ssm_decay_desc *d,
+                                   const ssm_tensor *ld, const ssm_tensor *x, ssm__dk_shape *s) {
+    int64_t sh3[3];
+    if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
+    if (d->input != SSM_DECAY_CUMULATIVE && d->input != SSM_DECAY_PER_STEP)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown decay input kind %d", op, (int)d->input);
+    SSM__TRY(ssm__check_float_dtype(ctx, op, x));
+    SSM__TRY(ssm__check(ctx, op, "x", x, x->dtype, 4, 4, NULL));
+    s->B = x->shape[0], s->T = x->shape[1], s->R = x->shape[2], s->C = x->shape[3];
+    if (s->T < 1 || s->R < 1 || s->C < 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: T, R and C must be >= 1", op);
+    sh3[0] = s->B, sh3[1] = s->T, sh3[2] = s->R;
+    return ssm__check(ctx, op, "log_decay", ld, x->dtype, 3, 3, sh3);
+}
+
+SSMDEF ssm_result ssm_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_tensor *log_decay,
+                                    const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out,
+                                    ssm_tensor *hT) {
+    static const char *op = "ssm_decay_forward";
+    ssm__dk_shape s;
+    int64_t sh3[3], sh4[4];
+    ssm__arg args[5];
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!log_decay || !x || !out)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: log_decay, x and out are required", op);
+    SSM__TRY(ssm__dk_validate(ctx, op, desc, log_decay, x, &s));
+    sh4[0] = s.B, sh4[1] = s.T, sh4[2] = s.R, sh4[3] = s.C;
+    sh3[0] = s.B, sh3[1] = s.R, sh3[2] = s.C;
+    SSM__TRY(ssm__check(ctx, op, "out", out, x->dtype, 4, 4, sh4));
+    if (h0) SSM__TRY(ssm__check(ctx, op, "h0", h0, x->dtype, 3, 3, sh3));
+    if (hT) SSM__TRY(ssm__check(ctx, op, "hT", hT, x->dtype, 3, 3, sh3));
+    args[0].name = "log_decay", args[0].t = log_decay, args[0].output = 0;
+    args[1].name = "x", args[1].t = x, args[1].output = 0;
+    args[2].name = "h0", args[2].t = h0, args[2].output = 0;
+    args[3].name = "out", args[3].t = out, args[3].output = 1;
+    args[4].name = "hT", args[4].t = hT, args[4].output = 1;
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
+    if (s.B == 0) return SSM_OK;
+    if (ctx->backend->decay_forward) return ctx->backend->decay_forward(ctx, desc, log_decay, x, h0, out, hT);
+    SSM__TRY(ssm__dk_check_finite(ctx, op, desc, log_decay, &s));
+    return ssm__dk_forward_generic(ctx, desc, log_decay, x, h0, out, hT, &s);
+}
+
+SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_tensor *log_decay,
+                                     const ssm_tensor *h0, const ssm_tensor *out, const ssm_tensor *dout,
+                                     const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dlog_decay,
+                                     ssm_tensor *dh0) {
+    static const char *op = "ssm_decay_backward";
+    ssm__dk_shape s;
+    int64_t sh3[3], sh4[4], shl[3];
+    ssm__arg args[8];
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!log_decay || !out || !dout || !dx || !dlog_decay)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: log_decay, out, dout, dx and dlog_decay are required", op);
+    SSM__TRY(ssm__dk_validate(ctx, op, desc, log_decay, out, &s));
+    sh4[0] = s.B, sh4[1] = s.T, sh4[2] = s.R, sh4[3] = s.C;
+    sh3[0] = s.B, sh3[1] = s.R, sh3[2] = s.C;
+    shl[0] = s.B, shl[1] = s.T, shl[2] = s.R;
+    SSM__TRY(ssm__check(ctx, op, "dout", dout, out->dtype, 4, 4, sh4));
+    SSM__TRY(ssm__check(ctx, op, "dx", dx, out->dtype, 4, 4, sh4));
+    SSM__TRY(ssm__check(ctx, op, "dlog_decay", dlog_decay, out->dtype, 3, 3, shl));
+    if (h0) SSM__TRY(ssm__check(ctx, op, "h0", h0, out->dtype, 3, 3, sh3));
+    if (dhT) SSM__TRY(ssm__check(ctx, op, "dhT", dhT, out->dtype, 3, 3, sh3));
+    if (dh0) SSM__TRY(ssm__check(ctx, op, "dh0", dh0, out->dtype, 3, 3, sh3));
+    args[0].name = "log_decay", args[0].t = log_decay, args[0].output = 0;
+    args[1].name = "h0", args[1].t = h0, args[1].output = 0;
+    args[2].name = "out", args[2].t = out, args[2].output = 0;
+    args[3].name = "dout", args[3].t = dout, args[3].output = 0;
+    args[4].name = "dhT", args[4].t = dhT, args[4].output = 0;
+    args[5].name = "dx", args[5].t = dx, args[5].output = 1;
+    args[6].name = "dlog_decay", args[6].t = dlog_decay, args[6].output = 1;
+    args[7].name = "dh0", args[7].t = dh0, args[7].output = 1;
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
+    if (s.B == 0) return SSM_OK;
+    if (ctx->backend->decay_backward)
+        return ctx->backend->decay_backward(ctx, desc, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0);
+    SSM__TRY(ssm__dk_check_finite(ctx, op, desc, log_decay, &s));
+    return ssm__dk_backward_generic(ctx, desc, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0, &s);
+}
+
+/* @@ssm-bell-implementation@@ */
+/* @@end-bell-implementation@@ */
+
+/* @@ssm-proj-implementation@@ */
+/* @@end-proj-implementation@@ */
+
+/* ---- the reference backend -------------------------------------------------------------- */
+
+static const ssm_backend ssm__reference_backend = {
+    "reference", SSM_DEVICE_CPU, NULL, NULL, ssm__ref_gemm, NULL, NULL, NULL, NULL, NULL, {NULL}};
+
+SSMDEF const ssm_backend *ssm_reference_backend(void) { return &ssm__reference_backend; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SSM_IMPLEMENTATION_DONE */
+#endif /* SSM_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+MIT License
+Copyright (c) 2026 the ssm.h authors
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+*/

@@ -1,0 +1,2 @@
+#include "test.h"
+void suite_core(void) {}

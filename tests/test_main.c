@@ -1,0 +1,185 @@
+/* The test runner: runs every suite on the reference backend (and on the BLIS backend when
+   built with SSM_TEST_BLAS), then prints "N passed, N failed" as its last line. */
+#define SSM_IMPLEMENTATION
+#include "test.h"
+#ifdef SSM_TEST_BLAS
+#define SSM_BLAS_IMPLEMENTATION
+#include "../ssm_blas.h"
+#endif
+#include <stdarg.h>
+#include <time.h>
+
+int test_failures_in_case, test_passed, test_failed;
+const char *test_case_name = "?";
+const ssm_backend *test_backend;
+static unsigned long long rng_state = 1, run_seed;
+static int case_open;
+
+unsigned long long test_run_seed(void) { return run_seed; }
+
+void test_seed(unsigned long long s) {
+    rng_state = s * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+    if (!rng_state) rng_state = 1;
+}
+static unsigned long long rng_next(void) {
+    unsigned long long x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+double test_uniform(double lo, double hi) { return lo + (hi - lo) * ((double)(rng_next() >> 11) / 9007199254740992.0); }
+double test_normal(void) {
+    double u = test_uniform(1e-12, 1.0), v = test_uniform(0.0, 1.0);
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+void test_begin(const char *name) {
+    unsigned long long h = 1469598103934665603ull;
+    const char *p;
+    for (p = name; *p; ++p) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    test_case_name = name;
+    test_failures_in_case = 0;
+    case_open = 1;
+    test_seed(h ^ run_seed);
+}
+void test_end(void) {
+    if (!case_open) return;
+    case_open = 0;
+    if (test_failures_in_case) ++test_failed;
+    else ++test_passed;
+}
+void test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    if (test_failures_in_case < 3) {
+        fprintf(stderr, "FAIL [%s] %s:%d: ", test_case_name, file, line);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    ++test_failures_in_case;
+}
+
+/* ---- buffers ---- */
+tbuf tb_new(ssm_dtype dt, int ndim, const int64_t *shape, int layout) {
+    tbuf b;
+    int64_t strides[SSM_MAX_DIMS], span = 1;
+    int i;
+    size_t es = dt.bits / 8;
+    memset(&b, 0, sizeof b);
+    if (layout == LAYOUT_CONTIGUOUS) {
+        for (i = ndim - 1; i >= 0; --i) { strides[i] = span; span *= shape[i] > 0 ? shape[i] : 1; }
+    } else if (layout == LAYOUT_PADDED) {
+        span = 2;
+        for (i = ndim - 1; i >= 0; --i) { strides[i] = span; span = span * (shape[i] > 0 ? shape[i] : 1) + 1; }
+    } else {
+        span = 1;
+        for (i = 0; i < ndim; ++i) { strides[i] = span; span = span * (shape[i] > 0 ? shape[i] : 1) + 1; }
+    }
+    b.bytes = (size_t)span * es + es;
+    b.mem = (unsigned char *)malloc(b.bytes);
+    b.t = ssm_tensor_make(b.mem, dt, ssm_cpu(), ndim, shape, strides);
+    tb_poison(&b);
+    return b;
+}
+void tb_free(tbuf *b) { free(b->mem); b->mem = NULL; }
+void tb_poison(tbuf *b) { memset(b->mem, 0xFF, b->bytes); }
+int tb_untouched(const tbuf *b) {
+    size_t i;
+    for (i = 0; i < b->bytes; ++i) if (b->mem[i] != 0xFF) return 0;
+    return 1;
+}
+int64_t tb_numel(const tbuf *b) { return ssm_tensor_numel(&b->t); }
+
+/* Calls f(offset_in_elements, logical_index) for every element of the view. */
+static void tb_each(const tbuf *b, void (*f)(const tbuf *, int64_t, int64_t, void *), void *u) {
+    int64_t idx[SSM_MAX_DIMS] = {0}, n = tb_numel(b), k, off;
+    int d;
+    for (k = 0; k < n; ++k) {
+        off = 0;
+        for (d = 0; d < b->t.ndim; ++d) off += idx[d] * b->t.strides[d];
+        f(b, off, k, u);
+        for (d = b->t.ndim - 1; d >= 0; --d) {
+            if (++idx[d] < b->t.shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+static void set_one(const tbuf *b, int64_t off, int64_t k, void *u) {
+    double v = ((const double *)u)[k];
+    if (b->t.dtype.bits == 64) ((double *)b->mem)[off] = v;
+    else ((float *)b->mem)[off] = (float)v;
+}
+static void get_one(const tbuf *b, int64_t off, int64_t k, void *u) {
+    ((double *)u)[k] = b->t.dtype.bits == 64 ? ((double *)b->mem)[off] : (double)((float *)b->mem)[off];
+}
+static void mark_one(const tbuf *b, int64_t off, int64_t k, void *u) {
+    size_t es = b->t.dtype.bits / 8;
+    (void)k;
+    memset((unsigned char *)u + (size_t)off * es, 1, es);
+}
+void tb_set(tbuf *b, const double *src) { tb_each(b, set_one, (void *)src); }
+void tb_get(const tbuf *b, double *dst) { tb_each(b, get_one, dst); }
+int tb_outside_untouched(const tbuf *b) {
+    unsigned char *inside = (unsigned char *)calloc(b->bytes, 1);
+    size_t i;
+    int ok = 1;
+    tb_each(b, mark_one, inside);
+    for (i = 0; i < b->bytes; ++i) if (!inside[i] && b->mem[i] != 0xFF) ok = 0;
+    free(inside);
+    return ok;
+}
+tbuf tb_random(ssm_dtype dt, int ndim, const int64_t *shape, int layout, double scale, double **vals) {
+    tbuf b = tb_new(dt, ndim, shape, layout);
+    int64_t n = tb_numel(&b), i;
+    double *v = (double *)malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (i = 0; i < n; ++i) v[i] = test_uniform(-scale, scale);
+    tb_set(&b, v);
+    tb_get(&b, v); /* the values as stored (rounded to dt) */
+    if (vals) *vals = v;
+    else free(v);
+    return b;
+}
+
+double rel_err(const double *a, const double *b, int64_t n) {
+    double num = 0, den = 0;
+    int64_t i;
+    for (i = 0; i < n; ++i) {
+        if (a[i] != a[i]) return INFINITY;
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return sqrt(num) / (den > 1e-300 ? sqrt(den) : 1.0);
+}
+
+ssm_ctx *test_ctx(void) {
+    ssm_ctx *ctx = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    cfg.backend = test_backend;
+    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) test_fail(__FILE__, __LINE__, "ssm_ctx_create failed");
+    return ctx;
+}
+
+static void run_suites(const char *label) {
+    fprintf(stderr, "== backend: %s\n", label);
+    suite_core();
+    suite_linrec();
+    suite_decay();
+    suite_bell();
+    suite_proj();
+}
+
+int main(void) {
+    const char *seed = getenv("SSM_TEST_SEED");
+    run_seed = seed ? strtoull(seed, NULL, 10) : (unsigned long long)time(NULL);
+    fprintf(stderr, "seed %llu (SSM_TEST_SEED=%llu reproduces this run)\n", run_seed, run_seed);
+    test_backend = ssm_reference_backend();
+    run_suites("reference");
+#ifdef SSM_TEST_BLAS
+    test_backend = ssm_blas_backend();
+    run_suites("blis");
+#endif
+    printf("%d passed, %d failed\n", test_passed, test_failed);
+    return test_failed ? 1 : 0;
+}
