@@ -13,7 +13,12 @@ LIBS    := -lm
 
 .PHONY: test run examples bench clean compile-checks test-fast
 
-test: compile-checks $(BUILD)/test_asan $(BUILD)/test
+# Backend makefiles (mk/*.mk) add their own targets and may append to these hooks.
+EXTRA_TEST_DEPS :=
+EXTRA_RUN :=
+-include $(wildcard mk/*.mk)
+
+test: compile-checks $(EXTRA_TEST_DEPS) $(BUILD)/test_asan $(BUILD)/test
 	@echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer"
 	ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/test_asan
 	@echo "== test suite (optimized build)"
@@ -41,22 +46,27 @@ compile-checks: | $(BUILD)
 		$(NVCC) -x cu -c tests/compile_c.c -o $(BUILD)/compile_nvcc.o || exit 1; \
 	else echo "nvcc not found: skipping the nvcc compile check"; fi
 
-examples: $(BUILD)/quickstart
+# Examples and CPU benchmarks are picked up by name: examples/*.c, bench/cpu_*.c.
+COMMIT   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
+BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/cpu_*.c))
 
-$(BUILD)/quickstart: examples/quickstart.c ssm.h | $(BUILD)
-	$(CC) $(STRICT) $(OPT) examples/quickstart.c $(LIBS) -o $@
+examples: $(EXAMPLES)
 
-$(BUILD)/bench_cpu: bench/bench_cpu.c bench/bench.h $(HEADERS) | $(BUILD)
-	$(CC) $(STRICT) $(OPT) bench/bench_cpu.c $(LIBS) -o $@
+$(BUILD)/%: examples/%.c $(HEADERS) | $(BUILD)
+	$(CC) $(STRICT) $(OPT) $< $(LIBS) -o $@
 
-bench: $(BUILD)/bench_cpu
-	./$(BUILD)/bench_cpu
+$(BUILD)/cpu_%: bench/cpu_%.c bench/bench.h $(HEADERS) | $(BUILD)
+	$(CC) $(STRICT) $(OPT) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(LIBS) -o $@
 
-run: examples bench
+bench: $(BENCHES)
+	@for b in $(BENCHES); do echo "== $$b"; ./$$b || exit 1; done
+
+run: examples $(BENCHES)
 	@echo "== quickstart"
 	./$(BUILD)/quickstart
-	@echo "== CPU benchmarks"
-	./$(BUILD)/bench_cpu
+	@$(MAKE) --no-print-directory bench
+	@for t in $(EXTRA_RUN); do $(MAKE) --no-print-directory $$t || exit 1; done
 
 clean:
 	rm -rf $(BUILD)

@@ -322,6 +322,10 @@ SSMDEF void *ssm_ctx_backend_state(const ssm_ctx *ctx);
 SSMDEF int ssm_ctx_threads(const ssm_ctx *ctx);
 SSMDEF ssm_result ssm_ctx_error(ssm_ctx *ctx, ssm_result code, const char *fmt, ...);
 SSMDEF ssm_result ssm_ctx_workspace(ssm_ctx *ctx, size_t bytes, void **ptr);
+/* The backend's batched GEMM (see ssm_backend.gemm), for ops and benchmarks built on it. */
+SSMDEF ssm_result ssm_ctx_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
+                               int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
+                               double beta, ssm_matrix_batch C);
 
 #ifdef __cplusplus
 }
@@ -566,6 +570,13 @@ SSMDEF ssm_result ssm_ctx_workspace(ssm_ctx *ctx, size_t bytes, void **ptr) {
     SSM__TRY(ssm_ctx_reserve_workspace(ctx, bytes));
     *ptr = ctx->workspace;
     return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_ctx_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
+                               int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
+                               double beta, ssm_matrix_batch C) {
+    if (batch <= 0 || M <= 0 || N <= 0) return SSM_OK;
+    return ctx->backend->gemm(ctx, dtype, batch, M, N, K, alpha, A, B, beta, C);
 }
 
 /* ---- validation layer -------------------------------------------------------------------- */
