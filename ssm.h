@@ -1745,6 +1745,17 @@ static ssm_result ssm__proj_gemm(ssm__proj *P, int64_t M, int64_t N, int64_t K, 
     return ssm_ctx_gemm(P->ctx, P->dt, 1, M, N, K, 1.0, A, B, beta, C);
 }
 
+/* C = x[r0 : r0+mb] W[c0 : c0+w]^T (C given by pointer and strides), run as C^T = W_seg x_blk^T:
+   both forms are one GEMM, but this one streams W once per block against a cache-sized x
+   block, where the other walks all of W at a stride of d for every row. */
+static ssm_result ssm__proj_gemm_xwt(ssm__proj *P, int64_t r0, int64_t mb, int64_t c0, int64_t w, void *C,
+                                     int64_t crs, int64_t ccs) {
+    size_t es = P->es;
+    return ssm__proj_gemm(P, w, mb, P->dim, ssm__mb(SSM__AT2(P->W, c0, 0), P->W->strides[0], P->W->strides[1]),
+                          ssm__mb(SSM__AT2(P->x, r0, 0), P->x->strides[1], P->x->strides[0]), 0.0,
+                          ssm__mb(C, ccs, crs));
+}
+
 static ssm_result ssm__proj_check_desc(ssm_ctx *ctx, const char *op, const ssm_proj_desc *d) {
     int s;
     if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
@@ -1949,17 +1960,14 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
         int64_t block = desc->block_rows ? desc->block_rows : 64;
         for (r0 = 0; r0 < P.M; r0 += block) { /* GEMM a row block, then its epilogues while hot */
             mb = SSM__MIN(block, P.M - r0);
-            SSM__TRY(ssm__proj_gemm(&P, mb, P.N, P.dim, ssm__mb(SSM__AT2(x, r0, 0), x->strides[0], x->strides[1]),
-                                    ssm__mb(W->data, W->strides[1], W->strides[0]), 0.0,
-                                    ssm__mb(SSM__AT2(y, r0, 0), y->strides[0], y->strides[1])));
+            SSM__TRY(ssm__proj_gemm_xwt(&P, r0, mb, 0, P.N, SSM__AT2(y, r0, 0), y->strides[0], y->strides[1]));
             for (s = 0; s < desc->nseg; ++s) ssm__proj_epilogue(&P, s, r0, r0 + mb, y, pre);
         }
     } else if (P.M > 0) {
         for (s = 0; s < desc->nseg; ++s) { /* one GEMM per projection, then its activation pass */
             int64_t c0 = P.c0[s];
-            SSM__TRY(ssm__proj_gemm(&P, P.M, desc->seg[s].width, P.dim, ssm__mb(x->data, x->strides[0], x->strides[1]),
-                                    ssm__mb(SSM__AT2(W, c0, 0), W->strides[1], W->strides[0]), 0.0,
-                                    ssm__mb(SSM__AT2(y, 0, c0), y->strides[0], y->strides[1])));
+            SSM__TRY(ssm__proj_gemm_xwt(&P, 0, P.M, c0, desc->seg[s].width, SSM__AT2(y, 0, c0), y->strides[0],
+                                        y->strides[1]));
             ssm__proj_epilogue(&P, s, 0, P.M, y, pre);
         }
     }
@@ -2018,8 +2026,7 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
         ssm__fill2d(P.dt, 1, P.N, P.dim, ssm__mb(dW->data, dW->strides[0], dW->strides[1]), 0.0);
     } else {
         if (!pre) /* SAVE_NONE: recompute x W^T straight into the dPre buffer */
-            SSM__TRY(ssm__proj_gemm(&P, P.M, P.N, P.dim, ssm__mb(x->data, x->strides[0], x->strides[1]),
-                                    ssm__mb(W->data, W->strides[1], W->strides[0]), 0.0, ssm__mb(dP, P.N, 1)));
+            SSM__TRY(ssm__proj_gemm_xwt(&P, 0, P.M, 0, P.N, dP, P.N, 1));
         if (desc->path == SSM_PROJ_FUSED) { /* all derivatives, row by row, then one dX and one dW GEMM */
             for (r0 = 0; r0 < P.M; ++r0)
                 for (s = 0; s < desc->nseg; ++s) ssm__proj_dact(&P, s, r0, r0 + 1, pre, dy, dP, gacc);
@@ -2197,9 +2204,9 @@ SSMDEF ssm_result ssm_outchain_forward(ssm_ctx *ctx, const ssm_outchain_desc *de
     for (r0 = 0; r0 < C.M; r0 += block) { /* z for a block of rows, then its o_proj GEMM while hot */
         mb = SSM__MIN(block, C.M - r0);
         ssm__oc_normgate(&C, r0, r0 + mb, o, g, weight, NULL, rstd, (char *)wsp);
-        SSM__TRY(ssm_ctx_gemm(ctx, C.dt, 1, mb, C.dout, C.D, 1.0, ssm__mb(wsp, C.D, 1),
-                              ssm__mb(W_o->data, W_o->strides[1], W_o->strides[0]), 0.0,
-                              ssm__mb(SSM__AT2(y, r0, 0), y->strides[0], y->strides[1])));
+        /* y_blk^T = W_o z_blk^T (see ssm__proj_gemm_xwt for why transposed) */
+        SSM__TRY(ssm_ctx_gemm(ctx, C.dt, 1, C.dout, mb, C.D, 1.0, ssm__mb(W_o->data, W_o->strides[0], W_o->strides[1]),
+                              ssm__mb(wsp, 1, C.D), 0.0, ssm__mb(SSM__AT2(y, r0, 0), y->strides[1], y->strides[0])));
     }
     return SSM_OK;
 }
