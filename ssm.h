@@ -1745,15 +1745,22 @@ static ssm_result ssm__proj_gemm(ssm__proj *P, int64_t M, int64_t N, int64_t K, 
     return ssm_ctx_gemm(P->ctx, P->dt, 1, M, N, K, 1.0, A, B, beta, C);
 }
 
-/* C = x[r0 : r0+mb] W[c0 : c0+w]^T (C given by pointer and strides), run as C^T = W_seg x_blk^T:
-   both forms are one GEMM, but this one streams W once per block against a cache-sized x
-   block, where the other walks all of W at a stride of d for every row. */
-static ssm_result ssm__proj_gemm_xwt(ssm__proj *P, int64_t r0, int64_t mb, int64_t c0, int64_t w, void *C,
+/* Packs rows [r0, r0+mb) of x transposed into xt [d, mb]: x W^T contracts over the
+   contiguous dim of both operands, so one of them must be transposed for a unit-stride GEMM
+   operand; x's block is the small one (mb d elements against mb N d flops). */
+static void ssm__proj_pack_xt(const ssm__proj *P, int64_t r0, int64_t mb, char *xt) {
+    size_t es = P->es;
+    ssm__copy2d(P->dt, 1, P->dim, mb, ssm__mb(SSM__AT2(P->x, r0, 0), P->x->strides[1], P->x->strides[0]),
+                ssm__mb(xt, mb, 1), 0);
+}
+
+/* C = x_blk W[c0 : c0+w]^T (C given by pointer and strides; xt from ssm__proj_pack_xt), run
+   as C^T = W_seg xt: W streams once per block against a cache-sized, unit-stride x block. */
+static ssm_result ssm__proj_gemm_xwt(ssm__proj *P, const char *xt, int64_t mb, int64_t c0, int64_t w, void *C,
                                      int64_t crs, int64_t ccs) {
     size_t es = P->es;
     return ssm__proj_gemm(P, w, mb, P->dim, ssm__mb(SSM__AT2(P->W, c0, 0), P->W->strides[0], P->W->strides[1]),
-                          ssm__mb(SSM__AT2(P->x, r0, 0), P->x->strides[1], P->x->strides[0]), 0.0,
-                          ssm__mb(C, ccs, crs));
+                          ssm__mb((void *)xt, mb, 1), 0.0, ssm__mb(C, ccs, crs));
 }
 
 static ssm_result ssm__proj_check_desc(ssm_ctx *ctx, const char *op, const ssm_proj_desc *d) {
@@ -1904,9 +1911,16 @@ static void ssm__proj_dact(const ssm__proj *P, int s, int64_t r0, int64_t r1, co
 #undef SSM__PROJ_Z
 }
 
-static size_t ssm__proj_ws(ssm_dtype dt, int64_t M, int64_t N, int64_t G, int backward) {
-    if (!backward) return 0; /* the forward works in y itself */
-    return SSM__PROJ_ALIGN((size_t)(M * N) * ssm__esize(dt)) + sizeof(double) * (size_t)(N + G);
+/* Forward: the packed x^T of one row block (FUSED) or of all rows (UNFUSED); the GEMM and
+   epilogues work in y itself. Backward: dPre [M, N], then double accumulators for dbias and
+   dA_log, then (SAVE_NONE) the packed x^T of the recompute GEMM. */
+static size_t ssm__proj_ws(const ssm_proj_desc *d, ssm_dtype dt, int64_t M, int64_t dim, int64_t N, int64_t G,
+                           int backward) {
+    size_t es = ssm__esize(dt);
+    int64_t block = d->block_rows ? d->block_rows : 64;
+    if (!backward) return (size_t)((d->path == SSM_PROJ_FUSED ? SSM__MIN(block, M) : M) * dim) * es;
+    return SSM__PROJ_ALIGN((size_t)(M * N) * es) + SSM__PROJ_ALIGN(sizeof(double) * (size_t)(N + G)) +
+           (d->save == SSM_PROJ_SAVE_NONE ? (size_t)(M * dim) * es : 0);
 }
 
 SSMDEF ssm_result ssm_proj_workspace_size(const ssm_ctx *ctx, const ssm_proj_desc *desc, ssm_dtype dtype,
@@ -1914,11 +1928,10 @@ SSMDEF ssm_result ssm_proj_workspace_size(const ssm_ctx *ctx, const ssm_proj_des
     int64_t G = 0;
     int s;
     if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
-    SSM__UNUSED(d);
     if (desc->nseg < 0 || desc->nseg > SSM_PROJ_MAX_SEGMENTS || M < 0) return SSM_ERROR_INVALID_VALUE;
     for (s = 0; s < desc->nseg; ++s)
         if (desc->seg[s].act == SSM_PROJ_DECAY_GATE) G += desc->seg[s].width;
-    *bytes = ssm__proj_ws(dtype, M, ssm_proj_desc_width(desc), G, backward);
+    *bytes = ssm__proj_ws(desc, dtype, M, d, ssm_proj_desc_width(desc), G, backward);
     return SSM_OK;
 }
 
@@ -1935,7 +1948,9 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
     ssm__proj P;
     int64_t shape[2], r0, mb;
     ssm__arg args[6];
-    size_t es;
+    size_t es, ws;
+    void *wsp = NULL;
+    char *xt;
     int s;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
@@ -1956,22 +1971,27 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
     args[5].name = "pre", args[5].t = pre, args[5].output = 1;
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
     es = P.es;
+    ws = ssm__proj_ws(desc, P.dt, P.M, P.dim, P.N, P.G, 0);
+    SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
+    xt = (char *)wsp;
     if (desc->path == SSM_PROJ_FUSED) {
         int64_t block = desc->block_rows ? desc->block_rows : 64;
         for (r0 = 0; r0 < P.M; r0 += block) { /* GEMM a row block, then its epilogues while hot */
             mb = SSM__MIN(block, P.M - r0);
-            SSM__TRY(ssm__proj_gemm_xwt(&P, r0, mb, 0, P.N, SSM__AT2(y, r0, 0), y->strides[0], y->strides[1]));
+            ssm__proj_pack_xt(&P, r0, mb, xt);
+            SSM__TRY(ssm__proj_gemm_xwt(&P, xt, mb, 0, P.N, SSM__AT2(y, r0, 0), y->strides[0], y->strides[1]));
             for (s = 0; s < desc->nseg; ++s) ssm__proj_epilogue(&P, s, r0, r0 + mb, y, pre);
         }
     } else if (P.M > 0) {
+        ssm__proj_pack_xt(&P, 0, P.M, xt);
         for (s = 0; s < desc->nseg; ++s) { /* one GEMM per projection, then its activation pass */
             int64_t c0 = P.c0[s];
-            SSM__TRY(ssm__proj_gemm_xwt(&P, 0, P.M, c0, desc->seg[s].width, SSM__AT2(y, 0, c0), y->strides[0],
+            SSM__TRY(ssm__proj_gemm_xwt(&P, xt, P.M, c0, desc->seg[s].width, SSM__AT2(y, 0, c0), y->strides[0],
                                         y->strides[1]));
             ssm__proj_epilogue(&P, s, 0, P.M, y, pre);
         }
     }
-    ssm__proj_finish(&P, 0);
+    ssm__proj_finish(&P, ws);
     return SSM_OK;
 }
 
@@ -1985,7 +2005,7 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
     ssm__arg args[10];
     size_t es, ws;
     void *wsp = NULL;
-    char *dP;
+    char *dP, *xt;
     double *bacc, *gacc;
     int s;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
@@ -2016,17 +2036,20 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
     args[9].name = "dA_log", args[9].t = dA_log, args[9].output = 1;
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 10));
     es = P.es;
-    ws = ssm__proj_ws(P.dt, P.M, P.N, P.G, 1);
+    ws = ssm__proj_ws(desc, P.dt, P.M, P.dim, P.N, P.G, 1);
     SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
     dP = (char *)wsp;
     bacc = (double *)(dP + SSM__PROJ_ALIGN((size_t)(P.M * P.N) * es));
     gacc = bacc + P.N;
+    xt = (char *)bacc + SSM__PROJ_ALIGN(sizeof(double) * (size_t)(P.N + P.G));
     for (c = 0; c < P.N + P.G; ++c) bacc[c] = 0.0;
     if (P.M == 0) { /* no rows: dW = 0 (and no GEMM on an empty operand) */
         ssm__fill2d(P.dt, 1, P.N, P.dim, ssm__mb(dW->data, dW->strides[0], dW->strides[1]), 0.0);
     } else {
-        if (!pre) /* SAVE_NONE: recompute x W^T straight into the dPre buffer */
-            SSM__TRY(ssm__proj_gemm_xwt(&P, 0, P.M, 0, P.N, dP, P.N, 1));
+        if (!pre) { /* SAVE_NONE: recompute x W^T straight into the dPre buffer */
+            ssm__proj_pack_xt(&P, 0, P.M, xt);
+            SSM__TRY(ssm__proj_gemm_xwt(&P, xt, P.M, 0, P.N, dP, P.N, 1));
+        }
         if (desc->path == SSM_PROJ_FUSED) { /* all derivatives, row by row, then one dX and one dW GEMM */
             for (r0 = 0; r0 < P.M; ++r0)
                 for (s = 0; s < desc->nseg; ++s) ssm__proj_dact(&P, s, r0, r0 + 1, pre, dy, dP, gacc);
@@ -2153,9 +2176,10 @@ static double ssm__oc_rstd(const ssm__oc *C, const ssm_tensor *o, const ssm_tens
     return 1.0 / sqrt(ss / (double)C->hd + C->eps);
 }
 
-/* z rows [r0, r1) into the compact buffer zb (row r at (r - r0) * D); rstd_out when given. */
+/* z rows [r0, r1) into zb, element (r, c) at ((r - r0) zrs + c zcs); rstd_out when given. */
 static void ssm__oc_normgate(const ssm__oc *C, int64_t r0, int64_t r1, const ssm_tensor *o, const ssm_tensor *g,
-                             const ssm_tensor *weight, const ssm_tensor *rstd_in, ssm_tensor *rstd_out, char *zb) {
+                             const ssm_tensor *weight, const ssm_tensor *rstd_in, ssm_tensor *rstd_out, char *zb,
+                             int64_t zrs, int64_t zcs) {
     size_t es = C->es;
     int64_t r, h, c;
     double dgate;
@@ -2167,7 +2191,7 @@ static void ssm__oc_normgate(const ssm__oc *C, int64_t r0, int64_t r1, const ssm
                 double z = SSM__LOAD(C->dt, SSM__AT2(o, r, c)) * rs *
                            ssm__oc_gate(C, SSM__LOAD(C->dt, SSM__AT2(g, r, c)), &dgate);
                 if (weight) z *= SSM__LOAD(C->dt, SSM__AT1(weight, c - h * C->hd));
-                SSM__STORE(C->dt, zb + ((r - r0) * C->D + c) * (int64_t)es, z);
+                SSM__STORE(C->dt, zb + ((r - r0) * zrs + c * zcs) * (int64_t)es, z);
             }
         }
 }
@@ -2203,10 +2227,10 @@ SSMDEF ssm_result ssm_outchain_forward(ssm_ctx *ctx, const ssm_outchain_desc *de
     block = desc->block_rows ? desc->block_rows : 64;
     for (r0 = 0; r0 < C.M; r0 += block) { /* z for a block of rows, then its o_proj GEMM while hot */
         mb = SSM__MIN(block, C.M - r0);
-        ssm__oc_normgate(&C, r0, r0 + mb, o, g, weight, NULL, rstd, (char *)wsp);
-        /* y_blk^T = W_o z_blk^T (see ssm__proj_gemm_xwt for why transposed) */
+        /* z_blk^T [D, mb], then y_blk^T = W_o z_blk^T: unit-stride operands (as ssm__proj_pack_xt) */
+        ssm__oc_normgate(&C, r0, r0 + mb, o, g, weight, NULL, rstd, (char *)wsp, 1, mb);
         SSM__TRY(ssm_ctx_gemm(ctx, C.dt, 1, C.dout, mb, C.D, 1.0, ssm__mb(W_o->data, W_o->strides[0], W_o->strides[1]),
-                              ssm__mb(wsp, 1, C.D), 0.0, ssm__mb(SSM__AT2(y, r0, 0), y->strides[1], y->strides[0])));
+                              ssm__mb(wsp, mb, 1), 0.0, ssm__mb(SSM__AT2(y, r0, 0), y->strides[1], y->strides[0])));
     }
     return SSM_OK;
 }
@@ -2259,7 +2283,7 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
     if (C.M == 0) {
         ssm__fill2d(C.dt, 1, C.dout, C.D, ssm__mb(dW_o->data, dW_o->strides[0], dW_o->strides[1]), 0.0);
     } else {
-        ssm__oc_normgate(&C, 0, C.M, o, g, weight, rstd, NULL, zb); /* rebuild z */
+        ssm__oc_normgate(&C, 0, C.M, o, g, weight, rstd, NULL, zb, C.D, 1); /* rebuild z */
         SSM__TRY(ssm_ctx_gemm(ctx, C.dt, 1, C.dout, C.D, C.M, 1.0, ssm__mb(dy->data, dy->strides[1], dy->strides[0]),
                               ssm__mb(zb, C.D, 1), 0.0, ssm__mb(dW_o->data, dW_o->strides[0], dW_o->strides[1])));
         SSM__TRY(ssm_ctx_gemm(ctx, C.dt, 1, C.M, C.D, C.dout, 1.0, ssm__mb(dy->data, dy->strides[0], dy->strides[1]),
