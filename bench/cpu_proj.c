@@ -5,7 +5,9 @@
    GFLOP/s, the floor (max of FLOPs over the GEMM rate and bytes over the copy bandwidth, both
    measured in this run) and the ratio to it; appends JSON lines to bench/results/cpu_proj.jsonl.
    BENCH_M=... overrides the row counts (comma-separated); BENCH_QUICK=1 for smoke runs. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime in bench.h; before any system header */
+#ifndef _POSIX_C_SOURCE /* clock_gettime in bench.h (main's Makefile also passes it) */
+#define _POSIX_C_SOURCE 200809L
+#endif
 #define SSM_IMPLEMENTATION
 #include "../ssm.h"
 #include "bench.h"
