@@ -268,6 +268,131 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc,
 /* @@end-bell-declarations@@ */
 
 /* @@ssm-proj-declarations@@ (fused projection chains, output chain) */
+/* ------------------------------------------------------------------------------------------
+   Projection chain: the input projections of a linear-RNN layer (GLA, Gated DeltaNet,
+   DeltaNet, mLSTM) as ONE pre-concatenated weight W [N, d] whose rows are split into column
+   segments of the output; each segment has its own epilogue:
+       z = x W_seg^T (+ bias_seg)      a = act(z)      y_seg = a, or per-head a / ||a||
+     x [M, d]   W [N, d]   y, pre [M, N]   bias [N] (read only where a segment has .bias)
+     A_log [G]  the decay gates' per-head log rates; G = total width of all DECAY_GATE
+                segments, consumed in segment order (one column = one head, as GDN's `a`;
+                the segment's bias is its dt_bias)
+   FUSED runs the GEMM per block of rows and applies every segment's epilogue to the block
+   while it is in cache; UNFUSED (the seed's baseline, for comparison) runs one GEMM per
+   segment, then one activation pass per segment. Both share one epilogue and agree.
+   ------------------------------------------------------------------------------------------ */
+typedef enum ssm_proj_act {
+    SSM_PROJ_NONE = 0,       /* z                                                          */
+    SSM_PROJ_SILU = 1,       /* z sigmoid(z)                                               */
+    SSM_PROJ_SIGMOID = 2,    /* sigmoid(z)                                                 */
+    SSM_PROJ_SIGMOID2 = 3,   /* 2 sigmoid(z): beta in (0, 2), negative eigenvalues         */
+    SSM_PROJ_LOGSIGMOID = 4, /* logsigmoid(z) / param (param 0 = 1; GLA's gk uses 16)      */
+    SSM_PROJ_SOFTPLUS = 5,   /* log(1 + e^z)                                               */
+    SSM_PROJ_RELU = 6,       /* max(z, 0)                                                  */
+    SSM_PROJ_GELU_TANH = 7,  /* 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))            */
+    SSM_PROJ_DECAY_GATE = 8, /* -exp(A_log[h]) softplus(z), z including dt_bias (the bias)  */
+    SSM_PROJ_SOFTCAP = 9     /* param tanh(z / param) (param 0 = 15, mLSTM's gate cap)      */
+} ssm_proj_act;
+#define SSM_PROJ_ACT_COUNT 10
+SSMDEF const char *ssm_proj_act_name(ssm_proj_act a);
+
+typedef struct ssm_proj_segment {
+    int64_t width;    /* columns of the output (rows of W)                                 */
+    ssm_proj_act act;
+    double param;     /* LOGSIGMOID divisor, SOFTCAP cap (0 = default)                      */
+    int bias;         /* 1: add bias[columns] before the activation                         */
+    int64_t l2_head;  /* > 0: L2-normalise each group of l2_head columns after the activation
+                         (per-head q/k norm); must divide width. 0: no norm                  */
+} ssm_proj_segment;
+
+#define SSM_PROJ_MAX_SEGMENTS 16
+
+typedef enum ssm_proj_path {
+    SSM_PROJ_FUSED = 0,  /* forward: GEMM + epilogues per row block; backward: one dX, one dW GEMM */
+    SSM_PROJ_UNFUSED = 1 /* forward: a GEMM and an activation pass per segment; backward:
+                            a dX and a dW GEMM per segment (the baseline)                   */
+} ssm_proj_path;
+
+/* What the forward stores for the backward (the backward must be called with the same mode):
+     SAVE_NONE  nothing beyond y (inference; the backward recomputes z = x W^T with one more
+                GEMM, into its own dPre scratch, so it needs no extra memory)
+     SAVE_PRE   pre [M, N] = z, the pre-activations including bias (one M x N write in the
+                forward; the backward runs no GEMM beyond its dX and dW). Activations and
+                L2 norms are cheap elementwise recomputations from z either way. */
+typedef enum ssm_proj_save { SSM_PROJ_SAVE_NONE = 0, SSM_PROJ_SAVE_PRE = 1 } ssm_proj_save;
+
+typedef struct ssm_proj_stats {
+    int64_t gemm_calls;     /* ssm_ctx_gemm calls the op made                */
+    double gemm_flops;      /* 2 M N K summed over them                      */
+    size_t workspace_bytes; /* scratch the call used                         */
+} ssm_proj_stats;
+
+typedef struct ssm_proj_desc {
+    int nseg;
+    ssm_proj_segment seg[SSM_PROJ_MAX_SEGMENTS];
+    ssm_proj_path path;
+    ssm_proj_save save;
+    int64_t block_rows;    /* FUSED forward: rows per cache block (0 = 64)          */
+    double l2_eps;         /* L2 norm: a / sqrt(sum a^2 + eps) (0 = 1e-6, as fla)   */
+    ssm_proj_stats *stats; /* optional out: filled on success                      */
+} ssm_proj_desc;
+
+SSMDEF ssm_proj_desc ssm_proj_desc_init(void);
+/* Appends a segment (returns SSM_ERROR_INVALID_VALUE when the desc is full). */
+SSMDEF ssm_result ssm_proj_desc_add(ssm_proj_desc *desc, int64_t width, ssm_proj_act act,
+                                    double param, int bias, int64_t l2_head);
+SSMDEF int64_t ssm_proj_desc_width(const ssm_proj_desc *desc); /* N = sum of widths */
+
+/* y = epilogue(x W^T + bias); pre (SAVE_PRE only, else NULL) receives z. bias / A_log may be
+   NULL when no segment needs them. */
+SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, const ssm_tensor *x,
+                                   const ssm_tensor *W, const ssm_tensor *bias,
+                                   const ssm_tensor *A_log, ssm_tensor *y, ssm_tensor *pre);
+/* From dy [M, N]: every segment's activation (and L2-norm) derivative once into a dPre
+   scratch [M, N], then dx = dPre W and dW = dPre^T x (FUSED: one GEMM each over the whole
+   width), dbias [N] (column sums of dPre; 0 where a segment has no bias), dA_log [G].
+   pre: the forward's z under SAVE_PRE, NULL under SAVE_NONE. dbias, dA_log may be NULL. */
+SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, const ssm_tensor *x,
+                                    const ssm_tensor *W, const ssm_tensor *bias,
+                                    const ssm_tensor *A_log, const ssm_tensor *pre,
+                                    const ssm_tensor *dy, ssm_tensor *dx, ssm_tensor *dW,
+                                    ssm_tensor *dbias, ssm_tensor *dA_log);
+SSMDEF ssm_result ssm_proj_workspace_size(const ssm_ctx *ctx, const ssm_proj_desc *desc,
+                                          ssm_dtype dtype, int64_t M, int64_t d, int backward,
+                                          size_t *bytes);
+
+/* ------------------------------------------------------------------------------------------
+   Output chain:  z = RMSNorm_head(o) * weight * gate(g),   y = z W_o^T
+     o, g [M, D]   weight [head_dim] (shared by the heads; NULL = ones)   W_o [d_out, D]
+     y [M, d_out]  rstd [M, D / head_dim] (optional in the forward: 1/sqrt(mean o^2 + eps))
+   gate: SiLU (GDN / fla's FusedRMSNormGated) or sigmoid. The forward normalises a block of
+   rows into scratch and runs the o_proj GEMM on it while hot; the backward rebuilds z in
+   scratch (from rstd when given), then dW_o = dy^T z and dz = dy W_o (one GEMM each).
+   ------------------------------------------------------------------------------------------ */
+typedef enum ssm_outchain_gate { SSM_OUTCHAIN_SILU = 0, SSM_OUTCHAIN_SIGMOID = 1 } ssm_outchain_gate;
+
+typedef struct ssm_outchain_desc {
+    ssm_outchain_gate gate;
+    int64_t head_dim;   /* RMSNorm group; 0 = the whole width D (must divide D) */
+    double eps;         /* 0 = 1e-6                                               */
+    int64_t block_rows; /* forward rows per block (0 = 64)                        */
+} ssm_outchain_desc;
+
+SSMDEF ssm_outchain_desc ssm_outchain_desc_init(void);
+SSMDEF ssm_result ssm_outchain_forward(ssm_ctx *ctx, const ssm_outchain_desc *desc,
+                                       const ssm_tensor *o, const ssm_tensor *g,
+                                       const ssm_tensor *weight, const ssm_tensor *W_o,
+                                       ssm_tensor *y, ssm_tensor *rstd);
+/* rstd: the forward's (NULL = recompute). dweight may be NULL; do_, dg, dW_o are required. */
+SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *desc,
+                                        const ssm_tensor *o, const ssm_tensor *g,
+                                        const ssm_tensor *weight, const ssm_tensor *W_o,
+                                        const ssm_tensor *rstd, const ssm_tensor *dy,
+                                        ssm_tensor *do_, ssm_tensor *dg, ssm_tensor *dweight,
+                                        ssm_tensor *dW_o);
+SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outchain_desc *desc,
+                                              ssm_dtype dtype, int64_t M, int64_t D,
+                                              int64_t d_out, int backward, size_t *bytes);
 /* @@end-proj-declarations@@ */
 
 /* ------------------------------------------------------------------------------------------
@@ -1515,6 +1640,684 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, c
 /* @@end-bell-implementation@@ */
 
 /* @@ssm-proj-implementation@@ */
+/* ---- projection chains and the output chain ---------------------------------------------- */
+
+#define SSM__AT1(t, i) ((char *)(t)->data + (i) * (t)->strides[0] * (int64_t)es)
+#define SSM__AT2(t, i, j) ((char *)(t)->data + ((i) * (t)->strides[0] + (j) * (t)->strides[1]) * (int64_t)es)
+#define SSM__PROJ_ALIGN(b) (((b) + 63u) & ~(size_t)63u)
+
+static ssm_matrix_batch ssm__mb(void *ptr, int64_t rs, int64_t cs) {
+    ssm_matrix_batch m;
+    m.ptr = ptr, m.rs = rs, m.cs = cs, m.bs = 0;
+    return m;
+}
+
+SSMDEF const char *ssm_proj_act_name(ssm_proj_act a) {
+    switch (a) {
+    case SSM_PROJ_NONE: return "none";
+    case SSM_PROJ_SILU: return "silu";
+    case SSM_PROJ_SIGMOID: return "sigmoid";
+    case SSM_PROJ_SIGMOID2: return "sigmoid2";
+    case SSM_PROJ_LOGSIGMOID: return "logsigmoid";
+    case SSM_PROJ_SOFTPLUS: return "softplus";
+    case SSM_PROJ_RELU: return "relu";
+    case SSM_PROJ_GELU_TANH: return "gelu_tanh";
+    case SSM_PROJ_DECAY_GATE: return "decay_gate";
+    case SSM_PROJ_SOFTCAP: return "softcap";
+    }
+    return "?";
+}
+
+SSMDEF ssm_proj_desc ssm_proj_desc_init(void) {
+    ssm_proj_desc d;
+    memset(&d, 0, sizeof d);
+    return d;
+}
+
+SSMDEF ssm_result ssm_proj_desc_add(ssm_proj_desc *desc, int64_t width, ssm_proj_act act,
+                                    double param, int bias, int64_t l2_head) {
+    ssm_proj_segment *s;
+    if (!desc) return SSM_ERROR_NULL_ARGUMENT;
+    if (desc->nseg < 0 || desc->nseg >= SSM_PROJ_MAX_SEGMENTS) return SSM_ERROR_INVALID_VALUE;
+    s = &desc->seg[desc->nseg++];
+    s->width = width, s->act = act, s->param = param, s->bias = bias, s->l2_head = l2_head;
+    return SSM_OK;
+}
+
+SSMDEF int64_t ssm_proj_desc_width(const ssm_proj_desc *desc) {
+    int64_t n = 0;
+    int s;
+    if (!desc || desc->nseg < 0 || desc->nseg > SSM_PROJ_MAX_SEGMENTS) return 0;
+    for (s = 0; s < desc->nseg; ++s) n += desc->seg[s].width;
+    return n;
+}
+
+static double ssm__sigmoid(double z) {
+    double e;
+    if (z >= 0) return 1.0 / (1.0 + exp(-z));
+    e = exp(z);
+    return e / (1.0 + e);
+}
+static double ssm__softplus(double z) { return (z > 0 ? z : 0.0) + log1p(exp(-fabs(z))); }
+
+/* act(z) and its derivative *df; param already resolved, alog only for the decay gate.
+   The one definition every path (fused, unfused, forward, backward) goes through. */
+static double ssm__proj_act(ssm_proj_act a, double param, double alog, double z, double *df) {
+    double s, t;
+    switch (a) {
+    case SSM_PROJ_SILU: s = ssm__sigmoid(z); *df = s * (1.0 + z * (1.0 - s)); return z * s;
+    case SSM_PROJ_SIGMOID: s = ssm__sigmoid(z); *df = s * (1.0 - s); return s;
+    case SSM_PROJ_SIGMOID2: s = ssm__sigmoid(z); *df = 2.0 * s * (1.0 - s); return 2.0 * s;
+    case SSM_PROJ_LOGSIGMOID: *df = ssm__sigmoid(-z) / param; return -ssm__softplus(-z) / param;
+    case SSM_PROJ_SOFTPLUS: *df = ssm__sigmoid(z); return ssm__softplus(z);
+    case SSM_PROJ_RELU: *df = z > 0 ? 1.0 : 0.0; return z > 0 ? z : 0.0;
+    case SSM_PROJ_GELU_TANH: {
+        const double k = 0.7978845608028654, c = 0.044715;
+        t = tanh(k * (z + c * z * z * z));
+        *df = 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * k * (1.0 + 3.0 * c * z * z);
+        return 0.5 * z * (1.0 + t);
+    }
+    case SSM_PROJ_DECAY_GATE: s = -exp(alog); *df = s * ssm__sigmoid(z); return s * ssm__softplus(z);
+    case SSM_PROJ_SOFTCAP: t = tanh(z / param); *df = 1.0 - t * t; return param * t;
+    default: *df = 1.0; return z;
+    }
+}
+
+/* One validated call: sizes, segment column offsets and resolved parameters. */
+typedef struct ssm__proj {
+    ssm_ctx *ctx;
+    const ssm_proj_desc *d;
+    ssm_dtype dt;
+    size_t es;
+    int64_t M, dim, N, G;
+    int64_t c0[SSM_PROJ_MAX_SEGMENTS + 1]; /* first column of each segment; c0[nseg] = N */
+    int64_t g0[SSM_PROJ_MAX_SEGMENTS];     /* first A_log index of each decay gate        */
+    double param[SSM_PROJ_MAX_SEGMENTS];
+    double eps;
+    const ssm_tensor *x, *W, *bias, *alog;
+    ssm_proj_stats st;
+} ssm__proj;
+
+static ssm_result ssm__proj_gemm(ssm__proj *P, int64_t M, int64_t N, int64_t K, ssm_matrix_batch A,
+                                 ssm_matrix_batch B, double beta, ssm_matrix_batch C) {
+    P->st.gemm_calls += 1;
+    P->st.gemm_flops += 2.0 * (double)M * (double)N * (double)K;
+    return ssm_ctx_gemm(P->ctx, P->dt, 1, M, N, K, 1.0, A, B, beta, C);
+}
+
+/* Packs rows [r0, r0+mb) of x transposed into xt [d, mb]: x W^T contracts over the
+   contiguous dim of both operands, so one of them must be transposed for a unit-stride GEMM
+   operand; x's block is the small one (mb d elements against mb N d flops). */
+static void ssm__proj_pack_xt(const ssm__proj *P, int64_t r0, int64_t mb, char *xt) {
+    size_t es = P->es;
+    ssm__copy2d(P->dt, 1, P->dim, mb, ssm__mb(SSM__AT2(P->x, r0, 0), P->x->strides[1], P->x->strides[0]),
+                ssm__mb(xt, mb, 1), 0);
+}
+
+/* C = x_blk W[c0 : c0+w]^T (C given by pointer and strides; xt from ssm__proj_pack_xt), run
+   as C^T = W_seg xt: W streams once per block against a cache-sized, unit-stride x block. */
+static ssm_result ssm__proj_gemm_xwt(ssm__proj *P, const char *xt, int64_t mb, int64_t c0, int64_t w, void *C,
+                                     int64_t crs, int64_t ccs) {
+    size_t es = P->es;
+    return ssm__proj_gemm(P, w, mb, P->dim, ssm__mb(SSM__AT2(P->W, c0, 0), P->W->strides[0], P->W->strides[1]),
+                          ssm__mb((void *)xt, mb, 1), 0.0, ssm__mb(C, ccs, crs));
+}
+
+static ssm_result ssm__proj_check_desc(ssm_ctx *ctx, const char *op, const ssm_proj_desc *d) {
+    int s;
+    if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
+    if (d->nseg < 1 || d->nseg > SSM_PROJ_MAX_SEGMENTS)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: %d segments (1..%d allowed)", op, d->nseg,
+                             SSM_PROJ_MAX_SEGMENTS);
+    if (d->path != SSM_PROJ_FUSED && d->path != SSM_PROJ_UNFUSED)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown path %d", op, (int)d->path);
+    if (d->save != SSM_PROJ_SAVE_NONE && d->save != SSM_PROJ_SAVE_PRE)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown save mode %d", op, (int)d->save);
+    if (d->block_rows < 0 || !(d->l2_eps >= 0.0))
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: block_rows and l2_eps must be >= 0", op);
+    for (s = 0; s < d->nseg; ++s) {
+        const ssm_proj_segment *g = &d->seg[s];
+        if (g->width < 1)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: segment %d has width %lld", op, s,
+                                 (long long)g->width);
+        if ((int)g->act < 0 || (int)g->act >= SSM_PROJ_ACT_COUNT)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: segment %d: unknown activation %d", op,
+                                 s, (int)g->act);
+        if (!(g->param >= 0.0) || g->param > 1e300)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: segment %d: param %g must be finite, >= 0",
+                                 op, s, g->param);
+        if (g->bias != 0 && g->bias != 1)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: segment %d: bias must be 0 or 1", op, s);
+        if (g->l2_head < 0 || (g->l2_head > 0 && g->width % g->l2_head != 0))
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE,
+                                 "%s: segment %d: L2 head_dim %lld does not divide its width %lld", op, s,
+                                 (long long)g->l2_head, (long long)g->width);
+    }
+    return SSM_OK;
+}
+
+/* Validates desc, x [M,d], W [N,d], bias [N], A_log [G] and fills P. */
+static ssm_result ssm__proj_setup(ssm__proj *P, ssm_ctx *ctx, const char *op, const ssm_proj_desc *d,
+                                  const ssm_tensor *x, const ssm_tensor *W, const ssm_tensor *bias,
+                                  const ssm_tensor *A_log) {
+    int s, need_bias = 0;
+    int64_t shape[2];
+    memset(P, 0, sizeof *P);
+    SSM__TRY(ssm__proj_check_desc(ctx, op, d));
+    if (ctx->backend->device_type != SSM_DEVICE_CPU)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend has no projection chain", op,
+                             ctx->backend->name);
+    P->ctx = ctx, P->d = d;
+    for (s = 0; s < d->nseg; ++s) {
+        const ssm_proj_segment *g = &d->seg[s];
+        P->c0[s + 1] = P->c0[s] + g->width;
+        P->g0[s] = P->G;
+        if (g->act == SSM_PROJ_DECAY_GATE) P->G += g->width;
+        if (g->bias) need_bias = 1;
+        P->param[s] = g->param;
+        if (g->param == 0.0) P->param[s] = g->act == SSM_PROJ_SOFTCAP ? 15.0 : 1.0;
+    }
+    P->N = P->c0[d->nseg];
+    P->eps = d->l2_eps > 0 ? d->l2_eps : 1e-6;
+    SSM__TRY(ssm__check_float_dtype(ctx, op, x));
+    SSM__TRY(ssm__check(ctx, op, "x", x, x->dtype, 2, 2, NULL));
+    P->dt = x->dtype, P->es = ssm__esize(x->dtype), P->M = x->shape[0], P->dim = x->shape[1];
+    shape[0] = -1, shape[1] = P->dim;
+    SSM__TRY(ssm__check(ctx, op, "W", W, P->dt, 2, 2, shape));
+    if (W->shape[0] != P->N)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE,
+                             "%s: the segment widths sum to %lld but W has %lld rows", op, (long long)P->N,
+                             (long long)W->shape[0]);
+    if (need_bias && !bias)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: a segment has a bias but bias is NULL", op);
+    if (bias) SSM__TRY(ssm__check(ctx, op, "bias", bias, P->dt, 1, 1, &P->N));
+    if (P->G > 0 && !A_log)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: a decay gate needs A_log", op);
+    if (A_log) SSM__TRY(ssm__check(ctx, op, "A_log", A_log, P->dt, 1, 1, &P->G));
+    P->x = x, P->W = W, P->bias = need_bias ? bias : NULL, P->alog = A_log;
+    return SSM_OK;
+}
+
+static double ssm__proj_alog(const ssm__proj *P, int s, int64_t c) {
+    size_t es = P->es;
+    if (P->d->seg[s].act != SSM_PROJ_DECAY_GATE) return 0.0;
+    return SSM__LOAD(P->dt, SSM__AT1(P->alog, P->g0[s] + c - P->c0[s]));
+}
+
+/* The forward epilogue of segment s on rows [r0, r1): y holds x W^T there; adds the bias,
+   saves z into pre (when given), applies the activation, then the per-head L2 norm. */
+static void ssm__proj_epilogue(const ssm__proj *P, int s, int64_t r0, int64_t r1, ssm_tensor *y,
+                               ssm_tensor *pre) {
+    const ssm_proj_segment *g = &P->d->seg[s];
+    int64_t c0 = P->c0[s], c1 = P->c0[s + 1], hd = g->l2_head > 0 ? g->l2_head : 1, r, h, c;
+    size_t es = P->es;
+    ssm_dtype dt = P->dt;
+    for (r = r0; r < r1; ++r)
+        for (h = c0; h < c1; h += hd) {
+            double ss = 0.0, df;
+            for (c = h; c < h + hd; ++c) {
+                char *py = SSM__AT2(y, r, c);
+                double z = SSM__LOAD(dt, py), a;
+                if (g->bias) z += SSM__LOAD(dt, SSM__AT1(P->bias, c));
+                if (pre) SSM__STORE(dt, SSM__AT2(pre, r, c), z);
+                a = ssm__proj_act(g->act, P->param[s], ssm__proj_alog(P, s, c), z, &df);
+                SSM__STORE(dt, py, a);
+                ss += a * a;
+            }
+            if (g->l2_head > 0) {
+                double rn = 1.0 / sqrt(ss + P->eps);
+                for (c = h; c < h + hd; ++c) {
+                    char *py = SSM__AT2(y, r, c);
+                    SSM__STORE(dt, py, SSM__LOAD(dt, py) * rn);
+                }
+            }
+        }
+}
+
+/* The backward epilogue of segment s on rows [r0, r1): dPre = d(epilogue)^T dy into the
+   compact [M, N] buffer dP. z comes from pre, or (pre NULL) from x W^T already in dP plus
+   the bias; each element is read before it is overwritten. The decay gate's dA_log
+   (df/dA_log = f) accumulates into gacc. */
+static void ssm__proj_dact(const ssm__proj *P, int s, int64_t r0, int64_t r1, const ssm_tensor *pre,
+                           const ssm_tensor *dy, char *dP, double *gacc) {
+    const ssm_proj_segment *g = &P->d->seg[s];
+    int64_t c0 = P->c0[s], c1 = P->c0[s + 1], hd = g->l2_head > 0 ? g->l2_head : 1, r, h, c;
+    size_t es = P->es;
+    ssm_dtype dt = P->dt;
+#define SSM__PROJ_Z(r, c)                                                                         \
+    (pre ? SSM__LOAD(dt, SSM__AT2(pre, r, c))                                                     \
+         : SSM__LOAD(dt, dP + ((r) * P->N + (c)) * (int64_t)es) +                                 \
+               (g->bias ? SSM__LOAD(dt, SSM__AT1(P->bias, c)) : 0.0))
+    for (r = r0; r < r1; ++r)
+        for (h = c0; h < c1; h += hd) {
+            double rn = 1.0, dot = 0.0, df, a, gy;
+            if (g->l2_head > 0) { /* y = a rn: da = rn dy - rn^3 a (dy . a) */
+                double ss = 0.0;
+                for (c = h; c < h + hd; ++c) {
+                    a = ssm__proj_act(g->act, P->param[s], ssm__proj_alog(P, s, c), SSM__PROJ_Z(r, c), &df);
+                    ss += a * a;
+                    dot += a * SSM__LOAD(dt, SSM__AT2(dy, r, c));
+                }
+                rn = 1.0 / sqrt(ss + P->eps);
+            }
+            for (c = h; c < h + hd; ++c) {
+                a = ssm__proj_act(g->act, P->param[s], ssm__proj_alog(P, s, c), SSM__PROJ_Z(r, c), &df);
+                gy = SSM__LOAD(dt, SSM__AT2(dy, r, c));
+                if (g->l2_head > 0) gy = rn * gy - rn * rn * rn * a * dot;
+                if (g->act == SSM_PROJ_DECAY_GATE) gacc[P->g0[s] + c - c0] += gy * a;
+                SSM__STORE(dt, dP + (r * P->N + c) * (int64_t)es, gy * df);
+            }
+        }
+#undef SSM__PROJ_Z
+}
+
+/* Forward: the packed x^T of one row block (FUSED) or of all rows (UNFUSED); the GEMM and
+   epilogues work in y itself. Backward: dPre [M, N], then double accumulators for dbias and
+   dA_log, then (SAVE_NONE) the packed x^T of the recompute GEMM. */
+static size_t ssm__proj_ws(const ssm_proj_desc *d, ssm_dtype dt, int64_t M, int64_t dim, int64_t N, int64_t G,
+                           int backward) {
+    size_t es = ssm__esize(dt);
+    int64_t block = d->block_rows ? d->block_rows : 64;
+    if (!backward) return (size_t)((d->path == SSM_PROJ_FUSED ? SSM__MIN(block, M) : M) * dim) * es;
+    return SSM__PROJ_ALIGN((size_t)(M * N) * es) + SSM__PROJ_ALIGN(sizeof(double) * (size_t)(N + G)) +
+           (d->save == SSM_PROJ_SAVE_NONE ? (size_t)(M * dim) * es : 0);
+}
+
+SSMDEF ssm_result ssm_proj_workspace_size(const ssm_ctx *ctx, const ssm_proj_desc *desc, ssm_dtype dtype,
+                                          int64_t M, int64_t d, int backward, size_t *bytes) {
+    int64_t G = 0;
+    int s;
+    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
+    if (desc->nseg < 0 || desc->nseg > SSM_PROJ_MAX_SEGMENTS || M < 0) return SSM_ERROR_INVALID_VALUE;
+    for (s = 0; s < desc->nseg; ++s)
+        if (desc->seg[s].act == SSM_PROJ_DECAY_GATE) G += desc->seg[s].width;
+    *bytes = ssm__proj_ws(desc, dtype, M, d, ssm_proj_desc_width(desc), G, backward);
+    return SSM_OK;
+}
+
+static void ssm__proj_finish(ssm__proj *P, size_t ws) {
+    if (!P->d->stats) return;
+    P->st.workspace_bytes = ws;
+    *P->d->stats = P->st;
+}
+
+SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, const ssm_tensor *x,
+                                   const ssm_tensor *W, const ssm_tensor *bias, const ssm_tensor *A_log,
+                                   ssm_tensor *y, ssm_tensor *pre) {
+    static const char *op = "ssm_proj_forward";
+    ssm__proj P;
+    int64_t shape[2], r0, mb;
+    ssm__arg args[6];
+    size_t es, ws;
+    void *wsp = NULL;
+    char *xt;
+    int s;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!x || !W || !y) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: x, W and y are required", op);
+    SSM__TRY(ssm__proj_setup(&P, ctx, op, desc, x, W, bias, A_log));
+    shape[0] = P.M, shape[1] = P.N;
+    SSM__TRY(ssm__check(ctx, op, "y", y, P.dt, 2, 2, shape));
+    if (desc->save == SSM_PROJ_SAVE_PRE && !pre)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: save = SAVE_PRE needs pre", op);
+    if (desc->save == SSM_PROJ_SAVE_NONE && pre)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: pre given but save = SAVE_NONE", op);
+    if (pre) SSM__TRY(ssm__check(ctx, op, "pre", pre, P.dt, 2, 2, shape));
+    args[0].name = "x", args[0].t = x, args[0].output = 0;
+    args[1].name = "W", args[1].t = W, args[1].output = 0;
+    args[2].name = "bias", args[2].t = bias, args[2].output = 0;
+    args[3].name = "A_log", args[3].t = A_log, args[3].output = 0;
+    args[4].name = "y", args[4].t = y, args[4].output = 1;
+    args[5].name = "pre", args[5].t = pre, args[5].output = 1;
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
+    es = P.es;
+    ws = ssm__proj_ws(desc, P.dt, P.M, P.dim, P.N, P.G, 0);
+    SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
+    xt = (char *)wsp;
+    if (desc->path == SSM_PROJ_FUSED) {
+        int64_t block = desc->block_rows ? desc->block_rows : 64;
+        for (r0 = 0; r0 < P.M; r0 += block) { /* GEMM a row block, then its epilogues while hot */
+            mb = SSM__MIN(block, P.M - r0);
+            ssm__proj_pack_xt(&P, r0, mb, xt);
+            SSM__TRY(ssm__proj_gemm_xwt(&P, xt, mb, 0, P.N, SSM__AT2(y, r0, 0), y->strides[0], y->strides[1]));
+            for (s = 0; s < desc->nseg; ++s) ssm__proj_epilogue(&P, s, r0, r0 + mb, y, pre);
+        }
+    } else if (P.M > 0) {
+        ssm__proj_pack_xt(&P, 0, P.M, xt);
+        for (s = 0; s < desc->nseg; ++s) { /* one GEMM per projection, then its activation pass */
+            int64_t c0 = P.c0[s];
+            SSM__TRY(ssm__proj_gemm_xwt(&P, xt, P.M, c0, desc->seg[s].width, SSM__AT2(y, 0, c0), y->strides[0],
+                                        y->strides[1]));
+            ssm__proj_epilogue(&P, s, 0, P.M, y, pre);
+        }
+    }
+    ssm__proj_finish(&P, ws);
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, const ssm_tensor *x,
+                                    const ssm_tensor *W, const ssm_tensor *bias, const ssm_tensor *A_log,
+                                    const ssm_tensor *pre, const ssm_tensor *dy, ssm_tensor *dx,
+                                    ssm_tensor *dW, ssm_tensor *dbias, ssm_tensor *dA_log) {
+    static const char *op = "ssm_proj_backward";
+    ssm__proj P;
+    int64_t shMN[2], shMd[2], shNd[2], r, c, r0;
+    ssm__arg args[10];
+    size_t es, ws;
+    void *wsp = NULL;
+    char *dP, *xt;
+    double *bacc, *gacc;
+    int s;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!x || !W || !dy || !dx || !dW)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: x, W, dy, dx and dW are required", op);
+    SSM__TRY(ssm__proj_setup(&P, ctx, op, desc, x, W, bias, A_log));
+    shMN[0] = P.M, shMN[1] = P.N, shMd[0] = P.M, shMd[1] = P.dim, shNd[0] = P.N, shNd[1] = P.dim;
+    if (desc->save == SSM_PROJ_SAVE_PRE && !pre)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: save = SAVE_PRE needs the forward's pre", op);
+    if (desc->save == SSM_PROJ_SAVE_NONE && pre)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: pre given but save = SAVE_NONE", op);
+    if (pre) SSM__TRY(ssm__check(ctx, op, "pre", pre, P.dt, 2, 2, shMN));
+    SSM__TRY(ssm__check(ctx, op, "dy", dy, P.dt, 2, 2, shMN));
+    SSM__TRY(ssm__check(ctx, op, "dx", dx, P.dt, 2, 2, shMd));
+    SSM__TRY(ssm__check(ctx, op, "dW", dW, P.dt, 2, 2, shNd));
+    if (dbias) SSM__TRY(ssm__check(ctx, op, "dbias", dbias, P.dt, 1, 1, &P.N));
+    if (dA_log) SSM__TRY(ssm__check(ctx, op, "dA_log", dA_log, P.dt, 1, 1, &P.G));
+    args[0].name = "x", args[0].t = x, args[0].output = 0;
+    args[1].name = "W", args[1].t = W, args[1].output = 0;
+    args[2].name = "bias", args[2].t = bias, args[2].output = 0;
+    args[3].name = "A_log", args[3].t = A_log, args[3].output = 0;
+    args[4].name = "pre", args[4].t = pre, args[4].output = 0;
+    args[5].name = "dy", args[5].t = dy, args[5].output = 0;
+    args[6].name = "dx", args[6].t = dx, args[6].output = 1;
+    args[7].name = "dW", args[7].t = dW, args[7].output = 1;
+    args[8].name = "dbias", args[8].t = dbias, args[8].output = 1;
+    args[9].name = "dA_log", args[9].t = dA_log, args[9].output = 1;
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 10));
+    es = P.es;
+    ws = ssm__proj_ws(desc, P.dt, P.M, P.dim, P.N, P.G, 1);
+    SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
+    dP = (char *)wsp;
+    bacc = (double *)(dP + SSM__PROJ_ALIGN((size_t)(P.M * P.N) * es));
+    gacc = bacc + P.N;
+    xt = (char *)bacc + SSM__PROJ_ALIGN(sizeof(double) * (size_t)(P.N + P.G));
+    for (c = 0; c < P.N + P.G; ++c) bacc[c] = 0.0;
+    if (P.M == 0) { /* no rows: dW = 0 (and no GEMM on an empty operand) */
+        ssm__fill2d(P.dt, 1, P.N, P.dim, ssm__mb(dW->data, dW->strides[0], dW->strides[1]), 0.0);
+    } else {
+        if (!pre) { /* SAVE_NONE: recompute x W^T straight into the dPre buffer */
+            ssm__proj_pack_xt(&P, 0, P.M, xt);
+            SSM__TRY(ssm__proj_gemm_xwt(&P, xt, P.M, 0, P.N, dP, P.N, 1));
+        }
+        if (desc->path == SSM_PROJ_FUSED) { /* all derivatives, row by row, then one dX and one dW GEMM */
+            for (r0 = 0; r0 < P.M; ++r0)
+                for (s = 0; s < desc->nseg; ++s) ssm__proj_dact(&P, s, r0, r0 + 1, pre, dy, dP, gacc);
+            SSM__TRY(ssm__proj_gemm(&P, P.M, P.dim, P.N, ssm__mb(dP, P.N, 1),
+                                    ssm__mb(W->data, W->strides[0], W->strides[1]), 0.0,
+                                    ssm__mb(dx->data, dx->strides[0], dx->strides[1])));
+            SSM__TRY(ssm__proj_gemm(&P, P.N, P.dim, P.M, ssm__mb(dP, 1, P.N),
+                                    ssm__mb(x->data, x->strides[0], x->strides[1]), 0.0,
+                                    ssm__mb(dW->data, dW->strides[0], dW->strides[1])));
+        } else { /* per segment: its derivative pass, its dX (accumulated) and dW GEMMs */
+            for (s = 0; s < desc->nseg; ++s) {
+                int64_t c0 = P.c0[s];
+                ssm__proj_dact(&P, s, 0, P.M, pre, dy, dP, gacc);
+                SSM__TRY(ssm__proj_gemm(&P, P.M, P.dim, desc->seg[s].width, ssm__mb(dP + c0 * (int64_t)es, P.N, 1),
+                                        ssm__mb(SSM__AT2(W, c0, 0), W->strides[0], W->strides[1]), s ? 1.0 : 0.0,
+                                        ssm__mb(dx->data, dx->strides[0], dx->strides[1])));
+                SSM__TRY(ssm__proj_gemm(&P, desc->seg[s].width, P.dim, P.M, ssm__mb(dP + c0 * (int64_t)es, 1, P.N),
+                                        ssm__mb(x->data, x->strides[0], x->strides[1]), 0.0,
+                                        ssm__mb(SSM__AT2(dW, c0, 0), dW->strides[0], dW->strides[1])));
+            }
+        }
+        if (dbias)
+            for (r = 0; r < P.M; ++r)
+                for (c = 0; c < P.N; ++c) bacc[c] += SSM__LOAD(P.dt, dP + (r * P.N + c) * (int64_t)es);
+    }
+    if (dbias)
+        for (s = 0; s < desc->nseg; ++s)
+            for (c = P.c0[s]; c < P.c0[s + 1]; ++c)
+                SSM__STORE(P.dt, SSM__AT1(dbias, c), desc->seg[s].bias ? bacc[c] : 0.0);
+    if (dA_log)
+        for (c = 0; c < P.G; ++c) SSM__STORE(P.dt, SSM__AT1(dA_log, c), gacc[c]);
+    ssm__proj_finish(&P, ws);
+    return SSM_OK;
+}
+
+/* ---- output chain ------------------------------------------------------------------------ */
+
+SSMDEF ssm_outchain_desc ssm_outchain_desc_init(void) {
+    ssm_outchain_desc d;
+    memset(&d, 0, sizeof d);
+    return d;
+}
+
+typedef struct ssm__oc {
+    ssm_ctx *ctx;
+    ssm_dtype dt;
+    size_t es;
+    int64_t M, D, dout, hd, H;
+    double eps;
+    int gate;
+} ssm__oc;
+
+static size_t ssm__oc_ws(ssm_dtype dt, const ssm_outchain_desc *d, int64_t M, int64_t D, int64_t hd,
+                         int backward) {
+    int64_t block = d->block_rows ? d->block_rows : 64;
+    if (!backward) return (size_t)(SSM__MIN(block, M) * D) * ssm__esize(dt);
+    return 2 * SSM__PROJ_ALIGN((size_t)(M * D) * ssm__esize(dt)) + sizeof(double) * (size_t)hd;
+}
+
+SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outchain_desc *desc,
+                                              ssm_dtype dtype, int64_t M, int64_t D, int64_t d_out,
+                                              int backward, size_t *bytes) {
+    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
+    SSM__UNUSED(d_out);
+    if (M < 0 || D < 0 || desc->block_rows < 0) return SSM_ERROR_INVALID_VALUE;
+    *bytes = ssm__oc_ws(dtype, desc, M, D, desc->head_dim ? desc->head_dim : D, backward);
+    return SSM_OK;
+}
+
+/* Validates desc, o, g [M,D], weight [hd], W_o [dout, D] and fills C. */
+static ssm_result ssm__oc_setup(ssm__oc *C, ssm_ctx *ctx, const char *op, const ssm_outchain_desc *d,
+                                const ssm_tensor *o, const ssm_tensor *g, const ssm_tensor *weight,
+                                const ssm_tensor *W_o) {
+    int64_t shape[2];
+    memset(C, 0, sizeof *C);
+    if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
+    if (d->gate != SSM_OUTCHAIN_SILU && d->gate != SSM_OUTCHAIN_SIGMOID)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown gate %d", op, (int)d->gate);
+    if (d->head_dim < 0 || d->block_rows < 0 || !(d->eps >= 0.0))
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: head_dim, block_rows and eps must be >= 0", op);
+    if (ctx->backend->device_type != SSM_DEVICE_CPU)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend has no output chain", op,
+                             ctx->backend->name);
+    SSM__TRY(ssm__check_float_dtype(ctx, op, o));
+    SSM__TRY(ssm__check(ctx, op, "o", o, o->dtype, 2, 2, NULL));
+    C->ctx = ctx, C->dt = o->dtype, C->es = ssm__esize(o->dtype), C->M = o->shape[0], C->D = o->shape[1];
+    if (C->D < 1) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: o has width 0", op);
+    C->hd = d->head_dim ? d->head_dim : C->D;
+    if (C->D % C->hd != 0)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: head_dim %lld does not divide the width %lld",
+                             op, (long long)C->hd, (long long)C->D);
+    C->H = C->D / C->hd;
+    C->eps = d->eps > 0 ? d->eps : 1e-6;
+    C->gate = (int)d->gate;
+    shape[0] = C->M, shape[1] = C->D;
+    SSM__TRY(ssm__check(ctx, op, "g", g, C->dt, 2, 2, shape));
+    if (weight) SSM__TRY(ssm__check(ctx, op, "weight", weight, C->dt, 1, 1, &C->hd));
+    shape[0] = -1;
+    SSM__TRY(ssm__check(ctx, op, "W_o", W_o, C->dt, 2, 2, shape));
+    C->dout = W_o->shape[0];
+    return SSM_OK;
+}
+
+static double ssm__oc_gate(const ssm__oc *C, double g, double *dgate) {
+    double s = ssm__sigmoid(g);
+    if (C->gate == SSM_OUTCHAIN_SIGMOID) {
+        *dgate = s * (1.0 - s);
+        return s;
+    }
+    *dgate = s * (1.0 + g * (1.0 - s));
+    return g * s;
+}
+
+/* rstd of head h in row r: from rstd_in when given, else from o. */
+static double ssm__oc_rstd(const ssm__oc *C, const ssm_tensor *o, const ssm_tensor *rstd_in, int64_t r, int64_t h) {
+    size_t es = C->es;
+    double ss = 0.0, v;
+    int64_t c;
+    if (rstd_in) return SSM__LOAD(C->dt, SSM__AT2(rstd_in, r, h));
+    for (c = h * C->hd; c < (h + 1) * C->hd; ++c) {
+        v = SSM__LOAD(C->dt, SSM__AT2(o, r, c));
+        ss += v * v;
+    }
+    return 1.0 / sqrt(ss / (double)C->hd + C->eps);
+}
+
+/* z rows [r0, r1) into zb, element (r, c) at ((r - r0) zrs + c zcs); rstd_out when given. */
+static void ssm__oc_normgate(const ssm__oc *C, int64_t r0, int64_t r1, const ssm_tensor *o, const ssm_tensor *g,
+                             const ssm_tensor *weight, const ssm_tensor *rstd_in, ssm_tensor *rstd_out, char *zb,
+                             int64_t zrs, int64_t zcs) {
+    size_t es = C->es;
+    int64_t r, h, c;
+    double dgate;
+    for (r = r0; r < r1; ++r)
+        for (h = 0; h < C->H; ++h) {
+            double rs = ssm__oc_rstd(C, o, rstd_in, r, h);
+            if (rstd_out) SSM__STORE(C->dt, SSM__AT2(rstd_out, r, h), rs);
+            for (c = h * C->hd; c < (h + 1) * C->hd; ++c) {
+                double z = SSM__LOAD(C->dt, SSM__AT2(o, r, c)) * rs *
+                           ssm__oc_gate(C, SSM__LOAD(C->dt, SSM__AT2(g, r, c)), &dgate);
+                if (weight) z *= SSM__LOAD(C->dt, SSM__AT1(weight, c - h * C->hd));
+                SSM__STORE(C->dt, zb + ((r - r0) * zrs + c * zcs) * (int64_t)es, z);
+            }
+        }
+}
+
+SSMDEF ssm_result ssm_outchain_forward(ssm_ctx *ctx, const ssm_outchain_desc *desc, const ssm_tensor *o,
+                                       const ssm_tensor *g, const ssm_tensor *weight, const ssm_tensor *W_o,
+                                       ssm_tensor *y, ssm_tensor *rstd) {
+    static const char *op = "ssm_outchain_forward";
+    ssm__oc C;
+    int64_t shape[2], block, r0, mb;
+    ssm__arg args[6];
+    size_t es, ws;
+    void *wsp = NULL;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!o || !g || !W_o || !y)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: o, g, W_o and y are required", op);
+    SSM__TRY(ssm__oc_setup(&C, ctx, op, desc, o, g, weight, W_o));
+    shape[0] = C.M, shape[1] = C.dout;
+    SSM__TRY(ssm__check(ctx, op, "y", y, C.dt, 2, 2, shape));
+    shape[1] = C.H;
+    if (rstd) SSM__TRY(ssm__check(ctx, op, "rstd", rstd, C.dt, 2, 2, shape));
+    args[0].name = "o", args[0].t = o, args[0].output = 0;
+    args[1].name = "g", args[1].t = g, args[1].output = 0;
+    args[2].name = "weight", args[2].t = weight, args[2].output = 0;
+    args[3].name = "W_o", args[3].t = W_o, args[3].output = 0;
+    args[4].name = "y", args[4].t = y, args[4].output = 1;
+    args[5].name = "rstd", args[5].t = rstd, args[5].output = 1;
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
+    es = C.es;
+    ws = ssm__oc_ws(C.dt, desc, C.M, C.D, C.hd, 0);
+    SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
+    block = desc->block_rows ? desc->block_rows : 64;
+    for (r0 = 0; r0 < C.M; r0 += block) { /* z for a block of rows, then its o_proj GEMM while hot */
+        mb = SSM__MIN(block, C.M - r0);
+        /* z_blk^T [D, mb], then y_blk^T = W_o z_blk^T: unit-stride operands (as ssm__proj_pack_xt) */
+        ssm__oc_normgate(&C, r0, r0 + mb, o, g, weight, NULL, rstd, (char *)wsp, 1, mb);
+        SSM__TRY(ssm_ctx_gemm(ctx, C.dt, 1, C.dout, mb, C.D, 1.0, ssm__mb(W_o->data, W_o->strides[0], W_o->strides[1]),
+                              ssm__mb(wsp, mb, 1), 0.0, ssm__mb(SSM__AT2(y, r0, 0), y->strides[1], y->strides[0])));
+    }
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *desc, const ssm_tensor *o,
+                                        const ssm_tensor *g, const ssm_tensor *weight, const ssm_tensor *W_o,
+                                        const ssm_tensor *rstd, const ssm_tensor *dy, ssm_tensor *do_,
+                                        ssm_tensor *dg, ssm_tensor *dweight, ssm_tensor *dW_o) {
+    static const char *op = "ssm_outchain_backward";
+    ssm__oc C;
+    int64_t shape[2], r, h, c;
+    ssm__arg args[10];
+    size_t es, ws;
+    void *wsp = NULL;
+    char *zb, *dzb;
+    double *wacc;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!o || !g || !W_o || !dy || !do_ || !dg || !dW_o)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: o, g, W_o, dy, do_, dg and dW_o are required", op);
+    SSM__TRY(ssm__oc_setup(&C, ctx, op, desc, o, g, weight, W_o));
+    shape[0] = C.M, shape[1] = C.H;
+    if (rstd) SSM__TRY(ssm__check(ctx, op, "rstd", rstd, C.dt, 2, 2, shape));
+    shape[1] = C.dout;
+    SSM__TRY(ssm__check(ctx, op, "dy", dy, C.dt, 2, 2, shape));
+    shape[1] = C.D;
+    SSM__TRY(ssm__check(ctx, op, "do_", do_, C.dt, 2, 2, shape));
+    SSM__TRY(ssm__check(ctx, op, "dg", dg, C.dt, 2, 2, shape));
+    if (dweight) SSM__TRY(ssm__check(ctx, op, "dweight", dweight, C.dt, 1, 1, &C.hd));
+    shape[0] = C.dout;
+    SSM__TRY(ssm__check(ctx, op, "dW_o", dW_o, C.dt, 2, 2, shape));
+    args[0].name = "o", args[0].t = o, args[0].output = 0;
+    args[1].name = "g", args[1].t = g, args[1].output = 0;
+    args[2].name = "weight", args[2].t = weight, args[2].output = 0;
+    args[3].name = "W_o", args[3].t = W_o, args[3].output = 0;
+    args[4].name = "rstd", args[4].t = rstd, args[4].output = 0;
+    args[5].name = "dy", args[5].t = dy, args[5].output = 0;
+    args[6].name = "do_", args[6].t = do_, args[6].output = 1;
+    args[7].name = "dg", args[7].t = dg, args[7].output = 1;
+    args[8].name = "dweight", args[8].t = dweight, args[8].output = 1;
+    args[9].name = "dW_o", args[9].t = dW_o, args[9].output = 1;
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 10));
+    es = C.es;
+    ws = ssm__oc_ws(C.dt, desc, C.M, C.D, C.hd, 1);
+    SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
+    zb = (char *)wsp;
+    dzb = zb + SSM__PROJ_ALIGN((size_t)(C.M * C.D) * es);
+    wacc = (double *)(dzb + SSM__PROJ_ALIGN((size_t)(C.M * C.D) * es));
+    for (c = 0; c < C.hd; ++c) wacc[c] = 0.0;
+    if (C.M == 0) {
+        ssm__fill2d(C.dt, 1, C.dout, C.D, ssm__mb(dW_o->data, dW_o->strides[0], dW_o->strides[1]), 0.0);
+    } else {
+        ssm__oc_normgate(&C, 0, C.M, o, g, weight, rstd, NULL, zb, C.D, 1); /* rebuild z */
+        SSM__TRY(ssm_ctx_gemm(ctx, C.dt, 1, C.dout, C.D, C.M, 1.0, ssm__mb(dy->data, dy->strides[1], dy->strides[0]),
+                              ssm__mb(zb, C.D, 1), 0.0, ssm__mb(dW_o->data, dW_o->strides[0], dW_o->strides[1])));
+        SSM__TRY(ssm_ctx_gemm(ctx, C.dt, 1, C.M, C.D, C.dout, 1.0, ssm__mb(dy->data, dy->strides[0], dy->strides[1]),
+                              ssm__mb(W_o->data, W_o->strides[0], W_o->strides[1]), 0.0, ssm__mb(dzb, C.D, 1)));
+    }
+    /* z = n w gate(g), n = o rstd: dn = dz w gate, dg = dz n w gate', dw += dz n gate,
+       do = rstd (dn - n mean(dn n)) */
+    for (r = 0; r < C.M; ++r)
+        for (h = 0; h < C.H; ++h) {
+            double rs = ssm__oc_rstd(&C, o, rstd, r, h), dot = 0.0, dgate, gt, n, dz, w, dn;
+            int pass;
+            for (pass = 0; pass < 2; ++pass)
+                for (c = h * C.hd; c < (h + 1) * C.hd; ++c) {
+                    n = SSM__LOAD(C.dt, SSM__AT2(o, r, c)) * rs;
+                    gt = ssm__oc_gate(&C, SSM__LOAD(C.dt, SSM__AT2(g, r, c)), &dgate);
+                    w = weight ? SSM__LOAD(C.dt, SSM__AT1(weight, c - h * C.hd)) : 1.0;
+                    dz = SSM__LOAD(C.dt, dzb + (r * C.D + c) * (int64_t)es);
+                    dn = dz * w * gt;
+                    if (pass == 0) {
+                        dot += dn * n;
+                        continue;
+                    }
+                    wacc[c - h * C.hd] += dz * n * gt;
+                    SSM__STORE(C.dt, SSM__AT2(dg, r, c), dz * n * w * dgate);
+                    SSM__STORE(C.dt, SSM__AT2(do_, r, c), rs * (dn - n * dot / (double)C.hd));
+                }
+        }
+    if (dweight)
+        for (c = 0; c < C.hd; ++c) SSM__STORE(C.dt, SSM__AT1(dweight, c), wacc[c]);
+    return SSM_OK;
+}
+
+#undef SSM__AT1
+#undef SSM__AT2
 /* @@end-proj-implementation@@ */
 
 /* ---- the reference backend -------------------------------------------------------------- */
