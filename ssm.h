@@ -844,25 +844,30 @@ static ssm_result ssm__check_float_dtype(ssm_ctx *ctx, const char *op, const ssm
         else *(float *)(p) = (float)(v);            \
     } while (0)
 
-/* Reference GEMM, accumulating in double. One typed body per precision. */
+/* Reference GEMM, accumulating in double on the stack, SSM__GEMM_STRIP columns at a time
+   (no allocation at any size). One typed body per precision. */
+#define SSM__GEMM_STRIP 256
 #define SSM__GEMM_REF_BODY(T)                                                              \
     for (k = 0; k < batch; ++k) {                                                          \
         const T *a = (const T *)A.ptr + k * A.bs;                                          \
         const T *b = (const T *)B.ptr + k * B.bs;                                          \
         T *c = (T *)C.ptr + k * C.bs;                                                      \
-        for (i = 0; i < M; ++i) {                                                          \
-            for (j = 0; j < N; ++j) acc[j] = 0.0;                                          \
-            for (p = 0; p < K; ++p) {                                                      \
-                const double aip = (double)a[i * A.rs + p * A.cs];                         \
-                const T *brow = b + p * B.rs;                                              \
-                if (B.cs == 1)                                                             \
-                    for (j = 0; j < N; ++j) acc[j] += aip * (double)brow[j];               \
-                else                                                                       \
-                    for (j = 0; j < N; ++j) acc[j] += aip * (double)brow[j * B.cs];        \
-            }                                                                              \
-            for (j = 0; j < N; ++j) {                                                      \
-                T *cij = c + i * C.rs + j * C.cs;                                          \
-                *cij = (T)(alpha * acc[j] + (beta == 0.0 ? 0.0 : beta * (double)*cij));   \
+        for (j0 = 0; j0 < N; j0 += SSM__GEMM_STRIP) {                                      \
+            const int64_t nj = SSM__MIN(SSM__GEMM_STRIP, N - j0);                          \
+            for (i = 0; i < M; ++i) {                                                      \
+                for (j = 0; j < nj; ++j) acc[j] = 0.0;                                     \
+                for (p = 0; p < K; ++p) {                                                  \
+                    const double aip = (double)a[i * A.rs + p * A.cs];                     \
+                    const T *brow = b + p * B.rs + j0 * B.cs;                              \
+                    if (B.cs == 1)                                                         \
+                        for (j = 0; j < nj; ++j) acc[j] += aip * (double)brow[j];          \
+                    else                                                                   \
+                        for (j = 0; j < nj; ++j) acc[j] += aip * (double)brow[j * B.cs];   \
+                }                                                                          \
+                for (j = 0; j < nj; ++j) {                                                 \
+                    T *cij = c + i * C.rs + (j0 + j) * C.cs;                               \
+                    *cij = (T)(alpha * acc[j] + (beta == 0.0 ? 0.0 : beta * (double)*cij)); \
+                }                                                                          \
             }                                                                              \
         }                                                                                  \
     }
@@ -870,15 +875,11 @@ static ssm_result ssm__check_float_dtype(ssm_ctx *ctx, const char *op, const ssm
 static ssm_result ssm__ref_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
                                 int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
                                 double beta, ssm_matrix_batch C) {
-    double stackacc[256], *acc = stackacc;
-    int64_t k, i, j, p;
-    if (N > 256) {
-        acc = (double *)ssm__alloc(&ctx->allocator, sizeof(double) * (size_t)N);
-        if (!acc) return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "gemm: accumulator");
-    }
+    double acc[SSM__GEMM_STRIP];
+    int64_t k, i, j, j0, p;
+    SSM__UNUSED(ctx);
     if (dtype.bits == 64) { SSM__GEMM_REF_BODY(double) }
     else { SSM__GEMM_REF_BODY(float) }
-    if (acc != stackacc) ssm__free(&ctx->allocator, acc);
     return SSM_OK;
 }
 
