@@ -1851,7 +1851,7 @@ SSMDEF ssm_result ssm_bell_to_dense(ssm_ctx *ctx, const ssm_tensor *values, cons
                                     ssm_tensor *dense) {
     static const char *op = "ssm_bell_to_dense";
     ssm__bell_shape s;
-    int64_t shape[2], r, k, C;
+    int64_t shape[2], r, k, C = 0;
     ssm__arg args[3];
     ssm_matrix_batch all;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
@@ -1883,7 +1883,7 @@ SSMDEF ssm_result ssm_bell_to_dense(ssm_ctx *ctx, const ssm_tensor *values, cons
 /* x [N, C*B] against a layer: fills s and N. */
 static ssm_result ssm__bell_check_x(ssm_ctx *ctx, const char *op, const ssm_tensor *x, const ssm_tensor *values,
                                     const ssm_tensor *col_idx, ssm__bell_shape *s, int64_t *N) {
-    int64_t C;
+    int64_t C = 0;
     if (!values) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: values is NULL", op);
     SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, -1, s)); /* B, before C is known */
     SSM__TRY(ssm__check(ctx, op, "x", x, values->dtype, 2, 2, NULL));
@@ -2159,7 +2159,7 @@ SSMDEF ssm_result ssm_bell_topology_observe(ssm_ctx *ctx, ssm_bell_topology *top
                                             const ssm_tensor *dy, const ssm_tensor *dvalues) {
     static const char *op = "ssm_bell_topology_observe";
     ssm__bell_shape s;
-    int64_t N, C, shape[2], r, c, k;
+    int64_t N, C = 0, shape[2], r, c, k;
     double *act, *err, ak, ag;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
