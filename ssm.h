@@ -265,6 +265,125 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc,
                                      ssm_tensor *dlog_decay, ssm_tensor *dh0);
 
 /* @@ssm-bell-declarations@@ (block-ELL sparse linear layer) */
+/* ------------------------------------------------------------------------------------------
+   Block-ELL sparse linear layer (seed 002):  y = x W^T (+ bias)
+     values  [R,K,B,B]  float: tile k of block-row r is W[r*B.., c*B..] with c = col_idx[r,k]
+     col_idx [R,K]      i32: distinct columns in [0, C) per row, 1 <= K <= C, B >= 1
+     x [N, C*B]   y [N, R*B]   bias [R*B] optional
+   The transposed index lists, for each input block-column c, the slots s = r*K + k that use
+   it: t_slots[t_offsets[c] .. t_offsets[c+1]) ascending, t_offsets [C+1], t_slots [R*K]
+   (both i32). The backward pass computes dx through it in a fixed order (no atomics,
+   bitwise reproducible); rebuild it with ssm_bell_transpose_index whenever col_idx changes
+   (ssm_bell_topology_step does so itself).
+   ------------------------------------------------------------------------------------------ */
+/* Checks a layer: shapes, dtypes, indices in [0, C), no duplicate column in a row. */
+SSMDEF ssm_result ssm_bell_validate(ssm_ctx *ctx, const ssm_tensor *values, const ssm_tensor *col_idx,
+                                    int64_t C);
+SSMDEF ssm_result ssm_bell_transpose_index(ssm_ctx *ctx, const ssm_tensor *col_idx, ssm_tensor *t_offsets,
+                                           ssm_tensor *t_slots);
+/* dense [R*B, C*B] and a block mask [R, C] (i32, nonzero = active, exactly K per row) ->
+   values (tiles in ascending column order) and col_idx. */
+SSMDEF ssm_result ssm_bell_from_dense(ssm_ctx *ctx, const ssm_tensor *dense, const ssm_tensor *mask,
+                                      ssm_tensor *values, ssm_tensor *col_idx);
+/* values + col_idx -> dense [R*B, C*B] (zeros outside the active tiles). */
+SSMDEF ssm_result ssm_bell_to_dense(ssm_ctx *ctx, const ssm_tensor *values, const ssm_tensor *col_idx,
+                                    ssm_tensor *dense);
+SSMDEF ssm_result ssm_bell_forward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_tensor *values,
+                                   const ssm_tensor *col_idx, const ssm_tensor *bias, ssm_tensor *y);
+/* From dy [N, R*B]: dx [N, C*B] (needs the transposed index), dvalues [R,K,B,B] (active
+   tiles only), dbias [R*B]. Each of dx, dvalues, dbias may be NULL (not computed); when dx
+   is NULL the transposed index may be NULL too. */
+SSMDEF ssm_result ssm_bell_backward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_tensor *values,
+                                    const ssm_tensor *col_idx, const ssm_tensor *t_offsets,
+                                    const ssm_tensor *t_slots, const ssm_tensor *dy, ssm_tensor *dx,
+                                    ssm_tensor *dvalues, ssm_tensor *dbias);
+/* A 64-bit hash of (R, K, col_idx in slot order): ranks compare it to verify they agree. */
+SSMDEF ssm_result ssm_bell_checksum(ssm_ctx *ctx, const ssm_tensor *col_idx, uint64_t *checksum);
+
+/* ---- dynamic topology -------------------------------------------------------------------
+   Per step, after the backward pass: ssm_bell_topology_observe folds the step into the
+   scores. Per step, after the optimizer: ssm_bell_topology_step, which every `period` steps
+   (global_step > 0, a multiple of period, before stop_step) updates the topology:
+     keep score  (active tile)    k = a_k k + (1 - a_k) ||dW_tile||_F        a_k = 0.95
+     grow score  (any r, c)       g = a_g g + (1 - a_g) ||x_c||_F ||dy_r||_F  a_g = 0.99
+   (the seed writes "alpha * new + (1 - alpha) * ema" but sizes the windows as 20 and 100
+   steps, which is alpha weighting the old value: that reading is used.) Per row, the
+   round(f K) tiles with the lowest drop score (keep score, or ||W_tile||_F with
+   SSM_BELL_DROP_MAGNITUDE) are candidates, lowest first; f = prune_frac, times
+   (1 + cos(pi step / stop_step)) / 2 with cosine_decay. Each one, with probability epsilon,
+   is replaced by a uniformly random column unused in that row (exploration); otherwise by
+   the unused column with the highest grow score, only when that score is > 0 and
+   >= swap_ratio x the candidate's keep score (units match: both are gradient norms),
+   else it stays. K stays fixed; replaced tiles start at zero, their registered optimizer
+   states (same shape as values) are zeroed, and a grown tile's keep score starts at the
+   grow score that won it the slot. Changed rows are re-sorted by column, moving values,
+   optimizer states and keep scores with their tiles. Randomness is a counter-based hash
+   of (seed, global_step, layer_id, row, draw): same inputs, same topology, bitwise.
+   The all-reduce hook, when set, is called on keep_score then grow_score right before
+   selection (an in-place average across data-parallel ranks makes every rank pick the
+   same topology).
+   ------------------------------------------------------------------------------------------ */
+typedef enum ssm_bell_drop_score {
+    SSM_BELL_DROP_GRAD_EMA = 0, /* EMA of the tile's gradient norm (default)     */
+    SSM_BELL_DROP_MAGNITUDE = 1 /* ||W_tile||_F (RigL's drop criterion)           */
+} ssm_bell_drop_score;
+
+/* In-place reduction (e.g. an average over ranks) of `count` doubles. */
+typedef ssm_result (*ssm_bell_allreduce_fn)(void *user, double *data, int64_t count);
+
+typedef struct ssm_bell_topology_config {
+    int64_t period;        /* steps between updates (100)                          */
+    double prune_frac;     /* fraction of each row's tiles dropped per update (0.1) */
+    double swap_ratio;     /* a candidate must score >= this x the dropped (1.5)    */
+    double epsilon;        /* exploration probability per dropped tile (0.05)       */
+    double keep_alpha;     /* keep-score EMA decay (0.95)                           */
+    double grow_alpha;     /* grow-score EMA decay (0.99)                           */
+    ssm_bell_drop_score drop_score;
+    int cosine_decay;      /* decay prune_frac to 0 at stop_step (needs stop_step)  */
+    int64_t stop_step;     /* no updates at or after this step; 0 = never stop      */
+    uint64_t seed;
+    uint64_t layer_id;
+    ssm_bell_allreduce_fn allreduce; /* NULL = single process */
+    void *allreduce_user;
+} ssm_bell_topology_config;
+
+typedef struct ssm_bell_topology {
+    ssm_bell_topology_config config;
+    int64_t R, C, K;
+    double *keep_score;    /* [R,K], moves with its tile */
+    double *grow_score;    /* [R,C]                      */
+    int64_t observations;  /* observe calls so far       */
+    ssm_allocator allocator;
+} ssm_bell_topology;
+
+typedef struct ssm_bell_topology_report {
+    int updated;           /* 1 when this step was an update step               */
+    int64_t pruned, grown; /* always equal (K fixed)                             */
+    int64_t explored;      /* of the grown, picked by epsilon-greedy exploration */
+    int64_t rejected;      /* drop candidates kept: no candidate beat swap_ratio  */
+    int64_t rows_changed;
+    double churn;          /* grown / (R*K)                                      */
+    double prune_frac;     /* the fraction used this step (after cosine decay)   */
+    uint64_t checksum;     /* topology checksum after the step                   */
+} ssm_bell_topology_report;
+
+SSMDEF ssm_bell_topology_config ssm_bell_topology_config_init(void);
+/* Allocates the score buffers (zeros) through the context's allocator. */
+SSMDEF ssm_result ssm_bell_topology_create(ssm_ctx *ctx, const ssm_bell_topology_config *config,
+                                           int64_t R, int64_t C, int64_t K, ssm_bell_topology **out);
+SSMDEF void ssm_bell_topology_destroy(ssm_bell_topology *topo);
+/* x [N, C*B], dy [N, R*B], dvalues [R,K,B,B] of this step. */
+SSMDEF ssm_result ssm_bell_topology_observe(ssm_ctx *ctx, ssm_bell_topology *topo, const ssm_tensor *x,
+                                            const ssm_tensor *dy, const ssm_tensor *dvalues);
+/* Updates values, col_idx, the transposed index and the n_opt optimizer states when
+   global_step is an update step; report (optional) says what changed. */
+SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, int64_t global_step,
+                                         ssm_tensor *values, ssm_tensor *col_idx, ssm_tensor *t_offsets,
+                                         ssm_tensor *t_slots, ssm_tensor *const *opt_states, int n_opt,
+                                         ssm_bell_topology_report *report);
+/* Scratch bytes observe / step need for tiles of size B and element dtype. */
+SSMDEF ssm_result ssm_bell_topology_workspace_size(const ssm_bell_topology *topo, int64_t B,
+                                                   ssm_dtype dtype, size_t *bytes);
 /* @@end-bell-declarations@@ */
 
 /* @@ssm-proj-declarations@@ (fused projection chains, output chain) */
@@ -1638,6 +1757,717 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, c
 }
 
 /* @@ssm-bell-implementation@@ */
+/* ---- block-ELL sparse linear layer -------------------------------------------------------- */
+
+/* Sizes of a layer: R block-rows, K slots per row, B tile size, C block-columns. */
+typedef struct ssm__bell_shape {
+    int64_t R, K, B, C;
+} ssm__bell_shape;
+
+#define SSM__BELL_IDX(t, r, k) \
+    (*(int32_t *)((char *)(t)->data + ((r) * (t)->strides[0] + (k) * (t)->strides[1]) * 4))
+#define SSM__BELL_I1(t, i) (*(int32_t *)((char *)(t)->data + (i) * (t)->strides[0] * 4))
+
+/* The generic code runs host loops: only a CPU backend can run it. */
+static ssm_result ssm__bell_cpu(ssm_ctx *ctx, const char *op) {
+    if (ctx->backend->device_type != SSM_DEVICE_CPU)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend has no block-ELL kernels", op,
+                             ctx->backend->name);
+    return SSM_OK;
+}
+
+static void ssm__bell_arg(ssm__arg *a, const char *name, const ssm_tensor *t, int output) {
+    a->name = name;
+    a->t = t;
+    a->output = output;
+}
+
+/* col_idx [R,K]: i32, entries in [0, C), distinct within a row (O(K^2) per row: no memory). */
+static ssm_result ssm__bell_check_index(ssm_ctx *ctx, const char *op, const ssm_tensor *col_idx,
+                                        const ssm__bell_shape *s) {
+    int64_t shape[2], r, k, j;
+    shape[0] = s->R, shape[1] = s->K;
+    SSM__TRY(ssm__check(ctx, op, "col_idx", col_idx, SSM_I32, 2, 2, shape));
+    for (r = 0; r < s->R; ++r)
+        for (k = 0; k < s->K; ++k) {
+            int32_t c = SSM__BELL_IDX(col_idx, r, k);
+            if (c < 0 || c >= s->C)
+                return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: col_idx[%lld,%lld] = %d is outside [0, %lld)",
+                                     op, (long long)r, (long long)k, (int)c, (long long)s->C);
+            for (j = 0; j < k; ++j)
+                if (SSM__BELL_IDX(col_idx, r, j) == c)
+                    return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: row %lld uses column %d twice (slots %lld, %lld)",
+                                         op, (long long)r, (int)c, (long long)j, (long long)k);
+        }
+    return SSM_OK;
+}
+
+/* values [R,K,B,B] (f32/f64, B >= 1, 1 <= K <= C) and its col_idx; fills s. C < 0: not
+   known yet (only B is needed to derive it), the K <= C check waits for the second call. */
+static ssm_result ssm__bell_check_layer(ssm_ctx *ctx, const char *op, const ssm_tensor *values,
+                                        const ssm_tensor *col_idx, int64_t C, ssm__bell_shape *s) {
+    SSM__TRY(ssm__bell_cpu(ctx, op));
+    SSM__TRY(ssm__check_float_dtype(ctx, op, values));
+    SSM__TRY(ssm__check(ctx, op, "values", values, values->dtype, 4, 4, NULL));
+    s->R = values->shape[0], s->K = values->shape[1], s->B = values->shape[2], s->C = C;
+    if (s->B < 1 || values->shape[3] != s->B)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: values must be [R,K,B,B] with B >= 1, got B = %lld x %lld",
+                             op, (long long)s->B, (long long)values->shape[3]);
+    if (s->R < 1 || s->K < 1 || (C >= 0 && (C < 1 || s->K > C)))
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C (R=%lld K=%lld C=%lld)",
+                             op, (long long)s->R, (long long)s->K, (long long)C);
+    if (!col_idx) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: col_idx is NULL", op);
+    return SSM_OK;
+}
+
+/* C of a feature dimension of width `width` (must be a multiple of B). */
+static ssm_result ssm__bell_blocks(ssm_ctx *ctx, const char *op, const char *name, int64_t width, int64_t B,
+                                   int64_t *C) {
+    if (B < 1 || width % B != 0 || width / B < 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: %s has %lld features, not a positive multiple of B = %lld",
+                             op, name, (long long)width, (long long)B);
+    *C = width / B;
+    return SSM_OK;
+}
+
+/* The transposed index must be the one of col_idx: offsets monotone from 0 to R*K, every
+   listed slot uses its column, slots ascending per column (hence a permutation). */
+static ssm_result ssm__bell_check_tindex(ssm_ctx *ctx, const char *op, const ssm_tensor *col_idx,
+                                         const ssm_tensor *t_offsets, const ssm_tensor *t_slots,
+                                         const ssm__bell_shape *s) {
+    int64_t so = s->C + 1, ss = s->R * s->K, c, i;
+    SSM__TRY(ssm__check(ctx, op, "t_offsets", t_offsets, SSM_I32, 1, 1, &so));
+    SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
+    if (SSM__BELL_I1(t_offsets, 0) != 0 || SSM__BELL_I1(t_offsets, s->C) != ss)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: t_offsets must run from 0 to R*K", op);
+    for (c = 0; c < s->C; ++c) {
+        int32_t lo = SSM__BELL_I1(t_offsets, c), hi = SSM__BELL_I1(t_offsets, c + 1);
+        if (hi < lo) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: t_offsets decreases at %lld", op, (long long)c);
+        for (i = lo; i < hi; ++i) {
+            int32_t slot = SSM__BELL_I1(t_slots, i);
+            if (slot < 0 || slot >= ss || (i > lo && slot <= SSM__BELL_I1(t_slots, i - 1)) ||
+                SSM__BELL_IDX(col_idx, slot / s->K, slot % s->K) != c)
+                return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE,
+                                     "%s: the transposed index does not match col_idx (column %lld); rebuild it with ssm_bell_transpose_index",
+                                     op, (long long)c);
+        }
+    }
+    return SSM_OK;
+}
+
+/* Counting sort of the slots by column, ascending within a column; no scratch. */
+static void ssm__bell_build_tindex(const ssm_tensor *col_idx, ssm_tensor *t_offsets, ssm_tensor *t_slots,
+                                   const ssm__bell_shape *s) {
+    int64_t c, r, k;
+    for (c = 0; c <= s->C; ++c) SSM__BELL_I1(t_offsets, c) = 0;
+    for (r = 0; r < s->R; ++r)
+        for (k = 0; k < s->K; ++k) ++SSM__BELL_I1(t_offsets, SSM__BELL_IDX(col_idx, r, k) + 1);
+    for (c = 0; c < s->C; ++c) SSM__BELL_I1(t_offsets, c + 1) += SSM__BELL_I1(t_offsets, c);
+    for (r = 0; r < s->R; ++r) /* t_offsets[c] serves as the cursor of column c ... */
+        for (k = 0; k < s->K; ++k) {
+            int32_t c2 = SSM__BELL_IDX(col_idx, r, k);
+            SSM__BELL_I1(t_slots, SSM__BELL_I1(t_offsets, c2)) = (int32_t)(r * s->K + k);
+            ++SSM__BELL_I1(t_offsets, c2);
+        }
+    for (c = s->C; c > 0; --c) SSM__BELL_I1(t_offsets, c) = SSM__BELL_I1(t_offsets, c - 1); /* ... undone */
+    SSM__BELL_I1(t_offsets, 0) = 0;
+}
+
+/* Views for the GEMMs: tile (r,k) of values (transposed: W^T), and the B-wide column block
+   `blk` of a 2-D [N, *] tensor (transposed: its B x N transpose). */
+static ssm_matrix_batch ssm__bell_tile(const ssm_tensor *v, int64_t r, int64_t k, int transpose) {
+    ssm_matrix_batch m;
+    m.ptr = (char *)v->data + (r * v->strides[0] + k * v->strides[1]) * (int64_t)ssm__esize(v->dtype);
+    m.rs = transpose ? v->strides[3] : v->strides[2];
+    m.cs = transpose ? v->strides[2] : v->strides[3];
+    m.bs = 0;
+    return m;
+}
+static ssm_matrix_batch ssm__bell_block(const ssm_tensor *t, int64_t blk, int64_t B, int transpose) {
+    ssm_matrix_batch m;
+    m.ptr = (char *)t->data + blk * B * t->strides[1] * (int64_t)ssm__esize(t->dtype);
+    m.rs = transpose ? t->strides[1] : t->strides[0];
+    m.cs = transpose ? t->strides[0] : t->strides[1];
+    m.bs = 0;
+    return m;
+}
+
+SSMDEF ssm_result ssm_bell_validate(ssm_ctx *ctx, const ssm_tensor *values, const ssm_tensor *col_idx, int64_t C) {
+    static const char *op = "ssm_bell_validate";
+    ssm__bell_shape s;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!values) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: values is NULL", op);
+    SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, C, &s));
+    return ssm__bell_check_index(ctx, op, col_idx, &s);
+}
+
+SSMDEF ssm_result ssm_bell_transpose_index(ssm_ctx *ctx, const ssm_tensor *col_idx, ssm_tensor *t_offsets,
+                                           ssm_tensor *t_slots) {
+    static const char *op = "ssm_bell_transpose_index";
+    ssm__bell_shape s;
+    int64_t so, ss;
+    ssm__arg args[3];
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    SSM__TRY(ssm__bell_cpu(ctx, op));
+    if (!col_idx || !t_offsets || !t_slots)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: col_idx, t_offsets and t_slots are required", op);
+    SSM__TRY(ssm__check(ctx, op, "col_idx", col_idx, SSM_I32, 2, 2, NULL));
+    SSM__TRY(ssm__check(ctx, op, "t_offsets", t_offsets, SSM_I32, 1, 1, NULL));
+    s.R = col_idx->shape[0], s.K = col_idx->shape[1], s.C = t_offsets->shape[0] - 1, s.B = 1;
+    if (s.R < 1 || s.C < 1 || s.K < 1 || s.K > s.C)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C (R=%lld K=%lld C=%lld)",
+                             op, (long long)s.R, (long long)s.K, (long long)s.C);
+    so = s.C + 1, ss = s.R * s.K;
+    SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
+    SSM__UNUSED(so);
+    SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
+    ssm__bell_arg(&args[0], "col_idx", col_idx, 0);
+    ssm__bell_arg(&args[1], "t_offsets", t_offsets, 1);
+    ssm__bell_arg(&args[2], "t_slots", t_slots, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 3));
+    ssm__bell_build_tindex(col_idx, t_offsets, t_slots, &s);
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_bell_from_dense(ssm_ctx *ctx, const ssm_tensor *dense, const ssm_tensor *mask,
+                                      ssm_tensor *values, ssm_tensor *col_idx) {
+    static const char *op = "ssm_bell_from_dense";
+    ssm__bell_shape s;
+    int64_t shape[2], r, c, k;
+    ssm__arg args[4];
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!dense || !mask || !values || !col_idx)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: dense, mask, values and col_idx are required", op);
+    SSM__TRY(ssm__check(ctx, op, "mask", mask, SSM_I32, 2, 2, NULL));
+    SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, mask->shape[1], &s));
+    shape[0] = s.R, shape[1] = s.K;
+    SSM__TRY(ssm__check(ctx, op, "col_idx", col_idx, SSM_I32, 2, 2, shape));
+    shape[0] = s.R, shape[1] = s.C;
+    SSM__TRY(ssm__check(ctx, op, "mask", mask, SSM_I32, 2, 2, shape));
+    shape[0] = s.R * s.B, shape[1] = s.C * s.B;
+    SSM__TRY(ssm__check(ctx, op, "dense", dense, values->dtype, 2, 2, shape));
+    for (r = 0; r < s.R; ++r) {
+        for (c = 0, k = 0; c < s.C; ++c) k += SSM__BELL_IDX(mask, r, c) != 0;
+        if (k != s.K)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: mask row %lld has %lld active blocks, K = %lld",
+                                 op, (long long)r, (long long)k, (long long)s.K);
+    }
+    ssm__bell_arg(&args[0], "dense", dense, 0);
+    ssm__bell_arg(&args[1], "mask", mask, 0);
+    ssm__bell_arg(&args[2], "values", values, 1);
+    ssm__bell_arg(&args[3], "col_idx", col_idx, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 4));
+    for (r = 0; r < s.R; ++r)
+        for (c = 0, k = 0; c < s.C; ++c) {
+            ssm_matrix_batch src;
+            if (!SSM__BELL_IDX(mask, r, c)) continue;
+            SSM__BELL_IDX(col_idx, r, k) = (int32_t)c;
+            src = ssm__bell_block(dense, c, s.B, 0);
+            src.ptr = (char *)src.ptr + r * s.B * dense->strides[0] * (int64_t)ssm__esize(dense->dtype);
+            ssm__copy2d(values->dtype, 1, s.B, s.B, src, ssm__bell_tile(values, r, k, 0), 0);
+            ++k;
+        }
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_bell_to_dense(ssm_ctx *ctx, const ssm_tensor *values, const ssm_tensor *col_idx,
+                                    ssm_tensor *dense) {
+    static const char *op = "ssm_bell_to_dense";
+    ssm__bell_shape s;
+    int64_t shape[2], r, k, C = 0;
+    ssm__arg args[3];
+    ssm_matrix_batch all;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!values || !col_idx || !dense)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: values, col_idx and dense are required", op);
+    SSM__TRY(ssm__check(ctx, op, "dense", dense, values->dtype, 2, 2, NULL));
+    SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, -1, &s));
+    SSM__TRY(ssm__bell_blocks(ctx, op, "dense", dense->shape[1], s.B, &C));
+    SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, C, &s));
+    shape[0] = s.R * s.B, shape[1] = s.C * s.B;
+    SSM__TRY(ssm__check(ctx, op, "dense", dense, values->dtype, 2, 2, shape));
+    SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
+    ssm__bell_arg(&args[0], "values", values, 0);
+    ssm__bell_arg(&args[1], "col_idx", col_idx, 0);
+    ssm__bell_arg(&args[2], "dense", dense, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 3));
+    all.ptr = dense->data, all.rs = dense->strides[0], all.cs = dense->strides[1], all.bs = 0;
+    ssm__fill2d(dense->dtype, 1, shape[0], shape[1], all, 0.0);
+    for (r = 0; r < s.R; ++r)
+        for (k = 0; k < s.K; ++k) {
+            ssm_matrix_batch dst = ssm__bell_block(dense, SSM__BELL_IDX(col_idx, r, k), s.B, 0);
+            dst.ptr = (char *)dst.ptr + r * s.B * dense->strides[0] * (int64_t)ssm__esize(dense->dtype);
+            ssm__copy2d(values->dtype, 1, s.B, s.B, ssm__bell_tile(values, r, k, 0), dst, 0);
+        }
+    return SSM_OK;
+}
+
+/* x [N, C*B] against a layer: fills s and N. */
+static ssm_result ssm__bell_check_x(ssm_ctx *ctx, const char *op, const ssm_tensor *x, const ssm_tensor *values,
+                                    const ssm_tensor *col_idx, ssm__bell_shape *s, int64_t *N) {
+    int64_t C = 0;
+    if (!values) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: values is NULL", op);
+    SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, -1, s)); /* B, before C is known */
+    SSM__TRY(ssm__check(ctx, op, "x", x, values->dtype, 2, 2, NULL));
+    SSM__TRY(ssm__bell_blocks(ctx, op, "x", x->shape[1], s->B, &C));
+    SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, C, s));
+    *N = x->shape[0];
+    return ssm__bell_check_index(ctx, op, col_idx, s);
+}
+
+SSMDEF ssm_result ssm_bell_forward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_tensor *values,
+                                   const ssm_tensor *col_idx, const ssm_tensor *bias, ssm_tensor *y) {
+    static const char *op = "ssm_bell_forward";
+    ssm__bell_shape s;
+    int64_t N, shape[2], nb, r, k, n, o;
+    ssm__arg args[5];
+    size_t es;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!x || !values || !col_idx || !y)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: x, values, col_idx and y are required", op);
+    SSM__TRY(ssm__bell_check_x(ctx, op, x, values, col_idx, &s, &N));
+    shape[0] = N, shape[1] = s.R * s.B, nb = s.R * s.B;
+    SSM__TRY(ssm__check(ctx, op, "y", y, values->dtype, 2, 2, shape));
+    if (bias) SSM__TRY(ssm__check(ctx, op, "bias", bias, values->dtype, 1, 1, &nb));
+    ssm__bell_arg(&args[0], "x", x, 0);
+    ssm__bell_arg(&args[1], "values", values, 0);
+    ssm__bell_arg(&args[2], "col_idx", col_idx, 0);
+    ssm__bell_arg(&args[3], "bias", bias, 0);
+    ssm__bell_arg(&args[4], "y", y, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
+    if (N == 0) return SSM_OK;
+    /* y_r = sum_k x_{c(r,k)} W_{r,k}^T: one N x B x B GEMM per active tile */
+    for (r = 0; r < s.R; ++r)
+        for (k = 0; k < s.K; ++k)
+            SSM__TRY(ssm_ctx_gemm(ctx, values->dtype, 1, N, s.B, s.B, 1.0,
+                                  ssm__bell_block(x, SSM__BELL_IDX(col_idx, r, k), s.B, 0),
+                                  ssm__bell_tile(values, r, k, 1), k ? 1.0 : 0.0, ssm__bell_block(y, r, s.B, 0)));
+    if (!bias) return SSM_OK;
+    es = ssm__esize(y->dtype);
+    for (n = 0; n < N; ++n)
+        for (o = 0; o < nb; ++o) {
+            char *p = (char *)y->data + (n * y->strides[0] + o * y->strides[1]) * (int64_t)es;
+            SSM__STORE(y->dtype, p, SSM__LOAD(y->dtype, p) +
+                                    SSM__LOAD(y->dtype, (char *)bias->data + o * bias->strides[0] * (int64_t)es));
+        }
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_bell_backward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_tensor *values,
+                                    const ssm_tensor *col_idx, const ssm_tensor *t_offsets,
+                                    const ssm_tensor *t_slots, const ssm_tensor *dy, ssm_tensor *dx,
+                                    ssm_tensor *dvalues, ssm_tensor *dbias) {
+    static const char *op = "ssm_bell_backward";
+    ssm__bell_shape s;
+    int64_t N, shape[4], nb, r, k, c, n, o;
+    ssm__arg args[9];
+    size_t es;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!x || !values || !col_idx || !dy)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: x, values, col_idx and dy are required", op);
+    SSM__TRY(ssm__bell_check_x(ctx, op, x, values, col_idx, &s, &N));
+    shape[0] = N, shape[1] = s.R * s.B, nb = s.R * s.B;
+    SSM__TRY(ssm__check(ctx, op, "dy", dy, values->dtype, 2, 2, shape));
+    if (dx) {
+        shape[1] = s.C * s.B;
+        SSM__TRY(ssm__check(ctx, op, "dx", dx, values->dtype, 2, 2, shape));
+        if (!t_offsets || !t_slots)
+            return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: dx needs the transposed index (t_offsets, t_slots)", op);
+        SSM__TRY(ssm__bell_check_tindex(ctx, op, col_idx, t_offsets, t_slots, &s));
+    }
+    if (dvalues) {
+        shape[0] = s.R, shape[1] = s.K, shape[2] = s.B, shape[3] = s.B;
+        SSM__TRY(ssm__check(ctx, op, "dvalues", dvalues, values->dtype, 4, 4, shape));
+    }
+    if (dbias) SSM__TRY(ssm__check(ctx, op, "dbias", dbias, values->dtype, 1, 1, &nb));
+    ssm__bell_arg(&args[0], "x", x, 0);
+    ssm__bell_arg(&args[1], "values", values, 0);
+    ssm__bell_arg(&args[2], "col_idx", col_idx, 0);
+    ssm__bell_arg(&args[3], "t_offsets", dx ? t_offsets : NULL, 0);
+    ssm__bell_arg(&args[4], "t_slots", dx ? t_slots : NULL, 0);
+    ssm__bell_arg(&args[5], "dy", dy, 0);
+    ssm__bell_arg(&args[6], "dx", dx, 1);
+    ssm__bell_arg(&args[7], "dvalues", dvalues, 1);
+    ssm__bell_arg(&args[8], "dbias", dbias, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
+    es = ssm__esize(values->dtype);
+    if (dvalues) /* dW_{r,k} = dy_r^T x_c: B x B x N per active tile, each written once */
+        for (r = 0; r < s.R; ++r)
+            for (k = 0; k < s.K; ++k)
+                SSM__TRY(ssm_ctx_gemm(ctx, values->dtype, 1, s.B, s.B, N, 1.0, ssm__bell_block(dy, r, s.B, 1),
+                                      ssm__bell_block(x, SSM__BELL_IDX(col_idx, r, k), s.B, 0), 0.0,
+                                      ssm__bell_tile(dvalues, r, k, 0)));
+    if (dx && N > 0) /* dx_c = sum over the slots using c, ascending: a fixed order, no atomics */
+        for (c = 0; c < s.C; ++c) {
+            int32_t lo = SSM__BELL_I1(t_offsets, c), hi = SSM__BELL_I1(t_offsets, c + 1), i;
+            ssm_matrix_batch dxc = ssm__bell_block(dx, c, s.B, 0);
+            if (lo == hi) ssm__fill2d(dx->dtype, 1, N, s.B, dxc, 0.0);
+            for (i = lo; i < hi; ++i) {
+                int32_t slot = SSM__BELL_I1(t_slots, i);
+                SSM__TRY(ssm_ctx_gemm(ctx, values->dtype, 1, N, s.B, s.B, 1.0, ssm__bell_block(dy, slot / s.K, s.B, 0),
+                                      ssm__bell_tile(values, slot / s.K, slot % s.K, 0), i > lo ? 1.0 : 0.0, dxc));
+            }
+        }
+    if (dbias)
+        for (o = 0; o < nb; ++o) {
+            double acc = 0.0;
+            for (n = 0; n < N; ++n)
+                acc += SSM__LOAD(dy->dtype, (char *)dy->data + (n * dy->strides[0] + o * dy->strides[1]) * (int64_t)es);
+            SSM__STORE(dbias->dtype, (char *)dbias->data + o * dbias->strides[0] * (int64_t)es, acc);
+        }
+    return SSM_OK;
+}
+
+/* FNV-1a over 64-bit words, then a splitmix64 finalizer. */
+static uint64_t ssm__bell_mix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static uint64_t ssm__bell_fnv(uint64_t h, uint64_t v) {
+    int i;
+    for (i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFFu)) * 0x100000001B3ull;
+    return h;
+}
+static uint64_t ssm__bell_hash_index(const ssm_tensor *col_idx, const ssm__bell_shape *s) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    int64_t r, k;
+    h = ssm__bell_fnv(h, (uint64_t)s->R);
+    h = ssm__bell_fnv(h, (uint64_t)s->K);
+    for (r = 0; r < s->R; ++r)
+        for (k = 0; k < s->K; ++k) h = ssm__bell_fnv(h, (uint64_t)(uint32_t)SSM__BELL_IDX(col_idx, r, k));
+    return ssm__bell_mix(h);
+}
+
+SSMDEF ssm_result ssm_bell_checksum(ssm_ctx *ctx, const ssm_tensor *col_idx, uint64_t *checksum) {
+    static const char *op = "ssm_bell_checksum";
+    ssm__bell_shape s;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!checksum) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: checksum is NULL", op);
+    SSM__TRY(ssm__bell_cpu(ctx, op));
+    SSM__TRY(ssm__check(ctx, op, "col_idx", col_idx, SSM_I32, 2, 2, NULL));
+    s.R = col_idx->shape[0], s.K = col_idx->shape[1], s.B = 1, s.C = 0;
+    *checksum = ssm__bell_hash_index(col_idx, &s);
+    return SSM_OK;
+}
+
+/* ---- dynamic topology -------------------------------------------------------------------- */
+
+/* Counter-based uniform in [0,1): a pure function of its key, so every rank and every rerun
+   draws the same number for the same (seed, step, layer, row, draw). */
+static double ssm__bell_uniform(const ssm_bell_topology_config *cfg, int64_t step, int64_t row, int64_t draw) {
+    uint64_t h = ssm__bell_mix(cfg->seed);
+    h = ssm__bell_mix(h ^ (uint64_t)step);
+    h = ssm__bell_mix(h ^ cfg->layer_id);
+    h = ssm__bell_mix(h ^ (uint64_t)row);
+    h = ssm__bell_mix(h ^ (uint64_t)draw);
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+SSMDEF ssm_bell_topology_config ssm_bell_topology_config_init(void) {
+    ssm_bell_topology_config c;
+    memset(&c, 0, sizeof c);
+    c.period = 100;
+    c.prune_frac = 0.1;
+    c.swap_ratio = 1.5;
+    c.epsilon = 0.05;
+    c.keep_alpha = 0.95;
+    c.grow_alpha = 0.99;
+    c.drop_score = SSM_BELL_DROP_GRAD_EMA;
+    return c;
+}
+
+static ssm_result ssm__bell_check_config(ssm_ctx *ctx, const char *op, const ssm_bell_topology_config *c) {
+    if (c->period < 1 || !(c->prune_frac >= 0.0 && c->prune_frac <= 1.0) || !(c->swap_ratio >= 0.0) ||
+        !(c->epsilon >= 0.0 && c->epsilon <= 1.0) || !(c->keep_alpha >= 0.0 && c->keep_alpha < 1.0) ||
+        !(c->grow_alpha >= 0.0 && c->grow_alpha < 1.0) || c->stop_step < 0 ||
+        (c->drop_score != SSM_BELL_DROP_GRAD_EMA && c->drop_score != SSM_BELL_DROP_MAGNITUDE))
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE,
+                             "%s: config out of range (period >= 1; prune_frac, epsilon in [0,1]; alphas in [0,1); "
+                             "swap_ratio, stop_step >= 0; a known drop_score)", op);
+    if (c->cosine_decay && c->stop_step == 0)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: cosine_decay needs stop_step > 0", op);
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_bell_topology_create(ssm_ctx *ctx, const ssm_bell_topology_config *config, int64_t R,
+                                           int64_t C, int64_t K, ssm_bell_topology **out) {
+    static const char *op = "ssm_bell_topology_create";
+    ssm_bell_topology *t;
+    size_t n;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!config || !out) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: config and out are required", op);
+    *out = NULL;
+    SSM__TRY(ssm__bell_check_config(ctx, op, config));
+    if (R < 1 || C < 1 || K < 1 || K > C)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C", op);
+    n = (size_t)(R * K + R * C);
+    t = (ssm_bell_topology *)ssm__alloc(&ctx->allocator, sizeof *t + sizeof(double) * n);
+    if (!t) return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "%s: cannot allocate the score buffers", op);
+    memset(t, 0, sizeof *t + sizeof(double) * n);
+    t->config = *config;
+    t->R = R, t->C = C, t->K = K;
+    t->keep_score = (double *)(void *)(t + 1);
+    t->grow_score = t->keep_score + R * K;
+    t->allocator = ctx->allocator;
+    *out = t;
+    return SSM_OK;
+}
+
+SSMDEF void ssm_bell_topology_destroy(ssm_bell_topology *topo) {
+    ssm_allocator a;
+    if (!topo) return;
+    a = topo->allocator;
+    ssm__free(&a, topo);
+}
+
+/* Scratch: observe needs R + C doubles; step needs per row C flags, K drop candidates and
+   a permutation (int64), K keep scores and K tiles (f64-sized) for re-sorting the row. */
+static size_t ssm__bell_topo_ws(const ssm_bell_topology *t, int64_t B) {
+    size_t obs = sizeof(double) * (size_t)(t->R + t->C);
+    size_t step = sizeof(int64_t) * (size_t)(t->C + 2 * t->K) + sizeof(double) * (size_t)(t->K + t->K * B * B);
+    return obs > step ? obs : step;
+}
+
+SSMDEF ssm_result ssm_bell_topology_workspace_size(const ssm_bell_topology *topo, int64_t B, ssm_dtype dtype,
+                                                   size_t *bytes) {
+    SSM__UNUSED(dtype); /* tiles are staged in f64-sized slots */
+    if (!topo || !bytes) return SSM_ERROR_NULL_ARGUMENT;
+    if (B < 1) return SSM_ERROR_INVALID_SHAPE;
+    *bytes = ssm__bell_topo_ws(topo, B);
+    return SSM_OK;
+}
+
+static ssm_result ssm__bell_check_topo(ssm_ctx *ctx, const char *op, const ssm_bell_topology *topo,
+                                       const ssm__bell_shape *s) {
+    if (topo->R != s->R || topo->C != s->C || topo->K != s->K)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: the topology state is for R=%lld C=%lld K=%lld, the layer is R=%lld C=%lld K=%lld",
+                             op, (long long)topo->R, (long long)topo->C, (long long)topo->K, (long long)s->R,
+                             (long long)s->C, (long long)s->K);
+    return ssm__bell_check_config(ctx, op, &topo->config);
+}
+
+/* ||t[:, blk*B .. blk*B+B)||_F of a 2-D [N, *] tensor. */
+static double ssm__bell_block_norm(const ssm_tensor *t, int64_t N, int64_t blk, int64_t B) {
+    size_t es = ssm__esize(t->dtype);
+    double acc = 0.0;
+    int64_t n, j;
+    for (n = 0; n < N; ++n)
+        for (j = blk * B; j < blk * B + B; ++j) {
+            double v = SSM__LOAD(t->dtype, (char *)t->data + (n * t->strides[0] + j * t->strides[1]) * (int64_t)es);
+            acc += v * v;
+        }
+    return sqrt(acc);
+}
+static double ssm__bell_tile_norm(const ssm_tensor *v, int64_t r, int64_t k, int64_t B) {
+    size_t es = ssm__esize(v->dtype);
+    double acc = 0.0;
+    int64_t i, j;
+    for (i = 0; i < B; ++i)
+        for (j = 0; j < B; ++j) {
+            double w = SSM__LOAD(v->dtype, (char *)v->data + (r * v->strides[0] + k * v->strides[1] + i * v->strides[2] +
+                                                             j * v->strides[3]) * (int64_t)es);
+            acc += w * w;
+        }
+    return sqrt(acc);
+}
+
+SSMDEF ssm_result ssm_bell_topology_observe(ssm_ctx *ctx, ssm_bell_topology *topo, const ssm_tensor *x,
+                                            const ssm_tensor *dy, const ssm_tensor *dvalues) {
+    static const char *op = "ssm_bell_topology_observe";
+    ssm__bell_shape s;
+    int64_t N, C = 0, shape[2], r, c, k;
+    double *act, *err, ak, ag;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!topo || !x || !dy || !dvalues)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: topo, x, dy and dvalues are required", op);
+    SSM__TRY(ssm__bell_cpu(ctx, op));
+    SSM__TRY(ssm__check_float_dtype(ctx, op, dvalues));
+    SSM__TRY(ssm__check(ctx, op, "dvalues", dvalues, dvalues->dtype, 4, 4, NULL));
+    s.R = dvalues->shape[0], s.K = dvalues->shape[1], s.B = dvalues->shape[2];
+    if (s.B < 1 || dvalues->shape[3] != s.B)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: dvalues must be [R,K,B,B] with B >= 1", op);
+    SSM__TRY(ssm__check(ctx, op, "x", x, dvalues->dtype, 2, 2, NULL));
+    SSM__TRY(ssm__bell_blocks(ctx, op, "x", x->shape[1], s.B, &C));
+    s.C = C, N = x->shape[0];
+    SSM__TRY(ssm__bell_check_topo(ctx, op, topo, &s));
+    shape[0] = N, shape[1] = s.R * s.B;
+    SSM__TRY(ssm__check(ctx, op, "dy", dy, dvalues->dtype, 2, 2, shape));
+    SSM__TRY(ssm_ctx_workspace(ctx, ssm__bell_topo_ws(topo, s.B), (void **)&act));
+    err = act + s.C;
+    for (c = 0; c < s.C; ++c) act[c] = ssm__bell_block_norm(x, N, c, s.B);
+    for (r = 0; r < s.R; ++r) err[r] = ssm__bell_block_norm(dy, N, r, s.B);
+    ak = topo->config.keep_alpha, ag = topo->config.grow_alpha;
+    for (r = 0; r < s.R; ++r) {
+        for (k = 0; k < s.K; ++k)
+            topo->keep_score[r * s.K + k] = ak * topo->keep_score[r * s.K + k] +
+                                            (1.0 - ak) * ssm__bell_tile_norm(dvalues, r, k, s.B);
+        for (c = 0; c < s.C; ++c)
+            topo->grow_score[r * s.C + c] = ag * topo->grow_score[r * s.C + c] + (1.0 - ag) * act[c] * err[r];
+    }
+    ++topo->observations;
+    return SSM_OK;
+}
+
+static void ssm__bell_zero_tile(ssm_tensor *v, int64_t r, int64_t k, int64_t B) {
+    ssm__fill2d(v->dtype, 1, B, B, ssm__bell_tile(v, r, k, 0), 0.0);
+}
+
+/* Applies the permutation perm (new slot j takes old slot perm[j]) to row r of a [R,K,B,B]
+   tensor, staging the row's tiles in buf. */
+static void ssm__bell_permute_row(ssm_tensor *v, int64_t r, const int64_t *perm, int64_t K, int64_t B, char *buf) {
+    ssm_dtype dt = v->dtype;
+    int64_t k;
+    ssm_matrix_batch stage;
+    stage.rs = B, stage.cs = 1, stage.bs = 0;
+    for (k = 0; k < K; ++k) {
+        stage.ptr = buf + (size_t)(k * B * B) * ssm__esize(dt);
+        ssm__copy2d(dt, 1, B, B, ssm__bell_tile(v, r, k, 0), stage, 0);
+    }
+    for (k = 0; k < K; ++k) {
+        stage.ptr = buf + (size_t)(perm[k] * B * B) * ssm__esize(dt);
+        ssm__copy2d(dt, 1, B, B, stage, ssm__bell_tile(v, r, k, 0), 0);
+    }
+}
+
+SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, int64_t global_step,
+                                         ssm_tensor *values, ssm_tensor *col_idx, ssm_tensor *t_offsets,
+                                         ssm_tensor *t_slots, ssm_tensor *const *opt_states, int n_opt,
+                                         ssm_bell_topology_report *report) {
+    static const char *op = "ssm_bell_topology_step";
+    enum { MAX_OPT = 8 };
+    ssm__bell_shape s;
+    ssm_bell_topology_report rep;
+    const ssm_bell_topology_config *cfg;
+    ssm__arg args[4 + MAX_OPT];
+    int64_t shape[4], so, ss, r, k, i, j, nd;
+    int64_t *used, *drop, *perm;
+    double *keep_row, frac;
+    char *buf;
+    int o;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    if (!topo || !values || !col_idx || !t_offsets || !t_slots)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: topo, values, col_idx, t_offsets and t_slots are required", op);
+    if (n_opt < 0 || n_opt > MAX_OPT || (n_opt > 0 && !opt_states))
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: n_opt must be in [0, %d] with opt_states set", op, MAX_OPT);
+    if (global_step < 0) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: global_step < 0", op);
+    SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, topo->C, &s));
+    SSM__TRY(ssm__bell_check_topo(ctx, op, topo, &s));
+    SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
+    so = s.C + 1, ss = s.R * s.K;
+    SSM__TRY(ssm__check(ctx, op, "t_offsets", t_offsets, SSM_I32, 1, 1, &so));
+    SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
+    shape[0] = s.R, shape[1] = s.K, shape[2] = s.B, shape[3] = s.B;
+    ssm__bell_arg(&args[0], "values", values, 1);
+    ssm__bell_arg(&args[1], "col_idx", col_idx, 1);
+    ssm__bell_arg(&args[2], "t_offsets", t_offsets, 1);
+    ssm__bell_arg(&args[3], "t_slots", t_slots, 1);
+    for (o = 0; o < n_opt; ++o) {
+        SSM__TRY(ssm__check_float_dtype(ctx, op, opt_states[o]));
+        SSM__TRY(ssm__check(ctx, op, "opt_states[i]", opt_states[o], opt_states[o]->dtype, 4, 4, shape));
+        ssm__bell_arg(&args[4 + o], "opt_states[i]", opt_states[o], 1);
+    }
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 4 + n_opt));
+    cfg = &topo->config;
+    memset(&rep, 0, sizeof rep);
+    frac = cfg->prune_frac;
+    if (cfg->cosine_decay) frac *= 0.5 * (1.0 + cos(3.14159265358979323846 * (double)global_step / (double)cfg->stop_step));
+    rep.prune_frac = frac;
+    if (global_step == 0 || global_step % cfg->period != 0 || (cfg->stop_step > 0 && global_step >= cfg->stop_step)) {
+        rep.checksum = ssm__bell_hash_index(col_idx, &s);
+        if (report) *report = rep;
+        return SSM_OK;
+    }
+    SSM__TRY(ssm_ctx_workspace(ctx, ssm__bell_topo_ws(topo, s.B), (void **)&used));
+    drop = used + s.C;
+    perm = drop + s.K;
+    keep_row = (double *)(void *)(perm + s.K);
+    buf = (char *)(keep_row + s.K);
+    if (cfg->allreduce) { /* every rank selects from the same (reduced) scores */
+        SSM__TRY(cfg->allreduce(cfg->allreduce_user, topo->keep_score, s.R * s.K));
+        SSM__TRY(cfg->allreduce(cfg->allreduce_user, topo->grow_score, s.R * s.C));
+    }
+    rep.updated = 1;
+    nd = (int64_t)floor(frac * (double)s.K + 0.5);
+    if (nd > s.C - s.K) nd = s.C - s.K; /* cannot grow more than the unused columns */
+    for (r = 0; r < s.R; ++r) {
+        double *keep = topo->keep_score + r * s.K, *grow = topo->grow_score + r * s.C;
+        int64_t changed = 0;
+        for (j = 0; j < s.C; ++j) used[j] = 0;
+        for (k = 0; k < s.K; ++k) {
+            used[SSM__BELL_IDX(col_idx, r, k)] = 1;
+            /* drop score, staged in keep_row; ties keep the lower slot first */
+            keep_row[k] = cfg->drop_score == SSM_BELL_DROP_MAGNITUDE ? ssm__bell_tile_norm(values, r, k, s.B) : keep[k];
+            perm[k] = 0; /* chosen-as-drop-candidate flags */
+        }
+        for (i = 0; i < nd; ++i) { /* the nd lowest drop scores, lowest first */
+            int64_t best = -1;
+            for (k = 0; k < s.K; ++k)
+                if (!perm[k] && (best < 0 || keep_row[k] < keep_row[best])) best = k;
+            perm[best] = 1;
+            drop[i] = best;
+        }
+        for (i = 0; i < nd; ++i) {
+            int64_t slot = drop[i], cnew = -1;
+            if (ssm__bell_uniform(cfg, global_step, r, 2 * i) < cfg->epsilon) {
+                /* explore: a uniformly random column unused in this row */
+                int64_t nfree = 0, pick;
+                for (j = 0; j < s.C; ++j) nfree += !used[j];
+                pick = (int64_t)(ssm__bell_uniform(cfg, global_step, r, 2 * i + 1) * (double)nfree);
+                for (j = 0; j < s.C; ++j)
+                    if (!used[j] && pick-- == 0) { cnew = j; break; }
+                ++rep.explored;
+            } else {
+                for (j = 0; j < s.C; ++j)
+                    if (!used[j] && (cnew < 0 || grow[j] > grow[cnew])) cnew = j;
+                if (cnew < 0 || !(grow[cnew] > 0.0) || grow[cnew] < cfg->swap_ratio * keep[slot]) {
+                    ++rep.rejected;
+                    continue;
+                }
+            }
+            used[cnew] = 1; /* the dropped column stays marked: no regrowth in the same update */
+            SSM__BELL_IDX(col_idx, r, slot) = (int32_t)cnew;
+            ssm__bell_zero_tile(values, r, slot, s.B);
+            for (o = 0; o < n_opt; ++o) ssm__bell_zero_tile(opt_states[o], r, slot, s.B);
+            keep[slot] = grow[cnew];
+            ++rep.grown;
+            changed = 1;
+        }
+        if (!changed) continue;
+        ++rep.rows_changed;
+        /* re-sort the row by column (insertion sort of a permutation), moving its tiles */
+        for (k = 0; k < s.K; ++k) perm[k] = k;
+        for (k = 1; k < s.K; ++k)
+            for (j = k; j > 0 && SSM__BELL_IDX(col_idx, r, perm[j - 1]) > SSM__BELL_IDX(col_idx, r, perm[j]); --j) {
+                int64_t tmp = perm[j];
+                perm[j] = perm[j - 1];
+                perm[j - 1] = tmp;
+            }
+        for (k = 0; k < s.K; ++k) keep_row[k] = keep[perm[k]];
+        for (k = 0; k < s.K; ++k) keep[k] = keep_row[k];
+        for (k = 0; k < s.K; ++k) used[k] = SSM__BELL_IDX(col_idx, r, perm[k]); /* used: free again */
+        for (k = 0; k < s.K; ++k) SSM__BELL_IDX(col_idx, r, k) = (int32_t)used[k];
+        ssm__bell_permute_row(values, r, perm, s.K, s.B, buf);
+        for (o = 0; o < n_opt; ++o) ssm__bell_permute_row(opt_states[o], r, perm, s.K, s.B, buf);
+    }
+    rep.pruned = rep.grown;
+    rep.churn = (double)rep.grown / (double)(s.R * s.K);
+    ssm__bell_build_tindex(col_idx, t_offsets, t_slots, &s);
+    rep.checksum = ssm__bell_hash_index(col_idx, &s);
+    if (report) *report = rep;
+    return SSM_OK;
+}
 /* @@end-bell-implementation@@ */
 
 /* @@ssm-proj-implementation@@ */
