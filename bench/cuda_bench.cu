@@ -1,0 +1,199 @@
+/* CUDA benchmark (make bench-cuda): every linrec method and the decay scan on the GPU, with the
+   floor (bytes read once + written once over the device-to-device copy bandwidth measured in
+   this run), the ratio to it, TFLOP/s and workspace. Median of CUDA-event timings, warm.
+   JSON lines: bench/results/cuda_linrec.jsonl, cuda_decay.jsonl (../shared/BENCH.md format).
+   bench/peers/torch_peers.py runs the PyTorch peers on the same shapes and prints the side by
+   side table from these rows. BENCH_QUICK=1 trims the grid. */
+#define SSM_IMPLEMENTATION
+#define SSM_CUDA_IMPLEMENTATION
+#include "../ssm_cuda.h"
+#include <algorithm>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <vector>
+
+#ifndef SSM_BENCH_COMMIT
+#define SSM_BENCH_COMMIT "unknown"
+#endif
+static char g_dev[256], g_date[32];
+static double g_bw; /* bytes/ms */
+
+template <typename F> static double time_ms(F f, int reps = 10) {
+    cudaEvent_t a, b;
+    std::vector<float> v;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    f();
+    cudaDeviceSynchronize();
+    for (int i = 0; i < reps; ++i) {
+        cudaEventRecord(a);
+        f();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms;
+        cudaEventElapsedTime(&ms, a, b);
+        v.push_back(ms);
+        if (i == 2 && ms > 1000) break;
+    }
+    std::sort(v.begin(), v.end());
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return v[v.size() / 2];
+}
+
+__global__ void fill_kernel(void *p, int dt, int64_t n, float scale, unsigned seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
+        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+        float v = ((x & 0xFFFFFF) / 16777216.f - 0.5f) * 2.f * scale;
+        if (dt == 0) ((float *)p)[i] = v;
+        else if (dt == 1) ((__half *)p)[i] = __float2half(v);
+        else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    }
+}
+static void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)n * dt.bits / 8) != cudaSuccess) return NULL;
+    fill_kernel<<<4096, 256>>>(p, dt.bits == 32 ? 0 : (dt.code == SSM_DTYPE_BFLOAT ? 2 : 1), n, scale, seed);
+    return p;
+}
+
+static FILE *open_jsonl(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "bench/results/%s.jsonl", name);
+    FILE *f = fopen(path, "a");
+    if (!f) f = fopen(name, "a");
+    return f;
+}
+
+static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m,
+                        const std::vector<ssm_linrec_method> &methods, int bwd) {
+    int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
+    size_t es = dt.bits / 8;
+    void *A = dev_random(dt, S * T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n * m, 1.f, 2);
+    void *h = dev_random(dt, S * T * n * m, 0.f, 3), *dh = dev_random(dt, S * T * n * m, 1.f, 4);
+    void *dA = dev_random(dt, S * T * n * n, 0.f, 5), *db = dev_random(dt, S * T * n * m, 0.f, 6);
+    if (!A || !b || !h || !dh || !dA || !db) {
+        printf("  (skipped S%lld T%lld n%lld m%lld: out of memory)\n", (long long)S, (long long)T, (long long)n, (long long)m);
+        cudaGetLastError();
+        cudaFree(A), cudaFree(b), cudaFree(h), cudaFree(dh), cudaFree(dA), cudaFree(db);
+        return;
+    }
+    ssm_tensor tA = ssm_tensor_make(A, dt, ssm_cuda_device(0), 4, sa, NULL), tb = ssm_tensor_make(b, dt, ssm_cuda_device(0), 4, sb, NULL);
+    ssm_tensor th = ssm_tensor_make(h, dt, ssm_cuda_device(0), 4, sb, NULL), tdh = ssm_tensor_make(dh, dt, ssm_cuda_device(0), 4, sb, NULL);
+    ssm_tensor tdA = ssm_tensor_make(dA, dt, ssm_cuda_device(0), 4, sa, NULL), tdb = ssm_tensor_make(db, dt, ssm_cuda_device(0), 4, sb, NULL);
+    for (ssm_linrec_method meth : methods) {
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        ssm_linrec_stats st;
+        size_t ws = 0;
+        d.method = meth;
+        d.stats = &st;
+        ssm_cuda_linrec_workspace_size(ctx, &d, dt, S, T, n, m, 0, &ws);
+        ssm_result r = ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
+        if (r != SSM_OK) { printf("  %s: %s\n", ssm_linrec_method_name(meth), ssm_ctx_last_error(ctx)); continue; }
+        double ms = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); }, T * S > 100000 && meth == SSM_LINREC_SEQUENTIAL ? 3 : 10);
+        double bytes = (double)es * (S * T * n * n + 2.0 * S * T * n * m), floor_ms = bytes / g_bw;
+        const char *mn = ssm_linrec_method_name(meth == SSM_LINREC_AUTO ? SSM_LINREC_AUTO : meth);
+        printf("  %-6s %-4s S%-4lld T%-5lld n%-4lld m%-4lld %-9s %9.3f ms  floor %7.3f  x%6.2f  %7.2f TFLOP/s  ws %8.1f MB%s%s\n",
+               "linrec", ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, (long long)m, mn, ms, floor_ms,
+               ms / floor_ms, st.flops / ms * 1e-9, ws / 1e6, meth == SSM_LINREC_AUTO ? " -> " : "",
+               meth == SSM_LINREC_AUTO ? ssm_linrec_method_name(st.method) : "");
+        fprintf(js, "{\"op\":\"linrec\",\"impl\":\"ours:%s\",\"backend\":\"cuda\",\"dtype\":\"%s\",\"shape\":{\"S\":%lld,\"T\":%lld,\"n\":%lld,\"m\":%lld},"
+                    "\"ms\":%.5f,\"floor_ms\":%.5f,\"peak_mem_bytes\":%zu,\"tflops\":%.3f,\"resolved\":\"%s\",\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+                mn, ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, (long long)m, ms, floor_ms, ws,
+                st.flops / ms * 1e-9, ssm_linrec_method_name(st.method), g_dev, g_date, SSM_BENCH_COMMIT);
+        if (bwd) {
+            r = ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL);
+            if (r != SSM_OK) { printf("  bwd: %s\n", ssm_ctx_last_error(ctx)); continue; }
+            double bms = time_ms([&] { ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL); }, 5);
+            double bb = (double)es * (2.0 * S * T * n * n + 3.0 * S * T * n * m), bf = bb / g_bw;
+            printf("  %-6s %-4s S%-4lld T%-5lld n%-4lld m%-4lld %-9s %9.3f ms  floor %7.3f  x%6.2f  bwd/fwd %.2f\n", "lr_bwd",
+                   ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, (long long)m, mn, bms, bf, bms / bf, bms / ms);
+            fprintf(js, "{\"op\":\"linrec_bwd\",\"impl\":\"ours:%s\",\"backend\":\"cuda\",\"dtype\":\"%s\",\"shape\":{\"S\":%lld,\"T\":%lld,\"n\":%lld,\"m\":%lld},"
+                        "\"ms\":%.5f,\"floor_ms\":%.5f,\"peak_mem_bytes\":%zu,\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+                    mn, ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, (long long)m, bms, bf, ws, g_dev, g_date,
+                    SSM_BENCH_COMMIT);
+        }
+        fflush(stdout);
+    }
+    cudaFree(A), cudaFree(b), cudaFree(h), cudaFree(dh), cudaFree(dA), cudaFree(db);
+}
+
+static void decay_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t B, int64_t T, int64_t D) {
+    int64_t sx[4] = {B, T, D, D}, sl[3] = {B, T, D};
+    size_t es = dt.bits / 8, ws = 0;
+    void *x = dev_random(dt, B * T * D * D, 1.f, 7), *ld = dev_random(dt, B * T * D, 0.05f, 8), *o = dev_random(dt, B * T * D * D, 0, 9);
+    void *dout = dev_random(dt, B * T * D * D, 1.f, 10), *dx = dev_random(dt, B * T * D * D, 0, 11), *dl = dev_random(dt, B * T * D, 0, 12);
+    ssm_tensor tx = ssm_tensor_make(x, dt, ssm_cuda_device(0), 4, sx, NULL), tl = ssm_tensor_make(ld, dt, ssm_cuda_device(0), 3, sl, NULL);
+    ssm_tensor to = ssm_tensor_make(o, dt, ssm_cuda_device(0), 4, sx, NULL), tdo = ssm_tensor_make(dout, dt, ssm_cuda_device(0), 4, sx, NULL);
+    ssm_tensor tdx = ssm_tensor_make(dx, dt, ssm_cuda_device(0), 4, sx, NULL), tdl = ssm_tensor_make(dl, dt, ssm_cuda_device(0), 3, sl, NULL);
+    ssm_decay_desc d = ssm_decay_desc_init();
+    d.input = SSM_DECAY_PER_STEP; /* log decays in [-0.05, 0.05]: per-step values */
+    ssm_cuda_decay_workspace_size(dt, B, T, D, D, 0, &ws);
+    ssm_result r = ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL);
+    if (r != SSM_OK) { printf("  decay: %s\n", ssm_ctx_last_error(ctx)); return; }
+    double ms = time_ms([&] { ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL); });
+    double bytes = (double)es * (2.0 * B * T * D * D + B * T * D), fl = bytes / g_bw;
+    double bms = time_ms([&] { ssm_decay_backward(ctx, &d, &tl, NULL, &to, &tdo, NULL, &tdx, &tdl, NULL); });
+    double bb = (double)es * (3.0 * B * T * D * D + 2.0 * B * T * D), bfl = bb / g_bw;
+    printf("  decay  %-4s B%-3lld T%-5lld D%-4lld fwd %8.3f ms floor %7.3f x%5.2f (%.0f%% of copy bw)  bwd %8.3f ms floor %7.3f x%5.2f  ws %.1f MB\n",
+           ssm_dtype_name(dt), (long long)B, (long long)T, (long long)D, ms, fl, ms / fl, 100 * fl / ms, bms, bfl, bms / bfl, ws / 1e6);
+    fprintf(js, "{\"op\":\"decay\",\"impl\":\"ours:scan\",\"backend\":\"cuda\",\"dtype\":\"%s\",\"shape\":{\"B\":%lld,\"T\":%lld,\"D\":%lld},\"ms\":%.5f,\"floor_ms\":%.5f,\"peak_mem_bytes\":%zu,\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+            ssm_dtype_name(dt), (long long)B, (long long)T, (long long)D, ms, fl, ws, g_dev, g_date, SSM_BENCH_COMMIT);
+    fprintf(js, "{\"op\":\"decay_bwd\",\"impl\":\"ours:scan\",\"backend\":\"cuda\",\"dtype\":\"%s\",\"shape\":{\"B\":%lld,\"T\":%lld,\"D\":%lld},\"ms\":%.5f,\"floor_ms\":%.5f,\"peak_mem_bytes\":%zu,\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+            ssm_dtype_name(dt), (long long)B, (long long)T, (long long)D, bms, bfl, ws, g_dev, g_date, SSM_BENCH_COMMIT);
+    fflush(stdout);
+    cudaFree(x), cudaFree(ld), cudaFree(o), cudaFree(dout), cudaFree(dx), cudaFree(dl);
+}
+
+int main(void) {
+    cudaDeviceProp prop;
+    ssm_ctx *ctx;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    int quick = getenv("BENCH_QUICK") != NULL;
+    time_t now = time(NULL);
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { printf("no CUDA device\n"); return 1; }
+    snprintf(g_dev, sizeof g_dev, "%s", prop.name);
+    strftime(g_date, sizeof g_date, "%Y-%m-%d", gmtime(&now));
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &cc;
+    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
+    { /* copy bandwidth: 1 GiB device-to-device, read + write counted */
+        size_t nb = (size_t)1 << 30;
+        void *a, *b;
+        cudaMalloc(&a, nb), cudaMalloc(&b, nb);
+        cudaMemset(a, 1, nb);
+        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); });
+        g_bw = 2.0 * nb / ms;
+        printf("device %s, copy bandwidth %.0f GB/s (1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
+        cudaFree(a), cudaFree(b);
+    }
+    FILE *jl = open_jsonl("cuda_linrec"), *jd = open_jsonl("cuda_decay");
+    printf("== decay scan\n");
+    decay_rows(ctx, jd, SSM_F32, 8, 4096, 64);
+    decay_rows(ctx, jd, SSM_F32, 2, 1024, 64);
+    decay_rows(ctx, jd, SSM_F16, 8, 4096, 64);
+    decay_rows(ctx, jd, SSM_BF16, 2, 1024, 64);
+    printf("== dense recurrence (targets)\n");
+    std::vector<ssm_linrec_method> all = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_SCAN_HS, SSM_LINREC_BLELLOCH, SSM_LINREC_CR,
+                                          SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
+    linrec_rows(ctx, jl, SSM_F16, 16, 4096, 64, 1, all, 1);
+    linrec_rows(ctx, jl, SSM_F16, 1, 8192, 64, 1, all, 1);
+    printf("== dense recurrence grid (S so that A >= 256 MB)\n");
+    std::vector<ssm_linrec_method> grid = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_SCAN_HS, SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
+    const int64_t ns[3] = {32, 64, 128}, Ts[4] = {1024, 2048, 4096, 8192};
+    for (int di = 0; di < 2; ++di) {
+        ssm_dtype dt = di ? SSM_F32 : SSM_F16;
+        for (int ni = 0; ni < 3; ++ni)
+            for (int ti = 0; ti < 4; ++ti) {
+                int64_t n = ns[ni], T = Ts[ti], per = T * n * n * (dt.bits / 8), S = ((256ll << 20) + per - 1) / per;
+                if (quick && (ti % 2 || ni != 1)) continue;
+                if (ti != 0 && ti != 2 && di == 1) continue; /* trim: f32 at T = 1024 and 4096 */
+                linrec_rows(ctx, jl, dt, S, T, n, 1, grid, 0);
+                if (ti == 0) linrec_rows(ctx, jl, dt, S, T, n, n, grid, 0); /* m = n */
+            }
+    }
+    fclose(jl), fclose(jd);
+    ssm_ctx_destroy(ctx);
+    return 0;
+}

@@ -1,0 +1,134 @@
+"""PyTorch peers for bench-cuda, the seed's approaches on the same shapes: sequential loop,
+Hillis-Steele scan and cyclic reduction with torch.bmm (seed 000), nanoSSM's naive einsum and a
+chunked PyTorch decay scan (seed 004). Appends peer rows to bench/results/cuda_*.jsonl and prints
+one side-by-side table with our rows of this run (speedup = peer ms / our best ms)."""
+import json, os, sys, time, torch
+
+dev = torch.device("cuda")
+NAME = torch.cuda.get_device_name(0)
+DATE = time.strftime("%Y-%m-%d", time.gmtime())
+COMMIT = os.environ.get("SSM_COMMIT", "unknown")
+DT = {"f16": torch.float16, "f32": torch.float32, "bf16": torch.bfloat16}
+
+
+def timeit(fn, reps=10):
+    fn(); torch.cuda.synchronize()
+    ts = []
+    for i in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); fn(); b.record(); b.synchronize()
+        ts.append(a.elapsed_time(b))
+        if i == 2 and ts[-1] > 1000: break
+    ts.sort(); return ts[len(ts) // 2]
+
+
+def peak(fn):
+    torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated()
+    fn(); torch.cuda.synchronize(); return torch.cuda.max_memory_allocated() - base
+
+
+def lr_seq(A, b):
+    S, T, n, _ = A.shape; h = torch.zeros_like(b[:, 0]); out = []
+    for t in range(T):
+        h = torch.bmm(A[:, t], h) + b[:, t]; out.append(h)
+    return torch.stack(out, 1)
+
+
+def lr_hs(A, b):
+    M, v = A.clone(), b.clone(); T = A.shape[1]; d = 1
+    while d < T:
+        v2 = v.clone(); v2[:, d:] = v[:, d:] + torch.matmul(M[:, d:], v[:, :-d])
+        M2 = M.clone(); M2[:, d:] = torch.matmul(M[:, d:], M[:, :-d])
+        M, v, d = M2, v2, d * 2
+    return v
+
+
+def lr_cr(A, b):
+    T = A.shape[1]
+    if T == 1: return b
+    if T % 2: # pad to even with identity steps at the end
+        S, _, n, _ = A.shape
+        A = torch.cat([A, torch.eye(n, dtype=A.dtype, device=A.device).expand(S, 1, n, n)], 1)
+        b = torch.cat([b, torch.zeros_like(b[:, :1])], 1)
+    Ae, Ao, be, bo = A[:, 0::2], A[:, 1::2], b[:, 0::2], b[:, 1::2]
+    A2 = torch.matmul(Ao[:, 1:], Ae[:, 1:]) if Ao.shape[1] > 1 else Ao[:, 1:]
+    b2 = torch.matmul(Ao, be) + bo
+    A2 = torch.cat([Ao[:, :1] * 0, A2], 1)  # first odd step starts from h_0 = b_0 (h_{-1} = 0)
+    b2[:, 0] = torch.matmul(Ao[:, 0], be[:, 0]) + bo[:, 0]
+    ho = lr_cr(A2, b2)
+    he = be.clone(); he[:, 1:] = torch.matmul(Ae[:, 1:], ho[:, :-1]) + be[:, 1:]
+    h = torch.stack([he, ho], 2).flatten(1, 2)
+    return h[:, :T]
+
+
+def dk_einsum(cA, x):
+    logM = cA.unsqueeze(2) - cA.unsqueeze(1)  # (B, T, T, D): t, j
+    T = cA.shape[1]
+    mask = torch.tril(torch.ones(T, T, device=cA.device, dtype=torch.bool)).unsqueeze(0).unsqueeze(-1)
+    M = torch.exp(logM.masked_fill(~mask, float("-inf")))
+    return torch.einsum("btjr,bjrc->btrc", M, x)
+
+
+def dk_chunked(cA, x, L=64):
+    B, T, R, C = x.shape; nc = T // L
+    a = cA.view(B, nc, L, R); xx = x.view(B, nc, L, R, C)
+    logM = a.unsqueeze(3) - a.unsqueeze(2)
+    mask = torch.tril(torch.ones(L, L, device=x.device, dtype=torch.bool)).view(1, 1, L, L, 1)
+    M = torch.exp(logM.masked_fill(~mask, float("-inf")))
+    local = torch.einsum("bntjr,bnjrc->bntrc", M, xx)
+    start = torch.cat([torch.zeros_like(a[:, :1, :1]), a[:, :-1, -1:]], 1)  # cA before each chunk
+    h = torch.zeros(B, R, C, device=x.device, dtype=x.dtype); outs = []
+    for k in range(nc):
+        dec = torch.exp(a[:, k] - start[:, k])  # (B, L, R)
+        outs.append(local[:, k] + dec.unsqueeze(-1) * h.unsqueeze(1))
+        h = outs[-1][:, -1]
+    return torch.stack(outs, 1).view(B, T, R, C)
+
+
+def main():
+    rows = []
+    jl = open("bench/results/cuda_linrec.jsonl", "a"); jd = open("bench/results/cuda_decay.jsonl", "a")
+    def emit(f, op, impl, dt, shape, ms, mem):
+        r = dict(op=op, impl="peer:" + impl, backend="torch", dtype=dt, shape=shape, ms=ms, floor_ms=None,
+                 peak_mem_bytes=mem, relerr=None, device=NAME, date=DATE, commit=COMMIT)
+        f.write(json.dumps(r) + "\n"); rows.append(r)
+        print(f"  peer {op:7s} {impl:15s} {dt:4s} {shape} {ms:9.3f} ms  peak {mem/1e6:8.1f} MB", flush=True)
+    torch.manual_seed(0)
+    for (S, T, n, dt) in [(16, 4096, 64, "f16"), (1, 8192, 64, "f16"), (128, 1024, 32, "f16"), (32, 1024, 64, "f16"), (8, 1024, 128, "f16")]:
+        A = (torch.rand(S, T, n, n, device=dev) - 0.5).mul(1.8 / n ** 0.5).to(DT[dt]); b = torch.randn(S, T, n, 1, device=dev, dtype=DT[dt])
+        shape = dict(S=S, T=T, n=n, m=1)
+        for name, fn in [("torch_cr", lr_cr), ("torch_scan_hs", lr_hs), ("torch_seq", lr_seq)]:
+            try:
+                ms = timeit(lambda: fn(A, b), 3 if name == "torch_seq" else 10); mem = peak(lambda: fn(A, b))
+                emit(jl, "linrec", name, dt, shape, ms, mem)
+            except torch.OutOfMemoryError:
+                print(f"  peer {name} {shape}: out of memory"); torch.cuda.empty_cache()
+        del A, b; torch.cuda.empty_cache()
+    for (B, T, D, dt) in [(8, 4096, 64, "f32"), (2, 1024, 64, "f32"), (8, 4096, 64, "f16"), (2, 1024, 64, "bf16")]:
+        x = torch.randn(B, T, D, D, device=dev, dtype=DT[dt]); cA = torch.cumsum(-0.05 * torch.rand(B, T, D, device=dev), 1).to(DT[dt])
+        shape = dict(B=B, T=T, D=D)
+        for name, fn in [("torch_chunked", dk_chunked), ("nanossm_einsum", dk_einsum)]:
+            if name == "nanossm_einsum" and B * T * T * D * 4 > 8e9:
+                print(f"  peer {name} {shape}: skipped, its (B,T,T,D) decay matrix needs {B*T*T*D*4/1e9:.0f} GB"); continue
+            try:
+                ms = timeit(lambda: fn(cA, x)); mem = peak(lambda: fn(cA, x))
+                emit(jd, "decay", name, dt, shape, ms, mem)
+            except torch.OutOfMemoryError:
+                print(f"  peer {name} {shape}: out of memory"); torch.cuda.empty_cache()
+        del x, cA; torch.cuda.empty_cache()
+    # side by side: our rows of this commit vs peers
+    ours = []
+    for fn in ("bench/results/cuda_linrec.jsonl", "bench/results/cuda_decay.jsonl"):
+        for line in open(fn):
+            r = json.loads(line)
+            if r["impl"].startswith("ours") and r.get("commit") == COMMIT and r["op"] in ("linrec", "decay"): ours.append(r)
+    print("\n== side by side (speedup = peer ms / our ms)")
+    for p in rows:
+        mine = [r for r in ours if r["op"] == p["op"] and r["dtype"] == p["dtype"] and r["shape"] == p["shape"]]
+        for r in sorted(mine, key=lambda r: r["ms"]):
+            print(f"  {p['op']:6s} {p['dtype']:4s} {json.dumps(p['shape']):40s} {r['impl']:15s} {r['ms']:9.3f} ms (floor x{r['ms']/r['floor_ms']:.2f})"
+                  f"  vs {p['impl']:20s} {p['ms']:9.3f} ms: {p['ms']/r['ms']:7.2f}x")
+
+
+if __name__ == "__main__":
+    main()
