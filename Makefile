@@ -63,7 +63,7 @@ $(BUILD)/%: examples/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(STRICT) $(OPT) $< $(LIBS) -o $@
 
 $(BUILD)/cpu_%: bench/cpu_%.c bench/bench.h $(HEADERS) | $(BUILD)
-	$(CC) $(STRICT) $(OPT) $(BENCH_FLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(LIBS) -o $@
+	$(CC) $(STRICT) $(OPT) -D_POSIX_C_SOURCE=200809L $(BENCH_FLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(LIBS) -o $@
 
 bench: $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; ./$$b || exit 1; done
