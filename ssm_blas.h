@@ -19,14 +19,15 @@
      ssm_ctx_create(&cfg, &ctx);
 
    WHAT RUNS WHERE (measured on a 2-core AMD EPYC (Zen 3), see bench/cpu_linrec.c)
-     - GEMMs with M, N, K all <= SSM_BLAS_SMALL_MAX (default 64), or with N <= 4 (matrix times
+     - GEMMs with M, N, K all <= SSM_BLAS_SMALL_MAX (default 32), or with N <= 4 (matrix times
        state vectors) run on a packed, register-blocked C kernel in this file: at these sizes a
-       BLIS call costs more in setup (object creation, packing, thread entry) than the
-       arithmetic. Measured single-thread f32 GFLOP/s (hand kernel / bli_sgemm):
-         n=16  ~ 3x faster by hand      n=32  ~ 1.5-2x faster by hand
-         n=64  about even (hand kernel slightly ahead)   n=128 BLIS ahead
-       so the crossover sits between 64 and 128; SSM_BLAS_SMALL_MAX can be overridden.
-       f32 accumulates in f32 here (as BLIS does), f64 in f64.
+       BLIS call costs more in setup (object creation, packing) than the arithmetic.
+       Measured (bench/cpu_linrec.c, 1 thread, f32, T=1024, GFLOP/s of the whole method):
+         n=32 HS scan: C kernel 11.0, BLIS 7.6 (CR: 6.7 vs 6.3)  -> C kernel up to 32
+         n=64 HS scan: C kernel  6.2, BLIS 24-27 (CR: 6.1 vs 20-31) -> BLIS from 33 on
+       so the crossover sits between 32 and 64 (the C kernel is plain C99 that the compiler
+       vectorizes; it does not reach BLIS's micro-kernels at 64). Override with
+       -DSSM_BLAS_SMALL_MAX=N. f32 accumulates in f32 here (as BLIS does), f64 in f64.
      - Larger GEMMs go to bli_sgemm_ex / bli_dgemm_ex with their row and column strides (no
        copies for strided or transposed views). Operands whose strides BLIS does not accept
        (zero / negative / overlapping) take a portable strided loop instead.
@@ -51,7 +52,7 @@
 #include "ssm.h"
 
 #ifndef SSM_BLAS_SMALL_MAX
-#define SSM_BLAS_SMALL_MAX 64
+#define SSM_BLAS_SMALL_MAX 32
 #endif
 
 #ifdef __cplusplus

@@ -13,12 +13,12 @@ BLIS_HASH   := \#
 blis_probe   = $(shell printf '$(BLIS_HASH)include <blis.h>\nint main(void){return bli_info_get_version_str()[0]==0;}\n' | \
                  $(CC) -x c - -o /dev/null $(BLIS_CFLAGS) $(BLIS_LIBS) -lm >/dev/null 2>&1 && echo yes)
 
-# Only goals that build tests or benchmarks look for (and may install) BLIS.
-BLIS_WANTED := $(if $(MAKECMDGOALS),$(filter test test-fast run bench compile-checks,$(MAKECMDGOALS)),test)
+# Every goal but clean looks for BLIS; only goals that build tests or benchmarks install it.
+BLIS_INSTALL_GOALS := $(if $(MAKECMDGOALS),$(filter test test-fast run bench compile-checks,$(MAKECMDGOALS)),test)
 ifneq ($(SSM_NO_BLIS),1)
-ifneq ($(BLIS_WANTED),)
+ifneq ($(MAKECMDGOALS),clean)
 HAVE_BLIS := $(call blis_probe)
-ifeq ($(HAVE_BLIS),)
+ifeq ($(HAVE_BLIS)$(if $(BLIS_INSTALL_GOALS),,no),)
 ifeq ($(shell id -u),0)
 $(info == BLIS (libblis-dev) not found: installing it: $(BLIS_APT))
 BLIS_INSTALL_LOG := $(shell ( $(BLIS_APT) ) >$(or $(TMPDIR),/tmp)/ssm-blis-install.log 2>&1; echo $$?)
