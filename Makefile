@@ -60,7 +60,7 @@ BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/cpu_*.c))
 examples: $(EXAMPLES)
 
 $(BUILD)/%: examples/%.c $(HEADERS) | $(BUILD)
-	$(CC) $(STRICT) $(OPT) $< $(LIBS) -o $@
+	$(CC) $(STRICT) $(OPT) -I. $< $(LIBS) -o $@
 
 $(BUILD)/cpu_%: bench/cpu_%.c bench/bench.h $(HEADERS) | $(BUILD)
 	$(CC) $(STRICT) $(OPT) -D_POSIX_C_SOURCE=200809L $(BENCH_FLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(LIBS) -o $@
