@@ -16,7 +16,13 @@ LIBS    := -lm
 # Backend makefiles (mk/*.mk) add their own targets and may append to these hooks.
 EXTRA_TEST_DEPS :=
 EXTRA_RUN :=
+TEST_FLAGS :=   # extra compile flags for the test binaries (mk/blas.mk: -DSSM_TEST_BLAS ...)
+BENCH_FLAGS :=  # extra compile flags for bench/cpu_*.c (mk/blas.mk: -DSSM_BENCH_BLAS ...)
 -include $(wildcard mk/*.mk)
+
+# The test binaries are rebuilt when their flags change (e.g. BLIS was installed meanwhile).
+TEST_STAMP := $(BUILD)/.test-flags
+$(shell mkdir -p $(BUILD); echo '$(TEST_FLAGS) $(LIBS)' | cmp -s - $(TEST_STAMP) 2>/dev/null || echo '$(TEST_FLAGS) $(LIBS)' > $(TEST_STAMP))
 
 test: compile-checks $(EXTRA_TEST_DEPS) $(BUILD)/test_asan $(BUILD)/test
 	@echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer"
@@ -30,11 +36,11 @@ test-fast: $(BUILD)/test
 $(BUILD):
 	@mkdir -p $(BUILD)
 
-$(BUILD)/test: $(TESTSRC) tests/test.h $(HEADERS) | $(BUILD)
-	$(CC) $(STRICT) $(OPT) -g $(TESTSRC) $(LIBS) -o $@
+$(BUILD)/test: $(TESTSRC) tests/test.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
+	$(CC) $(STRICT) $(OPT) -g $(TEST_FLAGS) $(TESTSRC) $(LIBS) -o $@
 
-$(BUILD)/test_asan: $(TESTSRC) tests/test.h $(HEADERS) | $(BUILD)
-	$(CC) $(STRICT) $(SAN) $(TESTSRC) $(LIBS) -o $@
+$(BUILD)/test_asan: $(TESTSRC) tests/test.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
+	$(CC) $(STRICT) $(SAN) $(TEST_FLAGS) $(TESTSRC) $(LIBS) -o $@
 
 # Every header compiles as C99 (strict), as C++ and through nvcc (when present).
 compile-checks: | $(BUILD)
@@ -54,10 +60,10 @@ BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/cpu_*.c))
 examples: $(EXAMPLES)
 
 $(BUILD)/%: examples/%.c $(HEADERS) | $(BUILD)
-	$(CC) $(STRICT) $(OPT) $< $(LIBS) -o $@
+	$(CC) $(STRICT) $(OPT) -I. $< $(LIBS) -o $@
 
 $(BUILD)/cpu_%: bench/cpu_%.c bench/bench.h $(HEADERS) | $(BUILD)
-	$(CC) $(STRICT) $(OPT) -D_POSIX_C_SOURCE=200809L -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(LIBS) -o $@
+	$(CC) $(STRICT) $(OPT) -D_POSIX_C_SOURCE=200809L $(BENCH_FLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(LIBS) -o $@
 
 bench: $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; ./$$b || exit 1; done

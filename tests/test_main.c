@@ -179,6 +179,7 @@ int main(void) {
 #ifdef SSM_TEST_BLAS
     test_backend = ssm_blas_backend();
     run_suites("blis");
+    suite_blas();
 #endif
     printf("%d passed, %d failed\n", test_passed, test_failed);
     return test_failed ? 1 : 0;
