@@ -919,6 +919,12 @@ static ssm_result ssm__check(ssm_ctx *ctx, const char *op, const char *name, con
     return SSM_OK;
 }
 
+static void ssm__arg_set(ssm__arg *a, const char *name, const ssm_tensor *t, int output) {
+    a->name = name;
+    a->t = t;
+    a->output = output;
+}
+
 /* Outputs must not overlap themselves, each other, or any input. */
 static ssm_result ssm__check_aliasing(ssm_ctx *ctx, const char *op, const ssm__arg *args, int n) {
     int i, j;
@@ -1003,19 +1009,26 @@ static ssm_result ssm__ref_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, in
 }
 
 /* dst = src (+ dst when accumulate), both rows x cols matrices, batched. */
+/* Typed body of ssm__copy2d: unit-stride rows become memcpy (the scan levels copy whole
+   compact states), everything else an element loop. */
+#define SSM__COPY2D_BODY(T)                                                                  \
+    for (k = 0; k < batch; ++k)                                                              \
+        for (i = 0; i < rows; ++i) {                                                         \
+            const T *s = (const T *)src.ptr + k * src.bs + i * src.rs;                       \
+            T *d = (T *)dst.ptr + k * dst.bs + i * dst.rs;                                   \
+            if (accumulate)                                                                  \
+                for (j = 0; j < cols; ++j) d[j * dst.cs] += s[j * src.cs];                   \
+            else if (src.cs == 1 && dst.cs == 1)                                             \
+                memcpy(d, s, sizeof(T) * (size_t)cols);                                      \
+            else                                                                             \
+                for (j = 0; j < cols; ++j) d[j * dst.cs] = s[j * src.cs];                    \
+        }
+
 static void ssm__copy2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols, ssm_matrix_batch src,
                         ssm_matrix_batch dst, int accumulate) {
     int64_t k, i, j;
-    size_t es = ssm__esize(dt);
-    for (k = 0; k < batch; ++k)
-        for (i = 0; i < rows; ++i)
-            for (j = 0; j < cols; ++j) {
-                const char *s = (const char *)src.ptr + (k * src.bs + i * src.rs + j * src.cs) * (int64_t)es;
-                char *d = (char *)dst.ptr + (k * dst.bs + i * dst.rs + j * dst.cs) * (int64_t)es;
-                double v = SSM__LOAD(dt, s);
-                if (accumulate) v += SSM__LOAD(dt, d);
-                SSM__STORE(dt, d, v);
-            }
+    if (dt.bits == 64) { SSM__COPY2D_BODY(double) }
+    else { SSM__COPY2D_BODY(float) }
 }
 
 static void ssm__fill2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols, ssm_matrix_batch dst,
@@ -1435,11 +1448,11 @@ SSMDEF ssm_result ssm_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *desc, 
     SSM__TRY(ssm__state_strides(ctx, op, "h", h, A->dtype, &s, 1, sh));
     if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, A->dtype, &s, 0, s0));
     if (hT) SSM__TRY(ssm__state_strides(ctx, op, "hT", hT, A->dtype, &s, 0, sT));
-    args[0].name = "A", args[0].t = A, args[0].output = 0;
-    args[1].name = "b", args[1].t = b, args[1].output = 0;
-    args[2].name = "h0", args[2].t = h0, args[2].output = 0;
-    args[3].name = "h", args[3].t = h, args[3].output = 1;
-    args[4].name = "hT", args[4].t = hT, args[4].output = 1;
+    ssm__arg_set(&args[0], "A", A, 0);
+    ssm__arg_set(&args[1], "b", b, 0);
+    ssm__arg_set(&args[2], "h0", h0, 0);
+    ssm__arg_set(&args[3], "h", h, 1);
+    ssm__arg_set(&args[4], "hT", hT, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
     if (s.S == 0) return SSM_OK;
     if (ctx->backend->linrec_forward) return ctx->backend->linrec_forward(ctx, desc, A, b, h0, h, hT);
@@ -1547,14 +1560,14 @@ SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
     shapeA[0] = s.S, shapeA[1] = s.T, shapeA[2] = s.n, shapeA[3] = s.n;
     SSM__TRY(ssm__check(ctx, op, "dA", dA, A->dtype, 4, 4, shapeA));
     sdA[0] = dA->strides[0], sdA[1] = dA->strides[1], sdA[2] = dA->strides[2], sdA[3] = dA->strides[3];
-    args[0].name = "A", args[0].t = A, args[0].output = 0;
-    args[1].name = "h0", args[1].t = h0, args[1].output = 0;
-    args[2].name = "h", args[2].t = h, args[2].output = 0;
-    args[3].name = "dh", args[3].t = dh, args[3].output = 0;
-    args[4].name = "dhT", args[4].t = dhT, args[4].output = 0;
-    args[5].name = "dA", args[5].t = dA, args[5].output = 1;
-    args[6].name = "db", args[6].t = db, args[6].output = 1;
-    args[7].name = "dh0", args[7].t = dh0, args[7].output = 1;
+    ssm__arg_set(&args[0], "A", A, 0);
+    ssm__arg_set(&args[1], "h0", h0, 0);
+    ssm__arg_set(&args[2], "h", h, 0);
+    ssm__arg_set(&args[3], "dh", dh, 0);
+    ssm__arg_set(&args[4], "dhT", dhT, 0);
+    ssm__arg_set(&args[5], "dA", dA, 1);
+    ssm__arg_set(&args[6], "db", db, 1);
+    ssm__arg_set(&args[7], "dh0", dh0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
     if (s.S == 0) return SSM_OK;
     if (ctx->backend->linrec_backward)
@@ -1706,11 +1719,11 @@ SSMDEF ssm_result ssm_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *desc, co
     SSM__TRY(ssm__check(ctx, op, "out", out, x->dtype, 4, 4, sh4));
     if (h0) SSM__TRY(ssm__check(ctx, op, "h0", h0, x->dtype, 3, 3, sh3));
     if (hT) SSM__TRY(ssm__check(ctx, op, "hT", hT, x->dtype, 3, 3, sh3));
-    args[0].name = "log_decay", args[0].t = log_decay, args[0].output = 0;
-    args[1].name = "x", args[1].t = x, args[1].output = 0;
-    args[2].name = "h0", args[2].t = h0, args[2].output = 0;
-    args[3].name = "out", args[3].t = out, args[3].output = 1;
-    args[4].name = "hT", args[4].t = hT, args[4].output = 1;
+    ssm__arg_set(&args[0], "log_decay", log_decay, 0);
+    ssm__arg_set(&args[1], "x", x, 0);
+    ssm__arg_set(&args[2], "h0", h0, 0);
+    ssm__arg_set(&args[3], "out", out, 1);
+    ssm__arg_set(&args[4], "hT", hT, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
     if (s.B == 0) return SSM_OK;
     if (ctx->backend->decay_forward) return ctx->backend->decay_forward(ctx, desc, log_decay, x, h0, out, hT);
@@ -1740,14 +1753,14 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, c
     if (h0) SSM__TRY(ssm__check(ctx, op, "h0", h0, out->dtype, 3, 3, sh3));
     if (dhT) SSM__TRY(ssm__check(ctx, op, "dhT", dhT, out->dtype, 3, 3, sh3));
     if (dh0) SSM__TRY(ssm__check(ctx, op, "dh0", dh0, out->dtype, 3, 3, sh3));
-    args[0].name = "log_decay", args[0].t = log_decay, args[0].output = 0;
-    args[1].name = "h0", args[1].t = h0, args[1].output = 0;
-    args[2].name = "out", args[2].t = out, args[2].output = 0;
-    args[3].name = "dout", args[3].t = dout, args[3].output = 0;
-    args[4].name = "dhT", args[4].t = dhT, args[4].output = 0;
-    args[5].name = "dx", args[5].t = dx, args[5].output = 1;
-    args[6].name = "dlog_decay", args[6].t = dlog_decay, args[6].output = 1;
-    args[7].name = "dh0", args[7].t = dh0, args[7].output = 1;
+    ssm__arg_set(&args[0], "log_decay", log_decay, 0);
+    ssm__arg_set(&args[1], "h0", h0, 0);
+    ssm__arg_set(&args[2], "out", out, 0);
+    ssm__arg_set(&args[3], "dout", dout, 0);
+    ssm__arg_set(&args[4], "dhT", dhT, 0);
+    ssm__arg_set(&args[5], "dx", dx, 1);
+    ssm__arg_set(&args[6], "dlog_decay", dlog_decay, 1);
+    ssm__arg_set(&args[7], "dh0", dh0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
     if (s.B == 0) return SSM_OK;
     if (ctx->backend->decay_backward)
@@ -1774,12 +1787,6 @@ static ssm_result ssm__bell_cpu(ssm_ctx *ctx, const char *op) {
         return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend has no block-ELL kernels", op,
                              ctx->backend->name);
     return SSM_OK;
-}
-
-static void ssm__bell_arg(ssm__arg *a, const char *name, const ssm_tensor *t, int output) {
-    a->name = name;
-    a->t = t;
-    a->output = output;
 }
 
 /* col_idx [R,K]: i32, entries in [0, C), distinct within a row (O(K^2) per row: no memory). */
@@ -1923,9 +1930,9 @@ SSMDEF ssm_result ssm_bell_transpose_index(ssm_ctx *ctx, const ssm_tensor *col_i
     SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
     SSM__UNUSED(so);
     SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
-    ssm__bell_arg(&args[0], "col_idx", col_idx, 0);
-    ssm__bell_arg(&args[1], "t_offsets", t_offsets, 1);
-    ssm__bell_arg(&args[2], "t_slots", t_slots, 1);
+    ssm__arg_set(&args[0], "col_idx", col_idx, 0);
+    ssm__arg_set(&args[1], "t_offsets", t_offsets, 1);
+    ssm__arg_set(&args[2], "t_slots", t_slots, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 3));
     ssm__bell_build_tindex(col_idx, t_offsets, t_slots, &s);
     return SSM_OK;
@@ -1955,10 +1962,10 @@ SSMDEF ssm_result ssm_bell_from_dense(ssm_ctx *ctx, const ssm_tensor *dense, con
             return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: mask row %lld has %lld active blocks, K = %lld",
                                  op, (long long)r, (long long)k, (long long)s.K);
     }
-    ssm__bell_arg(&args[0], "dense", dense, 0);
-    ssm__bell_arg(&args[1], "mask", mask, 0);
-    ssm__bell_arg(&args[2], "values", values, 1);
-    ssm__bell_arg(&args[3], "col_idx", col_idx, 1);
+    ssm__arg_set(&args[0], "dense", dense, 0);
+    ssm__arg_set(&args[1], "mask", mask, 0);
+    ssm__arg_set(&args[2], "values", values, 1);
+    ssm__arg_set(&args[3], "col_idx", col_idx, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 4));
     for (r = 0; r < s.R; ++r)
         for (c = 0, k = 0; c < s.C; ++c) {
@@ -1991,9 +1998,9 @@ SSMDEF ssm_result ssm_bell_to_dense(ssm_ctx *ctx, const ssm_tensor *values, cons
     shape[0] = s.R * s.B, shape[1] = s.C * s.B;
     SSM__TRY(ssm__check(ctx, op, "dense", dense, values->dtype, 2, 2, shape));
     SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
-    ssm__bell_arg(&args[0], "values", values, 0);
-    ssm__bell_arg(&args[1], "col_idx", col_idx, 0);
-    ssm__bell_arg(&args[2], "dense", dense, 1);
+    ssm__arg_set(&args[0], "values", values, 0);
+    ssm__arg_set(&args[1], "col_idx", col_idx, 0);
+    ssm__arg_set(&args[2], "dense", dense, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 3));
     all.ptr = dense->data, all.rs = dense->strides[0], all.cs = dense->strides[1], all.bs = 0;
     ssm__fill2d(dense->dtype, 1, shape[0], shape[1], all, 0.0);
@@ -2034,11 +2041,11 @@ SSMDEF ssm_result ssm_bell_forward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_
     shape[0] = N, shape[1] = s.R * s.B, nb = s.R * s.B;
     SSM__TRY(ssm__check(ctx, op, "y", y, values->dtype, 2, 2, shape));
     if (bias) SSM__TRY(ssm__check(ctx, op, "bias", bias, values->dtype, 1, 1, &nb));
-    ssm__bell_arg(&args[0], "x", x, 0);
-    ssm__bell_arg(&args[1], "values", values, 0);
-    ssm__bell_arg(&args[2], "col_idx", col_idx, 0);
-    ssm__bell_arg(&args[3], "bias", bias, 0);
-    ssm__bell_arg(&args[4], "y", y, 1);
+    ssm__arg_set(&args[0], "x", x, 0);
+    ssm__arg_set(&args[1], "values", values, 0);
+    ssm__arg_set(&args[2], "col_idx", col_idx, 0);
+    ssm__arg_set(&args[3], "bias", bias, 0);
+    ssm__arg_set(&args[4], "y", y, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
     if (N == 0) return SSM_OK;
     /* y_r = sum_k x_{c(r,k)} W_{r,k}^T: one N x B x B GEMM per active tile */
@@ -2086,15 +2093,15 @@ SSMDEF ssm_result ssm_bell_backward(ssm_ctx *ctx, const ssm_tensor *x, const ssm
         SSM__TRY(ssm__check(ctx, op, "dvalues", dvalues, values->dtype, 4, 4, shape));
     }
     if (dbias) SSM__TRY(ssm__check(ctx, op, "dbias", dbias, values->dtype, 1, 1, &nb));
-    ssm__bell_arg(&args[0], "x", x, 0);
-    ssm__bell_arg(&args[1], "values", values, 0);
-    ssm__bell_arg(&args[2], "col_idx", col_idx, 0);
-    ssm__bell_arg(&args[3], "t_offsets", dx ? t_offsets : NULL, 0);
-    ssm__bell_arg(&args[4], "t_slots", dx ? t_slots : NULL, 0);
-    ssm__bell_arg(&args[5], "dy", dy, 0);
-    ssm__bell_arg(&args[6], "dx", dx, 1);
-    ssm__bell_arg(&args[7], "dvalues", dvalues, 1);
-    ssm__bell_arg(&args[8], "dbias", dbias, 1);
+    ssm__arg_set(&args[0], "x", x, 0);
+    ssm__arg_set(&args[1], "values", values, 0);
+    ssm__arg_set(&args[2], "col_idx", col_idx, 0);
+    ssm__arg_set(&args[3], "t_offsets", dx ? t_offsets : NULL, 0);
+    ssm__arg_set(&args[4], "t_slots", dx ? t_slots : NULL, 0);
+    ssm__arg_set(&args[5], "dy", dy, 0);
+    ssm__arg_set(&args[6], "dx", dx, 1);
+    ssm__arg_set(&args[7], "dvalues", dvalues, 1);
+    ssm__arg_set(&args[8], "dbias", dbias, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
     es = ssm__esize(values->dtype);
     if (dvalues) /* dW_{r,k} = dy_r^T x_c: B x B x N per active tile, each written once */
@@ -2369,14 +2376,14 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
     SSM__TRY(ssm__check(ctx, op, "t_offsets", t_offsets, SSM_I32, 1, 1, &so));
     SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
     shape[0] = s.R, shape[1] = s.K, shape[2] = s.B, shape[3] = s.B;
-    ssm__bell_arg(&args[0], "values", values, 1);
-    ssm__bell_arg(&args[1], "col_idx", col_idx, 1);
-    ssm__bell_arg(&args[2], "t_offsets", t_offsets, 1);
-    ssm__bell_arg(&args[3], "t_slots", t_slots, 1);
+    ssm__arg_set(&args[0], "values", values, 1);
+    ssm__arg_set(&args[1], "col_idx", col_idx, 1);
+    ssm__arg_set(&args[2], "t_offsets", t_offsets, 1);
+    ssm__arg_set(&args[3], "t_slots", t_slots, 1);
     for (o = 0; o < n_opt; ++o) {
         SSM__TRY(ssm__check_float_dtype(ctx, op, opt_states[o]));
         SSM__TRY(ssm__check(ctx, op, "opt_states[i]", opt_states[o], opt_states[o]->dtype, 4, 4, shape));
-        ssm__bell_arg(&args[4 + o], "opt_states[i]", opt_states[o], 1);
+        ssm__arg_set(&args[4 + o], "opt_states[i]", opt_states[o], 1);
     }
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 4 + n_opt));
     cfg = &topo->config;
@@ -2794,12 +2801,12 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
     if (desc->save == SSM_PROJ_SAVE_NONE && pre)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: pre given but save = SAVE_NONE", op);
     if (pre) SSM__TRY(ssm__check(ctx, op, "pre", pre, P.dt, 2, 2, shape));
-    args[0].name = "x", args[0].t = x, args[0].output = 0;
-    args[1].name = "W", args[1].t = W, args[1].output = 0;
-    args[2].name = "bias", args[2].t = bias, args[2].output = 0;
-    args[3].name = "A_log", args[3].t = A_log, args[3].output = 0;
-    args[4].name = "y", args[4].t = y, args[4].output = 1;
-    args[5].name = "pre", args[5].t = pre, args[5].output = 1;
+    ssm__arg_set(&args[0], "x", x, 0);
+    ssm__arg_set(&args[1], "W", W, 0);
+    ssm__arg_set(&args[2], "bias", bias, 0);
+    ssm__arg_set(&args[3], "A_log", A_log, 0);
+    ssm__arg_set(&args[4], "y", y, 1);
+    ssm__arg_set(&args[5], "pre", pre, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
     es = P.es;
     ws = ssm__proj_ws(desc, P.dt, P.M, P.dim, P.N, P.G, 0);
@@ -2855,16 +2862,16 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
     SSM__TRY(ssm__check(ctx, op, "dW", dW, P.dt, 2, 2, shNd));
     if (dbias) SSM__TRY(ssm__check(ctx, op, "dbias", dbias, P.dt, 1, 1, &P.N));
     if (dA_log) SSM__TRY(ssm__check(ctx, op, "dA_log", dA_log, P.dt, 1, 1, &P.G));
-    args[0].name = "x", args[0].t = x, args[0].output = 0;
-    args[1].name = "W", args[1].t = W, args[1].output = 0;
-    args[2].name = "bias", args[2].t = bias, args[2].output = 0;
-    args[3].name = "A_log", args[3].t = A_log, args[3].output = 0;
-    args[4].name = "pre", args[4].t = pre, args[4].output = 0;
-    args[5].name = "dy", args[5].t = dy, args[5].output = 0;
-    args[6].name = "dx", args[6].t = dx, args[6].output = 1;
-    args[7].name = "dW", args[7].t = dW, args[7].output = 1;
-    args[8].name = "dbias", args[8].t = dbias, args[8].output = 1;
-    args[9].name = "dA_log", args[9].t = dA_log, args[9].output = 1;
+    ssm__arg_set(&args[0], "x", x, 0);
+    ssm__arg_set(&args[1], "W", W, 0);
+    ssm__arg_set(&args[2], "bias", bias, 0);
+    ssm__arg_set(&args[3], "A_log", A_log, 0);
+    ssm__arg_set(&args[4], "pre", pre, 0);
+    ssm__arg_set(&args[5], "dy", dy, 0);
+    ssm__arg_set(&args[6], "dx", dx, 1);
+    ssm__arg_set(&args[7], "dW", dW, 1);
+    ssm__arg_set(&args[8], "dbias", dbias, 1);
+    ssm__arg_set(&args[9], "dA_log", dA_log, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 10));
     es = P.es;
     ws = ssm__proj_ws(desc, P.dt, P.M, P.dim, P.N, P.G, 1);
@@ -3045,12 +3052,12 @@ SSMDEF ssm_result ssm_outchain_forward(ssm_ctx *ctx, const ssm_outchain_desc *de
     SSM__TRY(ssm__check(ctx, op, "y", y, C.dt, 2, 2, shape));
     shape[1] = C.H;
     if (rstd) SSM__TRY(ssm__check(ctx, op, "rstd", rstd, C.dt, 2, 2, shape));
-    args[0].name = "o", args[0].t = o, args[0].output = 0;
-    args[1].name = "g", args[1].t = g, args[1].output = 0;
-    args[2].name = "weight", args[2].t = weight, args[2].output = 0;
-    args[3].name = "W_o", args[3].t = W_o, args[3].output = 0;
-    args[4].name = "y", args[4].t = y, args[4].output = 1;
-    args[5].name = "rstd", args[5].t = rstd, args[5].output = 1;
+    ssm__arg_set(&args[0], "o", o, 0);
+    ssm__arg_set(&args[1], "g", g, 0);
+    ssm__arg_set(&args[2], "weight", weight, 0);
+    ssm__arg_set(&args[3], "W_o", W_o, 0);
+    ssm__arg_set(&args[4], "y", y, 1);
+    ssm__arg_set(&args[5], "rstd", rstd, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
     es = C.es;
     ws = ssm__oc_ws(C.dt, desc, C.M, C.D, C.hd, 0);
@@ -3093,16 +3100,16 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
     if (dweight) SSM__TRY(ssm__check(ctx, op, "dweight", dweight, C.dt, 1, 1, &C.hd));
     shape[0] = C.dout;
     SSM__TRY(ssm__check(ctx, op, "dW_o", dW_o, C.dt, 2, 2, shape));
-    args[0].name = "o", args[0].t = o, args[0].output = 0;
-    args[1].name = "g", args[1].t = g, args[1].output = 0;
-    args[2].name = "weight", args[2].t = weight, args[2].output = 0;
-    args[3].name = "W_o", args[3].t = W_o, args[3].output = 0;
-    args[4].name = "rstd", args[4].t = rstd, args[4].output = 0;
-    args[5].name = "dy", args[5].t = dy, args[5].output = 0;
-    args[6].name = "do_", args[6].t = do_, args[6].output = 1;
-    args[7].name = "dg", args[7].t = dg, args[7].output = 1;
-    args[8].name = "dweight", args[8].t = dweight, args[8].output = 1;
-    args[9].name = "dW_o", args[9].t = dW_o, args[9].output = 1;
+    ssm__arg_set(&args[0], "o", o, 0);
+    ssm__arg_set(&args[1], "g", g, 0);
+    ssm__arg_set(&args[2], "weight", weight, 0);
+    ssm__arg_set(&args[3], "W_o", W_o, 0);
+    ssm__arg_set(&args[4], "rstd", rstd, 0);
+    ssm__arg_set(&args[5], "dy", dy, 0);
+    ssm__arg_set(&args[6], "do_", do_, 1);
+    ssm__arg_set(&args[7], "dg", dg, 1);
+    ssm__arg_set(&args[8], "dweight", dweight, 1);
+    ssm__arg_set(&args[9], "dW_o", dW_o, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 10));
     es = C.es;
     ws = ssm__oc_ws(C.dt, desc, C.M, C.D, C.hd, 1);
