@@ -28,6 +28,10 @@
    OPS (each with its backward)
      ssm_linrec_*   dense linear recurrence h_t = A_t h_{t-1} + b_t, several methods
      ssm_decay_*    decay scan out_t = sum_{j<=t} exp(cA_t - cA_j) x_j in O(T)
+     ssm_bell_*     block-ELL sparse linear layer y = x W^T + bias, with dynamic topology
+                    (scores, prune/grow, rank-consistent through an all-reduce hook)
+     ssm_proj_*     fused projection chain: one wide GEMM, per-segment activations/L2 norms
+     ssm_outchain_* output chain RMSNorm(o) * w * gate(g), then o_proj
 
    CONVENTIONS
      - Tensors are views mirroring DLPack's DLTensor (ssm_tensor_from_dlpack converts one).
@@ -41,7 +45,8 @@
        one through its allocator hooks (only when a call needs more than it has).
 
    VERSION HISTORY
-     0.1.0  core, reference backend, dense recurrences, decay scans
+     0.1.0  core, reference backend, dense recurrences, decay scans, block-ELL layers,
+            projection and output chains
 */
 #ifndef SSM_H_INCLUDED
 #define SSM_H_INCLUDED
