@@ -1548,17 +1548,25 @@ typedef struct ssm__cu_dkt_plan {
 static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, int64_t R, int64_t C, int vec,
                                             int backward, int sms) {
     ssm__cu_dkt_plan p;
-    int cw;
-    p.V = vec ? (dt.bits == 32 ? 4 : (ssm__cu_dkt_v == 8 ? 8 : 4)) : 1;
+    p.V = vec ? (dt.bits == 32 || ssm__cu_dkt_v == 4 ? 4 : 8) : 1;
     if (p.V > 1) {
-        /* the widest row segment that still gives >= 4 blocks per SM; at least 64 bytes */
-        p.CW = 4;
-        for (cw = 16; cw >= 4; cw >>= 1) {
-            int64_t ncb = (C + (int64_t)cw * p.V - 1) / ((int64_t)cw * p.V);
-            if (C % ((int64_t)cw * p.V) == 0 && B * R * ncb >= 4 * (int64_t)sms) { p.CW = cw; break; }
+        /* measured on an H200 (bench/cuda_decay_variants.cu, bench/results/cuda_decay_perf.log):
+           forward f32 8 threads x 4 steps per row segment, 16-bit 8 x 8 when there are >= 3
+           blocks per SM (else 4 x 8); backward f32 16 x 8 with >= 3 blocks per SM (else 8 x 4),
+           16-bit 4 x 4 (8 x 8 spills). */
+        const int64_t rows = B * R;
+#define SSM__DKT_NCB(w) ((C + (int64_t)(w) * p.V - 1) / ((int64_t)(w) * p.V))
+        if (!backward) {
+            if (p.V == 4 && dt.bits == 32) p.CW = rows * SSM__DKT_NCB(8) >= (int64_t)sms ? 8 : 4, p.TS = 4;
+            else p.CW = rows * SSM__DKT_NCB(8) >= 3 * (int64_t)sms ? 8 : 4, p.TS = p.V == 8 ? 8 : 4;
+        } else if (dt.bits == 32) {
+            if (rows * SSM__DKT_NCB(16) >= 3 * (int64_t)sms) p.CW = 16, p.TS = 8;
+            else p.CW = 8, p.TS = 4;
+        } else {
+            p.CW = 4, p.TS = 4;
         }
+#undef SSM__DKT_NCB
         if (ssm__cu_dkt_cw == 4 || ssm__cu_dkt_cw == 8 || ssm__cu_dkt_cw == 16) p.CW = ssm__cu_dkt_cw;
-        p.TS = backward ? 4 : 8;
         if (ssm__cu_dkt_ts == 4 || ssm__cu_dkt_ts == 8) p.TS = ssm__cu_dkt_ts;
     } else {
         p.CW = C <= 8 ? 8 : 32;
