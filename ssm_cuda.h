@@ -1551,13 +1551,14 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
     p.V = vec ? (dt.bits == 32 || ssm__cu_dkt_v == 4 ? 4 : 8) : 1;
     if (p.V > 1) {
         /* measured on an H200 (bench/cuda_decay_variants.cu, bench/results/cuda_decay_perf.log):
-           forward f32 8 threads x 4 steps per row segment, 16-bit 8 x 8 when there are >= 3
+           forward f32 8 threads x 4 steps per row segment (x 8 under 3 blocks per SM), 16-bit 8 x 8 when there are >= 3
            blocks per SM (else 4 x 8); backward f32 16 x 8 with >= 3 blocks per SM (else 8 x 4),
            16-bit 4 x 4 (8 x 8 spills). */
         const int64_t rows = B * R;
 #define SSM__DKT_NCB(w) ((C + (int64_t)(w) * p.V - 1) / ((int64_t)(w) * p.V))
         if (!backward) {
-            if (p.V == 4 && dt.bits == 32) p.CW = rows * SSM__DKT_NCB(8) >= (int64_t)sms ? 8 : 4, p.TS = 4;
+            if (p.V == 4 && dt.bits == 32)
+                p.CW = rows * SSM__DKT_NCB(8) >= (int64_t)sms ? 8 : 4, p.TS = rows * SSM__DKT_NCB(8) >= 3 * (int64_t)sms ? 4 : 8;
             else p.CW = rows * SSM__DKT_NCB(8) >= 3 * (int64_t)sms ? 8 : 4, p.TS = p.V == 8 ? 8 : 4;
         } else if (dt.bits == 32) {
             if (rows * SSM__DKT_NCB(16) >= 3 * (int64_t)sms) p.CW = 16, p.TS = 8;
