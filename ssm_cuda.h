@@ -1284,12 +1284,348 @@ __global__ void ssm__cu_dk_dld_kernel(int64_t B, int64_t Tn, int64_t R, int per_
     ((T *)dld.p)[b * dld.s0 + t * dld.s1 + r * dld.s2] = ssm__cu_vec<T>::put(v);
 }
 
+/* ---- decay scan, tiled one-pass kernel (no time split across blocks) ---------------------------
+   Used whenever B*R*C gives enough independent columns to fill the GPU (the usual shapes): one
+   block of NT threads owns COLS = CW*V columns of one (b, r) row and walks the whole time axis in
+   tiles of TG*TS steps (TG = NT/CW time groups). Thread (cw, tg) loads TS consecutive steps of
+   its V columns (16-byte vectors) before any use, reduces them to an aggregate (product of the
+   decays, local state from zero), the block scans the TG aggregates (warp shuffles, then one
+   shared-memory pass over the warps' totals, one barrier per tile), and each thread replays its
+   TS steps from its true start state, storing as it goes. No workspace, no inter-block waits,
+   every element read once and written once. The backward kernel runs the same walk in reverse
+   (g_t = dout_t + exp(a_{t+1}) g_{t+1} into dx) and, in the same pass, reads out_{t-1} to form
+   da_t = exp(a_t) sum_c g_t out_{t-1}: per-block partial sums over its columns go to an f32
+   scratch [B*T*R][ncb] that a small kernel folds into dlog_decay (in a fixed order). */
+template <typename T> struct ssm__cu_dk16;
+template <> struct ssm__cu_dk16<float> {
+    static __device__ __forceinline__ void unpack(const uint4 &u, float *f) {
+        f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y), f[2] = __uint_as_float(u.z), f[3] = __uint_as_float(u.w);
+    }
+    static __device__ __forceinline__ uint4 pack(const float *f) {
+        return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+    }
+};
+template <typename H2, typename T> struct ssm__cu_dk16h {
+    static __device__ __forceinline__ float2 to2(unsigned w);
+    static __device__ __forceinline__ unsigned of2(float a, float b);
+};
+template <> __device__ __forceinline__ float2 ssm__cu_dk16h<__half2, __half>::to2(unsigned w) {
+    __half2 h = *reinterpret_cast<const __half2 *>(&w);
+    return __half22float2(h);
+}
+template <> __device__ __forceinline__ unsigned ssm__cu_dk16h<__half2, __half>::of2(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const unsigned *>(&h);
+}
+template <> __device__ __forceinline__ float2 ssm__cu_dk16h<__nv_bfloat162, __nv_bfloat16>::to2(unsigned w) {
+    __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162 *>(&w);
+    return __bfloat1622float2(h);
+}
+template <> __device__ __forceinline__ unsigned ssm__cu_dk16h<__nv_bfloat162, __nv_bfloat16>::of2(float a, float b) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const unsigned *>(&h);
+}
+template <typename H2, typename T> struct ssm__cu_dk16x {
+    typedef ssm__cu_dk16h<H2, T> H;
+    static __device__ __forceinline__ void unpack(const uint4 &u, float *f) {
+        float2 a = H::to2(u.x), b = H::to2(u.y), c = H::to2(u.z), d = H::to2(u.w);
+        f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y, f[4] = c.x, f[5] = c.y, f[6] = d.x, f[7] = d.y;
+    }
+    static __device__ __forceinline__ uint4 pack(const float *f) {
+        return make_uint4(H::of2(f[0], f[1]), H::of2(f[2], f[3]), H::of2(f[4], f[5]), H::of2(f[6], f[7]));
+    }
+};
+template <> struct ssm__cu_dk16<__half> : ssm__cu_dk16x<__half2, __half> {};
+template <> struct ssm__cu_dk16<__nv_bfloat16> : ssm__cu_dk16x<__nv_bfloat162, __nv_bfloat16> {};
+/* 8-byte packs of four 16-bit values */
+template <typename H2, typename T> struct ssm__cu_dk8x {
+    typedef ssm__cu_dk16h<H2, T> H;
+    static __device__ __forceinline__ void unpack(const uint2 &u, float *f) {
+        float2 a = H::to2(u.x), b = H::to2(u.y);
+        f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
+    }
+    static __device__ __forceinline__ uint2 pack(const float *f) { return make_uint2(H::of2(f[0], f[1]), H::of2(f[2], f[3])); }
+};
+template <typename T> struct ssm__cu_dk8;
+template <> struct ssm__cu_dk8<__half> : ssm__cu_dk8x<__half2, __half> {};
+template <> struct ssm__cu_dk8<__nv_bfloat16> : ssm__cu_dk8x<__nv_bfloat162, __nv_bfloat16> {};
+
+/* V columns of one row: V = 16 / sizeof(T) as one 16-byte vector (unit column stride), or V = 1
+   (any stride; the pointer already points at the element). */
+template <typename T, int V, int BYTES = V * (int)sizeof(T)> struct ssm__cu_dkio;
+template <typename T, int V> struct ssm__cu_dkio<T, V, 8> {
+    typedef uint2 raw;
+    static __device__ __forceinline__ raw zero() { return make_uint2(0u, 0u); }
+    static __device__ __forceinline__ raw load(const T *p) { return __ldcs((const uint2 *)p); }
+    static __device__ __forceinline__ void unpack(const raw &u, float *f) { ssm__cu_dk8<T>::unpack(u, f); }
+    static __device__ __forceinline__ void store(T *p, const float *f) { __stcs((uint2 *)p, ssm__cu_dk8<T>::pack(f)); }
+};
+template <typename T, int V> struct ssm__cu_dkio<T, V, 16> {
+    typedef uint4 raw;
+    static __device__ __forceinline__ raw zero() { return make_uint4(0u, 0u, 0u, 0u); }
+    static __device__ __forceinline__ raw load(const T *p) { return __ldcs((const uint4 *)p); }
+    static __device__ __forceinline__ void unpack(const raw &u, float *f) { ssm__cu_dk16<T>::unpack(u, f); }
+    static __device__ __forceinline__ void store(T *p, const float *f) { __stcs((uint4 *)p, ssm__cu_dk16<T>::pack(f)); }
+};
+template <typename T, int BYTES> struct ssm__cu_dkio<T, 1, BYTES> {
+    typedef T raw;
+    static __device__ __forceinline__ raw zero() { return ssm__cu_vec<T>::put(0.f); }
+    static __device__ __forceinline__ raw load(const T *p) { return *p; }
+    static __device__ __forceinline__ void unpack(const raw &u, float *f) { f[0] = ssm__cu_vec<T>::get(u); }
+    static __device__ __forceinline__ void store(T *p, const float *f) { *p = ssm__cu_vec<T>::put(f[0]); }
+};
+
+#define SSM__DKT_THREADS 256
+
+/* BWD = 0: x = x, out = out, init = h0, fin = hT.
+   BWD = 1: x = dout, out = dx, init = dhT, fin = dh0, prev = the forward out, h0 = h0, da = partials. */
+template <typename T, int V, int CW, int TS, int BWD>
+__global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) ssm__cu_dkt_kernel(
+    int64_t B, int64_t Tn, int64_t R, int64_t C, int64_t ncb, int per_step, ssm__cu_dkv ld, ssm__cu_dkv x,
+    ssm__cu_dkv out, ssm__cu_dkv init, ssm__cu_dkv fin, ssm__cu_dkv prev, ssm__cu_dkv h0, float *da) {
+    constexpr int NT = SSM__DKT_THREADS, TG = NT / CW, NW = NT / 32, TGW = 32 / CW, TILE = TG * TS;
+    typedef ssm__cu_dkio<T, V> io;
+    __shared__ float s_P[2][NW][CW];
+    __shared__ float s_h[2][NW][V][CW];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, cw = tid % CW, tg = tid / CW, tgw = lane / CW;
+    const int64_t id = blockIdx.x, cb = id % ncb, br = id / ncb, r = br % R, b = br / R;
+    const int64_t c = (cb * CW + cw) * V;
+    const bool valid = c < C;
+    const int64_t cc = valid ? c : 0;
+    const T *ldp = (const T *)ld.p;
+    const int64_t ldb = b * ld.s0 + r * ld.s2;
+    const T *xp = (const T *)x.p + b * x.s0 + r * x.s2 + cc * x.s3;
+    T *op = (T *)out.p + b * out.s0 + r * out.s2 + cc * out.s3;
+    const T *pp = BWD ? (const T *)prev.p + b * prev.s0 + r * prev.s2 + cc * prev.s3 : NULL;
+    float carry[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) carry[v] = 0.f;
+    if (init.p && valid) {
+        const T *ip = (const T *)init.p + b * init.s0 + r * init.s1;
+#pragma unroll
+        for (int v = 0; v < V; ++v) carry[v] = ssm__cu_vec<T>::get(ip[(cc + v) * init.s2]);
+    }
+    int buf = 0;
+    for (int64_t t0 = 0; t0 < Tn; t0 += TILE, buf ^= 1) {
+        const int64_t u0 = t0 + (int64_t)tg * TS;
+        typename io::raw xr[TS], pr[BWD ? TS : 1];
+        float f[TS], fo[BWD ? TS : 1];
+        /* every load of the tile first */
+#pragma unroll
+        for (int s = 0; s < TS; ++s) {
+            const int64_t u = u0 + s, t = BWD ? Tn - 1 - u : u;
+            const bool in = u < Tn;
+            f[s] = in ? ssm__cu_dk_step(ldp, ldb, ld.s1, BWD ? t + 1 : t, Tn, per_step) : 0.f;
+            xr[s] = in && valid ? io::load(xp + t * x.s1) : io::zero();
+            if (BWD) {
+                fo[s] = in ? ssm__cu_dk_step(ldp, ldb, ld.s1, t, Tn, per_step) : 0.f;
+                pr[s] = in && valid && t > 0 ? io::load(pp + (t - 1) * prev.s1) : io::zero();
+            }
+        }
+        /* aggregate of this thread's TS steps */
+        float P = 1.f, hl[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) hl[v] = 0.f;
+#pragma unroll
+        for (int s = 0; s < TS; ++s) {
+            float xv[V];
+            io::unpack(xr[s], xv);
+            f[s] = expf(f[s]);
+            P *= f[s];
+#pragma unroll
+            for (int v = 0; v < V; ++v) hl[v] = fmaf(f[s], hl[v], xv[v]);
+        }
+        /* inclusive scan over the warp's time groups (lanes cw, cw + CW, ...) */
+#pragma unroll
+        for (int off = CW; off < 32; off <<= 1) {
+            const float Pp = __shfl_up_sync(0xffffffffu, P, off);
+            float hp[V];
+#pragma unroll
+            for (int v = 0; v < V; ++v) hp[v] = __shfl_up_sync(0xffffffffu, hl[v], off);
+            if (lane >= off) {
+#pragma unroll
+                for (int v = 0; v < V; ++v) hl[v] = fmaf(P, hp[v], hl[v]);
+                P *= Pp;
+            }
+        }
+        float Pe = 1.f, he[V];
+        {
+            const float q = __shfl_up_sync(0xffffffffu, P, CW & 31);
+            Pe = tgw > 0 ? q : 1.f;
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+                const float y = __shfl_up_sync(0xffffffffu, hl[v], CW & 31);
+                he[v] = tgw > 0 ? y : 0.f;
+            }
+        }
+        if (tgw == TGW - 1) {
+            s_P[buf][w][cw] = P;
+#pragma unroll
+            for (int v = 0; v < V; ++v) s_h[buf][w][v][cw] = hl[v];
+        }
+        __syncthreads();
+        /* fold the warps' totals: the state before this warp, and the carry past the tile */
+        float st[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) st[v] = carry[v];
+#pragma unroll
+        for (int k = 0; k < NW; ++k) {
+            if (k == w) {
+#pragma unroll
+                for (int v = 0; v < V; ++v) st[v] = carry[v];
+            }
+            const float pk = s_P[buf][k][cw];
+#pragma unroll
+            for (int v = 0; v < V; ++v) carry[v] = fmaf(pk, carry[v], s_h[buf][k][v][cw]);
+        }
+        /* replay the TS steps from the true start state */
+        float h[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) h[v] = fmaf(Pe, st[v], he[v]);
+#pragma unroll
+        for (int s = 0; s < TS; ++s) {
+            const int64_t u = u0 + s, t = BWD ? Tn - 1 - u : u;
+            const bool in = u < Tn;
+            float xv[V];
+            io::unpack(xr[s], xv);
+#pragma unroll
+            for (int v = 0; v < V; ++v) h[v] = fmaf(f[s], h[v], xv[v]);
+            if (in && valid) io::store(op + t * out.s1, h);
+            if (BWD) {
+                float pv[V], dot = 0.f;
+                if (t == 0) {
+#pragma unroll
+                    for (int v = 0; v < V; ++v)
+                        pv[v] = h0.p && valid ? ssm__cu_vec<T>::get(((const T *)h0.p)[b * h0.s0 + r * h0.s1 + (cc + v) * h0.s2]) : 0.f;
+                } else {
+                    io::unpack(pr[s], pv);
+                }
+#pragma unroll
+                for (int v = 0; v < V; ++v) dot = fmaf(h[v], pv[v], dot);
+#pragma unroll
+                for (int o = 1; o < CW; o <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+                if (in && cw == 0) {
+                    const float fa = expf(fo[s]);
+                    da[((b * Tn + t) * R + r) * ncb + cb] = fa == 0.f ? 0.f : fa * dot;
+                }
+            }
+        }
+    }
+    if (fin.p && valid && tg == 0) {
+        T *fp = (T *)fin.p + b * fin.s0 + r * fin.s1;
+        const float sc = BWD ? expf(ssm__cu_dk_step(ldp, ldb, ld.s1, 0, Tn, per_step)) : 1.f;
+#pragma unroll
+        for (int v = 0; v < V; ++v) fp[(cc + v) * fin.s2] = ssm__cu_vec<T>::put(sc * carry[v]);
+    }
+}
+
+/* dlog_decay[b,t,r] from the partials: da_t (per-step) or da_t - da_{t+1} (cumulative). */
+template <typename T>
+__global__ void ssm__cu_dkt_dld_kernel(int64_t B, int64_t Tn, int64_t R, int64_t ncb, int per_step, const float *da,
+                                       ssm__cu_dkv dld) {
+    const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (row >= B * Tn * R) return;
+    const int64_t r = row % R, t = (row / R) % Tn, b = row / (R * Tn);
+    float v = 0.f, n = 0.f;
+    for (int64_t k = 0; k < ncb; ++k) v += da[row * ncb + k];
+    if (!per_step && t + 1 < Tn) {
+        for (int64_t k = 0; k < ncb; ++k) n += da[(row + R) * ncb + k];
+        v -= n;
+    }
+    ((T *)dld.p)[b * dld.s0 + t * dld.s1 + r * dld.s2] = ssm__cu_vec<T>::put(v);
+}
+
+/* Which decay kernel: 0 = by shape, 1 = look-back, 2 = tiled. ssm__cu_dkt_cw / _ts force the
+   tiled kernel's columns-per-row threads and steps per thread (0 = by shape); for tests and
+   benchmarks in the same translation unit. */
+static int ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0;
+
+typedef struct ssm__cu_dkt_plan {
+    int use, V, CW, TS;
+    int64_t ncb, blocks;
+} ssm__cu_dkt_plan;
+
+static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, int64_t R, int64_t C, int vec,
+                                            int backward, int sms) {
+    ssm__cu_dkt_plan p;
+    p.V = vec ? (dt.bits == 32 || ssm__cu_dkt_v == 4 ? 4 : 8) : 1;
+    if (p.V > 1) {
+        /* measured on an H200 (bench/cuda_decay_variants.cu, bench/results/cuda_decay_perf.log):
+           forward f32 8 threads x 4 steps per row segment (x 8 under 3 blocks per SM), 16-bit 8 x 8 when there are >= 3
+           blocks per SM (else 4 x 8); backward f32 16 x 8 with >= 3 blocks per SM (else 8 x 4),
+           16-bit 4 x 4 (8 x 8 spills). */
+        const int64_t rows = B * R;
+#define SSM__DKT_NCB(w) ((C + (int64_t)(w) * p.V - 1) / ((int64_t)(w) * p.V))
+        if (!backward) {
+            if (p.V == 4 && dt.bits == 32)
+                p.CW = rows * SSM__DKT_NCB(8) >= (int64_t)sms ? 8 : 4, p.TS = rows * SSM__DKT_NCB(8) >= 3 * (int64_t)sms ? 4 : 8;
+            else p.CW = rows * SSM__DKT_NCB(8) >= 3 * (int64_t)sms ? 8 : 4, p.TS = p.V == 8 ? 8 : 4;
+        } else if (dt.bits == 32) {
+            if (rows * SSM__DKT_NCB(16) >= 3 * (int64_t)sms) p.CW = 16, p.TS = 8;
+            else p.CW = 8, p.TS = 4;
+        } else {
+            p.CW = 4, p.TS = 4;
+        }
+#undef SSM__DKT_NCB
+        if (ssm__cu_dkt_cw == 4 || ssm__cu_dkt_cw == 8 || ssm__cu_dkt_cw == 16) p.CW = ssm__cu_dkt_cw;
+        if (ssm__cu_dkt_ts == 4 || ssm__cu_dkt_ts == 8) p.TS = ssm__cu_dkt_ts;
+    } else {
+        p.CW = C <= 8 ? 8 : 32;
+        p.TS = 4;
+    }
+    p.ncb = (C + (int64_t)p.CW * p.V - 1) / ((int64_t)p.CW * p.V);
+    p.blocks = B * R * p.ncb;
+    /* too few columns to fill the GPU (long T, small B*R*C): split time (look-back kernel) */
+    p.use = p.blocks >= (int64_t)sms && p.blocks <= 2147483647;
+    if (ssm__cu_dk_path == 1) p.use = 0;
+    if (ssm__cu_dk_path == 2) p.use = p.blocks <= 2147483647;
+    return p;
+}
+
+template <typename T, int V, int CW, int TS, int BWD>
+static void ssm__cu_dkt_go3(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
+                            int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv out, ssm__cu_dkv init,
+                            ssm__cu_dkv fin, ssm__cu_dkv prev, ssm__cu_dkv h0, float *da) {
+    ssm__cu_dkt_kernel<T, V, CW, TS, BWD><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
+        B, Tn, R, C, p->ncb, per_step, ld, x, out, init, fin, prev, h0, da);
+}
+template <typename T, int BWD>
+static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
+                           int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv out, ssm__cu_dkv init,
+                           ssm__cu_dkv fin, ssm__cu_dkv prev, ssm__cu_dkv h0, float *da) {
+    constexpr int V = 16 / sizeof(T), V2 = sizeof(T) == 2 ? 4 : V;
+#define SSM__DKT_GO(v, cw, ts) \
+    ssm__cu_dkt_go3<T, v, cw, ts, BWD>(p, st, B, Tn, R, C, per_step, ld, x, out, init, fin, prev, h0, da)
+#define SSM__DKT_GO_CW(v, ts)                   \
+    do {                                        \
+        if (p->CW == 16) SSM__DKT_GO(v, 16, ts); \
+        else if (p->CW == 8) SSM__DKT_GO(v, 8, ts); \
+        else SSM__DKT_GO(v, 4, ts);             \
+    } while (0)
+    if (p->V == 1) {
+        if (p->CW == 8) SSM__DKT_GO(1, 8, 4);
+        else SSM__DKT_GO(1, 32, 4);
+    } else if (p->V == V) {
+        if (p->TS == 8) SSM__DKT_GO_CW(V, 8);
+        else SSM__DKT_GO_CW(V, 4);
+    } else if (V2 != V) {
+        if (p->TS == 8) SSM__DKT_GO_CW(V2, 8);
+        else SSM__DKT_GO_CW(V2, 4);
+    }
+#undef SSM__DKT_GO_CW
+#undef SSM__DKT_GO
+}
+
 extern "C" SSMDEF ssm_result ssm_cuda_decay_workspace_size(ssm_dtype dtype, int64_t B, int64_t T, int64_t R, int64_t C,
                                                            int backward, size_t *bytes) {
     ssm__cu_dk_plan p = ssm__cu_dk_plan_of(dtype, B, T, R, C, 1), q = ssm__cu_dk_plan_of(dtype, B, T, R, C, 0);
     size_t a = ssm__cu_dk_plan_bytes(&p), b2 = ssm__cu_dk_plan_bytes(&q), w = a > b2 ? a : b2;
     if (!bytes) return SSM_ERROR_NULL_ARGUMENT;
     if (backward) w += (size_t)(B * T * R) * 4u + 256;
+    { /* the tiled kernel's backward partials: at most ceil(C / 8) column blocks per row */
+        size_t t2 = (size_t)(B * T * R) * (size_t)((C + 7) / 8) * 4u;
+        if (backward && t2 > w) w = t2;
+    }
     *bytes = w;
     return SSM_OK;
 }
@@ -1303,9 +1639,24 @@ static ssm_result ssm__cu_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *d, c
     const ssm_tensor *ts[5] = {ld, x, h0, out, hT};
     const ssm_tensor *vt[2] = {x, out};
     int64_t B = x->shape[0], T = x->shape[1], R = x->shape[2], C = x->shape[3];
-    ssm__cu_dk_plan p = ssm__cu_dk_plan_of(x->dtype, B, T, R, C, ssm__cu_dk_vec_ok(x->dtype, C, vt, 2));
+    const int vec = ssm__cu_dk_vec_ok(x->dtype, C, vt, 2);
+    ssm__cu_dk_plan p = ssm__cu_dk_plan_of(x->dtype, B, T, R, C, vec);
+    ssm__cu_dkt_plan tp = ssm__cu_dkt_plan_of(x->dtype, B, T, R, C, vec, 0, st->sms);
     char *ws;
     SSM__CU_TRY(ssm__cu_check_ptrs(ctx, op, names, ts, 5));
+    if (tp.use) {
+        ssm__cu_dkv vl = ssm__cu_dkv_of(ld), vx = ssm__cu_dkv_of(x), vo = ssm__cu_dkv_of(out);
+        ssm__cu_dkv vi = ssm__cu_dkv_of(h0), vf = ssm__cu_dkv_of(hT), vn = ssm__cu_dkv_of(NULL);
+        const int ps = d->input == SSM_DECAY_PER_STEP;
+        if (x->dtype.bits == 32)
+            ssm__cu_dkt_go<float, 0>(&tp, st->stream, B, T, R, C, ps, vl, vx, vo, vi, vf, vn, vn, NULL);
+        else if (x->dtype.code == SSM_DTYPE_BFLOAT)
+            ssm__cu_dkt_go<__nv_bfloat16, 0>(&tp, st->stream, B, T, R, C, ps, vl, vx, vo, vi, vf, vn, vn, NULL);
+        else
+            ssm__cu_dkt_go<__half, 0>(&tp, st->stream, B, T, R, C, ps, vl, vx, vo, vi, vf, vn, vn, NULL);
+        SSM__CU_LAUNCHED(ctx, "ssm__cu_dkt_kernel");
+        return SSM_OK;
+    }
     SSM__CU_TRY(ssm__cu_workspace(ctx, ssm__cu_dk_plan_bytes(&p), &ws));
     return ssm__cu_dk_scan(ctx, &p, x->dtype, B, T, R, C, 0, d->input == SSM_DECAY_PER_STEP, ld, x, out, h0, hT, ws);
 }
@@ -1330,6 +1681,28 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *d, 
     ssm__cu_dkv vl = ssm__cu_dkv_of(ld), vg = ssm__cu_dkv_of(dx), vo = ssm__cu_dkv_of(out), v0 = ssm__cu_dkv_of(h0);
     ssm__cu_dkv vd0 = ssm__cu_dkv_of(dh0), vdl = ssm__cu_dkv_of(dld);
     SSM__CU_TRY(ssm__cu_check_ptrs(ctx, op, names, ts, 8));
+    {
+        const ssm_tensor *vt3[3] = {dout, dx, out};
+        ssm__cu_dkt_plan tp = ssm__cu_dkt_plan_of(dt, B, T, R, C, ssm__cu_dk_vec_ok(dt, C, vt3, 3), 1, st->sms);
+        if (tp.use) {
+            ssm__cu_dkv vdo = ssm__cu_dkv_of(dout), vdT = ssm__cu_dkv_of(dhT);
+            unsigned blocks = (unsigned)((rows + 255) / 256);
+            SSM__CU_TRY(ssm__cu_workspace(ctx, (size_t)rows * (size_t)tp.ncb * 4u, &ws));
+            da = (float *)ws;
+            if (dt.bits == 32) {
+                ssm__cu_dkt_go<float, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
+                ssm__cu_dkt_dld_kernel<float><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
+            } else if (dt.code == SSM_DTYPE_BFLOAT) {
+                ssm__cu_dkt_go<__nv_bfloat16, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
+                ssm__cu_dkt_dld_kernel<__nv_bfloat16><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
+            } else {
+                ssm__cu_dkt_go<__half, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
+                ssm__cu_dkt_dld_kernel<__half><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
+            }
+            SSM__CU_LAUNCHED(ctx, "ssm__cu_dkt_kernel (backward)");
+            return SSM_OK;
+        }
+    }
     SSM__CU_TRY(ssm__cu_workspace(ctx, scan_bytes + (size_t)rows * 4u, &ws));
     da = (float *)(ws + scan_bytes);
     /* g_t = dout_t + exp(a_{t+1}) g_{t+1}, g_{T-1} = dout + dhT: a reverse scan into dx */

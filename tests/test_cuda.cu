@@ -315,6 +315,10 @@ static void suite_cuda_decay(ssm_ctx *cu, ssm_ctx *ref) {
         decay_case(cu, ref, &c);
         dk_case w = {SSM_F16, 2, 300, 64, 64, 0, LAYOUT_CONTIGUOUS, 1, 1, 0.1};
         decay_case(cu, ref, &w);
+        dk_case v = {SSM_F32, 2, 300, 64, 64, 1, LAYOUT_CONTIGUOUS, 1, 1, 0.1};
+        decay_case(cu, ref, &v);
+        dk_case u = {SSM_BF16, 3, 1000, 5, 96, 0, LAYOUT_CONTIGUOUS, 1, 1, 0.1};
+        decay_case(cu, ref, &u);
     }
 }
 
@@ -413,7 +417,8 @@ static void suite_cuda_errors(ssm_ctx *cu) {
 
 int main(void) {
     int count = 0;
-    ssm_test_cpu_main(); /* the shared CPU suites first; the tally below counts both */
+    const int decay_only = getenv("SSM_TEST_CUDA_DECAY_ONLY") != NULL; /* CUDA decay suites alone */
+    if (!decay_only) ssm_test_cpu_main(); /* the shared CPU suites first; the tally below counts both */
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("no CUDA device: CUDA tests not run\n%d passed, %d failed\n", test_passed, test_failed);
         return test_failed ? 1 : 0;
@@ -421,8 +426,14 @@ int main(void) {
     {
         ssm_ctx *cu = cuda_ctx(), *ref = ref_ctx();
         suite_cuda_errors(cu);
+        /* the decay scan's two kernels: by shape (mostly look-back at these sizes), then the
+           tiled kernel forced on every case */
+        ssm__cu_dk_path = 0;
         suite_cuda_decay(cu, ref);
-        suite_cuda_linrec(cu, ref);
+        ssm__cu_dk_path = 2;
+        suite_cuda_decay(cu, ref);
+        ssm__cu_dk_path = 0;
+        if (!decay_only) suite_cuda_linrec(cu, ref);
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }

@@ -1,0 +1,152 @@
+/* Decay-scan kernel variants side by side (dev tool for ssm_cuda.h's decay scan): the
+   look-back kernel against the tiled kernel in several configurations, forward and backward,
+   on the bench's four decay rows. Each variant's outputs are compared on the GPU with the
+   look-back kernel's (max |diff| / max |ref|). The last block prints the bench-format rows of
+   the shape-chosen (auto) path.
+   nvcc -O3 -arch=sm_90 -I. -std=c++17 bench/cuda_decay_variants.cu -lcublas -o build/cuda_decay_variants */
+#define SSM_IMPLEMENTATION
+#define SSM_CUDA_IMPLEMENTATION
+#include "../ssm_cuda.h"
+#include <algorithm>
+#include <stdio.h>
+#include <vector>
+
+template <typename F> static double time_ms(F f, int reps = 15) {
+    cudaEvent_t a, b;
+    std::vector<float> v;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    f(), f();
+    cudaDeviceSynchronize();
+    for (int i = 0; i < reps; ++i) {
+        cudaEventRecord(a);
+        f();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms;
+        cudaEventElapsedTime(&ms, a, b);
+        v.push_back(ms);
+    }
+    std::sort(v.begin(), v.end());
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return v[v.size() / 2];
+}
+__global__ void fill_kernel(void *p, int dt, int64_t n, float scale, unsigned seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
+        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+        float v = ((x & 0xFFFFFF) / 16777216.f - 0.5f) * 2.f * scale;
+        if (dt == 0) ((float *)p)[i] = v;
+        else if (dt == 1) ((__half *)p)[i] = __float2half(v);
+        else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    }
+}
+static int dtc(ssm_dtype dt) { return dt.bits == 32 ? 0 : (dt.code == SSM_DTYPE_BFLOAT ? 2 : 1); }
+static void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)n * dt.bits / 8) != cudaSuccess) return NULL;
+    fill_kernel<<<4096, 256>>>(p, dtc(dt), n, scale, seed);
+    return p;
+}
+__global__ void diff_kernel(const void *a, const void *b, int dt, int64_t n, float *mx) {
+    float d = 0.f, m = 0.f;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float x, y;
+        if (dt == 0) x = ((const float *)a)[i], y = ((const float *)b)[i];
+        else if (dt == 1) x = __half2float(((const __half *)a)[i]), y = __half2float(((const __half *)b)[i]);
+        else x = __bfloat162float(((const __nv_bfloat16 *)a)[i]), y = __bfloat162float(((const __nv_bfloat16 *)b)[i]);
+        float e = fabsf(x - y);
+        if (!(e <= 1e30f)) e = 1e30f; /* NaN -> huge */
+        d = fmaxf(d, e), m = fmaxf(m, fabsf(y));
+    }
+    atomicMax((int *)mx, __float_as_int(d));
+    atomicMax((int *)mx + 1, __float_as_int(m));
+}
+static double rel(const void *a, const void *b, ssm_dtype dt, int64_t n) {
+    float *m, h[2];
+    cudaMalloc(&m, 8), cudaMemset(m, 0, 8);
+    diff_kernel<<<1024, 256>>>(a, b, dtc(dt), n, m);
+    cudaMemcpy(h, m, 8, cudaMemcpyDeviceToHost);
+    cudaFree(m);
+    return h[0] / (h[1] > 0 ? h[1] : 1);
+}
+
+static double g_bw;
+struct variant { const char *name; int path, cw, ts, v; };
+
+static void shape(ssm_ctx *ctx, ssm_dtype dt, int64_t B, int64_t T, int64_t D, const std::vector<variant> &vs) {
+    int64_t sx[4] = {B, T, D, D}, sl[3] = {B, T, D}, n = B * T * D * D;
+    size_t es = dt.bits / 8;
+    void *x = dev_random(dt, n, 1.f, 7), *ld = dev_random(dt, B * T * D, 0.05f, 8), *o = dev_random(dt, n, 0, 9);
+    void *dout = dev_random(dt, n, 1.f, 10), *dx = dev_random(dt, n, 0, 11), *dl = dev_random(dt, B * T * D, 0, 12);
+    void *o0 = dev_random(dt, n, 0, 13), *dx0 = dev_random(dt, n, 0, 14), *dl0 = dev_random(dt, B * T * D, 0, 15);
+    ssm_device dev = ssm_cuda_device(0);
+    ssm_tensor tx = ssm_tensor_make(x, dt, dev, 4, sx, NULL), tl = ssm_tensor_make(ld, dt, dev, 3, sl, NULL);
+    ssm_tensor to = ssm_tensor_make(o, dt, dev, 4, sx, NULL), tdo = ssm_tensor_make(dout, dt, dev, 4, sx, NULL);
+    ssm_tensor tdx = ssm_tensor_make(dx, dt, dev, 4, sx, NULL), tdl = ssm_tensor_make(dl, dt, dev, 3, sl, NULL);
+    ssm_tensor to0 = ssm_tensor_make(o0, dt, dev, 4, sx, NULL), tdx0 = ssm_tensor_make(dx0, dt, dev, 4, sx, NULL);
+    ssm_tensor tdl0 = ssm_tensor_make(dl0, dt, dev, 3, sl, NULL);
+    ssm_decay_desc d = ssm_decay_desc_init();
+    d.input = SSM_DECAY_PER_STEP;
+    double fl = (double)es * (2.0 * n + B * T * D) / g_bw, bfl = (double)es * (3.0 * n + 2.0 * B * T * D) / g_bw;
+    /* reference: the look-back kernel */
+    ssm__cu_dk_path = 1;
+    ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to0, NULL);
+    ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx0, &tdl0, NULL);
+    cudaDeviceSynchronize();
+    for (const variant &v : vs) {
+        ssm__cu_dk_path = v.path, ssm__cu_dkt_cw = v.cw, ssm__cu_dkt_ts = v.ts, ssm__cu_dkt_v = v.v;
+        cudaMemset(o, 0xff, n * es), cudaMemset(dx, 0xff, n * es), cudaMemset(dl, 0xff, B * T * D * es);
+        ssm_result r1 = ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL);
+        ssm_result r2 = ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx, &tdl, NULL);
+        cudaError_t ce = cudaDeviceSynchronize();
+        if (r1 != SSM_OK || r2 != SSM_OK || ce != cudaSuccess) {
+            printf("  %-4s B%lld T%lld %-16s FAILED %s %s\n", ssm_dtype_name(dt), (long long)B, (long long)T, v.name,
+                   ssm_ctx_last_error(ctx), cudaGetErrorString(ce));
+            continue;
+        }
+        double eo = rel(o, o0, dt, n), ex = rel(dx, dx0, dt, n), el = rel(dl, dl0, dt, B * T * D);
+        double ms = time_ms([&] { ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL); });
+        double bms = time_ms([&] { ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx, &tdl, NULL); });
+        printf("  %-4s B%-2lld T%-5lld %-16s fwd %7.3f ms x%5.2f (%3.0f%% bw)  bwd %7.3f ms x%5.2f  bwd/fwd %4.2f  err o %.1e dx %.1e dl %.1e\n",
+               ssm_dtype_name(dt), (long long)B, (long long)T, v.name, ms, ms / fl, 100 * fl / ms, bms, bms / bfl, bms / ms, eo, ex, el);
+        fflush(stdout);
+    }
+    ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0;
+    cudaFree(x), cudaFree(ld), cudaFree(o), cudaFree(dout), cudaFree(dx), cudaFree(dl), cudaFree(o0), cudaFree(dx0), cudaFree(dl0);
+}
+
+int main(int argc, char **argv) {
+    cudaDeviceProp prop;
+    ssm_ctx *ctx;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    int full = argc > 1;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { printf("no CUDA device\n"); return 1; }
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &cc;
+    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
+    {
+        size_t nb = (size_t)1 << 30;
+        void *a, *b;
+        cudaMalloc(&a, nb), cudaMalloc(&b, nb);
+        cudaMemset(a, 1, nb);
+        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); });
+        g_bw = 2.0 * nb / ms;
+        printf("device %s, %d SMs, copy bandwidth %.0f GB/s\n", prop.name, prop.multiProcessorCount, g_bw * 1e-6);
+        cudaFree(a), cudaFree(b);
+    }
+    std::vector<variant> v32 = {{"lookback", 1, 0, 0, 0}, {"auto", 0, 0, 0, 0},    {"tile cw4 ts4", 2, 4, 4, 0},
+                                {"tile cw4 ts8", 2, 4, 8, 0}, {"tile cw8 ts4", 2, 8, 4, 0}, {"tile cw8 ts8", 2, 8, 8, 0},
+                                {"tile cw16 ts8", 2, 16, 8, 0}};
+    std::vector<variant> v16 = {{"lookback", 1, 0, 0, 0},       {"auto", 0, 0, 0, 0},           {"tile v4 cw8 ts8", 2, 8, 8, 4},
+                                {"tile v4 cw16 ts8", 2, 16, 8, 4}, {"tile v4 cw4 ts8", 2, 4, 8, 4}, {"tile v4 cw8 ts4", 2, 8, 4, 4},
+                                {"tile v8 cw8 ts8", 2, 8, 8, 8},  {"tile v8 cw4 ts8", 2, 4, 8, 8}, {"tile v8 cw4 ts4", 2, 4, 4, 8}};
+    if (!full) v32 = {{"lookback", 1, 0, 0, 0}, {"auto", 0, 0, 0, 0}}, v16 = v32;
+    printf("== variants (fwd: x + out; bwd: out + dout + dx; x = time / floor)\n");
+    shape(ctx, SSM_F32, 8, 4096, 64, v32);
+    shape(ctx, SSM_F32, 2, 1024, 64, v32);
+    shape(ctx, SSM_F16, 8, 4096, 64, v16);
+    shape(ctx, SSM_BF16, 2, 1024, 64, v16);
+    ssm_ctx_destroy(ctx);
+    return 0;
+}
