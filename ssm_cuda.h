@@ -769,7 +769,8 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ss
    (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. */
 #define SSM__TC_N 64
 #define SSM__TC_LD 72 /* padded row (halfs): 144 bytes, conflict-free ldmatrix */
-#define SSM__TC_NST 3 /* cp.async ring depth */
+#define SSM__TC_NST 6 /* cp.async ring depth: 5 tiles in flight per CTA (loaded HBM latency) */
+#define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
 #define SSM__TC_TILE (SSM__TC_N * SSM__TC_LD)
 
 __device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -827,7 +828,8 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
     typedef unsigned short u16;
     u16 *As = (u16 *)ssm__tc_sm;                                  /* NST tiles */
     float *hs = (float *)(As + SSM__TC_NST * SSM__TC_TILE);       /* 2 x 64 */
-    u16 *Pb = (u16 *)(hs + 2 * SSM__TC_N);                        /* [buf][hi/lo] tiles (WP) */
+    float *bs = hs + 2 * SSM__TC_N;                               /* Lc x 64: b of the chunk */
+    u16 *Pb = (u16 *)(bs + Lc * SSM__TC_N);                       /* [buf][hi/lo] tiles (WP) */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t c = blockIdx.x, s = blockIdx.y;
     int64_t len64 = T1 - c * (int64_t)Lc;
@@ -861,7 +863,8 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
             Pb[SSM__TC_TILE + i * SSM__TC_LD + j] = 0;             /* buf 0 lo = 0 */
         }
     }
-    float bnext = q == 0 ? ssm__cu_ld(b.p, b.dt, bbase + row * b.rs) : 0.f;
+    for (int e = tid; e < len * SSM__TC_N; e += 256)
+        bs[e] = ssm__cu_ld(b.p, b.dt, bbase + (e >> 6) * b.ts + (e & 63) * b.rs);
     for (int u = 0; u < len; ++u) {
         ssm__tc_wait<SSM__TC_NST - 2>();
         __syncthreads();
@@ -881,8 +884,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
         const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
         const float *hc = hs + (u & 1) * SSM__TC_N;
         float *hn = hs + ((u + 1) & 1) * SSM__TC_N;
-        float bcur = bnext;
-        if (q == 0 && u + 1 < len) bnext = ssm__cu_ld(b.p, b.dt, bbase + (u + 1) * b.ts + row * b.rs);
+        const float bcur = bs[u * SSM__TC_N + row];
         /* mat-vec: thread (row, q) sums a quarter of row `row` of A_u */
         {
             float p0 = 0.f, p1 = 0.f;
@@ -926,8 +928,10 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
             const int mr = (warp & 3) * 16, nc0 = (warp >> 2) * 32;
             const u16 *Ph = Pb + (u & 1) * 2 * SSM__TC_TILE, *Pl = Ph + SSM__TC_TILE;
             u16 *Qh = Pb + ((u + 1) & 1) * 2 * SSM__TC_TILE, *Ql = Qh + SSM__TC_TILE;
+            float acc2[4][4];
 #pragma unroll
-            for (int t = 0; t < 4; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+            for (int t = 0; t < 4; ++t)
+                acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = acc2[t][0] = acc2[t][1] = acc2[t][2] = acc2[t][3] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
                 unsigned a[4], bh[2][4], bl[2][4];
@@ -940,16 +944,22 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
                     ssm__tc_ldm4t(bh[p], Ph + off);
                     if (split) ssm__tc_ldm4t(bl[p], Pl + off);
                 }
+                /* two accumulator sets (by k-slab parity) halve the dependent mma chains */
 #pragma unroll
                 for (int p = 0; p < 2; ++p) {
-                    ssm__tc_mma<BF>(acc[2 * p], a, bh[p][0], bh[p][1]);
-                    ssm__tc_mma<BF>(acc[2 * p + 1], a, bh[p][2], bh[p][3]);
+                    float(*ac)[4] = (kk & 1) ? acc2 : acc;
+                    ssm__tc_mma<BF>(ac[2 * p], a, bh[p][0], bh[p][1]);
+                    ssm__tc_mma<BF>(ac[2 * p + 1], a, bh[p][2], bh[p][3]);
                     if (split) {
-                        ssm__tc_mma<BF>(acc[2 * p], a, bl[p][0], bl[p][1]);
-                        ssm__tc_mma<BF>(acc[2 * p + 1], a, bl[p][2], bl[p][3]);
+                        ssm__tc_mma<BF>(ac[2 * p], a, bl[p][0], bl[p][1]);
+                        ssm__tc_mma<BF>(ac[2 * p + 1], a, bl[p][2], bl[p][3]);
                     }
                 }
             }
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+#pragma unroll
+                for (int z = 0; z < 4; ++z) acc[t][z] += acc2[t][z];
             if (u + 1 < len) {
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
@@ -1031,9 +1041,13 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, const
     }
 }
 
-static int ssm__cu_tc_split_default(void) {
-    const char *e = getenv("SSM_CUDA_LR_NOSPLIT"); /* benchmarking only: 16-bit running product */
-    return (e && *e && *e != '0') ? 0 : 1;
+/* hi/lo split of the running product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the
+   product's rounding stayed under the f16 output rounding, bench/results/cuda_linrec_perf.log);
+   SSM_CUDA_LR_SPLIT=0/1 overrides (benchmarking). */
+static int ssm__cu_tc_split_default(int bf) {
+    const char *e = getenv("SSM_CUDA_LR_SPLIT");
+    if (e && *e) return *e != '0';
+    return bf;
 }
 
 /* Shape / layout test for the tensor-core path. */
@@ -1045,7 +1059,7 @@ static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm__cu_seq A, ssm__cu_seq b, ssm_
     else return 0;
     if (((uintptr_t)A.p & 15) || (A.off & 7) || (A.ts & 7) || (A.ss & 7) || (os & 7)) return 0;
     (void)b, (void)h;
-    return ssm__cu_st(L->ctx)->smem_optin >= (size_t)(SSM__TC_NST + 4) * SSM__TC_TILE * 2 + 512;
+    return ssm__cu_st(L->ctx)->smem_optin >= (size_t)(SSM__TC_NST + 4) * SSM__TC_TILE * 2 + 512 + SSM__TC_LMAX * SSM__TC_N * 4;
 }
 static int64_t ssm__cu_tc_scratch_elems(int64_t T, int64_t L) {
     int64_t nc = L > 0 ? (T - 1 + L - 1) / L : 0;
@@ -1057,10 +1071,12 @@ template <int TR, int BF>
 static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
                                 ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E) {
     cudaStream_t st = ssm__cu_st(L->ctx)->stream;
-    size_t sm1 = (size_t)(SSM__TC_NST + 4) * SSM__TC_TILE * 2 + 2 * SSM__TC_N * 4;
-    size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + 2 * SSM__TC_N * 4;
-    int split = ssm__cu_tc_split_default();
+    size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
+    size_t sm1 = sm3 + (size_t)4 * SSM__TC_TILE * 2;
+    int split = ssm__cu_tc_split_default(BF);
     cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm1,
                              cudaGetErrorString(e));
@@ -1087,7 +1103,7 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm__cu_seq A,
     if (T1 <= 0) return SSM_OK;
     if (Lc < 1) Lc = 64;
     if (Lc > T1) Lc = T1;
-    if (Lc > (1 << 30)) Lc = 1 << 30;
+    if (Lc > SSM__TC_LMAX) Lc = SSM__TC_LMAX; /* a performance hint only: results do not depend on it */
     nc = (T1 + Lc - 1) / Lc;
     if (nc > 2147483647) return ssm__cu_lr_sequential(L, T, A, b, h);
     aos = tr ? A.cs : A.rs;
@@ -1269,6 +1285,55 @@ static ssm_result ssm__cu_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *d,
     return SSM_OK;
 }
 
+/* dA_t = g_t h_{t-1}^T for m = 1 (t = 1..T-1): one (s, t) per block iteration, a bandwidth-bound
+   outer product; 16-byte stores of 8 16-bit values where dA's rows are contiguous and aligned. */
+__global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t S, int64_t T1, int n, ssm__cu_seq g, ssm__cu_seq hp,
+                                                            ssm__cu_seq dA, int vec) {
+    extern __shared__ float ssm__ou_sm[];
+    float *gs = ssm__ou_sm, *hs = gs + n;
+    for (int64_t bi = blockIdx.x; bi < S * T1; bi += gridDim.x) {
+        const int64_t s = bi / T1, t = bi % T1 + 1;
+        __syncthreads();
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            gs[i] = ssm__cu_ld(g.p, g.dt, g.off + s * g.ss + t * g.ts + i * g.rs);
+            hs[i] = ssm__cu_ld(hp.p, hp.dt, hp.off + s * hp.ss + (t - 1) * hp.ts + i * hp.rs);
+        }
+        __syncthreads();
+        const int64_t base = dA.off + s * dA.ss + t * dA.ts;
+        if (vec) {
+            const int per = n / 8;
+            for (int e = threadIdx.x; e < n * per; e += blockDim.x) {
+                int i = e / per, j = (e % per) * 8;
+                float gi = gs[i];
+                unsigned w[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    float x = gi * hs[j + 2 * k], y = gi * hs[j + 2 * k + 1];
+                    if (dA.dt == 1) { __half2 v = __floats2half2_rn(x, y); w[k] = *(unsigned *)&v; }
+                    else { __nv_bfloat162 v = __floats2bfloat162_rn(x, y); w[k] = *(unsigned *)&v; }
+                }
+                *(uint4 *)((unsigned short *)dA.p + base + i * dA.rs + j) = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        } else {
+            for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
+                int i = e / n, j = e % n;
+                ssm__cu_stv(dA.p, dA.dt, base + i * dA.rs + j * dA.cs, gs[i] * hs[j]);
+            }
+        }
+    }
+}
+static ssm_result ssm__cu_outer_launch(ssm_ctx *ctx, int64_t S, int64_t T, int64_t n, ssm__cu_seq g, ssm__cu_seq hp,
+                                       ssm__cu_seq dA) {
+    int64_t nb = S * (T - 1);
+    int vec = dA.dt != 0 && dA.cs == 1 && n % 8 == 0 && !((uintptr_t)dA.p & 15) && !(dA.off & 7) && !(dA.ts & 7) &&
+              !(dA.ss & 7) && !(dA.rs & 7);
+    if (nb <= 0) return SSM_OK;
+    ssm__cu_outer_kernel<<<(unsigned)(nb < 65536 * 4 ? nb : 65536 * 4), 256, (size_t)(2 * n) * 4u, ssm__cu_st(ctx)->stream>>>(
+        S, T - 1, (int)n, g, hp, dA, vec);
+    SSM__CU_LAUNCHED(ctx, "ssm__cu_outer_kernel");
+    return SSM_OK;
+}
+
 static ssm_result ssm__cu_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *d, const ssm_tensor *A,
                                           const ssm_tensor *h0, const ssm_tensor *h, const ssm_tensor *dh,
                                           const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0) {
@@ -1320,7 +1385,10 @@ static ssm_result ssm__cu_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *d
         ssm__cu_seq hT_ = hf;
         hT_.rs = hf.cs;
         hT_.cs = hf.rs;
-        if (T > 1) {
+        if (T > 1 && m == 1 && n <= 4096) {
+            SSM__CU_TRY(ssm__cu_outer_launch(ctx, S, T, n, gf, hf, dAf));
+            L.mat_mat += S * (T - 1);
+        } else if (T > 1) {
             SSM__CU_TRY(ssm__cu_mm_launch(ctx, S, T - 1, n, n, m, 1.f, 0.f, ssm__cu_at(gf, 1, 1), ssm__cu_at(hT_, 0, 1),
                                           ssm__cu_at(dAf, 1, 1)));
             L.mat_mat += S * (T - 1);

@@ -13,6 +13,7 @@
 #include <vector>
 
 static double g_bw;
+static int g_prof;
 template <typename F> static double time_ms(F f, int reps = 20) {
     cudaEvent_t a, b;
     std::vector<float> v;
@@ -66,7 +67,7 @@ static double rel(const std::vector<float> &a, const std::vector<float> &b) {
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int nosplit; };
+struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int nosplit; /* 1: force the hi/lo split */ };
 
 static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, const std::vector<variant> &vs, int bwd) {
     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, 1};
@@ -79,6 +80,14 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
     double es = dt.bits / 8, floor_ms = es * (S * T * n * n + 2.0 * S * T * n) / g_bw;
     double bfloor = es * (2.0 * S * T * n * n + 3.0 * S * T * n) / g_bw;
     std::vector<float> refh, refdb;
+    if (g_prof) { /* one forward + one backward of the first variant, for ncu */
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        d.method = vs[0].m, d.chunk = vs[0].chunk;
+        ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
+        ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL);
+        cudaDeviceSynchronize();
+        return;
+    }
     { /* reference: cyclic reduction */
         ssm_linrec_desc d = ssm_linrec_desc_init();
         d.method = SSM_LINREC_CR;
@@ -92,7 +101,7 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
         ssm_linrec_desc d = ssm_linrec_desc_init();
         ssm_linrec_stats st;
         d.method = v.m, d.chunk = v.chunk, d.stats = &st;
-        if (v.nosplit) setenv("SSM_CUDA_LR_NOSPLIT", "1", 1); else unsetenv("SSM_CUDA_LR_NOSPLIT");
+        if (v.nosplit) setenv("SSM_CUDA_LR_SPLIT", "1", 1); else unsetenv("SSM_CUDA_LR_SPLIT");
         cudaMemset(h, 0xff, S * T * n * es);
         ssm_result r = ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
         cudaError_t ce = cudaDeviceSynchronize();
@@ -111,7 +120,7 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
         printf("\n");
         fflush(stdout);
     }
-    unsetenv("SSM_CUDA_LR_NOSPLIT");
+    unsetenv("SSM_CUDA_LR_SPLIT");
     cudaFree(A), cudaFree(b), cudaFree(h), cudaFree(dh), cudaFree(dA), cudaFree(db);
 }
 
@@ -120,7 +129,8 @@ int main(int argc, char **argv) {
     ssm_ctx *ctx;
     ssm_ctx_config cfg = ssm_ctx_config_init();
     ssm_cuda_config cc = ssm_cuda_config_init();
-    int full = argc > 1;
+    int full = argc > 1 && !strcmp(argv[1], "full");
+    g_prof = argc > 1 && !strcmp(argv[1], "prof");
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { printf("no CUDA device\n"); return 1; }
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &cc;
@@ -137,13 +147,14 @@ int main(int argc, char **argv) {
     }
     std::vector<variant> big = {
         {"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0},
-        {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0}, {"tc64_nosplit", SSM_LINREC_CHUNKED, 64, 1},
+        {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0}, {"tc64_split", SSM_LINREC_CHUNKED, 64, 1},
         {"auto", SSM_LINREC_AUTO, 0, 0}, {"cr", SSM_LINREC_CR, 0, 0}, {"blelloch", SSM_LINREC_BLELLOCH, 0, 0}};
     if (full) big.push_back({"scan_hs", SSM_LINREC_SCAN_HS, 0, 0}), big.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0});
     rows(ctx, SSM_F16, 16, 4096, 64, big, 1);
     std::vector<variant> lat = {{"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0},
                                 {"chunked_tc16", SSM_LINREC_CHUNKED, 16, 0}, {"auto", SSM_LINREC_AUTO, 0, 0},
                                 {"cr", SSM_LINREC_CR, 0, 0}};
+    if (g_prof) return 0;
     if (full) lat.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0});
     rows(ctx, SSM_F16, 1, 8192, 64, lat, 1);
     std::vector<variant> bf = {{"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"auto", SSM_LINREC_AUTO, 0, 0}};
