@@ -985,6 +985,150 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
     }
 }
 
+/* Pass 1, register-resident product: the running product is kept transposed, Q = P^T, and
+   Q <- Q A_u^T, so that Q is the mma A operand and stays in registers (the f32 accumulator
+   fragment of one step is the 16-bit A fragment of the next) while A_u^T is the B operand read
+   from the cp.async ring with ldmatrix. Warps 0..1 own 32 rows of Q each; warp 2 runs the local
+   end state e (row 0 = e_hi, row 1 = e_lo of a 16-row block, so e keeps ~f32 accuracy):
+   e <- e A_u^T + b_u^T. No barrier is needed for the product itself, only for the tile ring. */
+#define SSM__TP_MB 2
+#define SSM__TP_THREADS 96
+template <int TR, int BF>
+__global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
+                                                                          int64_t nc, float *P, float *E, int split) {
+    extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
+    typedef unsigned short u16;
+    u16 *As = (u16 *)ssm__tp_sm;
+    float *bs = (float *)(As + SSM__TC_NST * SSM__TC_TILE);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t c = blockIdx.x, s = blockIdx.y;
+    const int len = Lc;
+    const u16 *Ag = (const u16 *)A.p;
+    const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
+    const int isE = warp == 2;
+    const int j8 = lane >> 3, r8 = lane & 7, lr = lane >> 2, lc = 2 * (lane & 3);
+    float acc[SSM__TP_MB][8][4];
+    unsigned af[SSM__TP_MB][4][4], al[SSM__TP_MB][4][4];
+#pragma unroll
+    for (int u = 0; u < SSM__TC_NST - 1; ++u) {
+        if (u < len) {
+            const u16 *src = Ag + abase + u * A.ts;
+            u16 *dst = As + u * SSM__TC_TILE;
+            for (int id = tid; id < 512; id += SSM__TP_THREADS) {
+                int r = id >> 3, c8 = (id & 7) * 8;
+                ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
+            }
+        }
+        ssm__tc_commit();
+    }
+    for (int e = tid; e < len * SSM__TC_N; e += SSM__TP_THREADS)
+        bs[e] = ssm__cu_ld(b.p, b.dt, bbase + (e >> 6) * b.ts + (e & 63) * b.rs);
+    /* Q = I (product warps), e = 0 */
+#pragma unroll
+    for (int mb = 0; mb < SSM__TP_MB; ++mb)
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int z = 0; z < 4; ++z) {
+                int row = warp * 32 + mb * 16 + lr + (z >> 1) * 8, col = 8 * t + lc + (z & 1);
+                acc[mb][t][z] = (!isE && row == col) ? 1.f : 0.f;
+            }
+    for (int u = 0; u < len; ++u) {
+        ssm__tc_wait<SSM__TC_NST - 2>();
+        __syncthreads();
+        {
+            int un = u + SSM__TC_NST - 1;
+            if (un < len) {
+                const u16 *src = Ag + abase + un * A.ts;
+                u16 *dst = As + (un % SSM__TC_NST) * SSM__TC_TILE;
+                for (int id = tid; id < 512; id += SSM__TP_THREADS) {
+                    int r = id >> 3, c8 = (id & 7) * 8;
+                    ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
+                }
+            }
+            ssm__tc_commit();
+        }
+        const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
+        /* accumulators -> 16-bit A fragments (product warps: Q; e warp: rows e_hi, e_lo) */
+        if (!isE) {
+#pragma unroll
+            for (int mb = 0; mb < SSM__TP_MB; ++mb)
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk) {
+                    ssm__tc_split<BF>(acc[mb][2 * kk][0], acc[mb][2 * kk][1], &af[mb][kk][0], &al[mb][kk][0]);
+                    ssm__tc_split<BF>(acc[mb][2 * kk][2], acc[mb][2 * kk][3], &af[mb][kk][1], &al[mb][kk][1]);
+                    ssm__tc_split<BF>(acc[mb][2 * kk + 1][0], acc[mb][2 * kk + 1][1], &af[mb][kk][2], &al[mb][kk][2]);
+                    ssm__tc_split<BF>(acc[mb][2 * kk + 1][2], acc[mb][2 * kk + 1][3], &af[mb][kk][3], &al[mb][kk][3]);
+                }
+        } else {
+            /* lanes 0-3 hold e (f32) in acc[0][t][0..1]; lanes 4-7 take its lo part */
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                unsigned h0, l0, h1, l1;
+                ssm__tc_split<BF>(acc[0][2 * kk][0], acc[0][2 * kk][1], &h0, &l0);
+                ssm__tc_split<BF>(acc[0][2 * kk + 1][0], acc[0][2 * kk + 1][1], &h1, &l1);
+                unsigned sl0 = __shfl_sync(0xffffffffu, l0, lane & 3), sl1 = __shfl_sync(0xffffffffu, l1, lane & 3);
+                af[0][kk][0] = lane < 4 ? h0 : (lane < 8 ? sl0 : 0u);
+                af[0][kk][2] = lane < 4 ? h1 : (lane < 8 ? sl1 : 0u);
+                af[0][kk][1] = af[0][kk][3] = 0u;
+            }
+        }
+#pragma unroll
+        for (int mb = 0; mb < SSM__TP_MB; ++mb)
+#pragma unroll
+            for (int t = 0; t < 8; ++t) acc[mb][t][0] = acc[mb][t][1] = acc[mb][t][2] = acc[mb][t][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int np = 0; np < 4; ++np) {
+                /* B = A_u^T, k-slab kk, n-tiles 2np and 2np+1 */
+                unsigned bf[4];
+                const int n0 = 16 * np, k0 = 16 * kk;
+                if (!TR) ssm__tc_ldm4(bf, At + (n0 + (j8 >> 1) * 8 + r8) * SSM__TC_LD + k0 + (j8 & 1) * 8);
+                else ssm__tc_ldm4t(bf, At + (k0 + (j8 & 1) * 8 + r8) * SSM__TC_LD + n0 + (j8 >> 1) * 8);
+                if (!isE) {
+#pragma unroll
+                    for (int mb = 0; mb < SSM__TP_MB; ++mb) {
+                        ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
+                        ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
+                        if (split) { /* hi/lo split of the running product */
+                            ssm__tc_mma<BF>(acc[mb][2 * np], al[mb][kk], bf[0], bf[1]);
+                            ssm__tc_mma<BF>(acc[mb][2 * np + 1], al[mb][kk], bf[2], bf[3]);
+                        }
+                    }
+                } else {
+                    ssm__tc_mma<BF>(acc[0][2 * np], af[0][kk], bf[0], bf[1]);
+                    ssm__tc_mma<BF>(acc[0][2 * np + 1], af[0][kk], bf[2], bf[3]);
+                }
+            }
+        if (isE) { /* e = row0 + row1 + b_u */
+            const float *bu = bs + u * SSM__TC_N;
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                float x = __shfl_down_sync(0xffffffffu, acc[0][t][0], 4), y = __shfl_down_sync(0xffffffffu, acc[0][t][1], 4);
+                acc[0][t][0] += x + bu[8 * t + lc];
+                acc[0][t][1] += y + bu[8 * t + lc + 1];
+            }
+        }
+    }
+    if (!isE) { /* P = Q^T */
+        float *dst = P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N);
+#pragma unroll
+        for (int mb = 0; mb < SSM__TP_MB; ++mb)
+#pragma unroll
+            for (int t = 0; t < 8; ++t)
+#pragma unroll
+                for (int z = 0; z < 4; ++z) {
+                    int row = warp * 32 + mb * 16 + lr + (z >> 1) * 8, col = 8 * t + lc + (z & 1);
+                    dst[col * SSM__TC_N + row] = acc[mb][t][z];
+                }
+    } else if (lane < 4) {
+        float *dst = E + (s * (nc - 1) + c) * SSM__TC_N;
+#pragma unroll
+        for (int t = 0; t < 8; ++t) *(float2 *)(dst + 8 * t + lc) = make_float2(acc[0][t][0], acc[0][t][1]);
+    }
+}
+
 /* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 256 per sequence. Thread
    (row, q) keeps the next D rows-quarters of P in registers. */
 #define SSM__TC_D 4
@@ -1081,8 +1225,18 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm1,
                              cudaGetErrorString(e));
     if (nc > 1) {
-        ssm__cu_tc_kernel<TR, BF, 1><<<dim3((unsigned)(nc - 1), (unsigned)L->S), 256, sm1, st>>>(T1, Lc, A, aos, b, h, X, nc,
-                                                                                                P, E, split);
+        if (getenv("SSM_CUDA_LR_OLDPROD")) {
+            ssm__cu_tc_kernel<TR, BF, 1><<<dim3((unsigned)(nc - 1), (unsigned)L->S), 256, sm1, st>>>(T1, Lc, A, aos, b, h, X, nc,
+                                                                                                    P, E, split);
+        } else {
+            size_t smp = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
+            e = cudaFuncSetAttribute(ssm__cu_tc_prod_kernel<TR, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp);
+            if (e != cudaSuccess)
+                return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
+                                     cudaGetErrorString(e));
+            ssm__cu_tc_prod_kernel<TR, BF><<<dim3((unsigned)(nc - 1), (unsigned)L->S), SSM__TP_THREADS, smp, st>>>(
+                Lc, A, aos, b, nc, P, E, split);
+        }
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel (products)");
     }
     ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, P, E, h0, X);

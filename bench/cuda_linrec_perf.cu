@@ -67,7 +67,7 @@ static double rel(const std::vector<float> &a, const std::vector<float> &b) {
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int nosplit; /* 1: force the hi/lo split */ };
+struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int nosplit; /* 1: force the hi/lo split; 2: the smem-product pass-1 kernel */ };
 
 static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, const std::vector<variant> &vs, int bwd) {
     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, 1};
@@ -101,7 +101,8 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
         ssm_linrec_desc d = ssm_linrec_desc_init();
         ssm_linrec_stats st;
         d.method = v.m, d.chunk = v.chunk, d.stats = &st;
-        if (v.nosplit) setenv("SSM_CUDA_LR_SPLIT", "1", 1); else unsetenv("SSM_CUDA_LR_SPLIT");
+        if (v.nosplit == 1) setenv("SSM_CUDA_LR_SPLIT", "1", 1); else unsetenv("SSM_CUDA_LR_SPLIT");
+        if (v.nosplit == 2) setenv("SSM_CUDA_LR_OLDPROD", "1", 1); else unsetenv("SSM_CUDA_LR_OLDPROD");
         cudaMemset(h, 0xff, S * T * n * es);
         ssm_result r = ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
         cudaError_t ce = cudaDeviceSynchronize();
@@ -147,7 +148,7 @@ int main(int argc, char **argv) {
     }
     std::vector<variant> big = {
         {"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0},
-        {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0}, {"tc64_split", SSM_LINREC_CHUNKED, 64, 1},
+        {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0}, {"tc64_split", SSM_LINREC_CHUNKED, 64, 1}, {"tc64_oldprod", SSM_LINREC_CHUNKED, 64, 2},
         {"auto", SSM_LINREC_AUTO, 0, 0}, {"cr", SSM_LINREC_CR, 0, 0}, {"blelloch", SSM_LINREC_BLELLOCH, 0, 0}};
     if (full) big.push_back({"scan_hs", SSM_LINREC_SCAN_HS, 0, 0}), big.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0});
     rows(ctx, SSM_F16, 16, 4096, 64, big, 1);
