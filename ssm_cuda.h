@@ -469,6 +469,8 @@ typedef struct ssm__cu_lr {
     ssm_ctx *ctx;
     int64_t S, n, m;
     int64_t mat_mat, mat_state;
+    ssm__cu_seq out; /* the caller's view of the solution, where it differs from the work buffer */
+    int has_out, out_written;
 } ssm__cu_lr;
 
 static ssm__cu_op ssm__cu_at(ssm__cu_seq v, int64_t t, int64_t tstep) {
@@ -818,12 +820,28 @@ template <int BF> __device__ __forceinline__ float2 ssm__tc_f2(unsigned v) {
     return __half22float2(*(__half2 *)&v);
 }
 
+/* bs[e] = b(u = e / 64, row = e % 64) for e < count, nt threads: 8 independent loads in flight per
+   thread (a dependent load-convert-store loop would pay one memory latency per element). */
+__device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv b, int64_t bbase, int tid, int nt) {
+    for (int e0 = tid; e0 < count; e0 += 8 * nt) {
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            int e = e0 + k * nt;
+            v[k] = e < count ? ssm__cu_ld(b.p, b.dt, bbase + (e >> 6) * b.ts + (e & 63) * b.rs) : 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            if (e0 + k * nt < count) bs[e0 + k * nt] = v[k];
+    }
+}
+
 /* Pass 1 (WP = 1: chunk c < nc-1, from zero, writes P_c, e_c) and pass 3 (WP = 0: chunk c from
    X_c, writes h). TR: A is stored transposed (rs == 1, rows of storage along A's columns). */
 template <int TR, int BF, int WP>
 __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
                                                          ssm__cu_rv h, float *X, int64_t nc, float *P, float *E,
-                                                         int split) {
+                                                         int split, ssm__cu_rv o) {
     extern __shared__ __align__(16) unsigned char ssm__tc_sm[];
     typedef unsigned short u16;
     u16 *As = (u16 *)ssm__tc_sm;                                  /* NST tiles */
@@ -863,8 +881,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
             Pb[SSM__TC_TILE + i * SSM__TC_LD + j] = 0;             /* buf 0 lo = 0 */
         }
     }
-    for (int e = tid; e < len * SSM__TC_N; e += 256)
-        bs[e] = ssm__cu_ld(b.p, b.dt, bbase + (e >> 6) * b.ts + (e & 63) * b.rs);
+    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, 256);
     for (int u = 0; u < len; ++u) {
         ssm__tc_wait<SSM__TC_NST - 2>();
         __syncthreads();
@@ -919,7 +936,10 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
             v += bcur;
             if (q == 0) {
                 hn[row] = v;
-                if (!WP) ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + row * h.rs, v);
+                if (!WP) {
+                    ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + row * h.rs, v);
+                    if (o.p) ssm__cu_stv(o.p, o.dt, o.off + s * o.ss + c * o.chs + u * o.ts + row * o.rs, v);
+                }
                 else if (u == len - 1) E[(s * (nc - 1) + c) * SSM__TC_N + row] = v;
             }
         }
@@ -1021,8 +1041,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc
         }
         ssm__tc_commit();
     }
-    for (int e = tid; e < len * SSM__TC_N; e += SSM__TP_THREADS)
-        bs[e] = ssm__cu_ld(b.p, b.dt, bbase + (e >> 6) * b.ts + (e & 63) * b.rs);
+    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, SSM__TP_THREADS);
     /* Q = I (product warps), e = 0 */
 #pragma unroll
     for (int mb = 0; mb < SSM__TP_MB; ++mb)
@@ -1131,7 +1150,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc
 
 /* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 256 per sequence. Thread
    (row, q) keeps the next D rows-quarters of P in registers. */
-#define SSM__TC_D 4
+#define SSM__TC_D 8
 __global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, const float *P, const float *E,
                                                                ssm__cu_rv h, float *X) {
     __shared__ __align__(16) float xs[2][SSM__TC_N];
@@ -1213,7 +1232,7 @@ static int64_t ssm__cu_tc_scratch_elems(int64_t T, int64_t L) {
 
 template <int TR, int BF>
 static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
-                                ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E) {
+                                ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o) {
     cudaStream_t st = ssm__cu_st(L->ctx)->stream;
     size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
     size_t sm1 = sm3 + (size_t)4 * SSM__TC_TILE * 2;
@@ -1227,7 +1246,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     if (nc > 1) {
         if (getenv("SSM_CUDA_LR_OLDPROD")) {
             ssm__cu_tc_kernel<TR, BF, 1><<<dim3((unsigned)(nc - 1), (unsigned)L->S), 256, sm1, st>>>(T1, Lc, A, aos, b, h, X, nc,
-                                                                                                    P, E, split);
+                                                                                                    P, E, split, o);
         } else {
             size_t smp = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
             e = cudaFuncSetAttribute(ssm__cu_tc_prod_kernel<TR, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp);
@@ -1242,7 +1261,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, P, E, h0, X);
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
     ssm__cu_tc_kernel<TR, BF, 0><<<dim3((unsigned)nc, (unsigned)L->S), 256, sm3, st>>>(T1, Lc, A, aos, b, h, X, nc, P, E,
-                                                                                       split);
+                                                                                       split, o);
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel (states)");
     return SSM_OK;
 }
@@ -1251,7 +1270,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h, int64_t Lc,
                                         char *ws) {
     int64_t T1 = T - 1, nc, aos;
-    ssm__cu_rv Av, bv, hv, h0;
+    ssm__cu_rv Av, bv, hv, h0, ov;
     float *X, *P, *E;
     int tr = A.cs != 1;
     if (T1 <= 0) return SSM_OK;
@@ -1267,10 +1286,13 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm__cu_seq A,
     Av = ssm__cu_rv_of(A, 1, Lc), bv = ssm__cu_rv_of(b, 1, Lc), hv = ssm__cu_rv_of(h, 1, Lc), h0 = ssm__cu_rv_of(h, 0, 0);
     L->mat_mat += L->S * (nc - 1) * Lc;
     L->mat_state += L->S * T1 * 2 + L->S * (nc - 1);
-    if (A.dt == 2) return tr ? ssm__cu_tc_go<1, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E)
-                             : ssm__cu_tc_go<0, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E);
-    return tr ? ssm__cu_tc_go<1, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E)
-              : ssm__cu_tc_go<0, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E);
+    /* the caller's output view too: its copy of steps 1..T-1 from the f32 work buffer is skipped */
+    if (L->has_out) ov = ssm__cu_rv_of(L->out, 1, Lc), L->out_written = 1;
+    else memset(&ov, 0, sizeof ov);
+    if (A.dt == 2) return tr ? ssm__cu_tc_go<1, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov)
+                             : ssm__cu_tc_go<0, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov);
+    return tr ? ssm__cu_tc_go<1, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov)
+              : ssm__cu_tc_go<0, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov);
 }
 
 static int64_t ssm__cu_lr_scratch_elems(ssm_linrec_method method, int64_t T, int64_t n, int64_t m, int64_t chunk) {
@@ -1421,6 +1443,7 @@ static ssm_result ssm__cu_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *d,
     hv = ssm__cu_seq_make(h, sh, d->reverse, T);
     work_bytes = f32 ? 0 : (((size_t)(S * T * n * m) * 4u + 255) & ~(size_t)255);
     wv = f32 ? hv : ssm__cu_work_seq(wsp, T, n, m, d->reverse);
+    if (!f32) L.out = hv, L.has_out = 1;
     /* h_0 = A_0 h0 + b_0 */
     SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, bv, 0, 1, wv, 0, 1));
     if (h0) {
@@ -1430,7 +1453,7 @@ static ssm_result ssm__cu_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *d,
         SSM__CU_TRY(ssm__cu_mm(&L, 1, 1.f, 1, Av, 0, 1, v0, 0, 1, wv, 0, 1));
     }
     SSM__CU_TRY(ssm__cu_lr_solve(&L, method, T, Av, bv, wv, ssm__cu_chunk(ctx, d, A->dtype, S, T, n, m), wsp + work_bytes));
-    if (!f32) SSM__CU_TRY(ssm__cu_copy_seq(&L, T, m, wv, 0, 1, hv, 0, 1));
+    if (!f32) SSM__CU_TRY(ssm__cu_copy_seq(&L, L.out_written ? 1 : T, m, wv, 0, 1, hv, 0, 1));
     if (hT) {
         ssm__cu_state_strides(hT, 0, m, sT);
         SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, wv, T - 1, 1, ssm__cu_seq_make(hT, sT, 0, 1), 0, 1));
@@ -1521,6 +1544,7 @@ static ssm_result ssm__cu_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *d
     dbf = ssm__cu_seq_make(db, sdb, d->reverse, T);
     gf = f32 ? dbf : ssm__cu_work_seq(wsp, T, n, m, d->reverse);
     g = f32 ? ssm__cu_seq_make(db, sdb, rev, T) : ssm__cu_work_seq(wsp, T, n, m, rev);
+    if (!f32) L.out = ssm__cu_seq_make(db, sdb, rev, T), L.has_out = 1;
     dhv = ssm__cu_seq_make(dh, sdh, rev, T);
     At = Af;
     At.off = Af.off + T * Af.ts; /* A'_u = A_{T-u}^T */
@@ -1571,7 +1595,10 @@ static ssm_result ssm__cu_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *d
             SSM__CU_TRY(ssm__cu_mm(&L, 1, 0.f, 1, A0t, 0, 1, gf, 0, 1, d0, 0, 1));
         }
     }
-    if (!f32) SSM__CU_TRY(ssm__cu_copy_seq(&L, T, m, gf, 0, 1, dbf, 0, 1));
+    if (!f32) {
+        if (L.out_written) SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, g, 0, 1, ssm__cu_seq_make(db, sdb, rev, T), 0, 1));
+        else SSM__CU_TRY(ssm__cu_copy_seq(&L, T, m, gf, 0, 1, dbf, 0, 1));
+    }
     ssm__cu_finish_stats(d, &L, method, ws);
     return SSM_OK;
 }
