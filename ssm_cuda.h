@@ -815,6 +815,11 @@ template <int BF> __device__ __forceinline__ void ssm__tc_split(float x, float y
         *hi = *(unsigned *)&h, *lo = *(unsigned *)&l;
     }
 }
+template <int BF> __device__ __forceinline__ unsigned ssm__tc_pack(float x, float y) {
+    if (BF) { __nv_bfloat162 h = __floats2bfloat162_rn(x, y); return *(unsigned *)&h; }
+    __half2 h = __floats2half2_rn(x, y);
+    return *(unsigned *)&h;
+}
 template <int BF> __device__ __forceinline__ float2 ssm__tc_f2(unsigned v) {
     if (BF) return __bfloat1622float2(*(__nv_bfloat162 *)&v);
     return __half22float2(*(__half2 *)&v);
@@ -1013,13 +1018,14 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
    e <- e A_u^T + b_u^T. No barrier is needed for the product itself, only for the tile ring. */
 #define SSM__TP_MB 2
 #define SSM__TP_THREADS 96
-template <int TR, int BF>
+#define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
+template <int TR, int BF, int SPLIT>
 __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
-                                                                          int64_t nc, float *P, float *E, int split) {
+                                                                          int64_t nc, float *P, float *E) {
     extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
     typedef unsigned short u16;
     u16 *As = (u16 *)ssm__tp_sm;
-    float *bs = (float *)(As + SSM__TC_NST * SSM__TC_TILE);
+    float *bs = (float *)(As + SSM__TP_NST * SSM__TC_TILE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t c = blockIdx.x, s = blockIdx.y;
     const int len = Lc;
@@ -1030,7 +1036,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc
     float acc[SSM__TP_MB][8][4];
     unsigned af[SSM__TP_MB][4][4], al[SSM__TP_MB][4][4];
 #pragma unroll
-    for (int u = 0; u < SSM__TC_NST - 1; ++u) {
+    for (int u = 0; u < SSM__TP_NST - 1; ++u) {
         if (u < len) {
             const u16 *src = Ag + abase + u * A.ts;
             u16 *dst = As + u * SSM__TC_TILE;
@@ -1053,13 +1059,13 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc
                 acc[mb][t][z] = (!isE && row == col) ? 1.f : 0.f;
             }
     for (int u = 0; u < len; ++u) {
-        ssm__tc_wait<SSM__TC_NST - 2>();
+        ssm__tc_wait<SSM__TP_NST - 2>();
         __syncthreads();
         {
-            int un = u + SSM__TC_NST - 1;
+            int un = u + SSM__TP_NST - 1;
             if (un < len) {
                 const u16 *src = Ag + abase + un * A.ts;
-                u16 *dst = As + (un % SSM__TC_NST) * SSM__TC_TILE;
+                u16 *dst = As + (un % SSM__TP_NST) * SSM__TC_TILE;
                 for (int id = tid; id < 512; id += SSM__TP_THREADS) {
                     int r = id >> 3, c8 = (id & 7) * 8;
                     ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
@@ -1067,13 +1073,20 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc
             }
             ssm__tc_commit();
         }
-        const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
+        const u16 *At = As + (u % SSM__TP_NST) * SSM__TC_TILE;
         /* accumulators -> 16-bit A fragments (product warps: Q; e warp: rows e_hi, e_lo) */
         if (!isE) {
 #pragma unroll
             for (int mb = 0; mb < SSM__TP_MB; ++mb)
 #pragma unroll
                 for (int kk = 0; kk < 4; ++kk) {
+                    if (!SPLIT) {
+                        af[mb][kk][0] = ssm__tc_pack<BF>(acc[mb][2 * kk][0], acc[mb][2 * kk][1]);
+                        af[mb][kk][1] = ssm__tc_pack<BF>(acc[mb][2 * kk][2], acc[mb][2 * kk][3]);
+                        af[mb][kk][2] = ssm__tc_pack<BF>(acc[mb][2 * kk + 1][0], acc[mb][2 * kk + 1][1]);
+                        af[mb][kk][3] = ssm__tc_pack<BF>(acc[mb][2 * kk + 1][2], acc[mb][2 * kk + 1][3]);
+                        continue;
+                    }
                     ssm__tc_split<BF>(acc[mb][2 * kk][0], acc[mb][2 * kk][1], &af[mb][kk][0], &al[mb][kk][0]);
                     ssm__tc_split<BF>(acc[mb][2 * kk][2], acc[mb][2 * kk][3], &af[mb][kk][1], &al[mb][kk][1]);
                     ssm__tc_split<BF>(acc[mb][2 * kk + 1][0], acc[mb][2 * kk + 1][1], &af[mb][kk][2], &al[mb][kk][2]);
@@ -1110,7 +1123,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc
                     for (int mb = 0; mb < SSM__TP_MB; ++mb) {
                         ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
                         ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
-                        if (split) { /* hi/lo split of the running product */
+                        if (SPLIT) { /* hi/lo split of the running product */
                             ssm__tc_mma<BF>(acc[mb][2 * np], al[mb][kk], bf[0], bf[1]);
                             ssm__tc_mma<BF>(acc[mb][2 * np + 1], al[mb][kk], bf[2], bf[3]);
                         }
@@ -1189,6 +1202,8 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, const
                 v += __shfl_xor_sync(0xffffffffu, v, 1);
                 v += __shfl_xor_sync(0xffffffffu, v, 2);
                 v += er[d];
+                if (c + 4 * SSM__TC_D < np) /* pull P_{c+32} into L2: the register ring then hits L2 */
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(Ps + (c + 4 * SSM__TC_D) * (int64_t)(SSM__TC_N * SSM__TC_N)));
                 if (c + SSM__TC_D < np) {
                     const float4 *p4 = (const float4 *)(Ps + (c + SSM__TC_D) * (int64_t)(SSM__TC_N * SSM__TC_N));
                     pr[d][0] = p4[0], pr[d][1] = p4[1], pr[d][2] = p4[2], pr[d][3] = p4[3];
@@ -1248,13 +1263,15 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
             ssm__cu_tc_kernel<TR, BF, 1><<<dim3((unsigned)(nc - 1), (unsigned)L->S), 256, sm1, st>>>(T1, Lc, A, aos, b, h, X, nc,
                                                                                                     P, E, split, o);
         } else {
-            size_t smp = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
-            e = cudaFuncSetAttribute(ssm__cu_tc_prod_kernel<TR, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp);
+            size_t smp = (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
+            dim3 grid((unsigned)(nc - 1), (unsigned)L->S);
+            e = cudaFuncSetAttribute(split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp);
             if (e != cudaSuccess)
                 return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
                                      cudaGetErrorString(e));
-            ssm__cu_tc_prod_kernel<TR, BF><<<dim3((unsigned)(nc - 1), (unsigned)L->S), SSM__TP_THREADS, smp, st>>>(
-                Lc, A, aos, b, nc, P, E, split);
+            if (split) ssm__cu_tc_prod_kernel<TR, BF, 1><<<grid, SSM__TP_THREADS, smp, st>>>(Lc, A, aos, b, nc, P, E);
+            else ssm__cu_tc_prod_kernel<TR, BF, 0><<<grid, SSM__TP_THREADS, smp, st>>>(Lc, A, aos, b, nc, P, E);
         }
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel (products)");
     }
