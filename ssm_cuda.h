@@ -36,9 +36,22 @@
      chunked   three kernels: every chunk runs locally from zero and forms its transition
                product (n^3 per step), a carry recurrence over chunk ends, a fix-up pass.
                Best when S*n*m cannot fill the GPU: time is split across blocks.
+               16-bit inputs with n = 64, m = 1 and 16-byte aligned rows of A (or of A^T, the
+               adjoint's view) take a tensor-core version (mma.sync m16n8k16, f32 accumulation;
+               the running product stays in registers, transposed, as the next step's operand):
+               H200, S16 T4096 n64 f16: 0.45 ms forward (3.4x the floor of reading A once),
+               0.63 ms backward, vs 6.4 / 9.1 ms before. It reads A twice (products, then the
+               re-run from the true carries), so it cannot go under ~2x the floor; the
+               product pass is issue-bound (mma.sync + fragment conversion) and the carry chain
+               over T/64 chunks is latency-bound (~0.6 us a hop). Reaching 1.5x would need one
+               pass over A: each chunk's A kept in shared memory while a decoupled look-back
+               brings its carry (T/L serial hops per sequence), or an L2-resident wave scheme
+               where the second read hits L2 (50 MB on H200). Other shapes use CUDA cores.
      cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan).
      scan_hs / blelloch   prefix scans (the seeds' baselines), batched products per level.
-     auto      seq when S >= 2*SMs or T <= 64, else chunked with chunk ~ sqrt(T).
+     auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
+               when S >= 2*SMs or T <= 64, cr when S <= SMs/8 (cr 1.34 ms vs chunked 2.7 at
+               S1 T8192 n64, CUDA cores), else chunked with chunk ~ sqrt(T).
 
    VERSION HISTORY
      0.1.0  first version: linrec (all methods) and decay scan, forward and backward
@@ -1346,10 +1359,10 @@ static int64_t ssm__cu_chunk(const ssm_ctx *ctx, const ssm_linrec_desc *d, ssm_d
                              int64_t n, int64_t m) {
     int64_t c = 16;
     if (d->chunk) return d->chunk;
-    if (dt.bits == 16 && n == SSM__TC_N && m == 1) { /* tensor-core path: enough CTAs to fill the GPU */
-        int sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
-        return S * (T / 64) >= 2 * (int64_t)sms ? 64 : 32;
-    }
+    /* tensor-core path: 64 beat 32, 128 and 16 at S16 T4096 and S1 T8192 (H200,
+       bench/results/cuda_linrec_perf.log) */
+    (void)ctx, (void)S;
+    if (dt.bits == 16 && n == SSM__TC_N && m == 1) return 64;
     if (d->method != SSM_LINREC_AUTO) return 64;
     while (c * c < T) c *= 2;
     return c;
