@@ -814,6 +814,20 @@ template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const 
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+/* c = a b (zero accumulator in: no per-step clearing of the accumulators) */
+template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    const float z = 0.f;
+    if (BF)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%10,%10,%10};\n"
+                     : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%10,%10,%10};\n"
+                     : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+}
 /* two floats -> packed 16-bit pair (hi) and the rounding residual pair (lo) */
 template <int BF> __device__ __forceinline__ void ssm__tc_split(float x, float y, unsigned *hi, unsigned *lo) {
     if (BF) {
@@ -1119,10 +1133,6 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc
             }
         }
 #pragma unroll
-        for (int mb = 0; mb < SSM__TP_MB; ++mb)
-#pragma unroll
-            for (int t = 0; t < 8; ++t) acc[mb][t][0] = acc[mb][t][1] = acc[mb][t][2] = acc[mb][t][3] = 0.f;
-#pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
             for (int np = 0; np < 4; ++np) {
@@ -1134,13 +1144,21 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc
                 if (!isE) {
 #pragma unroll
                     for (int mb = 0; mb < SSM__TP_MB; ++mb) {
-                        ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
-                        ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
+                        if (kk == 0) {
+                            ssm__tc_mma0<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
+                            ssm__tc_mma0<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
+                        } else {
+                            ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
+                            ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
+                        }
                         if (SPLIT) { /* hi/lo split of the running product */
                             ssm__tc_mma<BF>(acc[mb][2 * np], al[mb][kk], bf[0], bf[1]);
                             ssm__tc_mma<BF>(acc[mb][2 * np + 1], al[mb][kk], bf[2], bf[3]);
                         }
                     }
+                } else if (kk == 0) {
+                    ssm__tc_mma0<BF>(acc[0][2 * np], af[0][kk], bf[0], bf[1]);
+                    ssm__tc_mma0<BF>(acc[0][2 * np + 1], af[0][kk], bf[2], bf[3]);
                 } else {
                     ssm__tc_mma<BF>(acc[0][2 * np], af[0][kk], bf[0], bf[1]);
                     ssm__tc_mma<BF>(acc[0][2 * np + 1], af[0][kk], bf[2], bf[3]);
