@@ -36,9 +36,22 @@
      chunked   three kernels: every chunk runs locally from zero and forms its transition
                product (n^3 per step), a carry recurrence over chunk ends, a fix-up pass.
                Best when S*n*m cannot fill the GPU: time is split across blocks.
+               16-bit inputs with n = 64, m = 1 and 16-byte aligned rows of A (or of A^T, the
+               adjoint's view) take a tensor-core version (mma.sync m16n8k16, f32 accumulation;
+               the running product stays in registers, transposed, as the next step's operand):
+               H200, S16 T4096 n64 f16: 0.45 ms forward (3.4x the floor of reading A once),
+               0.63 ms backward, vs 6.4 / 9.1 ms before. It reads A twice (products, then the
+               re-run from the true carries), so it cannot go under ~2x the floor; the
+               product pass is issue-bound (mma.sync + fragment conversion) and the carry chain
+               over T/64 chunks is latency-bound (~0.6 us a hop). Reaching 1.5x would need one
+               pass over A: each chunk's A kept in shared memory while a decoupled look-back
+               brings its carry (T/L serial hops per sequence), or an L2-resident wave scheme
+               where the second read hits L2 (50 MB on H200). Other shapes use CUDA cores.
      cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan).
      scan_hs / blelloch   prefix scans (the seeds' baselines), batched products per level.
-     auto      seq when S >= 2*SMs or T <= 64, else chunked with chunk ~ sqrt(T).
+     auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
+               when S >= 2*SMs or T <= 64, cr when S <= SMs/8 (cr 1.34 ms vs chunked 2.7 at
+               S1 T8192 n64, CUDA cores), else chunked with chunk ~ sqrt(T).
 
    VERSION HISTORY
      0.1.0  first version: linrec (all methods) and decay scan, forward and backward
@@ -469,6 +482,8 @@ typedef struct ssm__cu_lr {
     ssm_ctx *ctx;
     int64_t S, n, m;
     int64_t mat_mat, mat_state;
+    ssm__cu_seq out; /* the caller's view of the solution, where it differs from the work buffer */
+    int has_out, out_written;
 } ssm__cu_lr;
 
 static ssm__cu_op ssm__cu_at(ssm__cu_seq v, int64_t t, int64_t tstep) {
@@ -717,6 +732,9 @@ static ssm_result ssm__cu_lr_chunked_steps(ssm__cu_lr *L, int64_t T, ssm__cu_seq
     return SSM_OK;
 }
 
+static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h);
+static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h, int64_t Lc,
+                                        char *ws);
 /* Chunked, fused: (1) every chunk after the first runs from zero and forms P_c, all chunks in
    parallel, while the first chunk runs from h_0; (2) the carry recurrence over chunk ends
    E_c = P_c E_{c-1} + E_c (one kernel); (3) every chunk re-runs from its true carry. */
@@ -725,6 +743,7 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ss
     int64_t nc, nfull, tail;
     ssm__cu_seq P, E;
     ssm__cu_rv none;
+    if (ssm__cu_tc_ok(L, A, b, h)) return ssm__cu_lr_chunked_tc(L, T, A, b, h, C, ws);
     if (C >= T) return ssm__cu_lr_sequential(L, T, A, b, h);
     if (!ssm__cu_rec_fits(L, 1) || !ssm__cu_rec_fits(L, 0)) return ssm__cu_lr_chunked_steps(L, T, A, b, h, C, ws);
     memset(&none, 0, sizeof none);
@@ -751,6 +770,579 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ss
     return SSM_OK;
 }
 
+/* ---- chunked recurrence on tensor cores (f16 / bf16 inputs, n = 64, m = 1) -----------------
+   Three passes over chunks of L steps of the steps 1..T-1 (h_0 is given):
+   (1) one CTA per chunk (all but the last) streams its A_u through a cp.async ring in shared
+       memory and forms the chunk product P_c = A_last ... A_first with mma.sync m16n8k16
+       (f32 accumulation; the running product is split into hi + lo halves of the input type, so
+       the product keeps ~f32 accuracy although the tensor cores take 16-bit operands), and the
+       chunk's end state from zero, e_c;
+   (2) one CTA per sequence runs the carry recurrence X_c = P_c X_{c-1} + e_c (X_{-1} = h_0), a
+       chain of T/L mat-vecs with the P_c prefetched in registers;
+   (3) one CTA per chunk re-runs the chunk from its carry, streaming A again (mat-vecs).
+   A is read twice, so this is ~2x the HBM floor at best; see docs/cuda.md. A is row-major
+   (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. */
+#define SSM__TC_N 64
+#define SSM__TC_LD 72 /* padded row (halfs): 144 bytes, conflict-free ldmatrix */
+#define SSM__TC_NST 6 /* cp.async ring depth: 5 tiles in flight per CTA (loaded HBM latency) */
+#define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
+#define SSM__TC_TILE (SSM__TC_N * SSM__TC_LD)
+
+__device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ssm__tc_cp16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__tc_sa(dst)), "l"(src));
+}
+__device__ __forceinline__ void ssm__tc_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void ssm__tc_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void ssm__tc_ldm4(unsigned r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__tc_sa(p)));
+}
+__device__ __forceinline__ void ssm__tc_ldm4t(unsigned r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__tc_sa(p)));
+}
+template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    if (BF)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* c = a b (zero accumulator in: no per-step clearing of the accumulators) */
+template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    const float z = 0.f;
+    if (BF)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%10,%10,%10};\n"
+                     : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%10,%10,%10};\n"
+                     : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+}
+/* two floats -> packed 16-bit pair (hi) and the rounding residual pair (lo) */
+template <int BF> __device__ __forceinline__ void ssm__tc_split(float x, float y, unsigned *hi, unsigned *lo) {
+    if (BF) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+        float2 f = __bfloat1622float2(h);
+        __nv_bfloat162 l = __floats2bfloat162_rn(x - f.x, y - f.y);
+        *hi = *(unsigned *)&h, *lo = *(unsigned *)&l;
+    } else {
+        __half2 h = __floats2half2_rn(x, y);
+        float2 f = __half22float2(h);
+        __half2 l = __floats2half2_rn(x - f.x, y - f.y);
+        *hi = *(unsigned *)&h, *lo = *(unsigned *)&l;
+    }
+}
+template <int BF> __device__ __forceinline__ unsigned ssm__tc_pack(float x, float y) {
+    if (BF) { __nv_bfloat162 h = __floats2bfloat162_rn(x, y); return *(unsigned *)&h; }
+    __half2 h = __floats2half2_rn(x, y);
+    return *(unsigned *)&h;
+}
+template <int BF> __device__ __forceinline__ float2 ssm__tc_f2(unsigned v) {
+    if (BF) return __bfloat1622float2(*(__nv_bfloat162 *)&v);
+    return __half22float2(*(__half2 *)&v);
+}
+
+/* bs[e] = b(u = e / 64, row = e % 64) for e < count, nt threads: 8 independent loads in flight per
+   thread (a dependent load-convert-store loop would pay one memory latency per element). */
+__device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv b, int64_t bbase, int tid, int nt) {
+    for (int e0 = tid; e0 < count; e0 += 8 * nt) {
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            int e = e0 + k * nt;
+            v[k] = e < count ? ssm__cu_ld(b.p, b.dt, bbase + (e >> 6) * b.ts + (e & 63) * b.rs) : 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            if (e0 + k * nt < count) bs[e0 + k * nt] = v[k];
+    }
+}
+
+/* Pass 1 (WP = 1: chunk c < nc-1, from zero, writes P_c, e_c) and pass 3 (WP = 0: chunk c from
+   X_c, writes h). TR: A is stored transposed (rs == 1, rows of storage along A's columns). */
+template <int TR, int BF, int WP>
+__global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
+                                                         ssm__cu_rv h, float *X, int64_t nc, float *P, float *E,
+                                                         int split, ssm__cu_rv o) {
+    extern __shared__ __align__(16) unsigned char ssm__tc_sm[];
+    typedef unsigned short u16;
+    u16 *As = (u16 *)ssm__tc_sm;                                  /* NST tiles */
+    float *hs = (float *)(As + SSM__TC_NST * SSM__TC_TILE);       /* 2 x 64 */
+    float *bs = hs + 2 * SSM__TC_N;                               /* Lc x 64: b of the chunk */
+    u16 *Pb = (u16 *)(bs + Lc * SSM__TC_N);                       /* [buf][hi/lo] tiles (WP) */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t c = blockIdx.x, s = blockIdx.y;
+    int64_t len64 = T1 - c * (int64_t)Lc;
+    const int len = (int)(len64 < Lc ? len64 : Lc);
+    const u16 *Ag = (const u16 *)A.p;
+    const int64_t abase = A.off + s * A.ss + c * A.chs;
+    const int64_t bbase = b.off + s * b.ss + c * b.chs, hbase = h.off + s * h.ss + c * h.chs;
+    const int row = tid >> 2, q = tid & 3;
+    float acc[4][4];
+    if (len <= 0) return;
+    /* prologue: the first NST-1 tiles in flight */
+#pragma unroll
+    for (int u = 0; u < SSM__TC_NST - 1; ++u) {
+        if (u < len) {
+            const u16 *src = Ag + abase + u * A.ts;
+            u16 *dst = As + u * SSM__TC_TILE;
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                int id = tid + 256 * k, r = id >> 3, c8 = (id & 7) * 8;
+                ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
+            }
+        }
+        ssm__tc_commit();
+    }
+    if (tid < SSM__TC_N) hs[tid] = WP ? 0.f : X[(s * nc + c) * SSM__TC_N + tid];
+    if (WP) {
+        for (int e = tid; e < SSM__TC_N * SSM__TC_N; e += 256) {
+            int i = e >> 6, j = e & 63;
+            u16 one = BF ? (u16)0x3F80 : (u16)0x3C00;
+            Pb[i * SSM__TC_LD + j] = i == j ? one : 0;            /* buf 0 hi = I */
+            Pb[SSM__TC_TILE + i * SSM__TC_LD + j] = 0;             /* buf 0 lo = 0 */
+        }
+    }
+    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, 256);
+    for (int u = 0; u < len; ++u) {
+        ssm__tc_wait<SSM__TC_NST - 2>();
+        __syncthreads();
+        {
+            int un = u + SSM__TC_NST - 1;
+            if (un < len) {
+                const u16 *src = Ag + abase + un * A.ts;
+                u16 *dst = As + (un % SSM__TC_NST) * SSM__TC_TILE;
+#pragma unroll
+                for (int k = 0; k < 2; ++k) {
+                    int id = tid + 256 * k, r = id >> 3, c8 = (id & 7) * 8;
+                    ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
+                }
+            }
+            ssm__tc_commit();
+        }
+        const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
+        const float *hc = hs + (u & 1) * SSM__TC_N;
+        float *hn = hs + ((u + 1) & 1) * SSM__TC_N;
+        const float bcur = bs[u * SSM__TC_N + row];
+        /* mat-vec: thread (row, q) sums a quarter of row `row` of A_u */
+        {
+            float p0 = 0.f, p1 = 0.f;
+            if (!TR) {
+                const uint4 *ap = (const uint4 *)(At + row * SSM__TC_LD + q * 16);
+                uint4 v0 = ap[0], v1 = ap[1];
+                const float4 *hp = (const float4 *)(hc + q * 16);
+                float4 x0 = hp[0], x1 = hp[1], x2 = hp[2], x3 = hp[3];
+                float2 f;
+                f = ssm__tc_f2<BF>(v0.x); p0 += f.x * x0.x; p1 += f.y * x0.y;
+                f = ssm__tc_f2<BF>(v0.y); p0 += f.x * x0.z; p1 += f.y * x0.w;
+                f = ssm__tc_f2<BF>(v0.z); p0 += f.x * x1.x; p1 += f.y * x1.y;
+                f = ssm__tc_f2<BF>(v0.w); p0 += f.x * x1.z; p1 += f.y * x1.w;
+                f = ssm__tc_f2<BF>(v1.x); p0 += f.x * x2.x; p1 += f.y * x2.y;
+                f = ssm__tc_f2<BF>(v1.y); p0 += f.x * x2.z; p1 += f.y * x2.w;
+                f = ssm__tc_f2<BF>(v1.z); p0 += f.x * x3.x; p1 += f.y * x3.y;
+                f = ssm__tc_f2<BF>(v1.w); p0 += f.x * x3.z; p1 += f.y * x3.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 16; j += 2) {
+                    int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
+                    u16 a0 = At[k0 * SSM__TC_LD + row], a1 = At[k1 * SSM__TC_LD + row];
+                    unsigned pr = (unsigned)a0 | ((unsigned)a1 << 16);
+                    float2 f = ssm__tc_f2<BF>(pr);
+                    p0 += f.x * hc[k0];
+                    p1 += f.y * hc[k1];
+                }
+            }
+            float v = p0 + p1;
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            v += bcur;
+            if (q == 0) {
+                hn[row] = v;
+                if (!WP) {
+                    ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + row * h.rs, v);
+                    if (o.p) ssm__cu_stv(o.p, o.dt, o.off + s * o.ss + c * o.chs + u * o.ts + row * o.rs, v);
+                }
+                else if (u == len - 1) E[(s * (nc - 1) + c) * SSM__TC_N + row] = v;
+            }
+        }
+        if (WP) {
+            /* P_new = A_u P_old: warp w owns rows 16*(w&3).., cols 32*(w>>2).. (4 n8 tiles) */
+            const int mr = (warp & 3) * 16, nc0 = (warp >> 2) * 32;
+            const u16 *Ph = Pb + (u & 1) * 2 * SSM__TC_TILE, *Pl = Ph + SSM__TC_TILE;
+            u16 *Qh = Pb + ((u + 1) & 1) * 2 * SSM__TC_TILE, *Ql = Qh + SSM__TC_TILE;
+            float acc2[4][4];
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+                acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = acc2[t][0] = acc2[t][1] = acc2[t][2] = acc2[t][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                unsigned a[4], bh[2][4], bl[2][4];
+                const int j = lane >> 3, r = lane & 7;
+                if (!TR) ssm__tc_ldm4(a, At + (mr + (lane & 15)) * SSM__TC_LD + kk * 16 + (lane >> 4) * 8);
+                else ssm__tc_ldm4t(a, At + (kk * 16 + (j >> 1) * 8 + r) * SSM__TC_LD + mr + (j & 1) * 8);
+#pragma unroll
+                for (int p = 0; p < 2; ++p) {
+                    int off = (kk * 16 + (j & 1) * 8 + r) * SSM__TC_LD + nc0 + 16 * p + (j >> 1) * 8;
+                    ssm__tc_ldm4t(bh[p], Ph + off);
+                    if (split) ssm__tc_ldm4t(bl[p], Pl + off);
+                }
+                /* two accumulator sets (by k-slab parity) halve the dependent mma chains */
+#pragma unroll
+                for (int p = 0; p < 2; ++p) {
+                    float(*ac)[4] = (kk & 1) ? acc2 : acc;
+                    ssm__tc_mma<BF>(ac[2 * p], a, bh[p][0], bh[p][1]);
+                    ssm__tc_mma<BF>(ac[2 * p + 1], a, bh[p][2], bh[p][3]);
+                    if (split) {
+                        ssm__tc_mma<BF>(ac[2 * p], a, bl[p][0], bl[p][1]);
+                        ssm__tc_mma<BF>(ac[2 * p + 1], a, bl[p][2], bl[p][3]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+#pragma unroll
+                for (int z = 0; z < 4; ++z) acc[t][z] += acc2[t][z];
+            if (u + 1 < len) {
+#pragma unroll
+                for (int t = 0; t < 4; ++t) {
+                    int r0 = mr + (lane >> 2), c0 = nc0 + 8 * t + 2 * (lane & 3);
+                    unsigned hi, lo;
+                    ssm__tc_split<BF>(acc[t][0], acc[t][1], &hi, &lo);
+                    *(unsigned *)(Qh + r0 * SSM__TC_LD + c0) = hi, *(unsigned *)(Ql + r0 * SSM__TC_LD + c0) = lo;
+                    ssm__tc_split<BF>(acc[t][2], acc[t][3], &hi, &lo);
+                    *(unsigned *)(Qh + (r0 + 8) * SSM__TC_LD + c0) = hi, *(unsigned *)(Ql + (r0 + 8) * SSM__TC_LD + c0) = lo;
+                }
+            }
+        }
+    }
+    if (WP) {
+        const int mr = (warp & 3) * 16, nc0 = (warp >> 2) * 32;
+        float *dst = P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            int r0 = mr + (lane >> 2), c0 = nc0 + 8 * t + 2 * (lane & 3);
+            *(float2 *)(dst + r0 * SSM__TC_N + c0) = make_float2(acc[t][0], acc[t][1]);
+            *(float2 *)(dst + (r0 + 8) * SSM__TC_N + c0) = make_float2(acc[t][2], acc[t][3]);
+        }
+    }
+}
+
+/* Pass 1, register-resident product: the running product is kept transposed, Q = P^T, and
+   Q <- Q A_u^T, so that Q is the mma A operand and stays in registers (the f32 accumulator
+   fragment of one step is the 16-bit A fragment of the next) while A_u^T is the B operand read
+   from the cp.async ring with ldmatrix. Warps 0..1 own 32 rows of Q each; warp 2 runs the local
+   end state e (row 0 = e_hi, row 1 = e_lo of a 16-row block, so e keeps ~f32 accuracy):
+   e <- e A_u^T + b_u^T. No barrier is needed for the product itself, only for the tile ring. */
+#define SSM__TP_MB 2
+#define SSM__TP_THREADS 96
+#define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
+template <int TR, int BF, int SPLIT>
+__global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
+                                                                          int64_t nc, float *P, float *E) {
+    extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
+    typedef unsigned short u16;
+    u16 *As = (u16 *)ssm__tp_sm;
+    float *bs = (float *)(As + SSM__TP_NST * SSM__TC_TILE);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t c = blockIdx.x, s = blockIdx.y;
+    const int len = Lc;
+    const u16 *Ag = (const u16 *)A.p;
+    const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
+    const int isE = warp == 2;
+    const int j8 = lane >> 3, r8 = lane & 7, lr = lane >> 2, lc = 2 * (lane & 3);
+    float acc[SSM__TP_MB][8][4];
+    unsigned af[SSM__TP_MB][4][4], al[SSM__TP_MB][4][4];
+#pragma unroll
+    for (int u = 0; u < SSM__TP_NST - 1; ++u) {
+        if (u < len) {
+            const u16 *src = Ag + abase + u * A.ts;
+            u16 *dst = As + u * SSM__TC_TILE;
+            for (int id = tid; id < 512; id += SSM__TP_THREADS) {
+                int r = id >> 3, c8 = (id & 7) * 8;
+                ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
+            }
+        }
+        ssm__tc_commit();
+    }
+    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, SSM__TP_THREADS);
+    /* Q = I (product warps), e = 0 */
+#pragma unroll
+    for (int mb = 0; mb < SSM__TP_MB; ++mb)
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int z = 0; z < 4; ++z) {
+                int row = warp * 32 + mb * 16 + lr + (z >> 1) * 8, col = 8 * t + lc + (z & 1);
+                acc[mb][t][z] = (!isE && row == col) ? 1.f : 0.f;
+            }
+    for (int u = 0; u < len; ++u) {
+        ssm__tc_wait<SSM__TP_NST - 2>();
+        __syncthreads();
+        {
+            int un = u + SSM__TP_NST - 1;
+            if (un < len) {
+                const u16 *src = Ag + abase + un * A.ts;
+                u16 *dst = As + (un % SSM__TP_NST) * SSM__TC_TILE;
+                for (int id = tid; id < 512; id += SSM__TP_THREADS) {
+                    int r = id >> 3, c8 = (id & 7) * 8;
+                    ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
+                }
+            }
+            ssm__tc_commit();
+        }
+        const u16 *At = As + (u % SSM__TP_NST) * SSM__TC_TILE;
+        /* accumulators -> 16-bit A fragments (product warps: Q; e warp: rows e_hi, e_lo) */
+        if (!isE) {
+#pragma unroll
+            for (int mb = 0; mb < SSM__TP_MB; ++mb)
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk) {
+                    if (!SPLIT) {
+                        af[mb][kk][0] = ssm__tc_pack<BF>(acc[mb][2 * kk][0], acc[mb][2 * kk][1]);
+                        af[mb][kk][1] = ssm__tc_pack<BF>(acc[mb][2 * kk][2], acc[mb][2 * kk][3]);
+                        af[mb][kk][2] = ssm__tc_pack<BF>(acc[mb][2 * kk + 1][0], acc[mb][2 * kk + 1][1]);
+                        af[mb][kk][3] = ssm__tc_pack<BF>(acc[mb][2 * kk + 1][2], acc[mb][2 * kk + 1][3]);
+                        continue;
+                    }
+                    ssm__tc_split<BF>(acc[mb][2 * kk][0], acc[mb][2 * kk][1], &af[mb][kk][0], &al[mb][kk][0]);
+                    ssm__tc_split<BF>(acc[mb][2 * kk][2], acc[mb][2 * kk][3], &af[mb][kk][1], &al[mb][kk][1]);
+                    ssm__tc_split<BF>(acc[mb][2 * kk + 1][0], acc[mb][2 * kk + 1][1], &af[mb][kk][2], &al[mb][kk][2]);
+                    ssm__tc_split<BF>(acc[mb][2 * kk + 1][2], acc[mb][2 * kk + 1][3], &af[mb][kk][3], &al[mb][kk][3]);
+                }
+        } else {
+            /* lanes 0-3 hold e (f32) in acc[0][t][0..1]; lanes 4-7 take its lo part */
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                unsigned h0, l0, h1, l1;
+                ssm__tc_split<BF>(acc[0][2 * kk][0], acc[0][2 * kk][1], &h0, &l0);
+                ssm__tc_split<BF>(acc[0][2 * kk + 1][0], acc[0][2 * kk + 1][1], &h1, &l1);
+                unsigned sl0 = __shfl_sync(0xffffffffu, l0, lane & 3), sl1 = __shfl_sync(0xffffffffu, l1, lane & 3);
+                af[0][kk][0] = lane < 4 ? h0 : (lane < 8 ? sl0 : 0u);
+                af[0][kk][2] = lane < 4 ? h1 : (lane < 8 ? sl1 : 0u);
+                af[0][kk][1] = af[0][kk][3] = 0u;
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int np = 0; np < 4; ++np) {
+                /* B = A_u^T, k-slab kk, n-tiles 2np and 2np+1 */
+                unsigned bf[4];
+                const int n0 = 16 * np, k0 = 16 * kk;
+                if (!TR) ssm__tc_ldm4(bf, At + (n0 + (j8 >> 1) * 8 + r8) * SSM__TC_LD + k0 + (j8 & 1) * 8);
+                else ssm__tc_ldm4t(bf, At + (k0 + (j8 & 1) * 8 + r8) * SSM__TC_LD + n0 + (j8 >> 1) * 8);
+                if (!isE) {
+#pragma unroll
+                    for (int mb = 0; mb < SSM__TP_MB; ++mb) {
+                        if (kk == 0) {
+                            ssm__tc_mma0<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
+                            ssm__tc_mma0<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
+                        } else {
+                            ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
+                            ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
+                        }
+                        if (SPLIT) { /* hi/lo split of the running product */
+                            ssm__tc_mma<BF>(acc[mb][2 * np], al[mb][kk], bf[0], bf[1]);
+                            ssm__tc_mma<BF>(acc[mb][2 * np + 1], al[mb][kk], bf[2], bf[3]);
+                        }
+                    }
+                } else if (kk == 0) {
+                    ssm__tc_mma0<BF>(acc[0][2 * np], af[0][kk], bf[0], bf[1]);
+                    ssm__tc_mma0<BF>(acc[0][2 * np + 1], af[0][kk], bf[2], bf[3]);
+                } else {
+                    ssm__tc_mma<BF>(acc[0][2 * np], af[0][kk], bf[0], bf[1]);
+                    ssm__tc_mma<BF>(acc[0][2 * np + 1], af[0][kk], bf[2], bf[3]);
+                }
+            }
+        if (isE) { /* e = row0 + row1 + b_u */
+            const float *bu = bs + u * SSM__TC_N;
+#pragma unroll
+            for (int t = 0; t < 8; ++t) {
+                float x = __shfl_down_sync(0xffffffffu, acc[0][t][0], 4), y = __shfl_down_sync(0xffffffffu, acc[0][t][1], 4);
+                acc[0][t][0] += x + bu[8 * t + lc];
+                acc[0][t][1] += y + bu[8 * t + lc + 1];
+            }
+        }
+    }
+    if (!isE) { /* P = Q^T */
+        float *dst = P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N);
+#pragma unroll
+        for (int mb = 0; mb < SSM__TP_MB; ++mb)
+#pragma unroll
+            for (int t = 0; t < 8; ++t)
+#pragma unroll
+                for (int z = 0; z < 4; ++z) {
+                    int row = warp * 32 + mb * 16 + lr + (z >> 1) * 8, col = 8 * t + lc + (z & 1);
+                    dst[col * SSM__TC_N + row] = acc[mb][t][z];
+                }
+    } else if (lane < 4) {
+        float *dst = E + (s * (nc - 1) + c) * SSM__TC_N;
+#pragma unroll
+        for (int t = 0; t < 8; ++t) *(float2 *)(dst + 8 * t + lc) = make_float2(acc[0][t][0], acc[0][t][1]);
+    }
+}
+
+/* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 256 per sequence. Thread
+   (row, q) keeps the next D rows-quarters of P in registers. */
+#define SSM__TC_D 8
+__global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, const float *P, const float *E,
+                                                               ssm__cu_rv h, float *X) {
+    __shared__ __align__(16) float xs[2][SSM__TC_N];
+    const int tid = threadIdx.x, row = tid >> 2, q = tid & 3;
+    const int64_t s = blockIdx.x, np = nc - 1;
+    const float *Ps = P + s * np * (SSM__TC_N * SSM__TC_N) + row * SSM__TC_N + q * 16;
+    const float *Es = E + s * np * SSM__TC_N + row;
+    float *Xs = X + s * nc * SSM__TC_N;
+    float4 pr[SSM__TC_D][4];
+    float er[SSM__TC_D];
+    if (tid < SSM__TC_N) {
+        float v = ssm__cu_ld(h.p, h.dt, h.off + s * h.ss + tid * h.rs);
+        xs[0][tid] = v;
+        Xs[tid] = v;
+    }
+#pragma unroll
+    for (int d = 0; d < SSM__TC_D; ++d)
+        if (d < np) {
+            const float4 *p4 = (const float4 *)(Ps + d * (int64_t)(SSM__TC_N * SSM__TC_N));
+            pr[d][0] = p4[0], pr[d][1] = p4[1], pr[d][2] = p4[2], pr[d][3] = p4[3];
+            er[d] = Es[d * SSM__TC_N];
+        }
+    __syncthreads();
+    for (int64_t c0 = 0; c0 < np; c0 += SSM__TC_D) {
+#pragma unroll
+        for (int d = 0; d < SSM__TC_D; ++d) {
+            const int64_t c = c0 + d;
+            if (c < np) {
+                const float4 *x4 = (const float4 *)(xs[c & 1] + q * 16);
+                float4 x0 = x4[0], x1 = x4[1], x2 = x4[2], x3 = x4[3];
+                float v0 = pr[d][0].x * x0.x + pr[d][0].y * x0.y + pr[d][0].z * x0.z + pr[d][0].w * x0.w;
+                float v1 = pr[d][1].x * x1.x + pr[d][1].y * x1.y + pr[d][1].z * x1.z + pr[d][1].w * x1.w;
+                float v2 = pr[d][2].x * x2.x + pr[d][2].y * x2.y + pr[d][2].z * x2.z + pr[d][2].w * x2.w;
+                float v3 = pr[d][3].x * x3.x + pr[d][3].y * x3.y + pr[d][3].z * x3.z + pr[d][3].w * x3.w;
+                float v = (v0 + v1) + (v2 + v3);
+                v += __shfl_xor_sync(0xffffffffu, v, 1);
+                v += __shfl_xor_sync(0xffffffffu, v, 2);
+                v += er[d];
+                if (c + 4 * SSM__TC_D < np) /* pull P_{c+32} into L2: the register ring then hits L2 */
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(Ps + (c + 4 * SSM__TC_D) * (int64_t)(SSM__TC_N * SSM__TC_N)));
+                if (c + SSM__TC_D < np) {
+                    const float4 *p4 = (const float4 *)(Ps + (c + SSM__TC_D) * (int64_t)(SSM__TC_N * SSM__TC_N));
+                    pr[d][0] = p4[0], pr[d][1] = p4[1], pr[d][2] = p4[2], pr[d][3] = p4[3];
+                    er[d] = Es[(c + SSM__TC_D) * SSM__TC_N];
+                }
+                if (q == 0) {
+                    xs[(c + 1) & 1][row] = v;
+                    Xs[(c + 1) * SSM__TC_N + row] = v;
+                }
+                __syncthreads();
+            }
+        }
+    }
+}
+
+/* hi/lo split of the running product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the
+   product's rounding stayed under the f16 output rounding, bench/results/cuda_linrec_perf.log);
+   SSM_CUDA_LR_SPLIT=0/1 overrides (benchmarking). */
+static int ssm__cu_tc_split_default(int bf) {
+    const char *e = getenv("SSM_CUDA_LR_SPLIT");
+    if (e && *e) return *e != '0';
+    return bf;
+}
+
+/* Shape / layout test for the tensor-core path. */
+static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h) {
+    int64_t os;
+    if (L->n != SSM__TC_N || L->m != 1 || (A.dt != 1 && A.dt != 2) || L->S > 65535) return 0;
+    if (A.cs == 1) os = A.rs;
+    else if (A.rs == 1) os = A.cs;
+    else return 0;
+    if (((uintptr_t)A.p & 15) || (A.off & 7) || (A.ts & 7) || (A.ss & 7) || (os & 7)) return 0;
+    (void)b, (void)h;
+    return ssm__cu_st(L->ctx)->smem_optin >= (size_t)(SSM__TC_NST + 4) * SSM__TC_TILE * 2 + 512 + SSM__TC_LMAX * SSM__TC_N * 4;
+}
+static int64_t ssm__cu_tc_scratch_elems(int64_t T, int64_t L) {
+    int64_t nc = L > 0 ? (T - 1 + L - 1) / L : 0;
+    if (nc < 1) nc = 1;
+    return nc * (SSM__TC_N * SSM__TC_N + 2 * SSM__TC_N) + 3 * 64;
+}
+
+template <int TR, int BF>
+static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
+                                ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o) {
+    cudaStream_t st = ssm__cu_st(L->ctx)->stream;
+    size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
+    size_t sm1 = sm3 + (size_t)4 * SSM__TC_TILE * 2;
+    int split = ssm__cu_tc_split_default(BF);
+    cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
+    if (e != cudaSuccess)
+        return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm1,
+                             cudaGetErrorString(e));
+    if (nc > 1) {
+        if (getenv("SSM_CUDA_LR_OLDPROD")) {
+            ssm__cu_tc_kernel<TR, BF, 1><<<dim3((unsigned)(nc - 1), (unsigned)L->S), 256, sm1, st>>>(T1, Lc, A, aos, b, h, X, nc,
+                                                                                                    P, E, split, o);
+        } else {
+            size_t smp = (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
+            dim3 grid((unsigned)(nc - 1), (unsigned)L->S);
+            e = cudaFuncSetAttribute(split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp);
+            if (e != cudaSuccess)
+                return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
+                                     cudaGetErrorString(e));
+            if (split) ssm__cu_tc_prod_kernel<TR, BF, 1><<<grid, SSM__TP_THREADS, smp, st>>>(Lc, A, aos, b, nc, P, E);
+            else ssm__cu_tc_prod_kernel<TR, BF, 0><<<grid, SSM__TP_THREADS, smp, st>>>(Lc, A, aos, b, nc, P, E);
+        }
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel (products)");
+    }
+    ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, P, E, h0, X);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
+    ssm__cu_tc_kernel<TR, BF, 0><<<dim3((unsigned)nc, (unsigned)L->S), 256, sm3, st>>>(T1, Lc, A, aos, b, h, X, nc, P, E,
+                                                                                       split, o);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel (states)");
+    return SSM_OK;
+}
+
+/* Steps 1..T-1 from h_0 (already in h) on tensor cores; Lc steps per chunk. */
+static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h, int64_t Lc,
+                                        char *ws) {
+    int64_t T1 = T - 1, nc, aos;
+    ssm__cu_rv Av, bv, hv, h0, ov;
+    float *X, *P, *E;
+    int tr = A.cs != 1;
+    if (T1 <= 0) return SSM_OK;
+    if (Lc < 1) Lc = 64;
+    if (Lc > T1) Lc = T1;
+    if (Lc > SSM__TC_LMAX) Lc = SSM__TC_LMAX; /* a performance hint only: results do not depend on it */
+    nc = (T1 + Lc - 1) / Lc;
+    if (nc > 2147483647) return ssm__cu_lr_sequential(L, T, A, b, h);
+    aos = tr ? A.cs : A.rs;
+    P = (float *)ws;
+    E = P + L->S * (nc - 1) * SSM__TC_N * SSM__TC_N;
+    X = E + L->S * (nc - 1) * SSM__TC_N;
+    Av = ssm__cu_rv_of(A, 1, Lc), bv = ssm__cu_rv_of(b, 1, Lc), hv = ssm__cu_rv_of(h, 1, Lc), h0 = ssm__cu_rv_of(h, 0, 0);
+    L->mat_mat += L->S * (nc - 1) * Lc;
+    L->mat_state += L->S * T1 * 2 + L->S * (nc - 1);
+    /* the caller's output view too: its copy of steps 1..T-1 from the f32 work buffer is skipped */
+    if (L->has_out) ov = ssm__cu_rv_of(L->out, 1, Lc), L->out_written = 1;
+    else memset(&ov, 0, sizeof ov);
+    if (A.dt == 2) return tr ? ssm__cu_tc_go<1, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov)
+                             : ssm__cu_tc_go<0, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov);
+    return tr ? ssm__cu_tc_go<1, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov)
+              : ssm__cu_tc_go<0, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov);
+}
+
 static int64_t ssm__cu_lr_scratch_elems(ssm_linrec_method method, int64_t T, int64_t n, int64_t m, int64_t chunk) {
     int64_t e = 0, L;
     switch (method) {
@@ -760,8 +1352,8 @@ static int64_t ssm__cu_lr_scratch_elems(ssm_linrec_method method, int64_t T, int
         for (L = T; L > 2; L /= 2) e += (L / 2) * (n * n + n * m) + 2 * 64;
         return e;
     case SSM_LINREC_CHUNKED:
-        if (chunk >= T) return 0;
-        return 2 * ((T - 1) / chunk) * n * n + 2 * 64;
+        if (chunk >= T) return n == SSM__TC_N && m == 1 ? ssm__cu_tc_scratch_elems(T, chunk) : 0;
+        return 2 * ((T - 1) / chunk) * n * n + 2 * 64 + (n == SSM__TC_N && m == 1 ? ssm__cu_tc_scratch_elems(T, chunk) : 0);
     default: return 0;
     }
 }
@@ -769,8 +1361,11 @@ static int64_t ssm__cu_lr_scratch_elems(ssm_linrec_method method, int64_t T, int
 extern "C" SSMDEF ssm_linrec_method ssm_cuda_linrec_pick(const ssm_ctx *ctx, ssm_dtype dtype, int64_t S, int64_t T,
                                                          int64_t n, int64_t m) {
     int sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
-    (void)dtype, (void)n, (void)m;
+    /* 16-bit inputs, n = 64, m = 1: the tensor-core chunked path (bench/results/cuda_linrec_perf.log) */
+    if (dtype.bits == 16 && n == SSM__TC_N && m == 1 && T > 64) return SSM_LINREC_CHUNKED;
     if (T <= 64 || S >= 2 * (int64_t)sms) return SSM_LINREC_SEQUENTIAL;
+    /* too few sequences to fill the GPU: cyclic reduction won at S=1 T=8192 n=64 (1.34 ms vs 2.7) */
+    if (S * 8 <= (int64_t)sms) return SSM_LINREC_CR;
     return SSM_LINREC_CHUNKED;
 }
 static ssm_linrec_method ssm__cu_pick(const ssm_ctx *ctx, ssm_dtype dtype, int64_t S, int64_t T, int64_t n, int64_t m) {
@@ -778,9 +1373,14 @@ static ssm_linrec_method ssm__cu_pick(const ssm_ctx *ctx, ssm_dtype dtype, int64
 }
 /* Chunk length: the descriptor's, or for AUTO about sqrt(T) (balances the chunk depth against
    the carry recurrence), at least 16; the generic default 64 for an explicit CHUNKED. */
-static int64_t ssm__cu_chunk(const ssm_linrec_desc *d, int64_t T) {
+static int64_t ssm__cu_chunk(const ssm_ctx *ctx, const ssm_linrec_desc *d, ssm_dtype dt, int64_t S, int64_t T,
+                             int64_t n, int64_t m) {
     int64_t c = 16;
     if (d->chunk) return d->chunk;
+    /* tensor-core path: 64 beat 32, 128 and 16 at S16 T4096 and S1 T8192 (H200,
+       bench/results/cuda_linrec_perf.log) */
+    (void)ctx, (void)S;
+    if (dt.bits == 16 && n == SSM__TC_N && m == 1) return 64;
     if (d->method != SSM_LINREC_AUTO) return 64;
     while (c * c < T) c *= 2;
     return c;
@@ -795,7 +1395,7 @@ static size_t ssm__cu_lr_ws(const ssm_ctx *ctx, const ssm_linrec_desc *d, ssm_dt
     ssm_linrec_method method = ssm__cu_resolve(ctx, d, dt, S, T, n, m);
     size_t work = dt.bits == 32 ? 0 : (size_t)(S * T * n * m) * 4u;
     work = (work + 255) & ~(size_t)255;
-    return work + (size_t)(S * ssm__cu_lr_scratch_elems(method, T, n, m, ssm__cu_chunk(d, T))) * 4u;
+    return work + (size_t)(S * ssm__cu_lr_scratch_elems(method, T, n, m, ssm__cu_chunk(ctx, d, dt, S, T, n, m))) * 4u;
 }
 
 extern "C" SSMDEF ssm_result ssm_cuda_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc,
@@ -891,6 +1491,7 @@ static ssm_result ssm__cu_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *d,
     hv = ssm__cu_seq_make(h, sh, d->reverse, T);
     work_bytes = f32 ? 0 : (((size_t)(S * T * n * m) * 4u + 255) & ~(size_t)255);
     wv = f32 ? hv : ssm__cu_work_seq(wsp, T, n, m, d->reverse);
+    if (!f32) L.out = hv, L.has_out = 1;
     /* h_0 = A_0 h0 + b_0 */
     SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, bv, 0, 1, wv, 0, 1));
     if (h0) {
@@ -899,13 +1500,62 @@ static ssm_result ssm__cu_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *d,
         v0 = ssm__cu_seq_make(h0, s0, 0, 1);
         SSM__CU_TRY(ssm__cu_mm(&L, 1, 1.f, 1, Av, 0, 1, v0, 0, 1, wv, 0, 1));
     }
-    SSM__CU_TRY(ssm__cu_lr_solve(&L, method, T, Av, bv, wv, ssm__cu_chunk(d, T), wsp + work_bytes));
-    if (!f32) SSM__CU_TRY(ssm__cu_copy_seq(&L, T, m, wv, 0, 1, hv, 0, 1));
+    SSM__CU_TRY(ssm__cu_lr_solve(&L, method, T, Av, bv, wv, ssm__cu_chunk(ctx, d, A->dtype, S, T, n, m), wsp + work_bytes));
+    if (!f32) SSM__CU_TRY(ssm__cu_copy_seq(&L, L.out_written ? 1 : T, m, wv, 0, 1, hv, 0, 1));
     if (hT) {
         ssm__cu_state_strides(hT, 0, m, sT);
         SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, wv, T - 1, 1, ssm__cu_seq_make(hT, sT, 0, 1), 0, 1));
     }
     ssm__cu_finish_stats(d, &L, method, ws);
+    return SSM_OK;
+}
+
+/* dA_t = g_t h_{t-1}^T for m = 1 (t = 1..T-1): one (s, t) per block iteration, a bandwidth-bound
+   outer product; 16-byte stores of 8 16-bit values where dA's rows are contiguous and aligned. */
+__global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t S, int64_t T1, int n, ssm__cu_seq g, ssm__cu_seq hp,
+                                                            ssm__cu_seq dA, int vec) {
+    extern __shared__ float ssm__ou_sm[];
+    float *gs = ssm__ou_sm, *hs = gs + n;
+    for (int64_t bi = blockIdx.x; bi < S * T1; bi += gridDim.x) {
+        const int64_t s = bi / T1, t = bi % T1 + 1;
+        __syncthreads();
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            gs[i] = ssm__cu_ld(g.p, g.dt, g.off + s * g.ss + t * g.ts + i * g.rs);
+            hs[i] = ssm__cu_ld(hp.p, hp.dt, hp.off + s * hp.ss + (t - 1) * hp.ts + i * hp.rs);
+        }
+        __syncthreads();
+        const int64_t base = dA.off + s * dA.ss + t * dA.ts;
+        if (vec) {
+            const int per = n / 8;
+            for (int e = threadIdx.x; e < n * per; e += blockDim.x) {
+                int i = e / per, j = (e % per) * 8;
+                float gi = gs[i];
+                unsigned w[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    float x = gi * hs[j + 2 * k], y = gi * hs[j + 2 * k + 1];
+                    if (dA.dt == 1) { __half2 v = __floats2half2_rn(x, y); w[k] = *(unsigned *)&v; }
+                    else { __nv_bfloat162 v = __floats2bfloat162_rn(x, y); w[k] = *(unsigned *)&v; }
+                }
+                *(uint4 *)((unsigned short *)dA.p + base + i * dA.rs + j) = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        } else {
+            for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
+                int i = e / n, j = e % n;
+                ssm__cu_stv(dA.p, dA.dt, base + i * dA.rs + j * dA.cs, gs[i] * hs[j]);
+            }
+        }
+    }
+}
+static ssm_result ssm__cu_outer_launch(ssm_ctx *ctx, int64_t S, int64_t T, int64_t n, ssm__cu_seq g, ssm__cu_seq hp,
+                                       ssm__cu_seq dA) {
+    int64_t nb = S * (T - 1);
+    int vec = dA.dt != 0 && dA.cs == 1 && n % 8 == 0 && !((uintptr_t)dA.p & 15) && !(dA.off & 7) && !(dA.ts & 7) &&
+              !(dA.ss & 7) && !(dA.rs & 7);
+    if (nb <= 0) return SSM_OK;
+    ssm__cu_outer_kernel<<<(unsigned)(nb < 65536 * 4 ? nb : 65536 * 4), 256, (size_t)(2 * n) * 4u, ssm__cu_st(ctx)->stream>>>(
+        S, T - 1, (int)n, g, hp, dA, vec);
+    SSM__CU_LAUNCHED(ctx, "ssm__cu_outer_kernel");
     return SSM_OK;
 }
 
@@ -942,6 +1592,7 @@ static ssm_result ssm__cu_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *d
     dbf = ssm__cu_seq_make(db, sdb, d->reverse, T);
     gf = f32 ? dbf : ssm__cu_work_seq(wsp, T, n, m, d->reverse);
     g = f32 ? ssm__cu_seq_make(db, sdb, rev, T) : ssm__cu_work_seq(wsp, T, n, m, rev);
+    if (!f32) L.out = ssm__cu_seq_make(db, sdb, rev, T), L.has_out = 1;
     dhv = ssm__cu_seq_make(dh, sdh, rev, T);
     At = Af;
     At.off = Af.off + T * Af.ts; /* A'_u = A_{T-u}^T */
@@ -954,13 +1605,16 @@ static ssm_result ssm__cu_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *d
         SSM__CU_TRY(ssm__cu_copy_launch(ctx, S, 1, n, m, ssm__cu_at(ssm__cu_seq_make(dhT, sdT, 0, 1), 0, 1),
                                         ssm__cu_at(g, 0, 1), 1, 0.f));
     }
-    SSM__CU_TRY(ssm__cu_lr_solve(&L, method, T, At, dhv, g, ssm__cu_chunk(d, T), wsp + work_bytes));
+    SSM__CU_TRY(ssm__cu_lr_solve(&L, method, T, At, dhv, g, ssm__cu_chunk(ctx, d, A->dtype, S, T, n, m), wsp + work_bytes));
     /* dA_t = g_t h_{t-1}^T */
     {
         ssm__cu_seq hT_ = hf;
         hT_.rs = hf.cs;
         hT_.cs = hf.rs;
-        if (T > 1) {
+        if (T > 1 && m == 1 && n <= 4096) {
+            SSM__CU_TRY(ssm__cu_outer_launch(ctx, S, T, n, gf, hf, dAf));
+            L.mat_mat += S * (T - 1);
+        } else if (T > 1) {
             SSM__CU_TRY(ssm__cu_mm_launch(ctx, S, T - 1, n, n, m, 1.f, 0.f, ssm__cu_at(gf, 1, 1), ssm__cu_at(hT_, 0, 1),
                                           ssm__cu_at(dAf, 1, 1)));
             L.mat_mat += S * (T - 1);
@@ -989,7 +1643,10 @@ static ssm_result ssm__cu_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *d
             SSM__CU_TRY(ssm__cu_mm(&L, 1, 0.f, 1, A0t, 0, 1, gf, 0, 1, d0, 0, 1));
         }
     }
-    if (!f32) SSM__CU_TRY(ssm__cu_copy_seq(&L, T, m, gf, 0, 1, dbf, 0, 1));
+    if (!f32) {
+        if (L.out_written) SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, g, 0, 1, ssm__cu_seq_make(db, sdb, rev, T), 0, 1));
+        else SSM__CU_TRY(ssm__cu_copy_seq(&L, T, m, gf, 0, 1, dbf, 0, 1));
+    }
     ssm__cu_finish_stats(d, &L, method, ws);
     return SSM_OK;
 }

@@ -222,6 +222,20 @@ static void suite_cuda_linrec(ssm_ctx *cu, ssm_ctx *ref) {
         big.method = SSM_LINREC_AUTO, big.T = 300, big.m = 1, big.dt = SSM_BF16;
         linrec_case(cu, ref, &big, 0);
     }
+    { /* the tensor-core chunked path (16-bit inputs, n = 64, m = 1): chunk lengths, partial tail
+         chunks, a single chunk, h0 / hT, reverse, padded (fallback) layout, and the backward
+         pass through the transposed view of A */
+        static const int64_t Ts[6] = {2, 3, 17, 65, 300, 1000}, Cs[4] = {0, 16, 37, 1};
+        int k = 0;
+        for (int ti = 0; ti < 6; ++ti)
+            for (int ci = 0; ci < 4; ++ci, ++k) {
+                lr_case c = {k % 2 ? SSM_BF16 : SSM_F16, k % 5 == 4 ? SSM_LINREC_AUTO : SSM_LINREC_CHUNKED, 1 + k % 3,
+                             Ts[ti], 64, 1, Cs[ci], k % 7 == 3 ? LAYOUT_PADDED : LAYOUT_CONTIGUOUS, k % 2, k % 3 != 0,
+                             k % 4 >= 2};
+                if (Cs[ci] == 1 && Ts[ti] > 65) continue;
+                linrec_case(cu, ref, &c, Ts[ti] <= 300);
+            }
+    }
 }
 
 /* ---- decay scan ---- */

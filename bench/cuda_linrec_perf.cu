@@ -1,0 +1,165 @@
+/* Dense-recurrence target rows (issue 6) side by side: every method, the tensor-core chunked path
+   at several chunk lengths, with and without the hi/lo split of the running product, forward and
+   backward; floor = A read once + b read + h written, over the D2D copy bandwidth of this run.
+   Also the relative difference of the chunked result against cyclic reduction on the same inputs.
+   nvcc -O3 -arch=sm_90 -I. -std=c++17 bench/cuda_linrec_perf.cu -lcublas -o build/cuda_linrec_perf */
+#define SSM_IMPLEMENTATION
+#define SSM_CUDA_IMPLEMENTATION
+#include "../ssm_cuda.h"
+#include <algorithm>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <vector>
+
+static double g_bw;
+static int g_prof;
+template <typename F> static double time_ms(F f, int reps = 20) {
+    cudaEvent_t a, b;
+    std::vector<float> v;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    f(), f();
+    cudaDeviceSynchronize();
+    for (int i = 0; i < reps; ++i) {
+        cudaEventRecord(a);
+        f();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms;
+        cudaEventElapsedTime(&ms, a, b);
+        v.push_back(ms);
+        if (i == 2 && ms > 20) break;
+    }
+    std::sort(v.begin(), v.end());
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return v[v.size() / 2];
+}
+__global__ void fill_kernel(void *p, int dt, int64_t n, float scale, unsigned seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
+        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+        float v = ((x & 0xFFFFFF) / 16777216.f - 0.5f) * 2.f * scale;
+        if (dt == 0) ((float *)p)[i] = v;
+        else if (dt == 1) ((__half *)p)[i] = __float2half(v);
+        else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    }
+}
+static void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)n * dt.bits / 8) != cudaSuccess) return NULL;
+    fill_kernel<<<4096, 256>>>(p, dt.bits == 32 ? 0 : (dt.code == SSM_DTYPE_BFLOAT ? 2 : 1), n, scale, seed);
+    return p;
+}
+static std::vector<float> to_host(const void *p, ssm_dtype dt, int64_t n) {
+    std::vector<float> o((size_t)n);
+    std::vector<unsigned short> u((size_t)n);
+    cudaMemcpy(u.data(), p, (size_t)n * 2, cudaMemcpyDeviceToHost);
+    for (int64_t i = 0; i < n; ++i) {
+        unsigned v = (unsigned)u[i];
+        if (dt.code == SSM_DTYPE_BFLOAT) { unsigned w = v << 16; memcpy(&o[i], &w, 4); }
+        else { __half_raw r; r.x = (unsigned short)v; o[i] = __half2float(__half(r)); }
+    }
+    return o;
+}
+static double rel(const std::vector<float> &a, const std::vector<float> &b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) num += (double)(a[i] - b[i]) * (a[i] - b[i]), den += (double)b[i] * b[i];
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int nosplit; /* 1: force the hi/lo split; 2: the smem-product pass-1 kernel */ };
+
+static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, const std::vector<variant> &vs, int bwd) {
+    int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, 1};
+    void *A = dev_random(dt, S * T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n, 1.f, 2);
+    void *h = dev_random(dt, S * T * n, 0.f, 3), *dh = dev_random(dt, S * T * n, 1.f, 4);
+    void *dA = dev_random(dt, S * T * n * n, 0.f, 5), *db = dev_random(dt, S * T * n, 0.f, 6);
+    ssm_tensor tA = ssm_tensor_make(A, dt, ssm_cuda_device(0), 4, sa, NULL), tb = ssm_tensor_make(b, dt, ssm_cuda_device(0), 4, sb, NULL);
+    ssm_tensor th = ssm_tensor_make(h, dt, ssm_cuda_device(0), 4, sb, NULL), tdh = ssm_tensor_make(dh, dt, ssm_cuda_device(0), 4, sb, NULL);
+    ssm_tensor tdA = ssm_tensor_make(dA, dt, ssm_cuda_device(0), 4, sa, NULL), tdb = ssm_tensor_make(db, dt, ssm_cuda_device(0), 4, sb, NULL);
+    double es = dt.bits / 8, floor_ms = es * (S * T * n * n + 2.0 * S * T * n) / g_bw;
+    double bfloor = es * (2.0 * S * T * n * n + 3.0 * S * T * n) / g_bw;
+    std::vector<float> refh, refdb;
+    if (g_prof) { /* one forward + one backward of the first variant, for ncu */
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        d.method = vs[0].m, d.chunk = vs[0].chunk;
+        ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
+        ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL);
+        cudaDeviceSynchronize();
+        return;
+    }
+    { /* reference: cyclic reduction */
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        d.method = SSM_LINREC_CR;
+        ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
+        refh = to_host(h, dt, S * T * n);
+        if (bwd) ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL), refdb = to_host(db, dt, S * T * n);
+    }
+    printf("-- %s S%lld T%lld n%lld m1: floor fwd %.3f ms (A once), bwd %.3f ms\n", ssm_dtype_name(dt), (long long)S,
+           (long long)T, (long long)n, floor_ms, bfloor);
+    for (const variant &v : vs) {
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        ssm_linrec_stats st;
+        d.method = v.m, d.chunk = v.chunk, d.stats = &st;
+        if (v.nosplit == 1) setenv("SSM_CUDA_LR_SPLIT", "1", 1); else unsetenv("SSM_CUDA_LR_SPLIT");
+        if (v.nosplit == 2) setenv("SSM_CUDA_LR_OLDPROD", "1", 1); else unsetenv("SSM_CUDA_LR_OLDPROD");
+        cudaMemset(h, 0xff, S * T * n * es);
+        ssm_result r = ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
+        cudaError_t ce = cudaDeviceSynchronize();
+        if (r != SSM_OK || ce != cudaSuccess) { printf("  %-14s FAILED %s %s\n", v.name, ssm_ctx_last_error(ctx), cudaGetErrorString(ce)); continue; }
+        double e = rel(to_host(h, dt, S * T * n), refh);
+        double ms = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); }, v.m == SSM_LINREC_SEQUENTIAL || v.m == SSM_LINREC_SCAN_HS ? 3 : 20);
+        printf("  %-14s fwd %8.3f ms  x%6.2f floor  (-> %s)  relerr vs cr %.2e", v.name, ms, ms / floor_ms, ssm_linrec_method_name(st.method), e);
+        if (bwd) {
+            cudaMemset(db, 0xff, S * T * n * es);
+            ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL);
+            cudaDeviceSynchronize();
+            double eb = rel(to_host(db, dt, S * T * n), refdb);
+            double bms = time_ms([&] { ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL); }, v.m == SSM_LINREC_SEQUENTIAL || v.m == SSM_LINREC_SCAN_HS ? 3 : 10);
+            printf("  | bwd %8.3f ms  x%6.2f floor  bwd/fwd %.2f  db relerr %.2e", bms, bms / bfloor, bms / ms, eb);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    unsetenv("SSM_CUDA_LR_SPLIT");
+    cudaFree(A), cudaFree(b), cudaFree(h), cudaFree(dh), cudaFree(dA), cudaFree(db);
+}
+
+int main(int argc, char **argv) {
+    cudaDeviceProp prop;
+    ssm_ctx *ctx;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    int full = argc > 1 && !strcmp(argv[1], "full");
+    g_prof = argc > 1 && !strcmp(argv[1], "prof");
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { printf("no CUDA device\n"); return 1; }
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &cc;
+    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
+    {
+        size_t nb = (size_t)1 << 30;
+        void *a, *b;
+        cudaMalloc(&a, nb), cudaMalloc(&b, nb);
+        cudaMemset(a, 1, nb);
+        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); });
+        g_bw = 2.0 * nb / ms;
+        printf("device %s, copy bandwidth %.0f GB/s\n", prop.name, g_bw * 1e-6);
+        cudaFree(a), cudaFree(b);
+    }
+    std::vector<variant> big = {
+        {"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0},
+        {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0}, {"tc64_split", SSM_LINREC_CHUNKED, 64, 1}, {"tc64_oldprod", SSM_LINREC_CHUNKED, 64, 2},
+        {"auto", SSM_LINREC_AUTO, 0, 0}, {"cr", SSM_LINREC_CR, 0, 0}, {"blelloch", SSM_LINREC_BLELLOCH, 0, 0}};
+    if (full) big.push_back({"scan_hs", SSM_LINREC_SCAN_HS, 0, 0}), big.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0});
+    rows(ctx, SSM_F16, 16, 4096, 64, big, 1);
+    std::vector<variant> lat = {{"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0},
+                                {"chunked_tc16", SSM_LINREC_CHUNKED, 16, 0}, {"auto", SSM_LINREC_AUTO, 0, 0},
+                                {"cr", SSM_LINREC_CR, 0, 0}};
+    if (g_prof) return 0;
+    if (full) lat.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0});
+    rows(ctx, SSM_F16, 1, 8192, 64, lat, 1);
+    std::vector<variant> bf = {{"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"auto", SSM_LINREC_AUTO, 0, 0}};
+    rows(ctx, SSM_BF16, 16, 4096, 64, bf, 1);
+    ssm_ctx_destroy(ctx);
+    return 0;
+}
