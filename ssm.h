@@ -1918,7 +1918,7 @@ SSMDEF ssm_result ssm_bell_transpose_index(ssm_ctx *ctx, const ssm_tensor *col_i
                                            ssm_tensor *t_slots) {
     static const char *op = "ssm_bell_transpose_index";
     ssm__bell_shape s;
-    int64_t so, ss;
+    int64_t ss;
     ssm__arg args[3];
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
@@ -1931,7 +1931,7 @@ SSMDEF ssm_result ssm_bell_transpose_index(ssm_ctx *ctx, const ssm_tensor *col_i
     if (s.R < 1 || s.C < 1 || s.K < 1 || s.K > s.C)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C (R=%lld K=%lld C=%lld)",
                              op, (long long)s.R, (long long)s.K, (long long)s.C);
-    so = s.C + 1, ss = s.R * s.K;
+    ss = s.R * s.K;
     SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
     SSM__UNUSED(so);
     SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));

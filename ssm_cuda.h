@@ -1252,12 +1252,10 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, const
 
 /* hi/lo split of the running product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the
    product's rounding stayed under the f16 output rounding, bench/results/cuda_linrec_perf.log);
-   SSM_CUDA_LR_SPLIT=0/1 overrides (benchmarking). */
-static int ssm__cu_tc_split_default(int bf) {
-    const char *e = getenv("SSM_CUDA_LR_SPLIT");
-    if (e && *e) return *e != '0';
-    return bf;
-}
+   development switches for benchmarks built into the same translation unit: split -1 = by dtype,
+   0/1 forced; oldprod 1 = the earlier fused products kernel. */
+static int ssm__cu_tc_split = -1, ssm__cu_tc_oldprod = 0;
+static int ssm__cu_tc_split_default(int bf) { return ssm__cu_tc_split >= 0 ? ssm__cu_tc_split : bf; }
 
 /* Shape / layout test for the tensor-core path. */
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h) {
@@ -1290,7 +1288,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm1,
                              cudaGetErrorString(e));
     if (nc > 1) {
-        if (getenv("SSM_CUDA_LR_OLDPROD")) {
+        if (ssm__cu_tc_oldprod) {
             ssm__cu_tc_kernel<TR, BF, 1><<<dim3((unsigned)(nc - 1), (unsigned)L->S), 256, sm1, st>>>(T1, Lc, A, aos, b, h, X, nc,
                                                                                                     P, E, split, o);
         } else {

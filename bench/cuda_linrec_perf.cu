@@ -101,8 +101,8 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
         ssm_linrec_desc d = ssm_linrec_desc_init();
         ssm_linrec_stats st;
         d.method = v.m, d.chunk = v.chunk, d.stats = &st;
-        if (v.nosplit == 1) setenv("SSM_CUDA_LR_SPLIT", "1", 1); else unsetenv("SSM_CUDA_LR_SPLIT");
-        if (v.nosplit == 2) setenv("SSM_CUDA_LR_OLDPROD", "1", 1); else unsetenv("SSM_CUDA_LR_OLDPROD");
+        ssm__cu_tc_split = v.nosplit == 1 ? 1 : -1;
+        ssm__cu_tc_oldprod = v.nosplit == 2;
         cudaMemset(h, 0xff, S * T * n * es);
         ssm_result r = ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
         cudaError_t ce = cudaDeviceSynchronize();
@@ -121,7 +121,7 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
         printf("\n");
         fflush(stdout);
     }
-    unsetenv("SSM_CUDA_LR_SPLIT");
+    ssm__cu_tc_split = -1, ssm__cu_tc_oldprod = 0;
     cudaFree(A), cudaFree(b), cudaFree(h), cudaFree(dh), cudaFree(dA), cudaFree(db);
 }
 

@@ -12,7 +12,8 @@ ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
 endif
 
-compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/quickstart_cuda $(BUILD)/libssm.so
+compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/quickstart_cuda $(BUILD)/libssm.so \
+              $(BUILD)/cuda_decay_variants $(BUILD)/cuda_linrec_perf
 
 $(BUILD)/test_main_cuda.o: tests/test_main.c tests/test.h ssm.h | $(BUILD)
 	$(CC) -std=c99 -O2 -g -Dmain=ssm_test_cpu_main -c $< -o $@
@@ -25,6 +26,10 @@ test-cuda: $(BUILD)/test_cuda
 	./$(BUILD)/test_cuda
 
 $(BUILD)/cuda_bench: bench/cuda_bench.cu bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+
+# Kernel-variant harnesses (time each variant beside the default and check it against it).
+$(BUILD)/cuda_%: bench/cuda_%.cu bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 
 bench-cuda: $(BUILD)/cuda_bench
