@@ -1933,7 +1933,6 @@ SSMDEF ssm_result ssm_bell_transpose_index(ssm_ctx *ctx, const ssm_tensor *col_i
                              op, (long long)s.R, (long long)s.K, (long long)s.C);
     ss = s.R * s.K;
     SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
-    SSM__UNUSED(so);
     SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
     ssm__arg_set(&args[0], "col_idx", col_idx, 0);
     ssm__arg_set(&args[1], "t_offsets", t_offsets, 1);
