@@ -431,8 +431,12 @@ static void suite_cuda_errors(ssm_ctx *cu) {
 
 int main(void) {
     int count = 0;
-    const int decay_only = getenv("SSM_TEST_CUDA_DECAY_ONLY") != NULL; /* CUDA decay suites alone */
-    if (!decay_only) ssm_test_cpu_main(); /* the shared CPU suites first; the tally below counts both */
+    /* SSM_TEST_CUDA_ONLY=decay|linrec runs that CUDA suite (and the error suite) alone: the
+       short runs under compute-sanitizer. Unset: the shared CPU suites first, then every CUDA
+       suite; the tally below counts both. */
+    const char *only = getenv("SSM_TEST_CUDA_ONLY");
+    const int decay = !only || !strcmp(only, "decay"), linrec = !only || !strcmp(only, "linrec");
+    if (!only) ssm_test_cpu_main();
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("no CUDA device: CUDA tests not run\n%d passed, %d failed\n", test_passed, test_failed);
         return test_failed ? 1 : 0;
@@ -442,12 +446,14 @@ int main(void) {
         suite_cuda_errors(cu);
         /* the decay scan's two kernels: by shape (mostly look-back at these sizes), then the
            tiled kernel forced on every case */
-        ssm__cu_dk_path = 0;
-        suite_cuda_decay(cu, ref);
-        ssm__cu_dk_path = 2;
-        suite_cuda_decay(cu, ref);
-        ssm__cu_dk_path = 0;
-        if (!decay_only) suite_cuda_linrec(cu, ref);
+        if (decay) {
+            ssm__cu_dk_path = 0;
+            suite_cuda_decay(cu, ref);
+            ssm__cu_dk_path = 2;
+            suite_cuda_decay(cu, ref);
+            ssm__cu_dk_path = 0;
+        }
+        if (linrec) suite_cuda_linrec(cu, ref);
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }
