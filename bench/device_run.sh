@@ -8,6 +8,7 @@ set -u
 OUT=${OUT:-device_out}
 mkdir -p "$OUT" bench/results
 part=${1:-tests}
+export SSM_COMMIT=$(cat build/.commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
     date -u
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
