@@ -511,8 +511,8 @@ static ssm_result ssm__blas_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, i
     else if (s->small_gemm != 0 && N <= 4)
         route = 1;
 #ifdef SSM__BLAS_AVX2
-    else if (s->small_gemm != 0 && dtype.bits == 32 && M <= SSM_BLAS_AVX_MAX && N <= SSM_BLAS_AVX_MAX &&
-             K <= SSM_BLAS_AVX_MAX)
+    else if (s->small_gemm != 0 && dtype.bits == 32 && N <= SSM_BLAS_AVX_MAX && K <= SSM_BLAS_AVX_MAX &&
+             (M <= SSM_BLAS_AVX_MAX || C.cs == 1))
         route = 5;
 #endif
     else if (s->small_gemm != 0 && M <= SSM_BLAS_SMALL_MAX && N <= SSM_BLAS_SMALL_MAX && K <= SSM_BLAS_SMALL_MAX)
