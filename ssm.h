@@ -456,7 +456,7 @@ typedef struct ssm_proj_desc {
     ssm_proj_segment seg[SSM_PROJ_MAX_SEGMENTS];
     ssm_proj_path path;
     ssm_proj_save save;
-    int64_t block_rows;    /* FUSED forward: rows per cache block (0 = 64)          */
+    int64_t block_rows;    /* FUSED forward: rows per cache block (0 = 256)         */
     double l2_eps;         /* L2 norm: a / sqrt(sum a^2 + eps) (0 = 1e-6, as fla)   */
     ssm_proj_stats *stats; /* optional out: filled on success                      */
 } ssm_proj_desc;
@@ -2626,6 +2626,12 @@ static ssm_result ssm__proj_gemm(ssm__proj *P, int64_t M, int64_t N, int64_t K, 
     return ssm_ctx_gemm(P->ctx, P->dt, 1, M, N, K, 1.0, A, B, beta, C);
 }
 
+/* FUSED forward rows per block when desc->block_rows = 0. Each block's GEMM streams (and on
+   BLIS re-packs) all of W (75 MB at d = 2048, N = 9228), so 64-row blocks made the fused
+   forward 3.8x slower than the unfused one on BLIS at M = 1024; 256 rows measured on par or
+   faster (bench/cpu_proj.c, BENCH_BLOCK_ROWS). */
+#define SSM__PROJ_ROWS 256
+
 /* Packs rows [r0, r0+mb) of x transposed into xt [d, mb]: x W^T contracts over the
    contiguous dim of both operands, so one of them must be transposed for a unit-stride GEMM
    operand; x's block is the small one (mb d elements against mb N d flops). */
@@ -2798,7 +2804,7 @@ static void ssm__proj_dact(const ssm__proj *P, int s, int64_t r0, int64_t r1, co
 static size_t ssm__proj_ws(const ssm_proj_desc *d, ssm_dtype dt, int64_t M, int64_t dim, int64_t N, int64_t G,
                            int backward) {
     size_t es = ssm__esize(dt);
-    int64_t block = d->block_rows ? d->block_rows : 64;
+    int64_t block = d->block_rows ? d->block_rows : SSM__PROJ_ROWS;
     if (!backward) return (size_t)((d->path == SSM_PROJ_FUSED ? SSM__MIN(block, M) : M) * dim) * es;
     return SSM__PROJ_ALIGN((size_t)(M * N) * es) + SSM__PROJ_ALIGN(sizeof(double) * (size_t)(N + G)) +
            (d->save == SSM_PROJ_SAVE_NONE ? (size_t)(M * dim) * es : 0);
@@ -2856,7 +2862,7 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
     SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
     xt = (char *)wsp;
     if (desc->path == SSM_PROJ_FUSED) {
-        int64_t block = desc->block_rows ? desc->block_rows : 64;
+        int64_t block = desc->block_rows ? desc->block_rows : SSM__PROJ_ROWS;
         for (r0 = 0; r0 < P.M; r0 += block) { /* GEMM a row block, then its epilogues while hot */
             mb = SSM__MIN(block, P.M - r0);
             ssm__proj_pack_xt(&P, r0, mb, xt);
