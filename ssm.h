@@ -456,7 +456,7 @@ typedef struct ssm_proj_desc {
     ssm_proj_segment seg[SSM_PROJ_MAX_SEGMENTS];
     ssm_proj_path path;
     ssm_proj_save save;
-    int64_t block_rows;    /* FUSED forward: rows per cache block (0 = 64)          */
+    int64_t block_rows;    /* FUSED forward: rows per cache block (0 = 256)         */
     double l2_eps;         /* L2 norm: a / sqrt(sum a^2 + eps) (0 = 1e-6, as fla)   */
     ssm_proj_stats *stats; /* optional out: filled on success                      */
 } ssm_proj_desc;
@@ -1885,6 +1885,23 @@ static void ssm__bell_build_tindex(const ssm_tensor *col_idx, ssm_tensor *t_offs
     SSM__BELL_I1(t_offsets, 0) = 0;
 }
 
+/* Token chunks of the block-ELL GEMMs (rows of x / y per call; dW's contraction length). */
+#ifndef SSM__BELL_CHUNK
+#define SSM__BELL_CHUNK 128
+#endif
+#ifndef SSM__BELL_WCHUNK
+#define SSM__BELL_WCHUNK 64
+#endif
+/* A view moved down by n0 rows / right by n0 columns. */
+static ssm_matrix_batch ssm__bell_rows(ssm_matrix_batch m, int64_t n0, size_t es) {
+    m.ptr = (char *)m.ptr + n0 * m.rs * (int64_t)es;
+    return m;
+}
+static ssm_matrix_batch ssm__bell_cols(ssm_matrix_batch m, int64_t n0, size_t es) {
+    m.ptr = (char *)m.ptr + n0 * m.cs * (int64_t)es;
+    return m;
+}
+
 /* Views for the GEMMs: tile (r,k) of values (transposed: W^T), and the B-wide column block
    `blk` of a 2-D [N, *] tensor (transposed: its B x N transpose). */
 static ssm_matrix_batch ssm__bell_tile(const ssm_tensor *v, int64_t r, int64_t k, int transpose) {
@@ -2034,9 +2051,9 @@ SSMDEF ssm_result ssm_bell_forward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_
                                    const ssm_tensor *col_idx, const ssm_tensor *bias, ssm_tensor *y) {
     static const char *op = "ssm_bell_forward";
     ssm__bell_shape s;
-    int64_t N, shape[2], nb, r, k, n, o;
+    int64_t N, shape[2], nb, r, k, n, o, n0;
     ssm__arg args[5];
-    size_t es;
+    size_t es = ssm__esize(values->dtype);
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
     if (!x || !values || !col_idx || !y)
@@ -2052,14 +2069,19 @@ SSMDEF ssm_result ssm_bell_forward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_
     ssm__arg_set(&args[4], "y", y, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
     if (N == 0) return SSM_OK;
-    /* y_r = sum_k x_{c(r,k)} W_{r,k}^T: one N x B x B GEMM per active tile */
-    for (r = 0; r < s.R; ++r)
-        for (k = 0; k < s.K; ++k)
-            SSM__TRY(ssm_ctx_gemm(ctx, values->dtype, 1, N, s.B, s.B, 1.0,
-                                  ssm__bell_block(x, SSM__BELL_IDX(col_idx, r, k), s.B, 0),
-                                  ssm__bell_tile(values, r, k, 1), k ? 1.0 : 0.0, ssm__bell_block(y, r, s.B, 0)));
+    /* y_r = sum_k x_{c(r,k)} W_{r,k}^T: one n x B x B GEMM per active tile and chunk of n
+       tokens. Chunking keeps a chunk's x rows in L2 and each y_r block in L1 while its K tiles
+       accumulate (unchunked, y streams through memory K times: 7x slower on BLIS at N=8192). */
+    for (n0 = 0; n0 < N; n0 += SSM__BELL_CHUNK) {
+        int64_t nn = SSM__MIN(SSM__BELL_CHUNK, N - n0);
+        for (r = 0; r < s.R; ++r)
+            for (k = 0; k < s.K; ++k)
+                SSM__TRY(ssm_ctx_gemm(ctx, values->dtype, 1, nn, s.B, s.B, 1.0,
+                                      ssm__bell_rows(ssm__bell_block(x, SSM__BELL_IDX(col_idx, r, k), s.B, 0), n0, es),
+                                      ssm__bell_tile(values, r, k, 1), k ? 1.0 : 0.0,
+                                      ssm__bell_rows(ssm__bell_block(y, r, s.B, 0), n0, es)));
+    }
     if (!bias) return SSM_OK;
-    es = ssm__esize(y->dtype);
     for (n = 0; n < N; ++n)
         for (o = 0; o < nb; ++o) {
             char *p = (char *)y->data + (n * y->strides[0] + o * y->strides[1]) * (int64_t)es;
@@ -2108,23 +2130,39 @@ SSMDEF ssm_result ssm_bell_backward(ssm_ctx *ctx, const ssm_tensor *x, const ssm
     ssm__arg_set(&args[8], "dbias", dbias, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
     es = ssm__esize(values->dtype);
-    if (dvalues) /* dW_{r,k} = dy_r^T x_c: B x B x N per active tile, each written once */
-        for (r = 0; r < s.R; ++r)
-            for (k = 0; k < s.K; ++k)
-                SSM__TRY(ssm_ctx_gemm(ctx, values->dtype, 1, s.B, s.B, N, 1.0, ssm__bell_block(dy, r, s.B, 1),
-                                      ssm__bell_block(x, SSM__BELL_IDX(col_idx, r, k), s.B, 0), 0.0,
-                                      ssm__bell_tile(dvalues, r, k, 0)));
-    if (dx && N > 0) /* dx_c = sum over the slots using c, ascending: a fixed order, no atomics */
-        for (c = 0; c < s.C; ++c) {
-            int32_t lo = SSM__BELL_I1(t_offsets, c), hi = SSM__BELL_I1(t_offsets, c + 1), i;
-            ssm_matrix_batch dxc = ssm__bell_block(dx, c, s.B, 0);
-            if (lo == hi) ssm__fill2d(dx->dtype, 1, N, s.B, dxc, 0.0);
-            for (i = lo; i < hi; ++i) {
-                int32_t slot = SSM__BELL_I1(t_slots, i);
-                SSM__TRY(ssm_ctx_gemm(ctx, values->dtype, 1, N, s.B, s.B, 1.0, ssm__bell_block(dy, slot / s.K, s.B, 0),
-                                      ssm__bell_tile(values, slot / s.K, slot % s.K, 0), i > lo ? 1.0 : 0.0, dxc));
+    /* Both by chunks of tokens (as the forward): dW_{r,k} = sum over chunks of dy_r^T x_c
+       (B x B x n, accumulated in chunk order), dx_c = sum over the slots using c, ascending
+       (a fixed order, no atomics). */
+    if (dvalues) {
+        int64_t n0;
+        if (N == 0) ssm__fill2d(dvalues->dtype, s.R * s.K, s.B, s.B, ssm__bell_tile(dvalues, 0, 0, 0), 0.0);
+        for (n0 = 0; n0 < N; n0 += SSM__BELL_WCHUNK) {
+            int64_t nn = SSM__MIN(SSM__BELL_WCHUNK, N - n0);
+            for (r = 0; r < s.R; ++r)
+                for (k = 0; k < s.K; ++k)
+                    SSM__TRY(ssm_ctx_gemm(ctx, values->dtype, 1, s.B, s.B, nn, 1.0,
+                                          ssm__bell_cols(ssm__bell_block(dy, r, s.B, 1), n0, es),
+                                          ssm__bell_rows(ssm__bell_block(x, SSM__BELL_IDX(col_idx, r, k), s.B, 0), n0, es),
+                                          n0 ? 1.0 : 0.0, ssm__bell_tile(dvalues, r, k, 0)));
+        }
+    }
+    if (dx && N > 0) {
+        int64_t n0;
+        for (n0 = 0; n0 < N; n0 += SSM__BELL_CHUNK) {
+            int64_t nn = SSM__MIN(SSM__BELL_CHUNK, N - n0);
+            for (c = 0; c < s.C; ++c) {
+                int32_t lo = SSM__BELL_I1(t_offsets, c), hi = SSM__BELL_I1(t_offsets, c + 1), i;
+                ssm_matrix_batch dxc = ssm__bell_rows(ssm__bell_block(dx, c, s.B, 0), n0, es);
+                if (lo == hi) ssm__fill2d(dx->dtype, 1, nn, s.B, dxc, 0.0);
+                for (i = lo; i < hi; ++i) {
+                    int32_t slot = SSM__BELL_I1(t_slots, i);
+                    SSM__TRY(ssm_ctx_gemm(ctx, values->dtype, 1, nn, s.B, s.B, 1.0,
+                                          ssm__bell_rows(ssm__bell_block(dy, slot / s.K, s.B, 0), n0, es),
+                                          ssm__bell_tile(values, slot / s.K, slot % s.K, 0), i > lo ? 1.0 : 0.0, dxc));
+                }
             }
         }
+    }
     if (dbias)
         for (o = 0; o < nb; ++o) {
             double acc = 0.0;
@@ -2587,6 +2625,12 @@ static ssm_result ssm__proj_gemm(ssm__proj *P, int64_t M, int64_t N, int64_t K, 
     return ssm_ctx_gemm(P->ctx, P->dt, 1, M, N, K, 1.0, A, B, beta, C);
 }
 
+/* FUSED forward rows per block when desc->block_rows = 0. Each block's GEMM streams (and on
+   BLIS re-packs) all of W (75 MB at d = 2048, N = 9228), so 64-row blocks made the fused
+   forward 3.8x slower than the unfused one on BLIS at M = 1024; 256 rows measured on par or
+   faster (bench/cpu_proj.c, BENCH_BLOCK_ROWS). */
+#define SSM__PROJ_ROWS 256
+
 /* Packs rows [r0, r0+mb) of x transposed into xt [d, mb]: x W^T contracts over the
    contiguous dim of both operands, so one of them must be transposed for a unit-stride GEMM
    operand; x's block is the small one (mb d elements against mb N d flops). */
@@ -2759,7 +2803,7 @@ static void ssm__proj_dact(const ssm__proj *P, int s, int64_t r0, int64_t r1, co
 static size_t ssm__proj_ws(const ssm_proj_desc *d, ssm_dtype dt, int64_t M, int64_t dim, int64_t N, int64_t G,
                            int backward) {
     size_t es = ssm__esize(dt);
-    int64_t block = d->block_rows ? d->block_rows : 64;
+    int64_t block = d->block_rows ? d->block_rows : SSM__PROJ_ROWS;
     if (!backward) return (size_t)((d->path == SSM_PROJ_FUSED ? SSM__MIN(block, M) : M) * dim) * es;
     return SSM__PROJ_ALIGN((size_t)(M * N) * es) + SSM__PROJ_ALIGN(sizeof(double) * (size_t)(N + G)) +
            (d->save == SSM_PROJ_SAVE_NONE ? (size_t)(M * dim) * es : 0);
@@ -2817,7 +2861,7 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
     SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
     xt = (char *)wsp;
     if (desc->path == SSM_PROJ_FUSED) {
-        int64_t block = desc->block_rows ? desc->block_rows : 64;
+        int64_t block = desc->block_rows ? desc->block_rows : SSM__PROJ_ROWS;
         for (r0 = 0; r0 < P.M; r0 += block) { /* GEMM a row block, then its epilogues while hot */
             mb = SSM__MIN(block, P.M - r0);
             ssm__proj_pack_xt(&P, r0, mb, xt);

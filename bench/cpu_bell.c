@@ -1,11 +1,17 @@
 /* Block-ELL sparse linear layer on the CPU (the context's backend: reference unless built
    otherwise): forward and forward+backward ms on the seed shape (640 -> 2560) at densities
-   25/50/75% and B 16/32/64, next to the dense GEMM of the same shape in the same run.
+   25/50/75% and B 16/32/64, next to the dense GEMM of the same shape on the same backend in
+   the same run. Runs on the reference backend and, when built with SSM_BENCH_BLAS (make
+   does when BLIS is installed), on the BLIS backend (1 thread; SSM_BENCH_THREADS=N) after it.
    N (tokens) defaults to 128 on the reference backend (the seed's 8192 takes minutes per
-   row there); BENCH_N overrides. JSON lines -> bench/results/cpu_bell.jsonl. */
+   row there; BENCH_N overrides) and to the seed's 8192 on BLIS (BENCH_N_BLIS overrides). JSON lines -> bench/results/cpu_bell.jsonl. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime in bench.h: must precede the first system header */
 #define SSM_IMPLEMENTATION
 #include "../ssm.h"
+#ifdef SSM_BENCH_BLAS
+#define SSM_BLAS_IMPLEMENTATION
+#include "../ssm_blas.h"
+#endif
 #include "bench.h"
 #include <math.h>
 
@@ -63,22 +69,20 @@ static float *frand(size_t n, unsigned *seed) {
     return p;
 }
 
-int main(void) {
+static void bench_backend(ssm_ctx *ctx, const char *be, int64_t N, int64_t gemm_n) {
     static const int Bs[3] = {16, 32, 64};
     static const double dens[3] = {0.25, 0.5, 0.75};
-    const char *envn = getenv("BENCH_N");
-    ssm_ctx *ctx;
     run R;
     bench_ceilings ce;
     unsigned seed = 12345u;
-    int64_t N = envn ? atoll(envn) : 128, sx[2], sy[2], sw[2];
+    int64_t sx[2], sy[2], sw[2];
     float *x, *dy, *y, *dx, *dense, *dense_t, *yd, *dxd, *dwd;
     int64_t st[2] = {IN, OUT}, i;
     double dense_ms[2], dflops = 2.0 * (double)IN * (double)OUT;
     int bi, di;
-    if (N < 1) N = 128;
-    if (ssm_ctx_create(NULL, &ctx) != SSM_OK) return 1;
-    ce = bench_measure_ceilings(ctx, 256);
+    char impl[32];
+    ce = bench_measure_ceilings(ctx, gemm_n);
+    snprintf(impl, sizeof impl, "ours:%s", be);
     memset(&R, 0, sizeof R);
     R.ctx = ctx, R.N = N;
     sx[0] = N, sx[1] = IN, sy[0] = N, sy[1] = OUT, sw[0] = OUT, sw[1] = IN;
@@ -101,9 +105,9 @@ int main(void) {
     {
         char shape[160];
         snprintf(shape, sizeof shape, "{\"N\":%lld,\"in\":%d,\"out\":%d}", (long long)N, IN, OUT);
-        bench_json(RESULTS, "bell_fwd", "peer:dense_gemm", "ref", "f32", shape, dense_ms[0],
+        bench_json(RESULTS, "bell_fwd", "peer:dense_gemm", be, "f32", shape, dense_ms[0],
                    bench_floor_ms(&ce, 4.0 * (double)(N * IN + OUT * IN + N * OUT), dflops * (double)N), -1, -1, "");
-        bench_json(RESULTS, "bell_fwdbwd", "peer:dense_gemm", "ref", "f32", shape, dense_ms[1],
+        bench_json(RESULTS, "bell_fwdbwd", "peer:dense_gemm", be, "f32", shape, dense_ms[1],
                    bench_floor_ms(&ce, 4.0 * (double)(2 * (N * IN + OUT * IN + N * OUT) + N * OUT + N * IN + OUT * IN),
                                   3.0 * dflops * (double)N), -1, -1, "");
     }
@@ -142,7 +146,7 @@ int main(void) {
             for (k = 0; k < 2; ++k) {
                 double fm = bench_floor_ms(&ce, by[k], fl[k]);
                 snprintf(extra, sizeof extra, ",\"dense_ms\":%.6g", dense_ms[k]);
-                bench_json(RESULTS, k ? "bell_fwdbwd" : "bell_fwd", "ours:ref", "ref", "f32", shape, ms[k], fm, -1,
+                bench_json(RESULTS, k ? "bell_fwdbwd" : "bell_fwd", impl, be, "f32", shape, ms[k], fm, -1,
                            k ? -1 : sqrt(num / den), extra);
                 printf("%-11s %3lld %6.0f%% %10.3f %10.3f %8.2f %10.3f %8.2fx %9.2e\n", k ? "bell_fwdbwd" : "bell_fwd", (long long)B,
                        100 * density, ms[k], fm, ms[k] / fm, dense_ms[k], dense_ms[k] / ms[k], sqrt(num / den)); /* y's error */
@@ -150,6 +154,31 @@ int main(void) {
             free(col), free(toff), free(tsl), free(v), free(dv);
         }
     free(x), free(dy), free(y), free(dx), free(dense), free(dense_t), free(yd), free(dxd), free(dwd);
+}
+
+int main(void) {
+    const char *envn = getenv("BENCH_N");
+    int64_t N = envn ? atoll(envn) : 128;
+    ssm_ctx *ctx;
+    if (N < 1) N = 128;
+    if (ssm_ctx_create(NULL, &ctx) != SSM_OK) return 1;
+    bench_backend(ctx, "ref", N, 256);
     ssm_ctx_destroy(ctx);
+#ifdef SSM_BENCH_BLAS
+    {
+        ssm_ctx_config cfg = ssm_ctx_config_init();
+        const char *e = getenv("SSM_BENCH_THREADS"), *eb = getenv("BENCH_N_BLIS");
+        int64_t Nb = eb ? atoll(eb) : 8192;
+        cfg.backend = ssm_blas_backend();
+        cfg.threads = e ? atoi(e) : 1; /* 1: this 2-core VM is shared (see bench/cpu_linrec.c) */
+        if (Nb < 1) Nb = 8192;
+        if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
+        printf("\n");
+        bench_backend(ctx, "blis", Nb, 1024);
+        ssm_ctx_destroy(ctx);
+    }
+#else
+    printf("BLIS not built in (make builds this benchmark with it once libblis-dev is installed)\n");
+#endif
     return 0;
 }

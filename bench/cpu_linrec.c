@@ -178,6 +178,20 @@ int main(void) {
             }
         free(A); free(b); free(h); free(Ad); free(bd); free(hd);
     }
+    /* The ceiling again at the end: on a shared machine one measurement can land in a busy
+       moment (39 vs 77 GFLOP/s seen on the same VM), which would flatter every ratio. The
+       targets use the highest of the measurements (the conservative denominator). */
+#ifdef SSM_BENCH_BLAS
+    {
+        int k;
+        for (k = 0; k < 3; ++k) {
+            bench_ceilings again = bench_measure_ceilings(ctxs[1], 1024);
+            printf("ceiling re-measured: %.2f GFLOP/s\n", again.gemm_gflops);
+            if (again.gemm_gflops > ceiling) ceiling = again.gemm_gflops;
+        }
+        printf("targets use the highest ceiling measured in this run: %.2f GFLOP/s\n", ceiling);
+    }
+#endif
     /* the targets */
     printf("\nTargets (T=1024, S=1, m=1, f32; device %s):\n", bench_device());
     for (be = 0; be < nbe; ++be) {

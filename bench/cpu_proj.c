@@ -4,12 +4,19 @@
    head (6 heads). Plus the output chain RMSNorm(o)*SiLU(g) -> o_proj. Prints a table with
    GFLOP/s, the floor (max of FLOPs over the GEMM rate and bytes over the copy bandwidth, both
    measured in this run) and the ratio to it; appends JSON lines to bench/results/cpu_proj.jsonl.
-   BENCH_M=... overrides the row counts (comma-separated); BENCH_QUICK=1 for smoke runs. */
+   Runs on the reference backend (M = 64, 128) and, when built with SSM_BENCH_BLAS (make does
+   when BLIS is installed), on the BLIS backend (1 thread; SSM_BENCH_THREADS=N) at M = 1024,
+   4096. BENCH_M=... / BENCH_M_BLIS=... override the row counts (comma-separated);
+   BENCH_QUICK=1 for smoke runs. */
 #ifndef _POSIX_C_SOURCE /* clock_gettime in bench.h (main's Makefile also passes it) */
 #define _POSIX_C_SOURCE 200809L
 #endif
 #define SSM_IMPLEMENTATION
 #include "../ssm.h"
+#ifdef SSM_BENCH_BLAS
+#define SSM_BLAS_IMPLEMENTATION
+#include "../ssm_blas.h"
+#endif
 #include "bench.h"
 #include <math.h>
 
@@ -79,6 +86,8 @@ static double rel_diff(const float *a, const float *b, size_t n) {
     return sqrt(num / (den > 0 ? den : 1));
 }
 
+static const char *g_be = "ref";
+
 static void row(const char *op, const char *impl, int64_t M, int64_t N, double ms, double flops, double bytes,
                 const bench_ceilings *c, double ws, const char *extra) {
     char shape[160];
@@ -86,16 +95,15 @@ static void row(const char *op, const char *impl, int64_t M, int64_t N, double m
     snprintf(shape, sizeof shape, "{\"M\":%lld,\"d\":%d,\"N\":%lld}", (long long)M, D, (long long)N);
     printf("%-15s %-13s %6lld %6lld %10.1f %9.2f %10.1f %8.2f\n", op, impl, (long long)M, (long long)N, ms,
            flops / (ms * 1e6), fl, ms / fl);
-    bench_json(OUT, op, impl, "ref", "f32", shape, ms, fl, ws, -1, extra);
+    bench_json(OUT, op, impl, g_be, "f32", shape, ms, fl, ws, -1, extra);
 }
 
-int main(void) {
-    ssm_ctx *ctx;
+static int bench_backend(ssm_ctx *ctx, const char *env, int64_t M0, int64_t M1, int64_t gemm_n) {
     bench_ceilings c;
     job j;
-    const char *env = getenv("BENCH_M");
-    int64_t Ms[8] = {64, 128}, nM = 2, i; /* the reference GEMM runs ~2 GFLOP/s: keep rows to seconds */
+    int64_t Ms[8], nM = 2, i;
     int path;
+    Ms[0] = M0, Ms[1] = M1;
     if (env) {
         const char *p = env;
         nM = 0;
@@ -105,10 +113,9 @@ int main(void) {
             else break;
         }
     }
-    if (ssm_ctx_create(NULL, &ctx) != SSM_OK) return 1;
-    c = bench_measure_ceilings(ctx, 256);
-    printf("device: %s   backend: %s   copy %.1f GB/s   GEMM (f32, n=256) %.2f GFLOP/s\n", bench_device(),
-           ssm_ctx_backend_name(ctx), c.copy_gbs, c.gemm_gflops);
+    c = bench_measure_ceilings(ctx, gemm_n);
+    printf("device: %s   backend: %s   copy %.1f GB/s   GEMM (f32, n=%lld) %.2f GFLOP/s\n", bench_device(),
+           ssm_ctx_backend_name(ctx), c.copy_gbs, (long long)gemm_n, c.gemm_gflops);
     printf("%-15s %-13s %6s %6s %10s %9s %10s %8s\n", "op", "impl", "M", "N", "ms", "GFLOP/s", "floor ms", "x floor");
     for (i = 0; i < nM; ++i) {
         int64_t M = Ms[i], N, G;
@@ -126,6 +133,7 @@ int main(void) {
         ssm_proj_desc_add(&j.d, HEADS, SSM_PROJ_DECAY_GATE, 0, 1, 0);   /* a: -exp(A_log) softplus(a + dt_bias) */
         ssm_proj_desc_add(&j.d, HEADS, SSM_PROJ_SIGMOID, 0, 0, 0);      /* b: beta */
         N = ssm_proj_desc_width(&j.d), G = HEADS;
+        if (getenv("BENCH_BLOCK_ROWS")) j.d.block_rows = atoll(getenv("BENCH_BLOCK_ROWS"));
         x = frand((size_t)(M * D), 1.0f, 1), W = frand((size_t)(N * D), 0.02f, 2), b = frand((size_t)N, 0.5f, 3);
         al = frand((size_t)G, 1.0f, 4), dy = frand((size_t)(M * N), 1.0f, 5);
         y[0] = frand((size_t)(M * N), 0, 6), y[1] = frand((size_t)(M * N), 0, 7), pre = frand((size_t)(M * N), 0, 8);
@@ -175,15 +183,39 @@ int main(void) {
             fl = bench_floor_ms(&c, byo, flo);
             printf("%-15s %-13s %6lld %6lld %10.1f %9.2f %10.1f %8.2f\n", "outchain_fwd", "ours:fused", (long long)M,
                    (long long)D, ms, flo / (ms * 1e6), fl, ms / fl);
-            bench_json(OUT, "outchain_fwd", "ours:fused", "ref", "f32", shape, ms, fl, -1, -1, "");
+            bench_json(OUT, "outchain_fwd", "ours:fused", g_be, "f32", shape, ms, fl, -1, -1, "");
             ms = bench_time_ms(run_oc_fwdbwd, &j);
             fl = bench_floor_ms(&c, byo * 2.0 + es * (2.0 * M * Dv + (double)D * Dv), 3.0 * flo);
             printf("%-15s %-13s %6lld %6lld %10.1f %9.2f %10.1f %8.2f\n", "outchain_fwdbwd", "ours:fused", (long long)M,
                    (long long)D, ms, 3.0 * flo / (ms * 1e6), fl, ms / fl);
-            bench_json(OUT, "outchain_fwdbwd", "ours:fused", "ref", "f32", shape, ms, fl, -1, -1, "");
+            bench_json(OUT, "outchain_fwdbwd", "ours:fused", g_be, "f32", shape, ms, fl, -1, -1, "");
             free(o); free(g); free(nw); free(Wo); free(yo); free(rs); free(dyo); free(dO); free(dg); free(dnw); free(dWo);
         }
     }
-    ssm_ctx_destroy(ctx);
     return j.fail;
+}
+
+int main(void) {
+    ssm_ctx *ctx;
+    int fail;
+    /* the reference GEMM runs ~2 GFLOP/s: keep its rows to seconds */
+    if (ssm_ctx_create(NULL, &ctx) != SSM_OK) return 1;
+    fail = bench_backend(ctx, getenv("BENCH_M"), 64, 128, 256);
+    ssm_ctx_destroy(ctx);
+#ifdef SSM_BENCH_BLAS
+    {
+        ssm_ctx_config cfg = ssm_ctx_config_init();
+        const char *e = getenv("SSM_BENCH_THREADS");
+        cfg.backend = ssm_blas_backend();
+        cfg.threads = e ? atoi(e) : 1; /* 1: this 2-core VM is shared (see bench/cpu_linrec.c) */
+        if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
+        g_be = "blis";
+        printf("\n");
+        fail |= bench_backend(ctx, getenv("BENCH_M_BLIS"), 1024, 4096, 1024);
+        ssm_ctx_destroy(ctx);
+    }
+#else
+    printf("BLIS not built in (make builds this benchmark with it once libblis-dev is installed)\n");
+#endif
+    return fail;
 }
