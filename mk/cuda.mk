@@ -6,7 +6,7 @@ SSM_NVFLAGS ?= -O3 $(SSM_NVARCH) -I. -std=c++17 -Xcompiler -Wall
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
-.PHONY: compile-cuda test-cuda bench-cuda lib
+.PHONY: compile-cuda test-cuda test-python bench-cuda lib
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
@@ -43,3 +43,7 @@ $(BUILD)/libssm.so: python/libssm.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -Xcompiler -fPIC -shared $< $(CUDALIBS) -o $@
 
 lib: $(BUILD)/libssm.so
+
+# The ctypes shim on torch tensors: forward and autograd gradients against PyTorch loops.
+test-python: $(BUILD)/libssm.so
+	cd python && SSM_LIB=../$(BUILD)/libssm.so python3 test_ssm.py
