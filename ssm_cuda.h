@@ -2034,7 +2034,27 @@ template <typename T, int BYTES> struct ssm__cu_dkio<T, 1, BYTES> {
 
 /* BWD = 0: x = x, out = out, init = h0, fin = hT.
    BWD = 1: x = dout, out = dx, init = dhT, fin = dh0, prev = the forward out, h0 = h0, da = partials. */
-template <typename T, int V, int CW, int TS, int BWD>
+/* One thread's TS steps of a tile from u0 on (time index u; t = u forward, T-1-u backward). */
+template <typename T, typename IO, int TS, int BWD>
+__device__ __forceinline__ void ssm__cu_dkt_load(int64_t u0, int64_t Tn, bool valid, int per_step, const T *ldp, int64_t ldb,
+                                                 int64_t lds, const T *xp, int64_t xs, const T *pp, int64_t ps,
+                                                 typename IO::raw *xr, float *f, typename IO::raw *pr, float *fo) {
+#pragma unroll
+    for (int s = 0; s < TS; ++s) {
+        const int64_t u = u0 + s, t = BWD ? Tn - 1 - u : u;
+        const bool in = u < Tn;
+        f[s] = in ? ssm__cu_dk_step(ldp, ldb, lds, BWD ? t + 1 : t, Tn, per_step) : 0.f;
+        xr[s] = in && valid ? IO::load(xp + t * xs) : IO::zero();
+        if (BWD) {
+            fo[s] = in ? ssm__cu_dk_step(ldp, ldb, lds, t, Tn, per_step) : 0.f;
+            pr[s] = in && valid && t > 0 ? IO::load(pp + (t - 1) * ps) : IO::zero();
+        }
+    }
+}
+
+/* PF = 1: the next tile's loads are issued before this tile's scan and stores (registers
+   double-buffered), so a block keeps loads in flight while it scans. */
+template <typename T, int V, int CW, int TS, int BWD, int PF>
 __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) ssm__cu_dkt_kernel(
     int64_t B, int64_t Tn, int64_t R, int64_t C, int64_t ncb, int per_step, ssm__cu_dkv ld, ssm__cu_dkv x,
     ssm__cu_dkv out, ssm__cu_dkv init, ssm__cu_dkv fin, ssm__cu_dkv prev, ssm__cu_dkv h0, float *da) {
@@ -2061,21 +2081,28 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
         for (int v = 0; v < V; ++v) carry[v] = ssm__cu_vec<T>::get(ip[(cc + v) * init.s2]);
     }
     int buf = 0;
+    typename io::raw nxr[TS], npr[TS];
+    float nf[TS], nfo[TS];
+    if (PF)
+        ssm__cu_dkt_load<T, io, TS, BWD>((int64_t)tg * TS, Tn, valid, per_step, ldp, ldb, ld.s1, xp, x.s1, pp, prev.s1,
+                                         nxr, nf, npr, nfo);
     for (int64_t t0 = 0; t0 < Tn; t0 += TILE, buf ^= 1) {
         const int64_t u0 = t0 + (int64_t)tg * TS;
-        typename io::raw xr[TS], pr[BWD ? TS : 1];
-        float f[TS], fo[BWD ? TS : 1];
-        /* every load of the tile first */
+        typename io::raw xr[TS], pr[TS];
+        float f[TS], fo[TS];
+        /* every load of the tile first (PF: this tile's were issued one tile earlier; issue the next's) */
+        if (PF) {
 #pragma unroll
-        for (int s = 0; s < TS; ++s) {
-            const int64_t u = u0 + s, t = BWD ? Tn - 1 - u : u;
-            const bool in = u < Tn;
-            f[s] = in ? ssm__cu_dk_step(ldp, ldb, ld.s1, BWD ? t + 1 : t, Tn, per_step) : 0.f;
-            xr[s] = in && valid ? io::load(xp + t * x.s1) : io::zero();
-            if (BWD) {
-                fo[s] = in ? ssm__cu_dk_step(ldp, ldb, ld.s1, t, Tn, per_step) : 0.f;
-                pr[s] = in && valid && t > 0 ? io::load(pp + (t - 1) * prev.s1) : io::zero();
+            for (int s = 0; s < TS; ++s) {
+                xr[s] = nxr[s], f[s] = nf[s];
+                if (BWD) pr[s] = npr[s], fo[s] = nfo[s];
             }
+            if (t0 + TILE < Tn)
+                ssm__cu_dkt_load<T, io, TS, BWD>(u0 + TILE, Tn, valid, per_step, ldp, ldb, ld.s1, xp, x.s1, pp, prev.s1,
+                                                 nxr, nf, npr, nfo);
+        } else {
+            ssm__cu_dkt_load<T, io, TS, BWD>(u0, Tn, valid, per_step, ldp, ldb, ld.s1, xp, x.s1, pp, prev.s1, xr, f, pr,
+                                             fo);
         }
         /* aggregate of this thread's TS steps */
         float P = 1.f, hl[V];
@@ -2193,10 +2220,10 @@ __global__ void ssm__cu_dkt_dld_kernel(int64_t B, int64_t Tn, int64_t R, int64_t
 /* Which decay kernel: 0 = by shape, 1 = look-back, 2 = tiled. ssm__cu_dkt_cw / _ts force the
    tiled kernel's columns-per-row threads and steps per thread (0 = by shape); for tests and
    benchmarks in the same translation unit. */
-static int ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0;
+static int ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0, ssm__cu_dkt_pf = 0;
 
 typedef struct ssm__cu_dkt_plan {
-    int use, V, CW, TS;
+    int use, V, CW, TS, PF;
     int64_t ncb, blocks;
 } ssm__cu_dkt_plan;
 
@@ -2222,11 +2249,13 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
             p.CW = 4, p.TS = 4;
         }
 #undef SSM__DKT_NCB
+        p.PF = 1;
+        if (ssm__cu_dkt_pf == 1 || ssm__cu_dkt_pf == 2) p.PF = ssm__cu_dkt_pf - 1;
         if (ssm__cu_dkt_cw == 4 || ssm__cu_dkt_cw == 8 || ssm__cu_dkt_cw == 16) p.CW = ssm__cu_dkt_cw;
         if (ssm__cu_dkt_ts == 4 || ssm__cu_dkt_ts == 8) p.TS = ssm__cu_dkt_ts;
     } else {
         p.CW = C <= 8 ? 8 : 32;
-        p.TS = 4;
+        p.TS = 4, p.PF = 0;
     }
     p.ncb = (C + (int64_t)p.CW * p.V - 1) / ((int64_t)p.CW * p.V);
     p.blocks = B * R * p.ncb;
@@ -2241,8 +2270,12 @@ template <typename T, int V, int CW, int TS, int BWD>
 static void ssm__cu_dkt_go3(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
                             int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv out, ssm__cu_dkv init,
                             ssm__cu_dkv fin, ssm__cu_dkv prev, ssm__cu_dkv h0, float *da) {
-    ssm__cu_dkt_kernel<T, V, CW, TS, BWD><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
-        B, Tn, R, C, p->ncb, per_step, ld, x, out, init, fin, prev, h0, da);
+    if (V > 1 && p->PF) /* (no prefetch variant of the scalar kernel) */
+        ssm__cu_dkt_kernel<T, V, CW, TS, BWD, (V > 1)><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
+            B, Tn, R, C, p->ncb, per_step, ld, x, out, init, fin, prev, h0, da);
+    else
+        ssm__cu_dkt_kernel<T, V, CW, TS, BWD, 0><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
+            B, Tn, R, C, p->ncb, per_step, ld, x, out, init, fin, prev, h0, da);
 }
 template <typename T, int BWD>
 static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
