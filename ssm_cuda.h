@@ -2052,8 +2052,18 @@ __device__ __forceinline__ void ssm__cu_dkt_load(int64_t u0, int64_t Tn, bool va
     }
 }
 
-/* PF = 1: the next tile's loads are issued before this tile's scan and stores (registers
-   double-buffered), so a block keeps loads in flight while it scans. */
+/* cp.async of one thread's V columns (8 or 16 bytes); zero-filled (no read) when !ok. */
+template <int N> __device__ __forceinline__ void ssm__cu_dkt_cp(void *dst, const void *src, bool ok);
+template <> __device__ __forceinline__ void ssm__cu_dkt_cp<16>(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+template <> __device__ __forceinline__ void ssm__cu_dkt_cp<8>(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(ok ? 8 : 0) : "memory");
+}
+
+/* PF = 1 (forward, vector loads): x streams through a per-thread cp.async ring in shared memory,
+   ND tiles ahead of the scan (ND = 32 KiB / the tile's bytes, 1..4), and the log decays one tile
+   ahead in registers, so a block keeps loads in flight while it scans and stores. */
 template <typename T, int V, int CW, int TS, int BWD, int PF>
 __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) ssm__cu_dkt_kernel(
     int64_t B, int64_t Tn, int64_t R, int64_t C, int64_t ncb, int per_step, ssm__cu_dkv ld, ssm__cu_dkv x,
@@ -2081,25 +2091,43 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
         for (int v = 0; v < V; ++v) carry[v] = ssm__cu_vec<T>::get(ip[(cc + v) * init.s2]);
     }
     int buf = 0;
-    typename io::raw nxr[TS], npr[TS];
-    float nf[TS], nfo[TS];
-    if (PF)
-        ssm__cu_dkt_load<T, io, TS, BWD>((int64_t)tg * TS, Tn, valid, per_step, ldp, ldb, ld.s1, xp, x.s1, pp, prev.s1,
-                                         nxr, nf, npr, nfo);
-    for (int64_t t0 = 0; t0 < Tn; t0 += TILE, buf ^= 1) {
-        const int64_t u0 = t0 + (int64_t)tg * TS;
-        typename io::raw xr[TS], pr[TS];
-        float f[TS], fo[TS];
-        /* every load of the tile first (PF: this tile's were issued one tile earlier; issue the next's) */
-        if (PF) {
+    typedef typename io::raw raw;
+    constexpr int CP = PF && !BWD && V > 1, RB = (int)sizeof(raw), NDQ = 32768 / (TS * NT * RB);
+    constexpr int ND = CP ? (NDQ < 1 ? 1 : NDQ > 4 ? 4 : NDQ) : 1;
+    __shared__ raw s_x[ND][CP ? TS : 1][CP ? NT : 1];
+    float nf[TS];
+    int slot = 0;
+    if (CP) {
+#pragma unroll
+        for (int j = 0; j < ND; ++j) {
 #pragma unroll
             for (int s = 0; s < TS; ++s) {
-                xr[s] = nxr[s], f[s] = nf[s];
-                if (BWD) pr[s] = npr[s], fo[s] = nfo[s];
+                const int64_t u = (int64_t)j * TILE + (int64_t)tg * TS + s;
+                const bool ok = u < Tn && valid;
+                ssm__cu_dkt_cp<RB>(&s_x[j][s][tid], ok ? xp + u * x.s1 : xp, ok);
             }
-            if (t0 + TILE < Tn)
-                ssm__cu_dkt_load<T, io, TS, BWD>(u0 + TILE, Tn, valid, per_step, ldp, ldb, ld.s1, xp, x.s1, pp, prev.s1,
-                                                 nxr, nf, npr, nfo);
+            ssm__tc_commit();
+        }
+#pragma unroll
+        for (int s = 0; s < TS; ++s) {
+            const int64_t u = (int64_t)tg * TS + s;
+            nf[s] = u < Tn ? ssm__cu_dk_step(ldp, ldb, ld.s1, u, Tn, per_step) : 0.f;
+        }
+    }
+    for (int64_t t0 = 0; t0 < Tn; t0 += TILE, buf ^= 1) {
+        const int64_t u0 = t0 + (int64_t)tg * TS;
+        raw xr[TS], pr[TS];
+        float f[TS], fo[TS];
+        /* every load of the tile first (CP: this tile's x was issued ND tiles earlier) */
+        if (CP) {
+            ssm__tc_wait<ND - 1>();
+#pragma unroll
+            for (int s = 0; s < TS; ++s) xr[s] = s_x[slot][s][tid], f[s] = nf[s];
+#pragma unroll
+            for (int s = 0; s < TS; ++s) {
+                const int64_t u = u0 + TILE + s;
+                nf[s] = u < Tn ? ssm__cu_dk_step(ldp, ldb, ld.s1, u, Tn, per_step) : 0.f;
+            }
         } else {
             ssm__cu_dkt_load<T, io, TS, BWD>(u0, Tn, valid, per_step, ldp, ldb, ld.s1, xp, x.s1, pp, prev.s1, xr, f, pr,
                                              fo);
@@ -2116,6 +2144,16 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
             P *= f[s];
 #pragma unroll
             for (int v = 0; v < V; ++v) hl[v] = fmaf(f[s], hl[v], xv[v]);
+        }
+        if (CP) { /* refill the slot just read (its values are in registers and used): the tile ND ahead */
+#pragma unroll
+            for (int s = 0; s < TS; ++s) {
+                const int64_t u = u0 + (int64_t)ND * TILE + s;
+                const bool ok = u < Tn && valid;
+                ssm__cu_dkt_cp<RB>(&s_x[slot][s][tid], ok ? xp + u * x.s1 : xp, ok);
+            }
+            ssm__tc_commit();
+            slot = slot + 1 == ND ? 0 : slot + 1;
         }
         /* inclusive scan over the warp's time groups (lanes cw, cw + CW, ...) */
 #pragma unroll
@@ -2193,6 +2231,7 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
             }
         }
     }
+    if (CP) ssm__tc_wait<0>();
     if (fin.p && valid && tg == 0) {
         T *fp = (T *)fin.p + b * fin.s0 + r * fin.s1;
         const float sc = BWD ? expf(ssm__cu_dk_step(ldp, ldb, ld.s1, 0, Tn, per_step)) : 1.f;
@@ -2249,7 +2288,7 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
             p.CW = 4, p.TS = 4;
         }
 #undef SSM__DKT_NCB
-        p.PF = 1;
+        p.PF = !backward;
         if (ssm__cu_dkt_pf == 1 || ssm__cu_dkt_pf == 2) p.PF = ssm__cu_dkt_pf - 1;
         if (ssm__cu_dkt_cw == 4 || ssm__cu_dkt_cw == 8 || ssm__cu_dkt_cw == 16) p.CW = ssm__cu_dkt_cw;
         if (ssm__cu_dkt_ts == 4 || ssm__cu_dkt_ts == 8) p.TS = ssm__cu_dkt_ts;
@@ -2270,8 +2309,8 @@ template <typename T, int V, int CW, int TS, int BWD>
 static void ssm__cu_dkt_go3(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
                             int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv out, ssm__cu_dkv init,
                             ssm__cu_dkv fin, ssm__cu_dkv prev, ssm__cu_dkv h0, float *da) {
-    if (V > 1 && p->PF) /* (no prefetch variant of the scalar kernel) */
-        ssm__cu_dkt_kernel<T, V, CW, TS, BWD, (V > 1)><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
+    if (V > 1 && !BWD && p->PF) /* (no prefetch variant of the scalar or the backward kernel) */
+        ssm__cu_dkt_kernel<T, V, CW, TS, BWD, (V > 1 && !BWD)><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
             B, Tn, R, C, p->ncb, per_step, ld, x, out, init, fin, prev, h0, da);
     else
         ssm__cu_dkt_kernel<T, V, CW, TS, BWD, 0><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
