@@ -2061,6 +2061,9 @@ template <> __device__ __forceinline__ void ssm__cu_dkt_cp<8>(void *dst, const v
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(ok ? 8 : 0) : "memory");
 }
 
+template <int N> __device__ __forceinline__ void ssm__cu_dkt_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void ssm__cu_dkt_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
 /* PF = 1 (forward, vector loads): x streams through a per-thread cp.async ring in shared memory,
    ND tiles ahead of the scan (ND = 32 KiB / the tile's bytes, 1..4), and the log decays one tile
    ahead in registers, so a block keeps loads in flight while it scans and stores. */
@@ -2106,7 +2109,7 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
                 const bool ok = u < Tn && valid;
                 ssm__cu_dkt_cp<RB>(&s_x[j][s][tid], ok ? xp + u * x.s1 : xp, ok);
             }
-            ssm__tc_commit();
+            ssm__cu_dkt_commit();
         }
 #pragma unroll
         for (int s = 0; s < TS; ++s) {
@@ -2120,7 +2123,7 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
         float f[TS], fo[TS];
         /* every load of the tile first (CP: this tile's x was issued ND tiles earlier) */
         if (CP) {
-            ssm__tc_wait<ND - 1>();
+            ssm__cu_dkt_wait<ND - 1>();
 #pragma unroll
             for (int s = 0; s < TS; ++s) xr[s] = s_x[slot][s][tid], f[s] = nf[s];
 #pragma unroll
@@ -2152,7 +2155,7 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
                 const bool ok = u < Tn && valid;
                 ssm__cu_dkt_cp<RB>(&s_x[slot][s][tid], ok ? xp + u * x.s1 : xp, ok);
             }
-            ssm__tc_commit();
+            ssm__cu_dkt_commit();
             slot = slot + 1 == ND ? 0 : slot + 1;
         }
         /* inclusive scan over the warp's time groups (lanes cw, cw + CW, ...) */
@@ -2231,7 +2234,7 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
             }
         }
     }
-    if (CP) ssm__tc_wait<0>();
+    if (CP) ssm__cu_dkt_wait<0>();
     if (fin.p && valid && tg == 0) {
         T *fp = (T *)fin.p + b * fin.s0 + r * fin.s1;
         const float sc = BWD ? expf(ssm__cu_dk_step(ldp, ldb, ld.s1, 0, Tn, per_step)) : 1.f;
