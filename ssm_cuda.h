@@ -2275,13 +2275,18 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
     p.V = vec ? (dt.bits == 32 || ssm__cu_dkt_v == 4 ? 4 : 8) : 1;
     if (p.V > 1) {
         /* measured on an H200 (bench/cuda_decay_variants.cu, bench/results/cuda_decay_perf.log):
-           forward f32 8 threads x 4 steps per row segment (x 8 under 3 blocks per SM), 16-bit 8 x 8 when there are >= 3
-           blocks per SM (else 4 x 8); backward f32 16 x 8 with >= 3 blocks per SM (else 8 x 4),
+           forward f32 with the cp.async ring 16 threads x 8 steps per row segment when there are >= 3 blocks of 16 per SM
+           (else 8 x 8, 4 x 8 under 1 block of 8 per SM; without the ring 8 x 4, x 8 under 3 blocks per SM), 16-bit 8 x 8
+           when there are >= 3 blocks per SM (else 4 x 8); backward f32 16 x 8 with >= 3 blocks per SM (else 8 x 4),
            16-bit 4 x 4 (8 x 8 spills). */
         const int64_t rows = B * R;
+        p.PF = !backward; /* the forward's cp.async ring (the backward has none) */
+        if (ssm__cu_dkt_pf == 1 || ssm__cu_dkt_pf == 2) p.PF = ssm__cu_dkt_pf - 1;
 #define SSM__DKT_NCB(w) ((C + (int64_t)(w) * p.V - 1) / ((int64_t)(w) * p.V))
         if (!backward) {
-            if (p.V == 4 && dt.bits == 32)
+            if (p.V == 4 && dt.bits == 32 && p.PF)
+                p.CW = rows * SSM__DKT_NCB(16) >= 3 * (int64_t)sms ? 16 : rows * SSM__DKT_NCB(8) >= (int64_t)sms ? 8 : 4, p.TS = 8;
+            else if (p.V == 4 && dt.bits == 32)
                 p.CW = rows * SSM__DKT_NCB(8) >= (int64_t)sms ? 8 : 4, p.TS = rows * SSM__DKT_NCB(8) >= 3 * (int64_t)sms ? 4 : 8;
             else p.CW = rows * SSM__DKT_NCB(8) >= 3 * (int64_t)sms ? 8 : 4, p.TS = p.V == 8 ? 8 : 4;
         } else if (dt.bits == 32) {
@@ -2291,8 +2296,6 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
             p.CW = 4, p.TS = 4;
         }
 #undef SSM__DKT_NCB
-        p.PF = !backward;
-        if (ssm__cu_dkt_pf == 1 || ssm__cu_dkt_pf == 2) p.PF = ssm__cu_dkt_pf - 1;
         if (ssm__cu_dkt_cw == 4 || ssm__cu_dkt_cw == 8 || ssm__cu_dkt_cw == 16) p.CW = ssm__cu_dkt_cw;
         if (ssm__cu_dkt_ts == 4 || ssm__cu_dkt_ts == 8) p.TS = ssm__cu_dkt_ts;
     } else {
