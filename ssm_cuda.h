@@ -1946,7 +1946,9 @@ __global__ void ssm__cu_dk_dld_kernel(int64_t B, int64_t Tn, int64_t R, int per_
    its V columns (16-byte vectors) before any use, reduces them to an aggregate (product of the
    decays, local state from zero), the block scans the TG aggregates (warp shuffles, then one
    shared-memory pass over the warps' totals, one barrier per tile), and each thread replays its
-   TS steps from its true start state, storing as it goes. No workspace, no inter-block waits,
+   TS steps from its true start state, storing as it goes. The forward (16- or 8-byte vectors)
+   streams x through a per-thread cp.async ring in shared memory, 1-4 tiles ahead, so loads stay
+   in flight while the block scans and stores. No workspace, no inter-block waits,
    every element read once and written once. The backward kernel runs the same walk in reverse
    (g_t = dout_t + exp(a_{t+1}) g_{t+1} into dx) and, in the same pass, reads out_{t-1} to form
    da_t = exp(a_t) sum_c g_t out_{t-1}: per-block partial sums over its columns go to an f32
