@@ -2109,7 +2109,7 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
             for (int s = 0; s < TS; ++s) {
                 const int64_t u = (int64_t)j * TILE + (int64_t)tg * TS + s;
                 const bool ok = u < Tn && valid;
-                ssm__cu_dkt_cp<RB>(&s_x[j][s][tid], ok ? xp + u * x.s1 : xp, ok);
+                ssm__cu_dkt_cp<CP ? RB : 16>(&s_x[j][s][tid], ok ? xp + u * x.s1 : xp, ok);
             }
             ssm__cu_dkt_commit();
         }
@@ -2155,7 +2155,7 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
             for (int s = 0; s < TS; ++s) {
                 const int64_t u = u0 + (int64_t)ND * TILE + s;
                 const bool ok = u < Tn && valid;
-                ssm__cu_dkt_cp<RB>(&s_x[slot][s][tid], ok ? xp + u * x.s1 : xp, ok);
+                ssm__cu_dkt_cp<CP ? RB : 16>(&s_x[slot][s][tid], ok ? xp + u * x.s1 : xp, ok);
             }
             ssm__cu_dkt_commit();
             slot = slot + 1 == ND ? 0 : slot + 1;
