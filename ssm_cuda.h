@@ -1946,7 +1946,9 @@ __global__ void ssm__cu_dk_dld_kernel(int64_t B, int64_t Tn, int64_t R, int per_
    its V columns (16-byte vectors) before any use, reduces them to an aggregate (product of the
    decays, local state from zero), the block scans the TG aggregates (warp shuffles, then one
    shared-memory pass over the warps' totals, one barrier per tile), and each thread replays its
-   TS steps from its true start state, storing as it goes. No workspace, no inter-block waits,
+   TS steps from its true start state, storing as it goes. The forward (16- or 8-byte vectors)
+   streams x through a per-thread cp.async ring in shared memory, 1-4 tiles ahead, so loads stay
+   in flight while the block scans and stores. No workspace, no inter-block waits,
    every element read once and written once. The backward kernel runs the same walk in reverse
    (g_t = dout_t + exp(a_{t+1}) g_{t+1} into dx) and, in the same pass, reads out_{t-1} to form
    da_t = exp(a_t) sum_c g_t out_{t-1}: per-block partial sums over its columns go to an f32
@@ -2034,7 +2036,40 @@ template <typename T, int BYTES> struct ssm__cu_dkio<T, 1, BYTES> {
 
 /* BWD = 0: x = x, out = out, init = h0, fin = hT.
    BWD = 1: x = dout, out = dx, init = dhT, fin = dh0, prev = the forward out, h0 = h0, da = partials. */
-template <typename T, int V, int CW, int TS, int BWD>
+/* One thread's TS steps of a tile from u0 on (time index u; t = u forward, T-1-u backward). */
+template <typename T, typename IO, int TS, int BWD>
+__device__ __forceinline__ void ssm__cu_dkt_load(int64_t u0, int64_t Tn, bool valid, int per_step, const T *ldp, int64_t ldb,
+                                                 int64_t lds, const T *xp, int64_t xs, const T *pp, int64_t ps,
+                                                 typename IO::raw *xr, float *f, typename IO::raw *pr, float *fo) {
+#pragma unroll
+    for (int s = 0; s < TS; ++s) {
+        const int64_t u = u0 + s, t = BWD ? Tn - 1 - u : u;
+        const bool in = u < Tn;
+        f[s] = in ? ssm__cu_dk_step(ldp, ldb, lds, BWD ? t + 1 : t, Tn, per_step) : 0.f;
+        xr[s] = in && valid ? IO::load(xp + t * xs) : IO::zero();
+        if (BWD) {
+            fo[s] = in ? ssm__cu_dk_step(ldp, ldb, lds, t, Tn, per_step) : 0.f;
+            pr[s] = in && valid && t > 0 ? IO::load(pp + (t - 1) * ps) : IO::zero();
+        }
+    }
+}
+
+/* cp.async of one thread's V columns (8 or 16 bytes); zero-filled (no read) when !ok. */
+template <int N> __device__ __forceinline__ void ssm__cu_dkt_cp(void *dst, const void *src, bool ok);
+template <> __device__ __forceinline__ void ssm__cu_dkt_cp<16>(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+template <> __device__ __forceinline__ void ssm__cu_dkt_cp<8>(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(ok ? 8 : 0) : "memory");
+}
+
+template <int N> __device__ __forceinline__ void ssm__cu_dkt_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void ssm__cu_dkt_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+/* PF = 1 (forward, vector loads): x streams through a per-thread cp.async ring in shared memory,
+   ND tiles ahead of the scan (ND = 32 KiB / the tile's bytes, 1..4), and the log decays one tile
+   ahead in registers, so a block keeps loads in flight while it scans and stores. */
+template <typename T, int V, int CW, int TS, int BWD, int PF>
 __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) ssm__cu_dkt_kernel(
     int64_t B, int64_t Tn, int64_t R, int64_t C, int64_t ncb, int per_step, ssm__cu_dkv ld, ssm__cu_dkv x,
     ssm__cu_dkv out, ssm__cu_dkv init, ssm__cu_dkv fin, ssm__cu_dkv prev, ssm__cu_dkv h0, float *da) {
@@ -2061,21 +2096,46 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
         for (int v = 0; v < V; ++v) carry[v] = ssm__cu_vec<T>::get(ip[(cc + v) * init.s2]);
     }
     int buf = 0;
-    for (int64_t t0 = 0; t0 < Tn; t0 += TILE, buf ^= 1) {
-        const int64_t u0 = t0 + (int64_t)tg * TS;
-        typename io::raw xr[TS], pr[BWD ? TS : 1];
-        float f[TS], fo[BWD ? TS : 1];
-        /* every load of the tile first */
+    typedef typename io::raw raw;
+    constexpr int CP = PF && !BWD && V > 1, RB = (int)sizeof(raw), NDQ = 32768 / (TS * NT * RB);
+    constexpr int ND = CP ? (NDQ < 1 ? 1 : NDQ > 4 ? 4 : NDQ) : 1;
+    __shared__ raw s_x[ND][CP ? TS : 1][CP ? NT : 1];
+    float nf[TS];
+    int slot = 0;
+    if (CP) {
+#pragma unroll
+        for (int j = 0; j < ND; ++j) {
+#pragma unroll
+            for (int s = 0; s < TS; ++s) {
+                const int64_t u = (int64_t)j * TILE + (int64_t)tg * TS + s;
+                const bool ok = u < Tn && valid;
+                ssm__cu_dkt_cp<CP ? RB : 16>(&s_x[j][s][tid], ok ? xp + u * x.s1 : xp, ok);
+            }
+            ssm__cu_dkt_commit();
+        }
 #pragma unroll
         for (int s = 0; s < TS; ++s) {
-            const int64_t u = u0 + s, t = BWD ? Tn - 1 - u : u;
-            const bool in = u < Tn;
-            f[s] = in ? ssm__cu_dk_step(ldp, ldb, ld.s1, BWD ? t + 1 : t, Tn, per_step) : 0.f;
-            xr[s] = in && valid ? io::load(xp + t * x.s1) : io::zero();
-            if (BWD) {
-                fo[s] = in ? ssm__cu_dk_step(ldp, ldb, ld.s1, t, Tn, per_step) : 0.f;
-                pr[s] = in && valid && t > 0 ? io::load(pp + (t - 1) * prev.s1) : io::zero();
+            const int64_t u = (int64_t)tg * TS + s;
+            nf[s] = u < Tn ? ssm__cu_dk_step(ldp, ldb, ld.s1, u, Tn, per_step) : 0.f;
+        }
+    }
+    for (int64_t t0 = 0; t0 < Tn; t0 += TILE, buf ^= 1) {
+        const int64_t u0 = t0 + (int64_t)tg * TS;
+        raw xr[TS], pr[TS];
+        float f[TS], fo[TS];
+        /* every load of the tile first (CP: this tile's x was issued ND tiles earlier) */
+        if (CP) {
+            ssm__cu_dkt_wait<ND - 1>();
+#pragma unroll
+            for (int s = 0; s < TS; ++s) xr[s] = s_x[slot][s][tid], f[s] = nf[s];
+#pragma unroll
+            for (int s = 0; s < TS; ++s) {
+                const int64_t u = u0 + TILE + s;
+                nf[s] = u < Tn ? ssm__cu_dk_step(ldp, ldb, ld.s1, u, Tn, per_step) : 0.f;
             }
+        } else {
+            ssm__cu_dkt_load<T, io, TS, BWD>(u0, Tn, valid, per_step, ldp, ldb, ld.s1, xp, x.s1, pp, prev.s1, xr, f, pr,
+                                             fo);
         }
         /* aggregate of this thread's TS steps */
         float P = 1.f, hl[V];
@@ -2089,6 +2149,16 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
             P *= f[s];
 #pragma unroll
             for (int v = 0; v < V; ++v) hl[v] = fmaf(f[s], hl[v], xv[v]);
+        }
+        if (CP) { /* refill the slot just read (its values are in registers and used): the tile ND ahead */
+#pragma unroll
+            for (int s = 0; s < TS; ++s) {
+                const int64_t u = u0 + (int64_t)ND * TILE + s;
+                const bool ok = u < Tn && valid;
+                ssm__cu_dkt_cp<CP ? RB : 16>(&s_x[slot][s][tid], ok ? xp + u * x.s1 : xp, ok);
+            }
+            ssm__cu_dkt_commit();
+            slot = slot + 1 == ND ? 0 : slot + 1;
         }
         /* inclusive scan over the warp's time groups (lanes cw, cw + CW, ...) */
 #pragma unroll
@@ -2166,6 +2236,7 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
             }
         }
     }
+    if (CP) ssm__cu_dkt_wait<0>();
     if (fin.p && valid && tg == 0) {
         T *fp = (T *)fin.p + b * fin.s0 + r * fin.s1;
         const float sc = BWD ? expf(ssm__cu_dk_step(ldp, ldb, ld.s1, 0, Tn, per_step)) : 1.f;
@@ -2193,10 +2264,10 @@ __global__ void ssm__cu_dkt_dld_kernel(int64_t B, int64_t Tn, int64_t R, int64_t
 /* Which decay kernel: 0 = by shape, 1 = look-back, 2 = tiled. ssm__cu_dkt_cw / _ts force the
    tiled kernel's columns-per-row threads and steps per thread (0 = by shape); for tests and
    benchmarks in the same translation unit. */
-static int ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0;
+static int ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0, ssm__cu_dkt_pf = 0;
 
 typedef struct ssm__cu_dkt_plan {
-    int use, V, CW, TS;
+    int use, V, CW, TS, PF;
     int64_t ncb, blocks;
 } ssm__cu_dkt_plan;
 
@@ -2206,13 +2277,18 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
     p.V = vec ? (dt.bits == 32 || ssm__cu_dkt_v == 4 ? 4 : 8) : 1;
     if (p.V > 1) {
         /* measured on an H200 (bench/cuda_decay_variants.cu, bench/results/cuda_decay_perf.log):
-           forward f32 8 threads x 4 steps per row segment (x 8 under 3 blocks per SM), 16-bit 8 x 8 when there are >= 3
-           blocks per SM (else 4 x 8); backward f32 16 x 8 with >= 3 blocks per SM (else 8 x 4),
+           forward f32 with the cp.async ring 16 threads x 8 steps per row segment when there are >= 3 blocks of 16 per SM
+           (else 8 x 8, 4 x 8 under 1 block of 8 per SM; without the ring 8 x 4, x 8 under 3 blocks per SM), 16-bit 8 x 8
+           when there are >= 3 blocks per SM (else 4 x 8); backward f32 16 x 8 with >= 3 blocks per SM (else 8 x 4),
            16-bit 4 x 4 (8 x 8 spills). */
         const int64_t rows = B * R;
+        p.PF = !backward; /* the forward's cp.async ring (the backward has none) */
+        if (ssm__cu_dkt_pf == 1 || ssm__cu_dkt_pf == 2) p.PF = ssm__cu_dkt_pf - 1;
 #define SSM__DKT_NCB(w) ((C + (int64_t)(w) * p.V - 1) / ((int64_t)(w) * p.V))
         if (!backward) {
-            if (p.V == 4 && dt.bits == 32)
+            if (p.V == 4 && dt.bits == 32 && p.PF)
+                p.CW = rows * SSM__DKT_NCB(16) >= 3 * (int64_t)sms ? 16 : rows * SSM__DKT_NCB(8) >= (int64_t)sms ? 8 : 4, p.TS = 8;
+            else if (p.V == 4 && dt.bits == 32)
                 p.CW = rows * SSM__DKT_NCB(8) >= (int64_t)sms ? 8 : 4, p.TS = rows * SSM__DKT_NCB(8) >= 3 * (int64_t)sms ? 4 : 8;
             else p.CW = rows * SSM__DKT_NCB(8) >= 3 * (int64_t)sms ? 8 : 4, p.TS = p.V == 8 ? 8 : 4;
         } else if (dt.bits == 32) {
@@ -2226,7 +2302,7 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
         if (ssm__cu_dkt_ts == 4 || ssm__cu_dkt_ts == 8) p.TS = ssm__cu_dkt_ts;
     } else {
         p.CW = C <= 8 ? 8 : 32;
-        p.TS = 4;
+        p.TS = 4, p.PF = 0;
     }
     p.ncb = (C + (int64_t)p.CW * p.V - 1) / ((int64_t)p.CW * p.V);
     p.blocks = B * R * p.ncb;
@@ -2241,8 +2317,12 @@ template <typename T, int V, int CW, int TS, int BWD>
 static void ssm__cu_dkt_go3(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
                             int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv out, ssm__cu_dkv init,
                             ssm__cu_dkv fin, ssm__cu_dkv prev, ssm__cu_dkv h0, float *da) {
-    ssm__cu_dkt_kernel<T, V, CW, TS, BWD><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
-        B, Tn, R, C, p->ncb, per_step, ld, x, out, init, fin, prev, h0, da);
+    if (V > 1 && !BWD && p->PF) /* (no prefetch variant of the scalar or the backward kernel) */
+        ssm__cu_dkt_kernel<T, V, CW, TS, BWD, (V > 1 && !BWD)><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
+            B, Tn, R, C, p->ncb, per_step, ld, x, out, init, fin, prev, h0, da);
+    else
+        ssm__cu_dkt_kernel<T, V, CW, TS, BWD, 0><<<(unsigned)p->blocks, SSM__DKT_THREADS, 0, st>>>(
+            B, Tn, R, C, p->ncb, per_step, ld, x, out, init, fin, prev, h0, da);
 }
 template <typename T, int BWD>
 static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,

@@ -71,7 +71,7 @@ static double rel(const void *a, const void *b, ssm_dtype dt, int64_t n) {
 }
 
 static double g_bw;
-struct variant { const char *name; int path, cw, ts, v; };
+struct variant { const char *name; int path, cw, ts, v, pf; }; /* pf: 0 by shape, 1 off, 2 on */
 
 static void shape(ssm_ctx *ctx, ssm_dtype dt, int64_t B, int64_t T, int64_t D, const std::vector<variant> &vs) {
     int64_t sx[4] = {B, T, D, D}, sl[3] = {B, T, D}, n = B * T * D * D;
@@ -94,7 +94,7 @@ static void shape(ssm_ctx *ctx, ssm_dtype dt, int64_t B, int64_t T, int64_t D, c
     ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx0, &tdl0, NULL);
     cudaDeviceSynchronize();
     for (const variant &v : vs) {
-        ssm__cu_dk_path = v.path, ssm__cu_dkt_cw = v.cw, ssm__cu_dkt_ts = v.ts, ssm__cu_dkt_v = v.v;
+        ssm__cu_dk_path = v.path, ssm__cu_dkt_cw = v.cw, ssm__cu_dkt_ts = v.ts, ssm__cu_dkt_v = v.v, ssm__cu_dkt_pf = v.pf;
         cudaMemset(o, 0xff, n * es), cudaMemset(dx, 0xff, n * es), cudaMemset(dl, 0xff, B * T * D * es);
         ssm_result r1 = ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL);
         ssm_result r2 = ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx, &tdl, NULL);
@@ -111,7 +111,7 @@ static void shape(ssm_ctx *ctx, ssm_dtype dt, int64_t B, int64_t T, int64_t D, c
                ssm_dtype_name(dt), (long long)B, (long long)T, v.name, ms, ms / fl, 100 * fl / ms, bms, bms / bfl, bms / ms, eo, ex, el);
         fflush(stdout);
     }
-    ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0;
+    ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0, ssm__cu_dkt_pf = 0;
     cudaFree(x), cudaFree(ld), cudaFree(o), cudaFree(dout), cudaFree(dx), cudaFree(dl), cudaFree(o0), cudaFree(dx0), cudaFree(dl0);
 }
 
@@ -135,13 +135,17 @@ int main(int argc, char **argv) {
         printf("device %s, %d SMs, copy bandwidth %.0f GB/s\n", prop.name, prop.multiProcessorCount, g_bw * 1e-6);
         cudaFree(a), cudaFree(b);
     }
-    std::vector<variant> v32 = {{"lookback", 1, 0, 0, 0}, {"auto", 0, 0, 0, 0},    {"tile cw4 ts4", 2, 4, 4, 0},
-                                {"tile cw4 ts8", 2, 4, 8, 0}, {"tile cw8 ts4", 2, 8, 4, 0}, {"tile cw8 ts8", 2, 8, 8, 0},
-                                {"tile cw16 ts8", 2, 16, 8, 0}};
-    std::vector<variant> v16 = {{"lookback", 1, 0, 0, 0},       {"auto", 0, 0, 0, 0},           {"tile v4 cw8 ts8", 2, 8, 8, 4},
-                                {"tile v4 cw16 ts8", 2, 16, 8, 4}, {"tile v4 cw4 ts8", 2, 4, 8, 4}, {"tile v4 cw8 ts4", 2, 8, 4, 4},
-                                {"tile v8 cw8 ts8", 2, 8, 8, 8},  {"tile v8 cw4 ts8", 2, 4, 8, 8}, {"tile v8 cw4 ts4", 2, 4, 4, 8}};
-    if (!full) v32 = {{"lookback", 1, 0, 0, 0}, {"auto", 0, 0, 0, 0}}, v16 = v32;
+    std::vector<variant> v32 = {{"lookback", 1, 0, 0, 0, 0},       {"auto", 0, 0, 0, 0, 0},
+                                {"tile cw8 ts4", 2, 8, 4, 0, 1},   {"tile cw8 ts4 pf", 2, 8, 4, 0, 2},
+                                {"tile cw4 ts4 pf", 2, 4, 4, 0, 2}, {"tile cw16 ts4 pf", 2, 16, 4, 0, 2},
+                                {"tile cw8 ts8 pf", 2, 8, 8, 0, 2}, {"tile cw16 ts8", 2, 16, 8, 0, 1},
+                                {"tile cw16 ts8 pf", 2, 16, 8, 0, 2}, {"tile cw4 ts8 pf", 2, 4, 8, 0, 2}};
+    std::vector<variant> v16 = {{"lookback", 1, 0, 0, 0, 0},          {"auto", 0, 0, 0, 0, 0},
+                                {"tile v8 cw8 ts8", 2, 8, 8, 8, 1},    {"tile v8 cw8 ts8 pf", 2, 8, 8, 8, 2},
+                                {"tile v8 cw4 ts8 pf", 2, 4, 8, 8, 2}, {"tile v8 cw4 ts4", 2, 4, 4, 8, 1},
+                                {"tile v8 cw4 ts4 pf", 2, 4, 4, 8, 2}, {"tile v8 cw8 ts4 pf", 2, 8, 4, 8, 2},
+                                {"tile v4 cw8 ts4 pf", 2, 8, 4, 4, 2}, {"tile v4 cw4 ts4 pf", 2, 4, 4, 4, 2}};
+    if (!full) v32 = {{"lookback", 1, 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, 0}}, v16 = v32;
     printf("== variants (fwd: x + out; bwd: out + dout + dx; x = time / floor)\n");
     shape(ctx, SSM_F32, 8, 4096, 64, v32);
     shape(ctx, SSM_F32, 2, 1024, 64, v32);
