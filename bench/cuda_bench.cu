@@ -7,6 +7,7 @@
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
+#include "cuda_common.h"
 #include <algorithm>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,43 +20,7 @@
 static char g_dev[256], g_date[32];
 static double g_bw; /* bytes/ms */
 
-template <typename F> static double time_ms(F f, int reps = 10) {
-    cudaEvent_t a, b;
-    std::vector<float> v;
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    f();
-    cudaDeviceSynchronize();
-    for (int i = 0; i < reps; ++i) {
-        cudaEventRecord(a);
-        f();
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        v.push_back(ms);
-        if (i == 2 && ms > 1000) break;
-    }
-    std::sort(v.begin(), v.end());
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    return v[v.size() / 2];
-}
 
-__global__ void fill_kernel(void *p, int dt, int64_t n, float scale, unsigned seed) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
-        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
-        float v = ((x & 0xFFFFFF) / 16777216.f - 0.5f) * 2.f * scale;
-        if (dt == 0) ((float *)p)[i] = v;
-        else if (dt == 1) ((__half *)p)[i] = __float2half(v);
-        else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
-    }
-}
-static void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
-    void *p = NULL;
-    if (cudaMalloc(&p, (size_t)n * dt.bits / 8) != cudaSuccess) return NULL;
-    fill_kernel<<<4096, 256>>>(p, dt.bits == 32 ? 0 : (dt.code == SSM_DTYPE_BFLOAT ? 2 : 1), n, scale, seed);
-    return p;
-}
 
 static FILE *open_jsonl(const char *name) {
     char path[256];

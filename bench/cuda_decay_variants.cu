@@ -7,46 +7,11 @@
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
+#include "cuda_common.h"
 #include <algorithm>
 #include <stdio.h>
 #include <vector>
 
-template <typename F> static double time_ms(F f, int reps = 15) {
-    cudaEvent_t a, b;
-    std::vector<float> v;
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    f(), f();
-    cudaDeviceSynchronize();
-    for (int i = 0; i < reps; ++i) {
-        cudaEventRecord(a);
-        f();
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        v.push_back(ms);
-    }
-    std::sort(v.begin(), v.end());
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    return v[v.size() / 2];
-}
-__global__ void fill_kernel(void *p, int dt, int64_t n, float scale, unsigned seed) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
-        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
-        float v = ((x & 0xFFFFFF) / 16777216.f - 0.5f) * 2.f * scale;
-        if (dt == 0) ((float *)p)[i] = v;
-        else if (dt == 1) ((__half *)p)[i] = __float2half(v);
-        else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
-    }
-}
-static int dtc(ssm_dtype dt) { return dt.bits == 32 ? 0 : (dt.code == SSM_DTYPE_BFLOAT ? 2 : 1); }
-static void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
-    void *p = NULL;
-    if (cudaMalloc(&p, (size_t)n * dt.bits / 8) != cudaSuccess) return NULL;
-    fill_kernel<<<4096, 256>>>(p, dtc(dt), n, scale, seed);
-    return p;
-}
 __global__ void diff_kernel(const void *a, const void *b, int dt, int64_t n, float *mx) {
     float d = 0.f, m = 0.f;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -105,8 +70,8 @@ static void shape(ssm_ctx *ctx, ssm_dtype dt, int64_t B, int64_t T, int64_t D, c
             continue;
         }
         double eo = rel(o, o0, dt, n), ex = rel(dx, dx0, dt, n), el = rel(dl, dl0, dt, B * T * D);
-        double ms = time_ms([&] { ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL); });
-        double bms = time_ms([&] { ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx, &tdl, NULL); });
+        double ms = time_ms([&] { ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL); }, 15, 1e30);
+        double bms = time_ms([&] { ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx, &tdl, NULL); }, 15, 1e30);
         printf("  %-4s B%-2lld T%-5lld %-16s fwd %7.3f ms x%5.2f (%3.0f%% bw)  bwd %7.3f ms x%5.2f  bwd/fwd %4.2f  err o %.1e dx %.1e dl %.1e\n",
                ssm_dtype_name(dt), (long long)B, (long long)T, v.name, ms, ms / fl, 100 * fl / ms, bms, bms / bfl, bms / ms, eo, ex, el);
         fflush(stdout);
@@ -130,7 +95,7 @@ int main(int argc, char **argv) {
         void *a, *b;
         cudaMalloc(&a, nb), cudaMalloc(&b, nb);
         cudaMemset(a, 1, nb);
-        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); });
+        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); }, 15, 1e30);
         g_bw = 2.0 * nb / ms;
         printf("device %s, %d SMs, copy bandwidth %.0f GB/s\n", prop.name, prop.multiProcessorCount, g_bw * 1e-6);
         cudaFree(a), cudaFree(b);

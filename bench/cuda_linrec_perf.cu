@@ -6,6 +6,7 @@
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
+#include "cuda_common.h"
 #include <algorithm>
 #include <math.h>
 #include <stdio.h>
@@ -14,42 +15,6 @@
 
 static double g_bw;
 static int g_prof;
-template <typename F> static double time_ms(F f, int reps = 20) {
-    cudaEvent_t a, b;
-    std::vector<float> v;
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    f(), f();
-    cudaDeviceSynchronize();
-    for (int i = 0; i < reps; ++i) {
-        cudaEventRecord(a);
-        f();
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        v.push_back(ms);
-        if (i == 2 && ms > 20) break;
-    }
-    std::sort(v.begin(), v.end());
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    return v[v.size() / 2];
-}
-__global__ void fill_kernel(void *p, int dt, int64_t n, float scale, unsigned seed) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
-        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
-        float v = ((x & 0xFFFFFF) / 16777216.f - 0.5f) * 2.f * scale;
-        if (dt == 0) ((float *)p)[i] = v;
-        else if (dt == 1) ((__half *)p)[i] = __float2half(v);
-        else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
-    }
-}
-static void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
-    void *p = NULL;
-    if (cudaMalloc(&p, (size_t)n * dt.bits / 8) != cudaSuccess) return NULL;
-    fill_kernel<<<4096, 256>>>(p, dt.bits == 32 ? 0 : (dt.code == SSM_DTYPE_BFLOAT ? 2 : 1), n, scale, seed);
-    return p;
-}
 static std::vector<float> to_host(const void *p, ssm_dtype dt, int64_t n) {
     std::vector<float> o((size_t)n);
     std::vector<unsigned short> u((size_t)n);
@@ -108,14 +73,14 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
         cudaError_t ce = cudaDeviceSynchronize();
         if (r != SSM_OK || ce != cudaSuccess) { printf("  %-14s FAILED %s %s\n", v.name, ssm_ctx_last_error(ctx), cudaGetErrorString(ce)); continue; }
         double e = rel(to_host(h, dt, S * T * n), refh);
-        double ms = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); }, v.m == SSM_LINREC_SEQUENTIAL || v.m == SSM_LINREC_SCAN_HS ? 3 : 20);
+        double ms = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); }, v.m == SSM_LINREC_SEQUENTIAL || v.m == SSM_LINREC_SCAN_HS ? 3 : 20, 20.0);
         printf("  %-14s fwd %8.3f ms  x%6.2f floor  (-> %s)  relerr vs cr %.2e", v.name, ms, ms / floor_ms, ssm_linrec_method_name(st.method), e);
         if (bwd) {
             cudaMemset(db, 0xff, S * T * n * es);
             ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL);
             cudaDeviceSynchronize();
             double eb = rel(to_host(db, dt, S * T * n), refdb);
-            double bms = time_ms([&] { ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL); }, v.m == SSM_LINREC_SEQUENTIAL || v.m == SSM_LINREC_SCAN_HS ? 3 : 10);
+            double bms = time_ms([&] { ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL); }, v.m == SSM_LINREC_SEQUENTIAL || v.m == SSM_LINREC_SCAN_HS ? 3 : 10, 20.0);
             printf("  | bwd %8.3f ms  x%6.2f floor  bwd/fwd %.2f  db relerr %.2e", bms, bms / bfloor, bms / ms, eb);
         }
         printf("\n");
@@ -141,7 +106,7 @@ int main(int argc, char **argv) {
         void *a, *b;
         cudaMalloc(&a, nb), cudaMalloc(&b, nb);
         cudaMemset(a, 1, nb);
-        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); });
+        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); }, 20, 20.0);
         g_bw = 2.0 * nb / ms;
         printf("device %s, copy bandwidth %.0f GB/s\n", prop.name, g_bw * 1e-6);
         cudaFree(a), cudaFree(b);

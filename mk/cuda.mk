@@ -25,11 +25,11 @@ $(BUILD)/test_cuda: tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CPUTESTS) tes
 test-cuda: $(BUILD)/test_cuda
 	./$(BUILD)/test_cuda
 
-$(BUILD)/cuda_bench: bench/cuda_bench.cu bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+$(BUILD)/cuda_bench: bench/cuda_bench.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 
 # Kernel-variant harnesses (time each variant beside the default and check it against it).
-$(BUILD)/cuda_%: bench/cuda_%.cu bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+$(BUILD)/cuda_%: bench/cuda_%.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 
 bench-cuda: $(BUILD)/cuda_bench

@@ -1,0 +1,50 @@
+/* Shared by the CUDA benchmark programs: event-timed medians and random device inputs. */
+#ifndef SSM_CUDA_BENCH_COMMON_H
+#define SSM_CUDA_BENCH_COMMON_H
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <algorithm>
+#include <vector>
+
+/* Median of `reps` event-timed calls after two warm-ups; stops after three calls when one
+   takes longer than long_ms (the 3-repeat rule for slow rows). */
+template <typename F> static double time_ms(F f, int reps = 10, double long_ms = 1000.0) {
+    cudaEvent_t a, b;
+    std::vector<float> v;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    f(), f();
+    cudaDeviceSynchronize();
+    for (int i = 0; i < reps; ++i) {
+        cudaEventRecord(a);
+        f();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms;
+        cudaEventElapsedTime(&ms, a, b);
+        v.push_back(ms);
+        if (i == 2 && ms > long_ms) break;
+    }
+    std::sort(v.begin(), v.end());
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return v[v.size() / 2];
+}
+
+/* dt: 0 f32, 1 f16, 2 bf16. Hash-based uniform values in [-scale, scale] (never zeros). */
+__global__ void fill_kernel(void *p, int dt, int64_t n, float scale, unsigned seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
+        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+        float v = ((x & 0xFFFFFF) / 16777216.f - 0.5f) * 2.f * scale;
+        if (dt == 0) ((float *)p)[i] = v;
+        else if (dt == 1) ((__half *)p)[i] = __float2half(v);
+        else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    }
+}
+static int dtc(ssm_dtype dt) { return dt.bits == 32 ? 0 : (dt.code == SSM_DTYPE_BFLOAT ? 2 : 1); }
+static void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)n * dt.bits / 8) != cudaSuccess) return NULL;
+    fill_kernel<<<4096, 256>>>(p, dtc(dt), n, scale, seed);
+    return p;
+}
+#endif
