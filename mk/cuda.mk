@@ -6,10 +6,14 @@ SSM_NVFLAGS ?= -O3 $(SSM_NVARCH) -I. -std=c++17 -Xcompiler -Wall
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
-.PHONY: compile-cuda test-cuda test-python bench-cuda lib
+.PHONY: compile-cuda test-cuda test-python bench-cuda lib run-cuda
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
+# `make run` adds the GPU quickstart and benchmarks when a GPU is present.
+ifneq ($(shell nvidia-smi -L 2>/dev/null | grep -c GPU),0)
+EXTRA_RUN += run-cuda
+endif
 endif
 
 compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/quickstart_cuda $(BUILD)/libssm.so \
@@ -47,3 +51,9 @@ lib: $(BUILD)/libssm.so
 # The ctypes shim on torch tensors: forward and autograd gradients against PyTorch loops.
 test-python: $(BUILD)/libssm.so
 	cd python && SSM_LIB=../$(BUILD)/libssm.so python3 test_ssm.py
+
+run-cuda: $(BUILD)/quickstart_cuda $(BUILD)/cuda_bench
+	@echo "== CUDA quickstart"
+	./$(BUILD)/quickstart_cuda
+	@echo "== CUDA benchmarks"
+	./$(BUILD)/cuda_bench
