@@ -123,16 +123,8 @@ int main(void) {
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &cc;
     if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
-    { /* copy bandwidth: 1 GiB device-to-device, read + write counted */
-        size_t nb = (size_t)1 << 30;
-        void *a, *b;
-        cudaMalloc(&a, nb), cudaMalloc(&b, nb);
-        cudaMemset(a, 1, nb);
-        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); });
-        g_bw = 2.0 * nb / ms;
-        printf("device %s, copy bandwidth %.0f GB/s (1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
-        cudaFree(a), cudaFree(b);
-    }
+    g_bw = copy_bandwidth(); /* 1 GiB device-to-device, read + write counted */
+    printf("device %s, copy bandwidth %.0f GB/s (1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
     FILE *jl = open_jsonl("cuda_linrec"), *jd = open_jsonl("cuda_decay");
     printf("== decay scan\n");
     decay_rows(ctx, jd, SSM_F32, 8, 4096, 64);

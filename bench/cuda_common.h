@@ -29,6 +29,18 @@ template <typename F> static double time_ms(F f, int reps = 10, double long_ms =
     return v[v.size() / 2];
 }
 
+/* Copy bandwidth in bytes per ms: a 1 GiB device-to-device copy, bytes read + written,
+   timed as time_ms(reps, long_ms). The floor column of every CUDA benchmark divides by it. */
+static double copy_bandwidth(int reps = 10, double long_ms = 1000.0) {
+    size_t nb = (size_t)1 << 30;
+    void *a, *b;
+    cudaMalloc(&a, nb), cudaMalloc(&b, nb);
+    cudaMemset(a, 1, nb);
+    double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); }, reps, long_ms);
+    cudaFree(a), cudaFree(b);
+    return 2.0 * (double)nb / ms;
+}
+
 /* dt: 0 f32, 1 f16, 2 bf16. Hash-based uniform values in [-scale, scale] (never zeros). */
 __global__ void fill_kernel(void *p, int dt, int64_t n, float scale, unsigned seed) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {

@@ -90,16 +90,8 @@ int main(int argc, char **argv) {
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &cc;
     if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
-    {
-        size_t nb = (size_t)1 << 30;
-        void *a, *b;
-        cudaMalloc(&a, nb), cudaMalloc(&b, nb);
-        cudaMemset(a, 1, nb);
-        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); }, 15, 1e30);
-        g_bw = 2.0 * nb / ms;
-        printf("device %s, %d SMs, copy bandwidth %.0f GB/s\n", prop.name, prop.multiProcessorCount, g_bw * 1e-6);
-        cudaFree(a), cudaFree(b);
-    }
+    g_bw = copy_bandwidth(15, 1e30);
+    printf("device %s, %d SMs, copy bandwidth %.0f GB/s\n", prop.name, prop.multiProcessorCount, g_bw * 1e-6);
     std::vector<variant> v32 = {{"lookback", 1, 0, 0, 0, 0},       {"auto", 0, 0, 0, 0, 0},
                                 {"tile cw8 ts4", 2, 8, 4, 0, 1},   {"tile cw8 ts4 pf", 2, 8, 4, 0, 2},
                                 {"tile cw4 ts4 pf", 2, 4, 4, 0, 2}, {"tile cw16 ts4 pf", 2, 16, 4, 0, 2},

@@ -101,16 +101,8 @@ int main(int argc, char **argv) {
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &cc;
     if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
-    {
-        size_t nb = (size_t)1 << 30;
-        void *a, *b;
-        cudaMalloc(&a, nb), cudaMalloc(&b, nb);
-        cudaMemset(a, 1, nb);
-        double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); }, 20, 20.0);
-        g_bw = 2.0 * nb / ms;
-        printf("device %s, copy bandwidth %.0f GB/s\n", prop.name, g_bw * 1e-6);
-        cudaFree(a), cudaFree(b);
-    }
+    g_bw = copy_bandwidth(20, 20.0);
+    printf("device %s, copy bandwidth %.0f GB/s\n", prop.name, g_bw * 1e-6);
     std::vector<variant> big = {
         {"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0},
         {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0}, {"tc64_split", SSM_LINREC_CHUNKED, 64, 1}, {"tc64_oldprod", SSM_LINREC_CHUNKED, 64, 2},
