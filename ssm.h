@@ -229,13 +229,16 @@ SSMDEF ssm_result ssm_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
                                      const ssm_tensor *h0, ssm_tensor *h, ssm_tensor *hT);
 /* Adjoint: g_t = A_{t+1}^T g_{t+1} + dh_t (+ dhT at the last step),
    dA_t = g_t h_{t-1}^T, db_t = g_t, dh0 = A_0^T g_0. `h` is the forward output.
-   h0, dhT, dh0 may be NULL; dh is required. */
+   h0, dhT, dh0 may be NULL; dA may be NULL when only db / dh0 are wanted (its S*T*n*n
+   products are then skipped); dh and db are required. */
 SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
                                       const ssm_tensor *A, const ssm_tensor *h0,
                                       const ssm_tensor *h, const ssm_tensor *dh,
                                       const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db,
                                       ssm_tensor *dh0);
-/* Scratch bytes a forward (backward = 0) or backward (1) call with these sizes needs. */
+/* Scratch bytes a forward (backward = 0) or backward (1) call with these sizes needs on this
+   context (device bytes on a GPU context). Validates like the op: unknown method, chunk < 0,
+   negative sizes or a dtype the backend cannot compute in are errors. */
 SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc,
                                             ssm_dtype dtype, int64_t S, int64_t T, int64_t n,
                                             int64_t m, int backward, size_t *bytes);
@@ -268,6 +271,11 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc,
                                      const ssm_tensor *out, const ssm_tensor *dout,
                                      const ssm_tensor *dhT, ssm_tensor *dx,
                                      ssm_tensor *dlog_decay, ssm_tensor *dh0);
+/* Scratch bytes a forward (backward = 0) or backward (1) call with these sizes needs on this
+   context (device bytes on a GPU context; an upper bound over the data's alignment). */
+SSMDEF ssm_result ssm_decay_workspace_size(const ssm_ctx *ctx, const ssm_decay_desc *desc,
+                                           ssm_dtype dtype, int64_t B, int64_t T, int64_t R,
+                                           int64_t C, int backward, size_t *bytes);
 
 /* @@ssm-bell-declarations@@ (block-ELL sparse linear layer) */
 /* ------------------------------------------------------------------------------------------
@@ -520,58 +528,157 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
 /* @@end-proj-declarations@@ */
 
 /* ------------------------------------------------------------------------------------------
-   Backend interface (for backend authors: ssm_blas.h, ssm_cuda.h). A backend supplies the
-   GEMM primitive the generic algorithms run on, and may replace whole ops. A NULL entry
-   means: use the generic code of ssm.h.
+   Backend interface (for backend authors: ssm_blas.h, ssm_cuda.h)
+   Every public op validates its arguments once (calling the backend's check_tensor on each
+   tensor), builds a plan (sizes, normalised strides, the method resolved from AUTO, workspace
+   bytes), asks the backend whether it supports the op, fills the stats, and dispatches: to the
+   backend's slot for the op, or - when that slot is NULL or answers SSM__NOT_MINE - to ssm.h's
+   generic algorithm, which runs on the backend's primitives (gemm and copy). Backends never
+   re-validate, re-resolve AUTO or re-derive shapes.
    ------------------------------------------------------------------------------------------ */
-/* A batch of matrices: element (i, j) of matrix k sits at ptr + k*bs + i*rs + j*cs
-   (element strides; a transpose is a swap of rs and cs). */
+/* Every op direction a backend may be asked about (supports, workspace_size). */
+typedef enum ssm_op {
+    SSM_OP_LINREC_FORWARD = 0,
+    SSM_OP_LINREC_BACKWARD = 1,
+    SSM_OP_DECAY_FORWARD = 2,
+    SSM_OP_DECAY_BACKWARD = 3,
+    SSM_OP_BELL_FORWARD = 4,
+    SSM_OP_BELL_BACKWARD = 5,
+    SSM_OP_BELL_TOPOLOGY = 6, /* scores, prune / grow, transposed index                 */
+    SSM_OP_PROJ_FORWARD = 7,
+    SSM_OP_PROJ_BACKWARD = 8,
+    SSM_OP_OUTCHAIN_FORWARD = 9,
+    SSM_OP_OUTCHAIN_BACKWARD = 10,
+    SSM_OP_DELTA_FORWARD = 11,
+    SSM_OP_DELTA_BACKWARD = 12,
+    SSM_OP_DELTA_STEP = 13
+} ssm_op;
+#define SSM_OP_COUNT 14
+
+/* A backend slot's answer "not mine: run the generic algorithm" (never returned to users). */
+#define SSM__NOT_MINE ((ssm_result)1)
+/* Returns from the enclosing function when expr is not SSM_OK (ssm.h and its backends). */
+#define SSM__TRY(expr)                         \
+    do {                                       \
+        ssm_result ssm__r_ = (expr);           \
+        if (ssm__r_ != SSM_OK) return ssm__r_; \
+    } while (0)
+
+/* A batch of matrices over two batch indices: element (i, j) of matrix (s, k) sits at
+   ptr + s*ss + k*bs + i*rs + j*cs (element strides; a transpose is a swap of rs and cs).
+   dtype is the element type of this operand (zero = the call's dtype): the generic
+   recurrence keeps 16-bit inputs' states and scratch in f32 where the backend asks for it. */
 typedef struct ssm_matrix_batch {
     void *ptr;
     int64_t rs, cs, bs;
+    int64_t ss;
+    ssm_dtype dtype;
 } ssm_matrix_batch;
+
+/* A batch of matrix sequences: element (s, t, i, j) at ptr + off + s*ss + t*ts + i*rs + j*cs
+   elements. Reversed views have a negative ts and off at the far end; offsets stay integers
+   until an access, so no out-of-range pointer is ever formed. */
+typedef struct ssm_seq_view {
+    void *ptr;
+    ssm_dtype dtype;
+    int64_t off, ss, ts, rs, cs;
+} ssm_seq_view;
+
+/* A linrec call as validated. Strides are (batch, time, row, col) element strides of each
+   tensor (time stride 0 for the state tensors without time; all zero for absent ones). */
+typedef struct ssm_linrec_plan {
+    ssm_op op;                /* SSM_OP_LINREC_FORWARD or _BACKWARD                        */
+    ssm_dtype dtype;          /* of every tensor                                            */
+    ssm_dtype work;           /* of the running state and scratch (f32 for 16-bit inputs)  */
+    int64_t S, T, n, m;
+    ssm_linrec_method method; /* resolved: never AUTO                                       */
+    int64_t chunk;            /* resolved chunk length (CHUNKED)                            */
+    int64_t group;            /* sequences the generic algorithm batches together (1 or S) */
+    int reverse;
+    int64_t A[4], b[4], h0[4], h[4], hT[4];     /* forward tensors (A, h0, h also backward)  */
+    int64_t dh[4], dhT[4], dA[4], db[4], dh0[4]; /* backward tensors (dA may be absent)      */
+    size_t work_bytes;        /* the driver's state buffer in `work` (0 when work = dtype)  */
+    size_t workspace_bytes;   /* everything the call takes from the workspace               */
+} ssm_linrec_plan;
+
+/* A decay-scan call as validated (tensors are already (batch, time, row, col) ordered). */
+typedef struct ssm_decay_plan {
+    ssm_op op;       /* SSM_OP_DECAY_FORWARD or _BACKWARD */
+    ssm_dtype dtype;
+    int64_t B, T, R, C;
+    ssm_decay_input input;
+    size_t workspace_bytes;
+} ssm_decay_plan;
 
 struct ssm_backend {
     const char *name;
     int32_t device_type; /* SSM_DEVICE_CPU or SSM_DEVICE_CUDA: where tensors must live */
     ssm_result (*init)(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **state);
     void (*shutdown)(ssm_ctx *ctx, void *state);
-    /* C_k = alpha * A_k B_k + beta * C_k for k < batch; A_k is M x K, B_k K x N, C_k M x N.
-       C never overlaps A or B; batch entries of C are disjoint. */
-    ssm_result (*gemm)(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
-                       int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
+    /* 1 when this backend can run `op` for this plan (plan: the op's ssm_*_plan, or NULL for
+       ops without one yet). NULL = every op on a CPU backend, none on a device backend. The
+       op answers SSM_ERROR_UNSUPPORTED when 0. */
+    int (*supports)(const ssm_ctx *ctx, ssm_op op, const void *plan);
+    /* Residency / alignment of one tensor argument, called by the validation layer after the
+       generic checks (rank, dtype, device type, sizes) and before anything else. NULL = none. */
+    ssm_result (*check_tensor)(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t);
+    /* Workspace bytes of `op` for a plan whose other fields are filled. For linrec: the
+       method's scratch (the driver adds plan.work_bytes). NULL or SSM__NOT_MINE = the
+       generic figure. Device bytes on a device backend. */
+    ssm_result (*workspace_size)(const ssm_ctx *ctx, ssm_op op, const void *plan, size_t *bytes);
+    /* Grows the backend's own (device) workspace to >= bytes and returns it with its capacity
+       (bytes 0: just report). NULL = host memory through the context's allocator. */
+    ssm_result (*workspace_reserve)(ssm_ctx *ctx, size_t bytes, void **ptr, size_t *capacity);
+    /* C_sk = alpha * A_sk B_sk + beta * C_sk for s < outer, k < batch; A_sk is M x K, B_sk K x N,
+       C_sk M x N. C never overlaps A or B; the C_sk are disjoint. Required. */
+    ssm_result (*gemm)(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int64_t batch, int64_t M,
+                       int64_t N, int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
                        double beta, ssm_matrix_batch C);
-    /* Picks a method for AUTO from the shape (NULL = sequential). */
-    ssm_linrec_method (*linrec_pick)(const ssm_ctx *ctx, ssm_dtype dtype, int64_t S, int64_t T,
-                                     int64_t n, int64_t m);
-    /* Whole-op replacements (already validated arguments). */
-    ssm_result (*linrec_forward)(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_tensor *A,
+    /* dst_sk = src_sk (+ dst_sk when accumulate; src.ptr NULL: dst_sk = 0), rows x cols
+       matrices, s < outer, k < batch. NULL = host loops (CPU backends). */
+    ssm_result (*copy)(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int64_t batch, int64_t rows,
+                       int64_t cols, ssm_matrix_batch src, ssm_matrix_batch dst, int accumulate);
+    /* linrec: resolves plan->method when AUTO, and may set chunk, group and work (ssm.h has
+       set the generic defaults before the call). NULL = sequential. */
+    void (*linrec_pick)(const ssm_ctx *ctx, ssm_linrec_plan *plan);
+    /* linrec: a specialised kernel for the method's steps 1..T-1 of every sequence, h_0
+       already in h (all views in processing order; h in plan->work). out, when its ptr is set,
+       is the caller's view of the solution in plan->dtype: a kernel that also writes it sets
+       *out_written. Counts its products into st. SSM__NOT_MINE = the generic algorithm. */
+    ssm_result (*linrec_steps)(ssm_ctx *ctx, const ssm_linrec_plan *p, ssm_seq_view A,
+                               ssm_seq_view b, ssm_seq_view h, ssm_seq_view out, int *out_written,
+                               void *scratch, ssm_linrec_stats *st);
+    /* Whole-op slots (validated arguments, the plan built): SSM__NOT_MINE or NULL = generic. */
+    ssm_result (*linrec_forward)(ssm_ctx *ctx, const ssm_linrec_plan *p, const ssm_tensor *A,
                                  const ssm_tensor *b, const ssm_tensor *h0, ssm_tensor *h,
                                  ssm_tensor *hT);
-    ssm_result (*linrec_backward)(ssm_ctx *ctx, const ssm_linrec_desc *desc,
-                                  const ssm_tensor *A, const ssm_tensor *h0,
-                                  const ssm_tensor *h, const ssm_tensor *dh,
+    ssm_result (*linrec_backward)(ssm_ctx *ctx, const ssm_linrec_plan *p, const ssm_tensor *A,
+                                  const ssm_tensor *h0, const ssm_tensor *h, const ssm_tensor *dh,
                                   const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db,
                                   ssm_tensor *dh0);
-    ssm_result (*decay_forward)(ssm_ctx *ctx, const ssm_decay_desc *desc,
-                                const ssm_tensor *log_decay, const ssm_tensor *x,
-                                const ssm_tensor *h0, ssm_tensor *out, ssm_tensor *hT);
-    ssm_result (*decay_backward)(ssm_ctx *ctx, const ssm_decay_desc *desc,
+    ssm_result (*decay_forward)(ssm_ctx *ctx, const ssm_decay_plan *p, const ssm_tensor *log_decay,
+                                const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out,
+                                ssm_tensor *hT);
+    ssm_result (*decay_backward)(ssm_ctx *ctx, const ssm_decay_plan *p,
                                  const ssm_tensor *log_decay, const ssm_tensor *h0,
                                  const ssm_tensor *out, const ssm_tensor *dout,
                                  const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dlog_decay,
                                  ssm_tensor *dh0);
-    /* @@ssm-backend-slots@@ (later ops add their entries below) */
+    /* @@ssm-backend-slots@@ (later ops add their plan, their ssm_op entries and slots here:
+       ssm_result (*<op>_<dir>)(ssm_ctx *, const ssm_<op>_plan *, <the public op's tensors>)) */
     void *reserved[16];
 };
 
 /* For backends: the state the backend's init returned, the config's thread count, an
-   error with a formatted message (returns `code`), and scratch memory from the workspace. */
+   error with a formatted message (returns `code`), and scratch memory from the workspace
+   (device memory on a device backend). */
 SSMDEF void *ssm_ctx_backend_state(const ssm_ctx *ctx);
+SSMDEF const ssm_backend *ssm_ctx_backend(const ssm_ctx *ctx);
 SSMDEF int ssm_ctx_threads(const ssm_ctx *ctx);
 SSMDEF ssm_result ssm_ctx_error(ssm_ctx *ctx, ssm_result code, const char *fmt, ...);
 SSMDEF ssm_result ssm_ctx_workspace(ssm_ctx *ctx, size_t bytes, void **ptr);
-/* The backend's batched GEMM (see ssm_backend.gemm), for ops and benchmarks built on it. */
+/* The backend's batched GEMM over one batch index (see ssm_backend.gemm; every operand in
+   `dtype`, the ss and dtype fields of the batches are ignored), for ops and benchmarks. */
 SSMDEF ssm_result ssm_ctx_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
                                int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
                                double beta, ssm_matrix_batch C);
@@ -601,11 +708,6 @@ extern "C" {
 #define SSM__UNUSED(x) ((void)(x))
 #define SSM__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define SSM__MAX(a, b) ((a) > (b) ? (a) : (b))
-#define SSM__TRY(expr)                     \
-    do {                                   \
-        ssm_result ssm__r_ = (expr);       \
-        if (ssm__r_ != SSM_OK) return ssm__r_; \
-    } while (0)
 
 struct ssm_ctx {
     const ssm_backend *backend;
@@ -795,11 +897,23 @@ SSMDEF const char *ssm_ctx_last_error(const ssm_ctx *ctx) { return ctx ? ctx->me
 SSMDEF void *ssm_ctx_backend_state(const ssm_ctx *ctx) { return ctx->backend_state; }
 SSMDEF int ssm_ctx_threads(const ssm_ctx *ctx) { return ctx->threads; }
 SSMDEF const char *ssm_ctx_backend_name(const ssm_ctx *ctx) { return ctx ? ctx->backend->name : "?"; }
-SSMDEF size_t ssm_ctx_workspace_capacity(const ssm_ctx *ctx) { return ctx ? ctx->workspace_bytes : 0; }
+SSMDEF const ssm_backend *ssm_ctx_backend(const ssm_ctx *ctx) { return ctx ? ctx->backend : NULL; }
+/* The backend's own (device) workspace when it keeps one, else the host workspace. */
+SSMDEF size_t ssm_ctx_workspace_capacity(const ssm_ctx *ctx) {
+    void *p;
+    size_t cap = 0;
+    if (!ctx) return 0;
+    if (ctx->backend->workspace_reserve &&
+        ctx->backend->workspace_reserve((ssm_ctx *)ctx, 0, &p, &cap) == SSM_OK)
+        return cap;
+    return ctx->backend->workspace_reserve ? 0 : ctx->workspace_bytes;
+}
 
 SSMDEF ssm_result ssm_ctx_reserve_workspace(ssm_ctx *ctx, size_t bytes) {
     void *p;
+    size_t cap;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    if (ctx->backend->workspace_reserve) return ctx->backend->workspace_reserve(ctx, bytes, &p, &cap);
     if (bytes <= ctx->workspace_bytes) return SSM_OK;
     if (!ctx->workspace_owned)
         return ssm_ctx_error(ctx, SSM_ERROR_WORKSPACE_TOO_SMALL,
@@ -814,8 +928,10 @@ SSMDEF ssm_result ssm_ctx_reserve_workspace(ssm_ctx *ctx, size_t bytes) {
 }
 
 SSMDEF ssm_result ssm_ctx_workspace(ssm_ctx *ctx, size_t bytes, void **ptr) {
+    size_t cap;
     *ptr = NULL;
     if (bytes == 0) return SSM_OK;
+    if (ctx->backend->workspace_reserve) return ctx->backend->workspace_reserve(ctx, bytes, ptr, &cap);
     SSM__TRY(ssm_ctx_reserve_workspace(ctx, bytes));
     *ptr = ctx->workspace;
     return SSM_OK;
@@ -825,7 +941,9 @@ SSMDEF ssm_result ssm_ctx_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int
                                int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
                                double beta, ssm_matrix_batch C) {
     if (batch <= 0 || M <= 0 || N <= 0) return SSM_OK;
-    return ctx->backend->gemm(ctx, dtype, batch, M, N, K, alpha, A, B, beta, C);
+    A.ss = B.ss = C.ss = 0;
+    A.dtype = B.dtype = C.dtype = dtype;
+    return ctx->backend->gemm(ctx, dtype, 1, batch, M, N, K, alpha, A, B, beta, C);
 }
 
 /* ---- validation layer -------------------------------------------------------------------- */
@@ -921,6 +1039,7 @@ static ssm_result ssm__check(ssm_ctx *ctx, const char *op, const char *name, con
     }
     if (!t->data && ssm_tensor_numel(t) > 0)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: %s has NULL data", op, name);
+    if (ctx->backend->check_tensor) return ctx->backend->check_tensor(ctx, op, name, t);
     return SSM_OK;
 }
 
@@ -1046,48 +1165,90 @@ static void ssm__fill2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols,
                 SSM__STORE(dt, (char *)dst.ptr + (k * dst.bs + i * dst.rs + j * dst.cs) * (int64_t)es, value);
 }
 
-/* ---- dense linear recurrence: shapes and views ------------------------------------------- */
+/* ---- generic primitives: the backend's, or host loops -------------------------------------- */
 
-/* A sequence of matrices over time for one batch row: element (t, i, j) at
-   base + (off + t*ts + i*rs + j*cs) elements. Offsets stay integers until an access, so
-   reversed and shifted views never form out-of-range pointers. */
-typedef struct ssm__seq {
-    char *base;
-    int64_t off, ts, rs, cs;
-} ssm__seq;
+/* The reference backend's gemm slot: the strip kernel once per outer index (one dtype). */
+static ssm_result ssm__ref_gemm2(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int64_t batch, int64_t M,
+                                 int64_t N, int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
+                                 double beta, ssm_matrix_batch C) {
+    int64_t s;
+    int64_t es = (int64_t)ssm__esize(dtype);
+    for (s = 0; s < outer; ++s) {
+        ssm_matrix_batch a = A, b = B, c = C;
+        a.ptr = (char *)A.ptr + s * A.ss * es;
+        b.ptr = (char *)B.ptr + s * B.ss * es;
+        c.ptr = (char *)C.ptr + s * C.ss * es;
+        SSM__TRY(ssm__ref_gemm(ctx, dtype, batch, M, N, K, alpha, a, b, beta, c));
+    }
+    return SSM_OK;
+}
 
+/* The copy primitive: the backend's slot, else host loops (src.ptr NULL: zeros). */
+static ssm_result ssm__copy(ssm_ctx *ctx, ssm_dtype dt, int64_t outer, int64_t batch, int64_t rows, int64_t cols,
+                            ssm_matrix_batch src, ssm_matrix_batch dst, int accumulate) {
+    int64_t s, es = (int64_t)ssm__esize(dt);
+    if (outer <= 0 || batch <= 0 || rows <= 0 || cols <= 0) return SSM_OK;
+    if (ctx->backend->copy) return ctx->backend->copy(ctx, dt, outer, batch, rows, cols, src, dst, accumulate);
+    for (s = 0; s < outer; ++s) {
+        ssm_matrix_batch d = dst, a = src;
+        d.ptr = (char *)dst.ptr + s * dst.ss * es;
+        if (!src.ptr) {
+            ssm__fill2d(dt, batch, rows, cols, d, 0.0);
+            continue;
+        }
+        a.ptr = (char *)src.ptr + s * src.ss * es;
+        ssm__copy2d(dt, batch, rows, cols, a, d, accumulate);
+    }
+    return SSM_OK;
+}
+
+/* ---- dense linear recurrence: views ---------------------------------------------------------
+   The generic algorithms run on G sequences at once (plan.group: 1 on a CPU, where scratch is
+   reused per sequence; all S on a GPU, where every product is one batched launch). A sequence
+   batch is an ssm_seq_view; scratch sequences are compact, in the plan's work dtype. */
 typedef struct ssm__lr {
     ssm_ctx *ctx;
-    ssm_dtype dt;
-    size_t es;
-    int64_t n, m;
+    const ssm_linrec_plan *p;
+    int64_t G, n, m;
     ssm_linrec_stats st;
 } ssm__lr;
 
-static ssm_matrix_batch ssm__at(const ssm__lr *L, ssm__seq v, int64_t t, int64_t tstep) {
+#define SSM__WS_ALIGN(b) (((b) + 255u) & ~(size_t)255u)
+
+/* Matrix batch at time t of every sequence, stepping tstep in time. */
+static ssm_matrix_batch ssm__at(ssm_seq_view v, int64_t t, int64_t tstep) {
     ssm_matrix_batch b;
-    b.ptr = v.base + (v.off + t * v.ts) * (int64_t)L->es;
+    b.ptr = (char *)v.ptr + (v.off + t * v.ts) * (int64_t)ssm__esize(v.dtype);
     b.rs = v.rs;
     b.cs = v.cs;
     b.bs = v.ts * tstep;
+    b.ss = v.ss;
+    b.dtype = v.dtype;
     return b;
 }
-static ssm__seq ssm__seq_sub(ssm__seq v, int64_t start, int64_t step) {
+static ssm_seq_view ssm__seq_sub(ssm_seq_view v, int64_t start, int64_t step) {
     v.off += start * v.ts;
     v.ts *= step;
     return v;
 }
+static ssm_seq_view ssm__seq_t(ssm_seq_view v) { /* every matrix transposed */
+    int64_t r = v.rs;
+    v.rs = v.cs;
+    v.cs = r;
+    return v;
+}
 
 /* C[kc + i*sc] (+)= A[ka + i*sa] B[kb + i*sb] for i < count (time indices and steps per
-   operand). state = 0: a matrix-matrix product (B is n x n); 1: a matrix-state product. */
-static ssm_result ssm__mm(ssm__lr *L, int64_t count, double beta, int state, ssm__seq A,
-                          int64_t ka, int64_t sa, ssm__seq B, int64_t kb, int64_t sb, ssm__seq C,
-                          int64_t kc, int64_t sc) {
+   operand), every sequence of the group. state = 0: a matrix-matrix product (B is n x n);
+   1: a matrix-state product. */
+static ssm_result ssm__mm(ssm__lr *L, int64_t count, double beta, int state, ssm_seq_view A, int64_t ka,
+                          int64_t sa, ssm_seq_view B, int64_t kb, int64_t sb, ssm_seq_view C, int64_t kc,
+                          int64_t sc) {
     if (count <= 0) return SSM_OK;
-    if (state) L->st.mat_state += count;
-    else L->st.mat_mat += count;
-    return L->ctx->backend->gemm(L->ctx, L->dt, count, L->n, state ? L->m : L->n, L->n, 1.0, ssm__at(L, A, ka, sa),
-                                 ssm__at(L, B, kb, sb), beta, ssm__at(L, C, kc, sc));
+    if (state) L->st.mat_state += count * L->G;
+    else L->st.mat_mat += count * L->G;
+    return L->ctx->backend->gemm(L->ctx, L->p->work, L->G, count, L->n, state ? L->m : L->n, L->n, 1.0,
+                                 ssm__at(A, ka, sa), ssm__at(B, kb, sb), beta, ssm__at(C, kc, sc));
 }
 /* M_out[kc] = A[ka] M[kb], all operands stepping by `step`. */
 #define SSM__MATMAT(L, cnt, A, ka, B, kb, C, kc, step) \
@@ -1096,74 +1257,79 @@ static ssm_result ssm__mm(ssm__lr *L, int64_t count, double beta, int state, ssm
 #define SSM__MATSTATE(L, cnt, A, ka, B, kb, C, kc, step) \
     ssm__mm(L, cnt, 1.0, 1, A, ka, step, B, kb, step, C, kc, step)
 
-static void ssm__copy_seq(ssm__lr *L, int64_t count, int64_t cols, ssm__seq src, int64_t ks,
-                          int64_t ss, ssm__seq dst, int64_t kd, int64_t sd) {
-    if (count > 0)
-        ssm__copy2d(L->dt, count, L->n, cols, ssm__at(L, src, ks, ss), ssm__at(L, dst, kd, sd), 0);
+static ssm_result ssm__copy_seq(ssm__lr *L, int64_t count, int64_t cols, ssm_seq_view src, int64_t ks,
+                                int64_t ss, ssm_seq_view dst, int64_t kd, int64_t sd) {
+    if (count <= 0) return SSM_OK;
+    return ssm__copy(L->ctx, L->p->work, L->G, count, L->n, cols, ssm__at(src, ks, ss), ssm__at(dst, kd, sd), 0);
 }
 
-/* Compact scratch sequences carved from the workspace. */
-static ssm__seq ssm__scratch(ssm__lr *L, char **cursor, int64_t count, int64_t cols) {
-    ssm__seq v;
-    v.base = *cursor;
+/* Bytes of one compact scratch sequence batch (G sequences of count n x cols matrices). */
+static size_t ssm__scratch_bytes(const ssm_linrec_plan *p, int64_t G, int64_t count, int64_t cols) {
+    return SSM__WS_ALIGN((size_t)(G * count * p->n * cols) * ssm__esize(p->work));
+}
+static ssm_seq_view ssm__scratch(ssm__lr *L, char **cursor, int64_t count, int64_t cols) {
+    ssm_seq_view v;
+    v.ptr = *cursor;
+    v.dtype = L->p->work;
     v.off = 0;
     v.ts = L->n * cols;
     v.rs = cols;
     v.cs = 1;
-    *cursor += (size_t)(count * L->n * cols) * L->es;
+    v.ss = count * L->n * cols;
+    *cursor += ssm__scratch_bytes(L->p, L->G, count, cols);
     return v;
 }
 
 /* ---- dense linear recurrence: the methods ------------------------------------------------
    Each solves h_t = A_t h_{t-1} + b_t for 1 <= t < T given h_0 already stored in h (the
    caller folds A_0 h0 + b_0 into h_0). A_0 and b_0 are never read. Scratch needs per
-   method are in ssm__lr_scratch_elems. */
+   method are in ssm__lr_scratch_bytes. */
 
-static ssm_result ssm__lr_sequential(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h) {
+static ssm_result ssm__lr_sequential(ssm__lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h) {
     int64_t t;
     for (t = 1; t < T; ++t) {
-        ssm__copy_seq(L, 1, L->m, b, t, 1, h, t, 1);
+        SSM__TRY(ssm__copy_seq(L, 1, L->m, b, t, 1, h, t, 1));
         SSM__TRY(SSM__MATSTATE(L, 1, A, t, h, t - 1, h, t, 1));
     }
     return SSM_OK;
 }
 
-/* Hillis-Steele (the seeds' baseline): at span d every element t >= d absorbs t-d:
-   v_t += M_t v_{t-d}, M_t = M_t M_{t-d}. Double-buffered. */
-static ssm_result ssm__lr_scan_hs(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h, char *ws) {
+/* Hillis-Steele: at span d every element t >= d absorbs t-d: v_t += M_t v_{t-d},
+   M_t = M_t M_{t-d}. Double-buffered. */
+static ssm_result ssm__lr_scan_hs(ssm__lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
     int64_t d;
-    ssm__seq Mc = ssm__scratch(L, &ws, T, L->n), Mn = ssm__scratch(L, &ws, T, L->n);
-    ssm__seq vc = h, vn = ssm__scratch(L, &ws, T, L->m), tmp;
-    ssm__copy_seq(L, T - 1, L->n, A, 1, 1, Mc, 1, 1);
-    ssm__copy_seq(L, T - 1, L->m, b, 1, 1, h, 1, 1);
+    ssm_seq_view Mc = ssm__scratch(L, &ws, T, L->n), Mn = ssm__scratch(L, &ws, T, L->n);
+    ssm_seq_view vc = h, vn = ssm__scratch(L, &ws, T, L->m), tmp;
+    SSM__TRY(ssm__copy_seq(L, T - 1, L->n, A, 1, 1, Mc, 1, 1));
+    SSM__TRY(ssm__copy_seq(L, T - 1, L->m, b, 1, 1, h, 1, 1));
     for (d = 1; d < T; d *= 2) {
-        ssm__copy_seq(L, T, L->m, vc, 0, 1, vn, 0, 1);
+        SSM__TRY(ssm__copy_seq(L, T, L->m, vc, 0, 1, vn, 0, 1));
         SSM__TRY(SSM__MATSTATE(L, T - d, Mc, d, vc, 0, vn, d, 1));
         if (2 * d < T) { /* products whose span starts after 0 feed later spans */
-            ssm__copy_seq(L, d, L->n, Mc, 1, 1, Mn, 1, 1);
+            SSM__TRY(ssm__copy_seq(L, d, L->n, Mc, 1, 1, Mn, 1, 1));
             SSM__TRY(SSM__MATMAT(L, T - d - 1, Mc, d + 1, Mc, 1, Mn, d + 1, 1));
         }
         tmp = Mc; Mc = Mn; Mn = tmp;
         tmp = vc; vc = vn; vn = tmp;
     }
-    if (vc.base != h.base) ssm__copy_seq(L, T - 1, L->m, vc, 1, 1, h, 1, 1);
+    if (vc.ptr != h.ptr) SSM__TRY(ssm__copy_seq(L, T - 1, L->m, vc, 1, 1, h, 1, 1));
     return SSM_OK;
 }
 
 /* Blelloch / Brent-Kung, in place at stride 2^l: the up-sweep builds span products at
    k = 2s-1 (mod 2s), the down-sweep hands full prefixes to k = 3d-1 (mod 2d). */
-static ssm_result ssm__lr_blelloch(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h, char *ws) {
+static ssm_result ssm__lr_blelloch(ssm__lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
     int64_t s, top = 0;
-    ssm__seq M = ssm__scratch(L, &ws, T, L->n), P = ssm__scratch(L, &ws, T / 2 + 1, L->n);
-    ssm__copy_seq(L, T - 1, L->n, A, 1, 1, M, 1, 1);
-    ssm__copy_seq(L, T - 1, L->m, b, 1, 1, h, 1, 1);
+    ssm_seq_view M = ssm__scratch(L, &ws, T, L->n), P = ssm__scratch(L, &ws, T / 2 + 1, L->n);
+    SSM__TRY(ssm__copy_seq(L, T - 1, L->n, A, 1, 1, M, 1, 1));
+    SSM__TRY(ssm__copy_seq(L, T - 1, L->m, b, 1, 1, h, 1, 1));
     for (s = 1; 2 * s <= T; s *= 2) {
         int64_t cnt = (T - 2 * s) / (2 * s) + 1; /* k = 2s-1, 4s-1, ... < T */
         top = s;
         SSM__TRY(SSM__MATSTATE(L, cnt, M, 2 * s - 1, h, s - 1, h, 2 * s - 1, 2 * s));
         if (cnt > 1) { /* the first span starts at 0: its matrix is never needed */
             SSM__TRY(ssm__mm(L, cnt - 1, 0.0, 0, M, 4 * s - 1, 2 * s, M, 3 * s - 1, 2 * s, P, 0, 1));
-            ssm__copy_seq(L, cnt - 1, L->n, P, 0, 1, M, 4 * s - 1, 2 * s);
+            SSM__TRY(ssm__copy_seq(L, cnt - 1, L->n, P, 0, 1, M, 4 * s - 1, 2 * s));
         }
     }
     for (s = top; s >= 1; s /= 2) {
@@ -1179,9 +1345,9 @@ static ssm_result ssm__lr_blelloch(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b
    h_{2i+1} = (A_{2i+1} A_{2i}) h_{2i-1} + (A_{2i+1} b_{2i} + b_{2i+1}), solved recursively in
    place on the odd sub-view of h; the evens then follow by one product each. Every level is
    compacted into scratch, so each level is one batched product at unit stride. */
-static ssm_result ssm__lr_cr(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h, char *ws) {
+static ssm_result ssm__lr_cr(ssm__lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
     int64_t half = T / 2; /* odd indices 1, 3, ..., 2*half-1 */
-    ssm__seq A2, b2, ho, Ao, Ae, bo, be, he;
+    ssm_seq_view A2, b2, ho, Ao, Ae, bo, be, he;
     if (T <= 2) return ssm__lr_sequential(L, T, A, b, h);
     A2 = ssm__scratch(L, &ws, half, L->n);
     b2 = ssm__scratch(L, &ws, half, L->m);
@@ -1189,14 +1355,14 @@ static ssm_result ssm__lr_cr(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm_
     Ao = ssm__seq_sub(A, 1, 2), Ae = ssm__seq_sub(A, 0, 2);
     bo = ssm__seq_sub(b, 1, 2), be = ssm__seq_sub(b, 0, 2), he = ssm__seq_sub(h, 0, 2);
     /* h_1 = A_1 h_0 + b_1 starts the odd recurrence (its h_0) */
-    ssm__copy_seq(L, 1, L->m, b, 1, 1, h, 1, 1);
+    SSM__TRY(ssm__copy_seq(L, 1, L->m, b, 1, 1, h, 1, 1));
     SSM__TRY(SSM__MATSTATE(L, 1, A, 1, h, 0, h, 1, 1));
     SSM__TRY(SSM__MATMAT(L, half - 1, Ao, 1, Ae, 1, A2, 1, 1));
-    ssm__copy_seq(L, half - 1, L->m, bo, 1, 1, b2, 1, 1);
+    SSM__TRY(ssm__copy_seq(L, half - 1, L->m, bo, 1, 1, b2, 1, 1));
     SSM__TRY(SSM__MATSTATE(L, half - 1, Ao, 1, be, 1, b2, 1, 1));
     SSM__TRY(ssm__lr_cr(L, half, A2, b2, ho, ws));
     /* evens: h_{2i} = A_{2i} h_{2i-1} + b_{2i} for 1 <= i, 2i < T */
-    ssm__copy_seq(L, (T - 1) / 2, L->m, be, 1, 1, he, 1, 1);
+    SSM__TRY(ssm__copy_seq(L, (T - 1) / 2, L->m, be, 1, 1, he, 1, 1));
     return SSM__MATSTATE(L, (T - 1) / 2, Ae, 1, ho, 0, he, 1, 1);
 }
 
@@ -1204,10 +1370,10 @@ static ssm_result ssm__lr_cr(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm_
    state and multiplies its transitions P_c = A_end ... A_{s_c}, all chunks batched per step;
    (2) a sequential scan over the carries fixes each chunk's last state,
    h_end += P_c h_{s_c - 1}; (3) every chunk re-runs from its true carry. */
-static ssm_result ssm__lr_chunked(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b, ssm__seq h,
+static ssm_result ssm__lr_chunked(ssm__lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                   int64_t C, char *ws) {
     int64_t nc, nfull, tail, j, c;
-    ssm__seq P, Pt;
+    ssm_seq_view P, Pt;
     if (C >= T) return ssm__lr_sequential(L, T, A, b, h);
     nc = (T - 1) / C;        /* chunks after the first, starting at C, 2C, ... */
     nfull = (T - C) / C;     /* of which full length */
@@ -1216,15 +1382,15 @@ static ssm_result ssm__lr_chunked(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b,
     Pt = ssm__scratch(L, &ws, nc, L->n);
     SSM__TRY(ssm__lr_sequential(L, C, A, b, h));
     /* (1) */
-    ssm__copy_seq(L, nc, L->m, b, C, C, h, C, C);
-    ssm__copy_seq(L, nc, L->n, A, C, C, P, 0, 1);
+    SSM__TRY(ssm__copy_seq(L, nc, L->m, b, C, C, h, C, C));
+    SSM__TRY(ssm__copy_seq(L, nc, L->n, A, C, C, P, 0, 1));
     for (j = 1; j < C; ++j) {
         int64_t cnt = nfull + (tail > j ? 1 : 0);
         if (cnt <= 0) break;
-        ssm__copy_seq(L, cnt, L->m, b, C + j, C, h, C + j, C);
+        SSM__TRY(ssm__copy_seq(L, cnt, L->m, b, C + j, C, h, C + j, C));
         SSM__TRY(ssm__mm(L, cnt, 1.0, 1, A, C + j, C, h, C + j - 1, C, h, C + j, C));
         SSM__TRY(ssm__mm(L, cnt, 0.0, 0, A, C + j, C, P, 0, 1, Pt, 0, 1));
-        ssm__copy_seq(L, cnt, L->n, Pt, 0, 1, P, 0, 1);
+        SSM__TRY(ssm__copy_seq(L, cnt, L->n, Pt, 0, 1, P, 0, 1));
     }
     /* (2) */
     for (c = 0; c < nc; ++c) {
@@ -1235,7 +1401,7 @@ static ssm_result ssm__lr_chunked(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b,
     for (j = 0; j < C - 1; ++j) {
         int64_t cnt = nfull + (tail - 1 > j ? 1 : 0);
         if (cnt <= 0) break;
-        ssm__copy_seq(L, cnt, L->m, b, C + j, C, h, C + j, C);
+        SSM__TRY(ssm__copy_seq(L, cnt, L->m, b, C + j, C, h, C + j, C));
         SSM__TRY(SSM__MATSTATE(L, cnt, A, C + j, h, C + j - 1, h, C + j, C));
     }
     return SSM_OK;
@@ -1243,35 +1409,44 @@ static ssm_result ssm__lr_chunked(ssm__lr *L, int64_t T, ssm__seq A, ssm__seq b,
 
 #define SSM__DEFAULT_CHUNK 64
 
-/* Scratch elements one sequence needs for a method (the solver reuses it per sequence). */
-static int64_t ssm__lr_scratch_elems(ssm_linrec_method method, int64_t T, int64_t n, int64_t m,
-                                     int64_t chunk) {
-    int64_t e = 0, L;
-    switch (method) {
-    case SSM_LINREC_SCAN_HS: return 2 * T * n * n + T * n * m;
-    case SSM_LINREC_BLELLOCH: return (T + T / 2 + 1) * n * n;
+/* Scratch bytes of the generic method for a plan (mirrors the ssm__scratch calls above). */
+static size_t ssm__lr_scratch_bytes(const ssm_linrec_plan *p) {
+    int64_t G = p->group, T = p->T, n = p->n, m = p->m, L;
+    size_t e = 0;
+    switch (p->method) {
+    case SSM_LINREC_SCAN_HS:
+        return 2 * ssm__scratch_bytes(p, G, T, n) + ssm__scratch_bytes(p, G, T, m);
+    case SSM_LINREC_BLELLOCH:
+        return ssm__scratch_bytes(p, G, T, n) + ssm__scratch_bytes(p, G, T / 2 + 1, n);
     case SSM_LINREC_CR:
-        for (L = T; L > 2; L /= 2) e += (L / 2) * (n * n + n * m);
+        for (L = T; L > 2; L /= 2) e += ssm__scratch_bytes(p, G, L / 2, n) + ssm__scratch_bytes(p, G, L / 2, m);
         return e;
     case SSM_LINREC_CHUNKED:
-        if (chunk >= T) return 0;
-        return 2 * ((T - 1) / chunk) * n * n;
+        if (p->chunk >= T) return 0;
+        return 2 * ssm__scratch_bytes(p, G, (T - 1) / p->chunk, n);
     default: return 0;
     }
 }
 
-static ssm_result ssm__lr_solve(ssm__lr *L, ssm_linrec_method method, int64_t T, ssm__seq A,
-                                ssm__seq b, ssm__seq h, int64_t chunk, char *ws) {
-    switch (method) {
+/* Steps 1..T-1: the backend's kernel for the method, else the generic algorithm. */
+static ssm_result ssm__lr_solve(ssm__lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
+                                ssm_seq_view out, int *out_written, char *ws) {
+    const ssm_linrec_plan *p = L->p;
+    *out_written = 0;
+    if (L->ctx->backend->linrec_steps) {
+        ssm_result r = L->ctx->backend->linrec_steps(L->ctx, p, A, b, h, out, out_written, ws, &L->st);
+        if (r != SSM__NOT_MINE) return r;
+    }
+    switch (p->method) {
     case SSM_LINREC_SCAN_HS: return ssm__lr_scan_hs(L, T, A, b, h, ws);
     case SSM_LINREC_BLELLOCH: return ssm__lr_blelloch(L, T, A, b, h, ws);
     case SSM_LINREC_CR: return ssm__lr_cr(L, T, A, b, h, ws);
-    case SSM_LINREC_CHUNKED: return ssm__lr_chunked(L, T, A, b, h, chunk, ws);
+    case SSM_LINREC_CHUNKED: return ssm__lr_chunked(L, T, A, b, h, p->chunk, ws);
     default: return ssm__lr_sequential(L, T, A, b, h);
     }
 }
 
-/* ---- dense linear recurrence: validation and the public entry points --------------------- */
+/* ---- dense linear recurrence: plans, validation and the public entry points -------------- */
 
 SSMDEF const char *ssm_linrec_method_name(ssm_linrec_method m) {
     switch (m) {
@@ -1291,25 +1466,27 @@ SSMDEF ssm_linrec_desc ssm_linrec_desc_init(void) {
     return d;
 }
 
-/* Sizes of one recurrence call, read off A and b. */
-typedef struct ssm__lr_shape {
-    int64_t S, T, n, m;
-} ssm__lr_shape;
+/* The one place a backend's supports slot is asked. */
+static ssm_result ssm__supported(ssm_ctx *ctx, const char *op_name, ssm_op op, const void *plan) {
+    if (ctx->backend->supports ? !ctx->backend->supports(ctx, op, plan) : ctx->backend->device_type != SSM_DEVICE_CPU)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend does not support this call", op_name,
+                             ctx->backend->name);
+    return SSM_OK;
+}
 
 /* A state tensor is [S,T,n,m] / [S,n,m], or without the trailing m when m = 1. Fills its
    strides as (batch, time, row, col) element strides. */
-static ssm_result ssm__state_strides(ssm_ctx *ctx, const char *op, const char *name,
-                                     const ssm_tensor *t, ssm_dtype dt, const ssm__lr_shape *s,
-                                     int has_time, int64_t st[4]) {
+static ssm_result ssm__state_strides(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t,
+                                     const ssm_linrec_plan *p, int has_time, int64_t st[4]) {
     int64_t shape[4];
     int rank = 0, full;
-    shape[rank++] = s->S;
-    if (has_time) shape[rank++] = s->T;
-    shape[rank++] = s->n;
-    shape[rank++] = s->m;
+    shape[rank++] = p->S;
+    if (has_time) shape[rank++] = p->T;
+    shape[rank++] = p->n;
+    shape[rank++] = p->m;
     full = rank;
-    if (s->m != 1) SSM__TRY(ssm__check(ctx, op, name, t, dt, full, full, shape));
-    else SSM__TRY(ssm__check(ctx, op, name, t, dt, full, full - 1, shape));
+    if (p->m != 1) SSM__TRY(ssm__check(ctx, op, name, t, p->dtype, full, full, shape));
+    else SSM__TRY(ssm__check(ctx, op, name, t, p->dtype, full, full - 1, shape));
     st[0] = t->strides[0];
     st[1] = has_time ? t->strides[1] : 0;
     st[2] = t->strides[has_time ? 2 : 1];
@@ -1328,111 +1505,151 @@ static ssm_result ssm__lr_validate_desc(ssm_ctx *ctx, const char *op, const ssm_
     return SSM_OK;
 }
 
-/* Shape of A [S,T,n,n] and of b's trailing m. */
-static ssm_result ssm__lr_shape_of(ssm_ctx *ctx, const char *op, const ssm_tensor *A,
-                                   const ssm_tensor *b, ssm__lr_shape *s) {
+/* Resolves AUTO (the backend's pick), the chunk, the work dtype and the workspace, once. */
+static ssm_result ssm__lr_plan_finish(ssm_ctx *ctx, const char *op_name, const ssm_linrec_desc *d,
+                                      ssm_linrec_plan *p) {
+    size_t scratch = 0;
+    ssm_result r = SSM__NOT_MINE;
+    p->method = d->method;
+    p->chunk = d->chunk;
+    p->group = 1;
+    p->work = p->dtype;
+    p->reverse = d->reverse;
+    if (ctx->backend->linrec_pick) ctx->backend->linrec_pick(ctx, p);
+    if (p->method == SSM_LINREC_AUTO) p->method = SSM_LINREC_SEQUENTIAL; /* the least work */
+    if (p->chunk <= 0) p->chunk = SSM__DEFAULT_CHUNK;
+    if (p->group < 1 || p->group > p->S) p->group = p->S > 0 ? p->S : 1;
+    SSM__TRY(ssm__supported(ctx, op_name, p->op, p));
+    p->work_bytes = ssm_dtype_equal(p->work, p->dtype)
+                        ? 0
+                        : SSM__WS_ALIGN((size_t)(p->group * p->T * p->n * p->m) * ssm__esize(p->work));
+    if (ctx->backend->workspace_size) r = ctx->backend->workspace_size(ctx, p->op, p, &scratch);
+    if (r == SSM__NOT_MINE) scratch = ssm__lr_scratch_bytes(p);
+    else if (r != SSM_OK) return r;
+    p->workspace_bytes = p->work_bytes + scratch;
+    return SSM_OK;
+}
+
+/* Sizes of A [S,T,n,n] and of b's trailing m. */
+static ssm_result ssm__lr_shape_of(ssm_ctx *ctx, const char *op, const ssm_tensor *A, const ssm_tensor *b,
+                                   ssm_linrec_plan *p) {
     SSM__TRY(ssm__check_float_dtype(ctx, op, A));
     SSM__TRY(ssm__check(ctx, op, "A", A, A->dtype, 4, 4, NULL));
     if (A->shape[2] != A->shape[3])
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: A must be [S,T,n,n], got n x %lld x %lld",
                              op, (long long)A->shape[2], (long long)A->shape[3]);
-    s->S = A->shape[0];
-    s->T = A->shape[1];
-    s->n = A->shape[2];
-    s->m = 1;
+    p->dtype = A->dtype;
+    p->S = A->shape[0];
+    p->T = A->shape[1];
+    p->n = A->shape[2];
+    p->m = 1;
     if (b) {
-        if (b->ndim == 4) s->m = b->shape[3];
+        if (b->ndim == 4) p->m = b->shape[3];
         else if (b->ndim != 3)
             return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: %s must be [S,T,n,m] or [S,T,n]", op, "b");
     }
-    if (s->T < 1 || s->n < 1 || s->m < 1)
+    if (p->T < 1 || p->n < 1 || p->m < 1)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: T, n and m must be >= 1 (T=%lld n=%lld m=%lld)",
-                             op, (long long)s->T, (long long)s->n, (long long)s->m);
+                             op, (long long)p->T, (long long)p->n, (long long)p->m);
+    p->A[0] = A->strides[0], p->A[1] = A->strides[1], p->A[2] = A->strides[2], p->A[3] = A->strides[3];
     return SSM_OK;
 }
 
-static ssm_linrec_method ssm__lr_resolve(const ssm_ctx *ctx, const ssm_linrec_desc *d, ssm_dtype dt,
-                                         const ssm__lr_shape *s) {
-    if (d->method != SSM_LINREC_AUTO) return d->method;
-    if (ctx->backend->linrec_pick) return ctx->backend->linrec_pick(ctx, dt, s->S, s->T, s->n, s->m);
-    return SSM_LINREC_SEQUENTIAL; /* the least work: the best choice for one CPU thread */
-}
-
-static size_t ssm__lr_workspace(const ssm_linrec_desc *d, ssm_linrec_method method, ssm_dtype dt,
-                                const ssm__lr_shape *s) {
-    int64_t chunk = d->chunk ? d->chunk : SSM__DEFAULT_CHUNK;
-    return (size_t)ssm__lr_scratch_elems(method, s->T, s->n, s->m, chunk) * ssm__esize(dt);
-}
-
-SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc,
-                                            ssm_dtype dtype, int64_t S, int64_t T, int64_t n,
-                                            int64_t m, int backward, size_t *bytes) {
-    ssm__lr_shape s;
-    ssm_linrec_method method;
+SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *cctx, const ssm_linrec_desc *desc, ssm_dtype dtype,
+                                            int64_t S, int64_t T, int64_t n, int64_t m, int backward,
+                                            size_t *bytes) {
+    static const char *op = "ssm_linrec_workspace_size";
+    ssm_ctx *ctx = (ssm_ctx *)cctx; /* only its message is written */
+    ssm_linrec_plan p;
+    ssm_tensor probe;
     if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
-    SSM__UNUSED(backward); /* the backward pass runs the same solver on the adjoint */
-    s.S = S, s.T = T, s.n = n, s.m = m;
-    method = ssm__lr_resolve(ctx, desc, dtype, &s);
-    *bytes = ssm__lr_workspace(desc, method, dtype, &s);
+    ctx->message[0] = 0;
+    *bytes = 0;
+    SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
+    memset(&probe, 0, sizeof probe);
+    probe.dtype = dtype;
+    SSM__TRY(ssm__check_float_dtype(ctx, op, &probe));
+    if (S < 0 || T < 1 || n < 1 || m < 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need S >= 0 and T, n, m >= 1 (S=%lld T=%lld n=%lld m=%lld)",
+                             op, (long long)S, (long long)T, (long long)n, (long long)m);
+    memset(&p, 0, sizeof p);
+    p.op = backward ? SSM_OP_LINREC_BACKWARD : SSM_OP_LINREC_FORWARD;
+    p.dtype = dtype;
+    p.S = S, p.T = T, p.n = n, p.m = m;
+    SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
+    *bytes = S > 0 ? p.workspace_bytes : 0;
     return SSM_OK;
 }
 
-static ssm__seq ssm__seq_make(const ssm_tensor *t, const int64_t st[4], int64_t s, int reverse,
-                              int64_t T) {
-    ssm__seq v;
-    v.base = (char *)t->data;
+static ssm_seq_view ssm__seq_make(const ssm_tensor *t, const int64_t st[4], int64_t s, int reverse, int64_t T) {
+    ssm_seq_view v;
+    v.ptr = t->data;
+    v.dtype = t->dtype;
     v.off = s * st[0] + (reverse ? (T - 1) * st[1] : 0);
+    v.ss = st[0];
     v.ts = reverse ? -st[1] : st[1];
     v.rs = st[2];
     v.cs = st[3];
     return v;
 }
+/* The driver's compact state buffer in the work dtype ([G, T, n, m]). */
+static ssm_seq_view ssm__work_seq(const ssm_linrec_plan *p, void *buf, int reverse) {
+    ssm_seq_view v;
+    v.ptr = buf;
+    v.dtype = p->work;
+    v.ss = p->T * p->n * p->m;
+    v.ts = reverse ? -p->n * p->m : p->n * p->m;
+    v.off = reverse ? (p->T - 1) * p->n * p->m : 0;
+    v.rs = p->m;
+    v.cs = 1;
+    return v;
+}
 
-static void ssm__lr_init(ssm__lr *L, ssm_ctx *ctx, ssm_dtype dt, const ssm__lr_shape *s,
-                         ssm_linrec_method method) {
+static void ssm__lr_init(ssm__lr *L, ssm_ctx *ctx, const ssm_linrec_plan *p) {
     memset(L, 0, sizeof *L);
     L->ctx = ctx;
-    L->dt = dt;
-    L->es = ssm__esize(dt);
-    L->n = s->n;
-    L->m = s->m;
-    L->st.method = method;
+    L->p = p;
+    L->n = p->n;
+    L->m = p->m;
 }
 
-static void ssm__lr_finish(ssm__lr *L, const ssm_linrec_desc *d, size_t ws) {
+/* Stats, filled in this one place for every backend. */
+static void ssm__lr_stats(const ssm__lr *L, const ssm_linrec_desc *d) {
+    ssm_linrec_stats st = L->st;
     if (!d->stats) return;
-    L->st.flops = 2.0 * (double)L->n * (double)L->n * ((double)L->n * (double)L->st.mat_mat +
-                                                      (double)L->m * (double)L->st.mat_state);
-    L->st.workspace_bytes = ws;
-    *d->stats = L->st;
+    st.method = L->p->method;
+    st.flops = 2.0 * (double)L->n * (double)L->n *
+               ((double)L->n * (double)st.mat_mat + (double)L->m * (double)st.mat_state);
+    st.workspace_bytes = L->p->workspace_bytes;
+    *d->stats = st;
 }
 
-static ssm_result ssm__lr_forward_generic(ssm_ctx *ctx, const ssm_linrec_desc *d, const ssm_tensor *A,
-                                          const ssm_tensor *b, const ssm_tensor *h0, ssm_tensor *h,
-                                          ssm_tensor *hT, const ssm__lr_shape *s, const int64_t sA[4],
-                                          const int64_t sb[4], const int64_t s0[4],
-                                          const int64_t sh[4], const int64_t sT[4]) {
-    ssm__lr L;
-    ssm_linrec_method method = ssm__lr_resolve(ctx, d, A->dtype, s);
-    size_t ws = ssm__lr_workspace(d, method, A->dtype, s);
+static ssm_result ssm__lr_forward_generic(ssm__lr *L, const ssm_tensor *A, const ssm_tensor *b,
+                                          const ssm_tensor *h0, ssm_tensor *h, ssm_tensor *hT) {
+    const ssm_linrec_plan *p = L->p;
+    ssm_ctx *ctx = L->ctx;
     void *wsp = NULL;
-    int64_t i;
-    ssm__lr_init(&L, ctx, A->dtype, s, method);
-    SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
-    for (i = 0; i < s->S; ++i) {
-        ssm__seq Av = ssm__seq_make(A, sA, i, d->reverse, s->T);
-        ssm__seq bv = ssm__seq_make(b, sb, i, d->reverse, s->T);
-        ssm__seq hv = ssm__seq_make(h, sh, i, d->reverse, s->T);
-        ssm__copy_seq(&L, 1, s->m, bv, 0, 1, hv, 0, 1);
-        if (h0) { /* h_0 = A_0 h0 + b_0 */
-            ssm__seq v0 = ssm__seq_make(h0, s0, i, 0, 1);
-            SSM__TRY(ssm__mm(&L, 1, 1.0, 1, Av, 0, 1, v0, 0, 1, hv, 0, 1));
-        }
-        SSM__TRY(ssm__lr_solve(&L, method, s->T, Av, bv, hv, d->chunk ? d->chunk : SSM__DEFAULT_CHUNK,
-                               (char *)wsp));
-        if (hT) ssm__copy_seq(&L, 1, s->m, hv, s->T - 1, 1, ssm__seq_make(hT, sT, i, 0, 1), 0, 1);
+    char *work, *scratch;
+    int64_t s0, T = p->T;
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &wsp));
+    work = p->work_bytes ? (char *)wsp : NULL;
+    scratch = (char *)wsp + p->work_bytes;
+    for (s0 = 0; s0 < p->S; s0 += p->group) {
+        ssm_seq_view Av = ssm__seq_make(A, p->A, s0, p->reverse, T);
+        ssm_seq_view bv = ssm__seq_make(b, p->b, s0, p->reverse, T);
+        ssm_seq_view hv = ssm__seq_make(h, p->h, s0, p->reverse, T);
+        ssm_seq_view wv = work ? ssm__work_seq(p, work, p->reverse) : hv, out;
+        int written = 0;
+        L->G = SSM__MIN(p->group, p->S - s0);
+        memset(&out, 0, sizeof out);
+        if (work) out = hv;
+        SSM__TRY(ssm__copy_seq(L, 1, p->m, bv, 0, 1, wv, 0, 1));
+        if (h0) /* h_0 = A_0 h0 + b_0 */
+            SSM__TRY(ssm__mm(L, 1, 1.0, 1, Av, 0, 1, ssm__seq_make(h0, p->h0, s0, 0, 1), 0, 1, wv, 0, 1));
+        SSM__TRY(ssm__lr_solve(L, T, Av, bv, wv, out, &written, scratch));
+        if (work) SSM__TRY(ssm__copy_seq(L, written ? 1 : T, p->m, wv, 0, 1, hv, 0, 1));
+        if (hT) SSM__TRY(ssm__copy_seq(L, 1, p->m, wv, T - 1, 1, ssm__seq_make(hT, p->hT, s0, 0, 1), 0, 1));
     }
-    ssm__lr_finish(&L, d, ws);
     return SSM_OK;
 }
 
@@ -1440,102 +1657,100 @@ SSMDEF ssm_result ssm_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *desc, 
                                      const ssm_tensor *b, const ssm_tensor *h0, ssm_tensor *h,
                                      ssm_tensor *hT) {
     static const char *op = "ssm_linrec_forward";
-    ssm__lr_shape s;
-    int64_t sA[4], sb[4], s0[4] = {0, 0, 0, 0}, sh[4], sT[4] = {0, 0, 0, 0};
+    ssm_linrec_plan p;
     ssm__arg args[5];
+    ssm__lr L;
+    ssm_result r = SSM__NOT_MINE;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
+    memset(&p, 0, sizeof p);
+    p.op = SSM_OP_LINREC_FORWARD;
     SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
     if (!A || !b || !h) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, b and h are required", op);
-    SSM__TRY(ssm__lr_shape_of(ctx, op, A, b, &s));
-    sA[0] = A->strides[0], sA[1] = A->strides[1], sA[2] = A->strides[2], sA[3] = A->strides[3];
-    SSM__TRY(ssm__state_strides(ctx, op, "b", b, A->dtype, &s, 1, sb));
-    SSM__TRY(ssm__state_strides(ctx, op, "h", h, A->dtype, &s, 1, sh));
-    if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, A->dtype, &s, 0, s0));
-    if (hT) SSM__TRY(ssm__state_strides(ctx, op, "hT", hT, A->dtype, &s, 0, sT));
+    SSM__TRY(ssm__lr_shape_of(ctx, op, A, b, &p));
+    SSM__TRY(ssm__state_strides(ctx, op, "b", b, &p, 1, p.b));
+    SSM__TRY(ssm__state_strides(ctx, op, "h", h, &p, 1, p.h));
+    if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, &p, 0, p.h0));
+    if (hT) SSM__TRY(ssm__state_strides(ctx, op, "hT", hT, &p, 0, p.hT));
     ssm__arg_set(&args[0], "A", A, 0);
     ssm__arg_set(&args[1], "b", b, 0);
     ssm__arg_set(&args[2], "h0", h0, 0);
     ssm__arg_set(&args[3], "h", h, 1);
     ssm__arg_set(&args[4], "hT", hT, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
-    if (s.S == 0) return SSM_OK;
-    if (ctx->backend->linrec_forward) return ctx->backend->linrec_forward(ctx, desc, A, b, h0, h, hT);
-    return ssm__lr_forward_generic(ctx, desc, A, b, h0, h, hT, &s, sA, sb, s0, sh, sT);
+    SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
+    ssm__lr_init(&L, ctx, &p);
+    if (p.S > 0) {
+        if (ctx->backend->linrec_forward) r = ctx->backend->linrec_forward(ctx, &p, A, b, h0, h, hT);
+        if (r == SSM__NOT_MINE) r = ssm__lr_forward_generic(&L, A, b, h0, h, hT);
+        SSM__TRY(r);
+    }
+    ssm__lr_stats(&L, desc);
+    return SSM_OK;
 }
 
 /* The adjoint runs the same solver in the opposite direction on transposed transitions:
    in processing order u = 0..T-1 (time t = T-1-u), g_u = A'_u g_{u-1} + dh_{T-1-u} with
-   A'_u = A_{T-u}^T, written straight into db. */
-static ssm_result ssm__lr_backward_generic(ssm_ctx *ctx, const ssm_linrec_desc *d, const ssm_tensor *A,
-                                           const ssm_tensor *h0, const ssm_tensor *h,
-                                           const ssm_tensor *dh, const ssm_tensor *dhT,
-                                           ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0,
-                                           const ssm__lr_shape *s, const int64_t sA[4],
-                                           const int64_t s0[4], const int64_t sh[4],
-                                           const int64_t sdh[4], const int64_t sdT[4],
-                                           const int64_t sdA[4], const int64_t sdb[4],
-                                           const int64_t sd0[4]) {
-    ssm__lr L;
-    ssm_linrec_method method = ssm__lr_resolve(ctx, d, A->dtype, s);
-    size_t ws = ssm__lr_workspace(d, method, A->dtype, s);
+   A'_u = A_{T-u}^T, written straight into db (or into the work buffer, then db). */
+static ssm_result ssm__lr_backward_generic(ssm__lr *L, const ssm_tensor *A, const ssm_tensor *h0,
+                                           const ssm_tensor *h, const ssm_tensor *dh, const ssm_tensor *dhT,
+                                           ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0) {
+    const ssm_linrec_plan *p = L->p;
+    ssm_ctx *ctx = L->ctx;
     void *wsp = NULL;
-    int64_t i, T = s->T;
-    int rev = !d->reverse;
-    ssm__lr_init(&L, ctx, A->dtype, s, method);
-    SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
-    for (i = 0; i < s->S; ++i) {
+    char *work, *scratch;
+    int64_t s0, T = p->T, n = p->n, m = p->m;
+    int rev = !p->reverse;
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &wsp));
+    work = p->work_bytes ? (char *)wsp : NULL;
+    scratch = (char *)wsp + p->work_bytes;
+    for (s0 = 0; s0 < p->S; s0 += p->group) {
         /* forward-order views (time runs as the forward pass ran it) */
-        ssm__seq Af = ssm__seq_make(A, sA, i, d->reverse, T);
-        ssm__seq hf = ssm__seq_make(h, sh, i, d->reverse, T);
-        ssm__seq gf = ssm__seq_make(db, sdb, i, d->reverse, T);
-        ssm__seq dAf = ssm__seq_make(dA, sdA, i, d->reverse, T);
+        ssm_seq_view Af = ssm__seq_make(A, p->A, s0, p->reverse, T);
+        ssm_seq_view hf = ssm__seq_make(h, p->h, s0, p->reverse, T);
+        ssm_seq_view dbf = ssm__seq_make(db, p->db, s0, p->reverse, T);
+        ssm_seq_view gf = work ? ssm__work_seq(p, work, p->reverse) : dbf;
         /* adjoint-order views */
-        ssm__seq g = ssm__seq_make(db, sdb, i, rev, T);
-        ssm__seq dhv = ssm__seq_make(dh, sdh, i, rev, T);
-        ssm__seq At = Af;
+        ssm_seq_view dbr = ssm__seq_make(db, p->db, s0, rev, T);
+        ssm_seq_view g = work ? ssm__work_seq(p, work, rev) : dbr;
+        ssm_seq_view dhv = ssm__seq_make(dh, p->dh, s0, rev, T), out;
+        ssm_seq_view At = ssm__seq_t(Af);
+        int written = 0;
+        L->G = SSM__MIN(p->group, p->S - s0);
+        memset(&out, 0, sizeof out);
+        if (work) out = dbr;
         At.off = Af.off + T * Af.ts; /* A'_u = A_{T-u}^T: start one past the end, step back */
         At.ts = -Af.ts;
-        At.rs = Af.cs;
-        At.cs = Af.rs;
-        ssm__copy_seq(&L, 1, s->m, dhv, 0, 1, g, 0, 1);
-        if (dhT) ssm__copy2d(L.dt, 1, s->n, s->m, ssm__at(&L, ssm__seq_make(dhT, sdT, i, 0, 1), 0, 1),
-                             ssm__at(&L, g, 0, 1), 1);
-        SSM__TRY(ssm__lr_solve(&L, method, T, At, dhv, g, d->chunk ? d->chunk : SSM__DEFAULT_CHUNK,
-                               (char *)wsp));
-        /* dA_t = g_t h_{t-1}^T (m-contraction): a batched product with h viewed transposed */
-        {
-            ssm__seq hT_ = hf;
-            ssm_matrix_batch Ga, Hb, Dc;
-            hT_.rs = hf.cs;
-            hT_.cs = hf.rs;
+        SSM__TRY(ssm__copy_seq(L, 1, m, dhv, 0, 1, g, 0, 1));
+        if (dhT)
+            SSM__TRY(ssm__copy(ctx, p->work, L->G, 1, n, m, ssm__at(ssm__seq_make(dhT, p->dhT, s0, 0, 1), 0, 1),
+                               ssm__at(g, 0, 1), 1));
+        SSM__TRY(ssm__lr_solve(L, T, At, dhv, g, out, &written, scratch));
+        if (dA) { /* dA_t = g_t h_{t-1}^T (m-contraction): a batched product with h viewed transposed */
+            ssm_seq_view dAf = ssm__seq_make(dA, p->dA, s0, p->reverse, T);
             if (T > 1) {
-                Ga = ssm__at(&L, gf, 1, 1);
-                Hb = ssm__at(&L, hT_, 0, 1);
-                Dc = ssm__at(&L, dAf, 1, 1);
-                SSM__TRY(ctx->backend->gemm(ctx, L.dt, T - 1, s->n, s->n, s->m, 1.0, Ga, Hb, 0.0, Dc));
-                L.st.mat_mat += T - 1;
+                SSM__TRY(ctx->backend->gemm(ctx, p->work, L->G, T - 1, n, n, m, 1.0, ssm__at(gf, 1, 1),
+                                            ssm__at(ssm__seq_t(hf), 0, 1), 0.0, ssm__at(dAf, 1, 1)));
+                L->st.mat_mat += L->G * (T - 1);
             }
             if (h0) {
-                ssm__seq v0 = ssm__seq_make(h0, s0, i, 0, 1);
-                ssm__seq v0t = v0;
-                v0t.rs = v0.cs;
-                v0t.cs = v0.rs;
-                SSM__TRY(ctx->backend->gemm(ctx, L.dt, 1, s->n, s->n, s->m, 1.0, ssm__at(&L, gf, 0, 1),
-                                            ssm__at(&L, v0t, 0, 1), 0.0, ssm__at(&L, dAf, 0, 1)));
-                L.st.mat_mat += 1;
+                ssm_seq_view v0t = ssm__seq_t(ssm__seq_make(h0, p->h0, s0, 0, 1));
+                SSM__TRY(ctx->backend->gemm(ctx, p->work, L->G, 1, n, n, m, 1.0, ssm__at(gf, 0, 1), ssm__at(v0t, 0, 1),
+                                            0.0, ssm__at(dAf, 0, 1)));
+                L->st.mat_mat += L->G;
             } else {
-                ssm__fill2d(L.dt, 1, s->n, s->n, ssm__at(&L, dAf, 0, 1), 0.0);
-            }
-            if (dh0) { /* dh0 = A_0^T g_0 */
-                ssm__seq A0t = Af, d0 = ssm__seq_make(dh0, sd0, i, 0, 1);
-                A0t.rs = Af.cs;
-                A0t.cs = Af.rs;
-                SSM__TRY(ssm__mm(&L, 1, 0.0, 1, A0t, 0, 1, gf, 0, 1, d0, 0, 1));
+                ssm_matrix_batch none;
+                memset(&none, 0, sizeof none);
+                SSM__TRY(ssm__copy(ctx, p->work, L->G, 1, n, n, none, ssm__at(dAf, 0, 1), 0));
             }
         }
+        if (dh0) /* dh0 = A_0^T g_0 */
+            SSM__TRY(ssm__mm(L, 1, 0.0, 1, ssm__seq_t(Af), 0, 1, gf, 0, 1, ssm__seq_make(dh0, p->dh0, s0, 0, 1), 0, 1));
+        if (work) { /* the solver may have written steps 1..T-1 of db already */
+            if (written) SSM__TRY(ssm__copy_seq(L, 1, m, g, 0, 1, dbr, 0, 1));
+            else SSM__TRY(ssm__copy_seq(L, T, m, gf, 0, 1, dbf, 0, 1));
+        }
     }
-    ssm__lr_finish(&L, d, ws);
     return SSM_OK;
 }
 
@@ -1544,27 +1759,30 @@ SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
                                       const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db,
                                       ssm_tensor *dh0) {
     static const char *op = "ssm_linrec_backward";
-    ssm__lr_shape s;
-    int64_t sA[4], s0[4] = {0, 0, 0, 0}, sh[4], sdh[4], sdT[4] = {0, 0, 0, 0}, sdA[4], sdb[4];
-    int64_t sd0[4] = {0, 0, 0, 0};
-    int64_t shapeA[4];
+    ssm_linrec_plan p;
     ssm__arg args[8];
+    ssm__lr L;
+    ssm_result r = SSM__NOT_MINE;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
+    memset(&p, 0, sizeof p);
+    p.op = SSM_OP_LINREC_BACKWARD;
     SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
-    if (!A || !h || !dh || !dA || !db)
-        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, h, dh, dA and db are required", op);
-    SSM__TRY(ssm__lr_shape_of(ctx, op, A, h, &s));
-    sA[0] = A->strides[0], sA[1] = A->strides[1], sA[2] = A->strides[2], sA[3] = A->strides[3];
-    SSM__TRY(ssm__state_strides(ctx, op, "h", h, A->dtype, &s, 1, sh));
-    SSM__TRY(ssm__state_strides(ctx, op, "dh", dh, A->dtype, &s, 1, sdh));
-    SSM__TRY(ssm__state_strides(ctx, op, "db", db, A->dtype, &s, 1, sdb));
-    if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, A->dtype, &s, 0, s0));
-    if (dhT) SSM__TRY(ssm__state_strides(ctx, op, "dhT", dhT, A->dtype, &s, 0, sdT));
-    if (dh0) SSM__TRY(ssm__state_strides(ctx, op, "dh0", dh0, A->dtype, &s, 0, sd0));
-    shapeA[0] = s.S, shapeA[1] = s.T, shapeA[2] = s.n, shapeA[3] = s.n;
-    SSM__TRY(ssm__check(ctx, op, "dA", dA, A->dtype, 4, 4, shapeA));
-    sdA[0] = dA->strides[0], sdA[1] = dA->strides[1], sdA[2] = dA->strides[2], sdA[3] = dA->strides[3];
+    if (!A || !h || !dh || !db)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, h, dh and db are required", op);
+    SSM__TRY(ssm__lr_shape_of(ctx, op, A, h, &p));
+    SSM__TRY(ssm__state_strides(ctx, op, "h", h, &p, 1, p.h));
+    SSM__TRY(ssm__state_strides(ctx, op, "dh", dh, &p, 1, p.dh));
+    SSM__TRY(ssm__state_strides(ctx, op, "db", db, &p, 1, p.db));
+    if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, &p, 0, p.h0));
+    if (dhT) SSM__TRY(ssm__state_strides(ctx, op, "dhT", dhT, &p, 0, p.dhT));
+    if (dh0) SSM__TRY(ssm__state_strides(ctx, op, "dh0", dh0, &p, 0, p.dh0));
+    if (dA) {
+        int64_t shapeA[4];
+        shapeA[0] = p.S, shapeA[1] = p.T, shapeA[2] = p.n, shapeA[3] = p.n;
+        SSM__TRY(ssm__check(ctx, op, "dA", dA, p.dtype, 4, 4, shapeA));
+        p.dA[0] = dA->strides[0], p.dA[1] = dA->strides[1], p.dA[2] = dA->strides[2], p.dA[3] = dA->strides[3];
+    }
     ssm__arg_set(&args[0], "A", A, 0);
     ssm__arg_set(&args[1], "h0", h0, 0);
     ssm__arg_set(&args[2], "h", h, 0);
@@ -1574,11 +1792,15 @@ SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
     ssm__arg_set(&args[6], "db", db, 1);
     ssm__arg_set(&args[7], "dh0", dh0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
-    if (s.S == 0) return SSM_OK;
-    if (ctx->backend->linrec_backward)
-        return ctx->backend->linrec_backward(ctx, desc, A, h0, h, dh, dhT, dA, db, dh0);
-    return ssm__lr_backward_generic(ctx, desc, A, h0, h, dh, dhT, dA, db, dh0, &s, sA, s0, sh, sdh, sdT,
-                                    sdA, sdb, sd0);
+    SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
+    ssm__lr_init(&L, ctx, &p);
+    if (p.S > 0) {
+        if (ctx->backend->linrec_backward) r = ctx->backend->linrec_backward(ctx, &p, A, h0, h, dh, dhT, dA, db, dh0);
+        if (r == SSM__NOT_MINE) r = ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0);
+        SSM__TRY(r);
+    }
+    ssm__lr_stats(&L, desc);
+    return SSM_OK;
 }
 
 /* ---- decay scan ------------------------------------------------------------------------- */
@@ -1707,11 +1929,59 @@ static ssm_result ssm__dk_validate(ssm_ctx *ctx, const char *op, const ssm_decay
     return ssm__check(ctx, op, "log_decay", ld, x->dtype, 3, 3, sh3);
 }
 
+/* The plan: sizes, the backend's support and its workspace (the generic scan keeps one
+   f64 state row of R x C per batch entry: host loops, so only a CPU backend runs it). */
+static ssm_result ssm__dk_plan(ssm_ctx *ctx, const char *op, ssm_op which, const ssm_decay_desc *d, ssm_dtype dt,
+                               const ssm__dk_shape *s, ssm_decay_plan *p) {
+    ssm_result r = SSM__NOT_MINE;
+    memset(p, 0, sizeof *p);
+    p->op = which;
+    p->dtype = dt;
+    p->B = s->B, p->T = s->T, p->R = s->R, p->C = s->C;
+    p->input = d->input;
+    SSM__TRY(ssm__supported(ctx, op, which, p));
+    if (ctx->backend->workspace_size) r = ctx->backend->workspace_size(ctx, which, p, &p->workspace_bytes);
+    if (r == SSM__NOT_MINE) {
+        if (ctx->backend->device_type != SSM_DEVICE_CPU)
+            return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend has no decay scan", op, ctx->backend->name);
+        p->workspace_bytes = sizeof(double) * (size_t)(s->R * s->C);
+    } else if (r != SSM_OK) {
+        return r;
+    }
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_decay_workspace_size(const ssm_ctx *cctx, const ssm_decay_desc *desc, ssm_dtype dtype,
+                                           int64_t B, int64_t T, int64_t R, int64_t C, int backward,
+                                           size_t *bytes) {
+    static const char *op = "ssm_decay_workspace_size";
+    ssm_ctx *ctx = (ssm_ctx *)cctx; /* only its message is written */
+    ssm__dk_shape s;
+    ssm_decay_plan p;
+    ssm_tensor probe;
+    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    *bytes = 0;
+    if (desc->input != SSM_DECAY_CUMULATIVE && desc->input != SSM_DECAY_PER_STEP)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown decay input kind %d", op, (int)desc->input);
+    memset(&probe, 0, sizeof probe);
+    probe.dtype = dtype;
+    SSM__TRY(ssm__check_float_dtype(ctx, op, &probe));
+    if (B < 0 || T < 1 || R < 1 || C < 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need B >= 0 and T, R, C >= 1", op);
+    s.B = B, s.T = T, s.R = R, s.C = C;
+    SSM__TRY(ssm__dk_plan(ctx, op, backward ? SSM_OP_DECAY_BACKWARD : SSM_OP_DECAY_FORWARD, desc, dtype, &s, &p));
+    *bytes = B > 0 ? p.workspace_bytes : 0;
+    return SSM_OK;
+}
+
 SSMDEF ssm_result ssm_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_tensor *log_decay,
                                     const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out,
                                     ssm_tensor *hT) {
     static const char *op = "ssm_decay_forward";
     ssm__dk_shape s;
+    ssm_decay_plan p;
+    ssm_result r = SSM__NOT_MINE;
     int64_t sh3[3], sh4[4];
     ssm__arg args[5];
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
@@ -1730,8 +2000,10 @@ SSMDEF ssm_result ssm_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *desc, co
     ssm__arg_set(&args[3], "out", out, 1);
     ssm__arg_set(&args[4], "hT", hT, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
+    SSM__TRY(ssm__dk_plan(ctx, op, SSM_OP_DECAY_FORWARD, desc, x->dtype, &s, &p));
     if (s.B == 0) return SSM_OK;
-    if (ctx->backend->decay_forward) return ctx->backend->decay_forward(ctx, desc, log_decay, x, h0, out, hT);
+    if (ctx->backend->decay_forward) r = ctx->backend->decay_forward(ctx, &p, log_decay, x, h0, out, hT);
+    if (r != SSM__NOT_MINE) return r;
     SSM__TRY(ssm__dk_check_finite(ctx, op, desc, log_decay, &s));
     return ssm__dk_forward_generic(ctx, desc, log_decay, x, h0, out, hT, &s);
 }
@@ -1742,6 +2014,8 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, c
                                      ssm_tensor *dh0) {
     static const char *op = "ssm_decay_backward";
     ssm__dk_shape s;
+    ssm_decay_plan p;
+    ssm_result r = SSM__NOT_MINE;
     int64_t sh3[3], sh4[4], shl[3];
     ssm__arg args[8];
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
@@ -1767,9 +2041,11 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, c
     ssm__arg_set(&args[6], "dlog_decay", dlog_decay, 1);
     ssm__arg_set(&args[7], "dh0", dh0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
+    SSM__TRY(ssm__dk_plan(ctx, op, SSM_OP_DECAY_BACKWARD, desc, out->dtype, &s, &p));
     if (s.B == 0) return SSM_OK;
     if (ctx->backend->decay_backward)
-        return ctx->backend->decay_backward(ctx, desc, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0);
+        r = ctx->backend->decay_backward(ctx, &p, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0);
+    if (r != SSM__NOT_MINE) return r;
     SSM__TRY(ssm__dk_check_finite(ctx, op, desc, log_decay, &s));
     return ssm__dk_backward_generic(ctx, desc, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0, &s);
 }
@@ -1788,10 +2064,9 @@ typedef struct ssm__bell_shape {
 
 /* The generic code runs host loops: only a CPU backend can run it. */
 static ssm_result ssm__bell_cpu(ssm_ctx *ctx, const char *op) {
-    if (ctx->backend->device_type != SSM_DEVICE_CPU)
-        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend has no block-ELL kernels", op,
-                             ctx->backend->name);
-    return SSM_OK;
+    ssm_op which = strstr(op, "backward") ? SSM_OP_BELL_BACKWARD
+                   : strstr(op, "forward") ? SSM_OP_BELL_FORWARD : SSM_OP_BELL_TOPOLOGY;
+    return ssm__supported(ctx, op, which, NULL);
 }
 
 /* col_idx [R,K]: i32, entries in [0, C), distinct within a row (O(K^2) per row: no memory). */
@@ -2690,9 +2965,7 @@ static ssm_result ssm__proj_setup(ssm__proj *P, ssm_ctx *ctx, const char *op, co
     int64_t shape[2];
     memset(P, 0, sizeof *P);
     SSM__TRY(ssm__proj_check_desc(ctx, op, d));
-    if (ctx->backend->device_type != SSM_DEVICE_CPU)
-        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend has no projection chain", op,
-                             ctx->backend->name);
+    SSM__TRY(ssm__supported(ctx, op, strstr(op, "backward") ? SSM_OP_PROJ_BACKWARD : SSM_OP_PROJ_FORWARD, NULL));
     P->ctx = ctx, P->d = d;
     for (s = 0; s < d->nseg; ++s) {
         const ssm_proj_segment *g = &d->seg[s];
@@ -3016,9 +3289,8 @@ static ssm_result ssm__oc_setup(ssm__oc *C, ssm_ctx *ctx, const char *op, const 
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown gate %d", op, (int)d->gate);
     if (d->head_dim < 0 || d->block_rows < 0 || !(d->eps >= 0.0))
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: head_dim, block_rows and eps must be >= 0", op);
-    if (ctx->backend->device_type != SSM_DEVICE_CPU)
-        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend has no output chain", op,
-                             ctx->backend->name);
+    SSM__TRY(ssm__supported(ctx, op, strstr(op, "backward") ? SSM_OP_OUTCHAIN_BACKWARD : SSM_OP_OUTCHAIN_FORWARD,
+                            NULL));
     SSM__TRY(ssm__check_float_dtype(ctx, op, o));
     SSM__TRY(ssm__check(ctx, op, "o", o, o->dtype, 2, 2, NULL));
     C->ctx = ctx, C->dt = o->dtype, C->es = ssm__esize(o->dtype), C->M = o->shape[0], C->D = o->shape[1];
@@ -3208,8 +3480,19 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
 
 /* ---- the reference backend -------------------------------------------------------------- */
 
+#ifdef __cplusplus
+/* C++ has no designated initializers before C++20: slots in declaration order. */
 static const ssm_backend ssm__reference_backend = {
-    "reference", SSM_DEVICE_CPU, NULL, NULL, ssm__ref_gemm, NULL, NULL, NULL, NULL, NULL, {NULL}};
+    "reference", SSM_DEVICE_CPU, NULL, NULL, NULL, NULL, NULL, NULL, ssm__ref_gemm2,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
+#else
+static const ssm_backend ssm__reference_backend = {
+    .name = "reference",
+    .device_type = SSM_DEVICE_CPU,
+    .gemm = ssm__ref_gemm2,
+    /* every other slot NULL: the generic code of ssm.h on host loops */
+};
+#endif
 
 SSMDEF const ssm_backend *ssm_reference_backend(void) { return &ssm__reference_backend; }
 

@@ -589,12 +589,28 @@ static ssm_result ssm__blas_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, i
    every row of the table at m = 1; the parallel methods only pay off when products are
    wide enough to use every thread and the sequential chain cannot (one sequence, many
    threads, matrix state m >= n/2). */
-static ssm_linrec_method ssm__blas_linrec_pick(const ssm_ctx *ctx, ssm_dtype dtype, int64_t S, int64_t T,
-                                               int64_t n, int64_t m) {
+static void ssm__blas_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const ssm__blas_state *s = (const ssm__blas_state *)ssm_ctx_backend_state(ctx);
-    (void)dtype;
-    if (s && s->threads > 1 && S < s->threads && T >= 256 && 2 * m >= n) return SSM_LINREC_CHUNKED;
-    return SSM_LINREC_SEQUENTIAL;
+    if (p->method != SSM_LINREC_AUTO) return;
+    p->method = SSM_LINREC_SEQUENTIAL;
+    if (s && s->threads > 1 && p->S < s->threads && p->T >= 256 && 2 * p->m >= p->n) p->method = SSM_LINREC_CHUNKED;
+}
+
+/* The gemm slot: the two-level batch of the generic recurrences as one call per outer index
+   (every operand in dtype: the generic code keeps CPU work in the input dtype). */
+static ssm_result ssm__blas_gemm2(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int64_t batch, int64_t M, int64_t N,
+                                  int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B, double beta,
+                                  ssm_matrix_batch C) {
+    int64_t s, es = (int64_t)(dtype.bits / 8u);
+    for (s = 0; s < outer; ++s) {
+        ssm_matrix_batch a = A, b = B, c = C;
+        a.ptr = (char *)A.ptr + s * A.ss * es;
+        b.ptr = (char *)B.ptr + s * B.ss * es;
+        c.ptr = (char *)C.ptr + s * C.ss * es;
+        ssm_result r = ssm__blas_gemm(ctx, dtype, batch, M, N, K, alpha, a, b, beta, c);
+        if (r != SSM_OK) return r;
+    }
+    return SSM_OK;
 }
 
 /* Filled by name at first use: later ops add vtable slots to ssm_backend, and every slot this
@@ -609,7 +625,7 @@ SSMDEF const ssm_backend *ssm_blas_backend(void) {
         b.device_type = SSM_DEVICE_CPU;
         b.init = ssm__blas_init;
         b.shutdown = ssm__blas_shutdown;
-        b.gemm = ssm__blas_gemm;
+        b.gemm = ssm__blas_gemm2;
         b.linrec_pick = ssm__blas_linrec_pick;
         ssm__blas_backend = b;
     }

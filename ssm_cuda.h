@@ -7,7 +7,7 @@
          #define SSM_CUDA_IMPLEMENTATION
          #include "ssm_cuda.h"
      Everywhere else (C or C++) just #include "ssm_cuda.h": the declarations are plain C.
-     Build:  nvcc -O3 -arch=sm_90 app.cu -lcublas      (sm_90 = H100/H200; any sm_70+ works)
+     Build:  nvcc -O3 -arch=sm_90 app.cu -lcublas      (sm_90 = H100/H200; sm_80+: cp.async)
 
          ssm_cuda_config cc = ssm_cuda_config_init();   // device 0, default stream
          cc.stream = my_stream;                          // optional: run on the caller's stream
@@ -26,9 +26,25 @@
      with the native error string in ssm_ctx_last_error().
      Device scratch comes from a device workspace: the caller's (ssm_cuda_config.workspace),
      or one the context grows through the device allocator hooks (default cudaMalloc) only
-     when a call needs more than it holds; ssm_cuda_reserve_workspace() grows it up front and
-     ssm_cuda_linrec_workspace_size() / ssm_cuda_decay_workspace_size() say how much a call needs.
-     Log decays are not checked for NaN / +inf on the GPU (that would need a device sync).
+     when a call needs more than it holds; ssm_ctx_reserve_workspace() grows it up front and
+     ssm_linrec_workspace_size() / ssm_decay_workspace_size() say how much a call needs (device
+     bytes on a CUDA context). Log decays are not checked for NaN / +inf on the GPU (that would
+     need a device sync).
+
+   HOW IT PLUGS IN
+     ssm.h validates each call (this backend's check_tensor slot checks residency, device and
+     alignment), resolves AUTO through linrec_pick, sizes the workspace through workspace_size
+     and runs its generic recurrence driver and methods (scan_hs, blelloch, cr, and chunked /
+     sequential where no kernel below fits) on this backend's gemm (cuBLAS strided-batched
+     where a layout allows, else a tiled kernel; an outer-product kernel for K = 1) and copy
+     kernel. This file keeps only the specialised kernels: the fused recurrence kernel
+     (sequential, chunked), the tensor-core chunked path and the decay scans.
+
+   LIMITS
+     Any S, T, B (grid-stride loops / 2-D grids); n * m and n * n in shared memory for the
+     fused recurrence kernel (else the generic per-step path); the decay scan's blocks
+     (B * R * ceil(C / columns per block), or B * slices * ceil(T / 16) for the look-back
+     kernel) must stay below 2^31 (else SSM_ERROR_UNSUPPORTED); f64 is not supported.
 
    METHODS (dense recurrence) and where each wins
      seq       one kernel, one block per sequence, time loop inside: least work, depth T.
@@ -81,23 +97,22 @@ typedef struct ssm_cuda_config {
     ssm_cuda_allocator allocator; /* device workspace growth                                  */
     void *workspace;              /* optional caller-owned device workspace (never grown)     */
     size_t workspace_bytes;
+    /* Kernel choices, 0 = by shape (the measured defaults). Other values force a variant, for
+       the kernel-variant harnesses in dev/cuda/ and the tests; results never depend on them. */
+    int decay_kernel;     /* 1 = look-back (time split across blocks), 2 = tiled (whole time
+                             axis per block; needs B*R*ceil(C/cols) < 2^31)                   */
+    int decay_tile_cols;  /* tiled: threads per row segment, 4, 8 or 16 (vector loads only)   */
+    int decay_tile_steps; /* tiled: steps per thread and tile, 4 or 8 (vector loads only)     */
+    int decay_tile_vec;   /* tiled, 16-bit: 4 = 8-byte vectors instead of 16-byte ones         */
+    int decay_prefetch;   /* tiled forward: 1 = no cp.async ring for x, 2 = the ring           */
+    int linrec_tc_split;  /* tensor-core chunked: 1 = plain 16-bit running product, 2 = hi/lo
+                             split (~f32 accurate); by shape: split for bf16, plain for f16   */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
 SSMDEF const ssm_backend *ssm_cuda_backend(void);
 /* Switch the stream of a CUDA context (e.g. to torch.cuda.current_stream() per call). */
 SSMDEF ssm_result ssm_cuda_set_stream(ssm_ctx *ctx, void *stream);
-SSMDEF ssm_result ssm_cuda_reserve_workspace(ssm_ctx *ctx, size_t bytes);
-SSMDEF size_t ssm_cuda_workspace_capacity(const ssm_ctx *ctx);
-/* Device scratch bytes one call needs (backward = 0 forward, 1 backward). */
-SSMDEF ssm_result ssm_cuda_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc,
-                                                 ssm_dtype dtype, int64_t S, int64_t T, int64_t n,
-                                                 int64_t m, int backward, size_t *bytes);
-SSMDEF ssm_result ssm_cuda_decay_workspace_size(ssm_dtype dtype, int64_t B, int64_t T, int64_t R,
-                                                int64_t C, int backward, size_t *bytes);
-/* The method AUTO resolves to on this context for these sizes. */
-SSMDEF ssm_linrec_method ssm_cuda_linrec_pick(const ssm_ctx *ctx, ssm_dtype dtype, int64_t S, int64_t T,
-                                              int64_t n, int64_t m);
 
 #ifdef __cplusplus
 }
@@ -133,6 +148,7 @@ typedef struct ssm__cu_state {
     void *ws;
     size_t ws_bytes;
     int ws_owned;
+    ssm_cuda_config knobs; /* the kernel-choice fields of the config */
 } ssm__cu_state;
 
 static ssm__cu_state *ssm__cu_st(const ssm_ctx *ctx) { return (ssm__cu_state *)ssm_ctx_backend_state(ctx); }
@@ -152,11 +168,13 @@ static ssm__cu_state *ssm__cu_st(const ssm_ctx *ctx) { return (ssm__cu_state *)s
             return ssm_ctx_error(ctx, SSM_ERROR_BACKEND, "CUDA: launch of %s failed: %s (%s)",   \
                                  what, cudaGetErrorString(e_), cudaGetErrorName(e_));             \
     } while (0)
-#define SSM__CU_TRY(expr)                      \
-    do {                                       \
-        ssm_result r_ = (expr);                \
-        if (r_ != SSM_OK) return r_;           \
-    } while (0)
+/* Grid y / z dimensions stop at 65535: kernels loop over the rest (grid-stride). */
+#define SSM__CU_GRID_Y(n) ((unsigned)((n) < 65535 ? (n) : 65535))
+/* Blocks of 256 threads for `threads` work items of a grid-stride kernel. */
+static unsigned ssm__cu_blocks(int64_t threads) {
+    int64_t b = (threads + 255) / 256;
+    return (unsigned)(b < 1 ? 1 : b > 1048576 ? 1048576 : b);
+}
 
 /* Makes the context's device current for a scope and restores the caller's. */
 struct ssm__cu_device_guard {
@@ -185,6 +203,11 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: allocator needs both alloc and free");
     if (cc.workspace_bytes > 0 && !cc.workspace)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "ssm_cuda: workspace_bytes without workspace");
+    if (cc.decay_kernel < 0 || cc.decay_kernel > 2 || (cc.decay_tile_cols && cc.decay_tile_cols != 4 &&
+        cc.decay_tile_cols != 8 && cc.decay_tile_cols != 16) || (cc.decay_tile_steps && cc.decay_tile_steps != 4 &&
+        cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
+        cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
         return ssm_ctx_error(ctx, SSM_ERROR_BACKEND, "ssm_cuda: no usable CUDA device: %s", cudaGetErrorString(e));
@@ -199,6 +222,7 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
     s->ws = cc.workspace;
     s->ws_bytes = cc.workspace ? cc.workspace_bytes : 0;
     s->ws_owned = cc.workspace ? 0 : 1;
+    s->knobs = cc;
     cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, cc.device);
     cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, cc.device);
     s->smem_optin = (size_t)v;
@@ -238,56 +262,60 @@ extern "C" SSMDEF ssm_result ssm_cuda_set_stream(ssm_ctx *ctx, void *stream) {
     return SSM_OK;
 }
 
-extern "C" SSMDEF ssm_result ssm_cuda_reserve_workspace(ssm_ctx *ctx, size_t bytes) {
-    ssm__cu_state *s;
+/* The workspace_reserve slot: ssm_ctx_reserve_workspace / ssm_ctx_workspace on a CUDA context
+   grow this device buffer (256-byte multiples). */
+static ssm_result ssm__cu_workspace_reserve(ssm_ctx *ctx, size_t bytes, void **ptr, size_t *capacity) {
+    ssm__cu_state *s = ssm__cu_st(ctx);
     void *p = NULL;
-    if (!ctx || !(s = ssm__cu_st(ctx))) return SSM_ERROR_NULL_ARGUMENT;
+    *ptr = s->ws, *capacity = s->ws_bytes;
     if (bytes <= s->ws_bytes) return SSM_OK;
     if (!s->ws_owned)
         return ssm_ctx_error(ctx, SSM_ERROR_WORKSPACE_TOO_SMALL,
                              "ssm_cuda: workspace: %zu bytes needed, the caller's buffer has %zu", bytes, s->ws_bytes);
     bytes = (bytes + 255) & ~(size_t)255;
-    if (s->allocator.alloc) {
-        p = s->allocator.alloc(s->allocator.user, bytes, (void *)s->stream);
-        if (!p) return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "ssm_cuda: allocator hook returned NULL for %zu bytes", bytes);
-    } else {
-        cudaError_t e = cudaMalloc(&p, bytes);
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "ssm_cuda: cudaMalloc(%zu) failed: %s", bytes,
-                                 cudaGetErrorString(e));
+    {
+        ssm__cu_device_guard g(s->device);
+        if (s->allocator.alloc) {
+            p = s->allocator.alloc(s->allocator.user, bytes, (void *)s->stream);
+            if (!p)
+                return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "ssm_cuda: allocator hook returned NULL for %zu bytes",
+                                     bytes);
+        } else {
+            cudaError_t e = cudaMalloc(&p, bytes);
+            if (e != cudaSuccess) {
+                cudaGetLastError();
+                return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "ssm_cuda: cudaMalloc(%zu) failed: %s", bytes,
+                                     cudaGetErrorString(e));
+            }
         }
-    }
-    if (s->ws) {
-        if (s->allocator.free) s->allocator.free(s->allocator.user, s->ws, (void *)s->stream);
-        else {
-            cudaStreamSynchronize(s->stream); /* the old buffer may still be in use */
-            cudaFree(s->ws);
+        if (s->ws) {
+            if (s->allocator.free) s->allocator.free(s->allocator.user, s->ws, (void *)s->stream);
+            else {
+                cudaStreamSynchronize(s->stream); /* the old buffer may still be in use */
+                cudaFree(s->ws);
+            }
         }
     }
     s->ws = p;
     s->ws_bytes = bytes;
+    *ptr = p, *capacity = bytes;
     return SSM_OK;
 }
 
-extern "C" SSMDEF size_t ssm_cuda_workspace_capacity(const ssm_ctx *ctx) {
-    return ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->ws_bytes : 0;
-}
-
-static ssm_result ssm__cu_workspace(ssm_ctx *ctx, size_t bytes, char **p) {
-    *p = NULL;
-    if (!bytes) return SSM_OK;
-    SSM__CU_TRY(ssm_cuda_reserve_workspace(ctx, bytes));
-    *p = (char *)ssm__cu_st(ctx)->ws;
-    return SSM_OK;
-}
-
-/* ---- argument checks the generic layer cannot do: pointers, device ids, alignment ---------- */
+/* ---- what ssm.h asks: support, tensor checks ------------------------------------------------- */
 
 static size_t ssm__cu_esize(ssm_dtype t) { return (size_t)t.bits / 8u; }
 static int ssm__cu_dt(ssm_dtype t) { return t.bits == 32 ? 0 : (t.code == SSM_DTYPE_BFLOAT ? 2 : 1); }
 
-static ssm_result ssm__cu_check_ptr(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t) {
+/* linrec (any method: the generic ones run on gemm + copy) and the decay scan. */
+static int ssm__cu_supports(const ssm_ctx *ctx, ssm_op op, const void *plan) {
+    (void)ctx, (void)plan;
+    return op == SSM_OP_LINREC_FORWARD || op == SSM_OP_LINREC_BACKWARD || op == SSM_OP_DECAY_FORWARD ||
+           op == SSM_OP_DECAY_BACKWARD;
+}
+
+/* The check_tensor slot: device id, element alignment, and device (or managed) memory. */
+static ssm_result ssm__cu_check_tensor(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t) {
     ssm__cu_state *s = ssm__cu_st(ctx);
     cudaPointerAttributes at;
     cudaError_t e;
@@ -327,15 +355,22 @@ __device__ __forceinline__ void ssm__cu_stv(void *p, int dt, int64_t i, float v)
     else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
 }
 
-/* A batch of matrices over two batch indices (sequence s, item k):
-   element (s, k, i, j) at p[off + s*ss + k*bs + i*rs + j*cs] of dtype dt. */
+/* An ssm_matrix_batch on the device: element (s, k, i, j) at p[s*ss + k*bs + i*rs + j*cs] of
+   dtype dt (0 f32, 1 f16, 2 bf16). */
 typedef struct ssm__cu_op {
     void *p;
     int dt;
-    int64_t off, rs, cs, bs, ss;
+    int64_t rs, cs, bs, ss;
 } ssm__cu_op;
 
-/* C = alpha A B + beta C over nbatch = S*count (s = idx / count, k = idx % count).
+static ssm__cu_op ssm__cu_op_of(ssm_matrix_batch m, ssm_dtype call) {
+    ssm__cu_op o;
+    o.p = m.ptr, o.dt = ssm__cu_dt(m.dtype.bits ? m.dtype : call);
+    o.rs = m.rs, o.cs = m.cs, o.bs = m.bs, o.ss = m.ss;
+    return o;
+}
+
+/* C = alpha A B + beta C over nbatch = outer*count (s = idx / count, k = idx % count).
    32x32 output tiles, 32-deep K slabs in shared memory, f32 accumulation. */
 __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, int K, float alpha, float beta,
                                   ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
@@ -345,8 +380,7 @@ __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, i
     const int tx = threadIdx.x, ty = threadIdx.y;
     for (int64_t bi = blockIdx.y; bi < nbatch; bi += gridDim.y) {
         const int64_t s = bi / count, k = bi % count;
-        const int64_t a0 = A.off + s * A.ss + k * A.bs, b0 = B.off + s * B.ss + k * B.bs;
-        const int64_t c0 = C.off + s * C.ss + k * C.bs;
+        const int64_t a0 = s * A.ss + k * A.bs, b0 = s * B.ss + k * B.bs, c0 = s * C.ss + k * C.bs;
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
         for (int k0 = 0; k0 < K; k0 += 32) {
 #pragma unroll
@@ -378,146 +412,168 @@ __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, i
     }
 }
 
-/* dst = src (+ dst), or dst = value when src.p is NULL; rows x cols per batch entry. */
+/* C = alpha a b^T (+ beta C) for K = 1 (a column of M, a row of N; dA_t = g_t h_{t-1}^T of the
+   recurrence's adjoint): one (s, k) per block iteration, a bandwidth-bound outer product;
+   16-byte stores of 8 16-bit values where C's rows are contiguous and aligned (vec). */
+__global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int64_t count, int M, int N, float alpha,
+                                                            float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C, int vec) {
+    extern __shared__ float ssm__ou_sm[];
+    float *as = ssm__ou_sm, *bs = as + M;
+    for (int64_t bi = blockIdx.x; bi < nbatch; bi += gridDim.x) {
+        const int64_t s = bi / count, k = bi % count;
+        __syncthreads();
+        for (int i = threadIdx.x; i < M; i += blockDim.x) as[i] = ssm__cu_ld(A.p, A.dt, s * A.ss + k * A.bs + i * A.rs);
+        for (int j = threadIdx.x; j < N; j += blockDim.x) bs[j] = ssm__cu_ld(B.p, B.dt, s * B.ss + k * B.bs + j * B.cs);
+        __syncthreads();
+        const int64_t base = s * C.ss + k * C.bs;
+        if (vec) {
+            const int per = N / 8;
+            for (int e = threadIdx.x; e < M * per; e += blockDim.x) {
+                int i = e / per, j = (e % per) * 8;
+                float gi = alpha * as[i];
+                unsigned w[4];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    float x = gi * bs[j + 2 * q], y = gi * bs[j + 2 * q + 1];
+                    if (C.dt == 1) { __half2 v = __floats2half2_rn(x, y); w[q] = *(unsigned *)&v; }
+                    else { __nv_bfloat162 v = __floats2bfloat162_rn(x, y); w[q] = *(unsigned *)&v; }
+                }
+                *(uint4 *)((unsigned short *)C.p + base + i * C.rs + j) = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        } else {
+            for (int e = threadIdx.x; e < M * N; e += blockDim.x) {
+                int i = e / N, j = e % N;
+                int64_t ci = base + i * C.rs + j * C.cs;
+                float v = alpha * as[i] * bs[j];
+                if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
+                ssm__cu_stv(C.p, C.dt, ci, v);
+            }
+        }
+    }
+}
+
+/* dst = src (+ dst), or dst = 0 when src.p is NULL; rows x cols per batch entry. */
 __global__ void ssm__cu_copy_kernel(int64_t total, int64_t count, int rows, int cols, ssm__cu_op src,
-                                    ssm__cu_op dst, int accumulate, float value) {
+                                    ssm__cu_op dst, int accumulate) {
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
         int64_t j = idx % cols, i = (idx / cols) % rows, bi = idx / ((int64_t)rows * cols);
         int64_t s = bi / count, k = bi % count;
-        int64_t di = dst.off + s * dst.ss + k * dst.bs + i * dst.rs + j * dst.cs;
-        float v = src.p ? ssm__cu_ld(src.p, src.dt, src.off + s * src.ss + k * src.bs + i * src.rs + j * src.cs) : value;
+        int64_t di = s * dst.ss + k * dst.bs + i * dst.rs + j * dst.cs;
+        float v = src.p ? ssm__cu_ld(src.p, src.dt, s * src.ss + k * src.bs + i * src.rs + j * src.cs) : 0.f;
         if (accumulate) v += ssm__cu_ld(dst.p, dst.dt, di);
         ssm__cu_stv(dst.p, dst.dt, di, v);
     }
 }
 
-static ssm_result ssm__cu_mm_launch(ssm_ctx *ctx, int64_t S, int64_t count, int64_t M, int64_t N, int64_t K,
+/* ---- the backend's primitives: gemm (cuBLAS where a layout allows, else the kernels above)
+   and copy ------------------------------------------------------------------------------------ */
+
+static ssm_result ssm__cu_mm_launch(ssm_ctx *ctx, int64_t outer, int64_t count, int64_t M, int64_t N, int64_t K,
                                     float alpha, float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
-    int64_t nb = S * count;
+    int64_t nb = outer * count;
     if (nb <= 0 || M <= 0 || N <= 0) return SSM_OK;
-    dim3 grid((unsigned)(((M + 31) / 32) * ((N + 31) / 32)), (unsigned)(nb < 65535 ? nb : 65535)), block(32, 8);
+    dim3 grid((unsigned)(((M + 31) / 32) * ((N + 31) / 32)), SSM__CU_GRID_Y(nb)), block(32, 8);
     ssm__cu_mm_kernel<<<grid, block, 0, ssm__cu_st(ctx)->stream>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
     SSM__CU_LAUNCHED(ctx, "ssm__cu_mm_kernel");
     return SSM_OK;
 }
 
-static ssm_result ssm__cu_copy_launch(ssm_ctx *ctx, int64_t S, int64_t count, int64_t rows, int64_t cols,
-                                      ssm__cu_op src, ssm__cu_op dst, int accumulate, float value) {
-    int64_t total = S * count * rows * cols, blocks;
+/* cuBLAS strided-batched GEMM for one batch level in one dtype (column-major: C = op(A) op(B)
+   when C is column-major; a row-major C is C^T = B^T A^T, operands swapped and every view
+   transposed). Returns SSM__NOT_MINE where the layout does not fit. */
+static ssm_result ssm__cu_cublas(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
+                                 double alpha, ssm_matrix_batch a, ssm_matrix_batch b, double beta, ssm_matrix_batch c) {
+    ssm__cu_state *s = ssm__cu_st(ctx);
+    const int64_t big = 2147483647;
+    int64_t m_ = M, n_ = N, lda, ldb;
+    cublasOperation_t oa, ob;
+    if (c.rs != 1 && c.cs == 1) {
+        ssm_matrix_batch t = a;
+        a = b, b = t;
+        m_ = N, n_ = M;
+        { int64_t x = a.rs; a.rs = a.cs; a.cs = x; }
+        { int64_t x = b.rs; b.rs = b.cs; b.cs = x; }
+        { int64_t x = c.rs; c.rs = c.cs; c.cs = x; }
+    }
+    if (c.rs != 1 || c.cs < m_ || K <= 0 || batch >= big || m_ >= big || n_ >= big || K >= big) return SSM__NOT_MINE;
+    if (a.bs < 0 || b.bs < 0 || c.bs < 0 || (batch > 1 && c.bs < c.cs * n_)) return SSM__NOT_MINE;
+    if (a.rs == 1 && a.cs >= m_) oa = CUBLAS_OP_N, lda = a.cs;
+    else if (a.cs == 1 && a.rs >= K) oa = CUBLAS_OP_T, lda = a.rs;
+    else return SSM__NOT_MINE;
+    if (b.rs == 1 && b.cs >= K) ob = CUBLAS_OP_N, ldb = b.cs;
+    else if (b.cs == 1 && b.rs >= n_) ob = CUBLAS_OP_T, ldb = b.rs;
+    else return SSM__NOT_MINE;
+    if (lda <= 0 || ldb <= 0 || lda >= big || ldb >= big || c.cs >= big) return SSM__NOT_MINE;
+    {
+        int dt = ssm__cu_dt(dtype);
+        cudaDataType ty = dt == 0 ? CUDA_R_32F : (dt == 1 ? CUDA_R_16F : CUDA_R_16BF);
+        float al = (float)alpha, be = (float)beta;
+        cublasStatus_t st = cublasSetStream(s->cublas, s->stream);
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cublasGemmStridedBatchedEx(s->cublas, oa, ob, (int)m_, (int)n_, (int)K, &al, a.ptr, ty, (int)lda, a.bs,
+                                            b.ptr, ty, (int)ldb, b.bs, &be, c.ptr, ty, (int)c.cs, c.bs, (int)batch,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            return ssm_ctx_error(ctx, SSM_ERROR_BACKEND, "cuBLAS: cublasGemmStridedBatchedEx failed: %s",
+                                 cublasGetStatusString(st));
+    }
+    return SSM_OK;
+}
+
+static int ssm__cu_same_dtype(ssm_dtype call, ssm_matrix_batch m) { return !m.dtype.bits || ssm_dtype_equal(m.dtype, call); }
+
+static ssm_result ssm__cu_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int64_t batch, int64_t M, int64_t N,
+                               int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B, double beta,
+                               ssm_matrix_batch C) {
+    ssm__cu_state *s = ssm__cu_st(ctx);
+    ssm__cu_device_guard g(s->device);
+    ssm__cu_op a = ssm__cu_op_of(A, dtype), b = ssm__cu_op_of(B, dtype), c = ssm__cu_op_of(C, dtype);
+    if (outer <= 0 || batch <= 0 || M <= 0 || N <= 0) return SSM_OK;
+    if (dtype.bits == 64) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "ssm_cuda gemm: f64 is not supported");
+    if (K == 1 && M <= 4096 && N <= 4096) { /* an outer product: bandwidth-bound, its own kernel */
+        int64_t nb = outer * batch;
+        int vec = c.dt != 0 && c.cs == 1 && N % 8 == 0 && beta == 0.0 && !((uintptr_t)c.p & 15) && !(c.bs & 7) &&
+                  !(c.ss & 7) && !(c.rs & 7);
+        ssm__cu_outer_kernel<<<(unsigned)(nb < 65536 * 4 ? nb : 65536 * 4), 256, (size_t)(M + N) * 4u, s->stream>>>(
+            nb, batch, (int)M, (int)N, (float)alpha, (float)beta, a, b, c, vec);
+        SSM__CU_LAUNCHED(ctx, "ssm__cu_outer_kernel");
+        return SSM_OK;
+    }
+    if (ssm__cu_same_dtype(dtype, A) && ssm__cu_same_dtype(dtype, B) && ssm__cu_same_dtype(dtype, C) &&
+        (outer == 1 || (A.ss == batch * A.bs && B.ss == batch * B.bs && C.ss == batch * C.bs))) {
+        ssm_result r = ssm__cu_cublas(ctx, dtype, outer * batch, M, N, K, alpha, A, B, beta, C);
+        if (r != SSM__NOT_MINE) return r;
+    }
+    return ssm__cu_mm_launch(ctx, outer, batch, M, N, K, (float)alpha, (float)beta, a, b, c);
+}
+
+static ssm_result ssm__cu_copy(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int64_t batch, int64_t rows, int64_t cols,
+                               ssm_matrix_batch src, ssm_matrix_batch dst, int accumulate) {
+    ssm__cu_state *s = ssm__cu_st(ctx);
+    ssm__cu_device_guard g(s->device);
+    int64_t total = outer * batch * rows * cols, blocks;
     if (total <= 0) return SSM_OK;
     blocks = (total + 255) / 256;
     if (blocks > 65536) blocks = 65536;
-    ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, ssm__cu_st(ctx)->stream>>>(total, count, (int)rows, (int)cols, src,
-                                                                               dst, accumulate, value);
+    ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, s->stream>>>(total, batch, (int)rows, (int)cols,
+                                                                 ssm__cu_op_of(src, dtype), ssm__cu_op_of(dst, dtype),
+                                                                 accumulate);
     SSM__CU_LAUNCHED(ctx, "ssm__cu_copy_kernel");
     return SSM_OK;
 }
 
-/* ---- the backend's GEMM: cuBLAS where a layout allows, the tiled kernel otherwise ---------- */
-
-static ssm_result ssm__cu_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N, int64_t K,
-                               double alpha, ssm_matrix_batch A, ssm_matrix_batch B, double beta, ssm_matrix_batch C) {
-    ssm__cu_state *s = ssm__cu_st(ctx);
-    ssm__cu_device_guard g(s->device);
-    int dt = ssm__cu_dt(dtype);
-    if (dtype.bits == 64) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "ssm_cuda gemm: f64 is not supported");
-    /* cuBLAS (column-major): C = op(A) op(B) when C is column-major (rs == 1); a row-major C
-       (cs == 1) is C^T = B^T A^T, i.e. swap the operands and transpose every view. */
-    {
-        ssm_matrix_batch a = A, b = B, c = C;
-        int64_t m_ = M, n_ = N;
-        if (c.rs != 1 && c.cs == 1) {
-            ssm_matrix_batch t = a;
-            a = b, b = t;
-            m_ = N, n_ = M;
-            { int64_t x = a.rs; a.rs = a.cs; a.cs = x; }
-            { int64_t x = b.rs; b.rs = b.cs; b.cs = x; }
-            { int64_t x = c.rs; c.rs = c.cs; c.cs = x; }
-        }
-        if (c.rs == 1 && c.cs >= m_ && K > 0 && batch < 2147483647 && m_ < 2147483647 && n_ < 2147483647) {
-            /* a is m_ x K, b is K x n_ */
-            cublasOperation_t oa, ob;
-            int64_t lda, ldb;
-            int ok = 1;
-            if (a.rs == 1 && a.cs >= m_) oa = CUBLAS_OP_N, lda = a.cs;
-            else if (a.cs == 1 && a.rs >= K) oa = CUBLAS_OP_T, lda = a.rs;
-            else ok = 0;
-            if (b.rs == 1 && b.cs >= K) ob = CUBLAS_OP_N, ldb = b.cs;
-            else if (b.cs == 1 && b.rs >= n_) ob = CUBLAS_OP_T, ldb = b.rs;
-            else ok = 0;
-            if (ok && lda > 0 && ldb > 0 && lda < 2147483647 && ldb < 2147483647 && c.cs < 2147483647) {
-                cudaDataType ty = dt == 0 ? CUDA_R_32F : (dt == 1 ? CUDA_R_16F : CUDA_R_16BF);
-                float al = (float)alpha, be = (float)beta;
-                cublasStatus_t st = cublasSetStream(s->cublas, s->stream);
-                if (st == CUBLAS_STATUS_SUCCESS)
-                    st = cublasGemmStridedBatchedEx(s->cublas, oa, ob, (int)m_, (int)n_, (int)K, &al, a.ptr, ty, (int)lda,
-                                                    a.bs, b.ptr, ty, (int)ldb, b.bs, &be, c.ptr, ty, (int)c.cs, c.bs,
-                                                    (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-                if (st != CUBLAS_STATUS_SUCCESS)
-                    return ssm_ctx_error(ctx, SSM_ERROR_BACKEND, "cuBLAS: cublasGemmStridedBatchedEx failed: %s",
-                                         cublasGetStatusString(st));
-                return SSM_OK;
-            }
-        }
-    }
-    {
-        ssm__cu_op a = {A.ptr, dt, 0, A.rs, A.cs, A.bs, 0}, b = {B.ptr, dt, 0, B.rs, B.cs, B.bs, 0};
-        ssm__cu_op c = {C.ptr, dt, 0, C.rs, C.cs, C.bs, 0};
-        return ssm__cu_mm_launch(ctx, 1, batch, M, N, K, (float)alpha, (float)beta, a, b, c);
-    }
-}
-
-/* ---- dense linear recurrence ----------------------------------------------------------------
-   Sequences over time with a batch index: element (s, t, i, j) at
-   p[off + s*ss + t*ts + i*rs + j*cs]. Reversed views have negative ts and an offset at the end;
-   offsets stay integers until an access. */
-typedef struct ssm__cu_seq {
-    void *p;
-    int dt;
-    int64_t off, ts, rs, cs, ss;
-} ssm__cu_seq;
-
+/* ---- dense linear recurrence: the specialised kernels -----------------------------------------
+   ssm.h's driver folds h_0, keeps 16-bit inputs' states in an f32 work buffer (plan.work) and
+   calls linrec_steps for steps 1..T-1 of all S sequences (plan.group = S); the kernels below
+   take the sequential and chunked methods where they fit, everything else runs ssm.h's
+   generic methods on the gemm and copy above. */
 typedef struct ssm__cu_lr {
     ssm_ctx *ctx;
+    const ssm_linrec_plan *p;
     int64_t S, n, m;
-    int64_t mat_mat, mat_state;
-    ssm__cu_seq out; /* the caller's view of the solution, where it differs from the work buffer */
-    int has_out, out_written;
+    ssm_linrec_stats *st;
 } ssm__cu_lr;
-
-static ssm__cu_op ssm__cu_at(ssm__cu_seq v, int64_t t, int64_t tstep) {
-    ssm__cu_op o;
-    o.p = v.p, o.dt = v.dt, o.off = v.off + t * v.ts, o.rs = v.rs, o.cs = v.cs, o.bs = v.ts * tstep, o.ss = v.ss;
-    return o;
-}
-static ssm__cu_seq ssm__cu_sub(ssm__cu_seq v, int64_t start, int64_t step) {
-    v.off += start * v.ts;
-    v.ts *= step;
-    return v;
-}
-static ssm_result ssm__cu_mm(ssm__cu_lr *L, int64_t count, float beta, int state, ssm__cu_seq A, int64_t ka,
-                             int64_t sa, ssm__cu_seq B, int64_t kb, int64_t sb, ssm__cu_seq C, int64_t kc, int64_t sc) {
-    if (count <= 0) return SSM_OK;
-    if (state) L->mat_state += count * L->S;
-    else L->mat_mat += count * L->S;
-    return ssm__cu_mm_launch(L->ctx, L->S, count, L->n, state ? L->m : L->n, L->n, 1.f, beta, ssm__cu_at(A, ka, sa),
-                             ssm__cu_at(B, kb, sb), ssm__cu_at(C, kc, sc));
-}
-#define SSM__CU_MATMAT(L, cnt, A, ka, B, kb, C, kc, step) ssm__cu_mm(L, cnt, 0.f, 0, A, ka, step, B, kb, step, C, kc, step)
-#define SSM__CU_MATSTATE(L, cnt, A, ka, B, kb, C, kc, step) ssm__cu_mm(L, cnt, 1.f, 1, A, ka, step, B, kb, step, C, kc, step)
-
-static ssm_result ssm__cu_copy_seq(ssm__cu_lr *L, int64_t count, int64_t cols, ssm__cu_seq src, int64_t ks,
-                                   int64_t ss, ssm__cu_seq dst, int64_t kd, int64_t sd) {
-    return ssm__cu_copy_launch(L->ctx, L->S, count, L->n, cols, ssm__cu_at(src, ks, ss), ssm__cu_at(dst, kd, sd), 0, 0.f);
-}
-static ssm__cu_seq ssm__cu_scratch(ssm__cu_lr *L, char **cursor, int64_t count, int64_t cols) {
-    ssm__cu_seq v;
-    v.p = *cursor, v.dt = 0, v.off = 0, v.ts = L->n * cols, v.rs = cols, v.cs = 1, v.ss = count * L->n * cols;
-    *cursor += (size_t)(L->S * count * L->n * cols) * 4u;
-    *cursor = (char *)(((uintptr_t)*cursor + 255) & ~(uintptr_t)255);
-    return v;
-}
 
 /* The fused recurrence kernel: block (c, s) runs steps u = 0 .. len-1 of chunk c of sequence s,
    h_u = A_u h_{u-1} + b_u from h_{-1} = init (zero when init.p is NULL), where chunk c starts at
@@ -529,68 +585,79 @@ typedef struct ssm__cu_rv {
     int64_t off, ts, rs, cs, ss, chs;
 } ssm__cu_rv;
 
-__global__ void ssm__cu_rec_kernel(int n, int m, int64_t T, int64_t L, int skip_last, ssm__cu_rv A, ssm__cu_rv b,
-                                   ssm__cu_rv h, ssm__cu_rv init, float *P, int64_t nchunks) {
+__global__ void ssm__cu_rec_kernel(int64_t S, int n, int m, int64_t T, int64_t L, int skip_last, ssm__cu_rv A,
+                                   ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P, int64_t nchunks) {
     extern __shared__ float sm[];
     const int np = n + 1;
-    float *As = sm, *hc = As + n * np, *hn = hc + n * m, *Pc = hn + n * m, *Pn = Pc + n * n;
-    const int64_t c = blockIdx.x, s = blockIdx.y;
+    const int64_t c = blockIdx.x;
     const int tid = threadIdx.x, nt = blockDim.x;
     int64_t len = T - c * L;
     if (len > L) len = L;
     if (skip_last) --len;
     if (len <= 0) return;
-    const int64_t a0 = A.off + s * A.ss + c * A.chs, b0 = b.off + s * b.ss + c * b.chs, h0 = h.off + s * h.ss + c * h.chs;
-    for (int e = tid; e < n * m; e += nt) {
-        int i = e / m, j = e % m;
-        hc[e] = init.p ? ssm__cu_ld(init.p, init.dt, init.off + s * init.ss + c * init.chs + i * init.rs + j * init.cs) : 0.f;
-    }
-    for (int64_t u = 0; u < len; ++u) {
-        const int64_t au = a0 + u * A.ts;
-        for (int e = tid; e < n * n; e += nt) {
-            int i = e / n, j = e % n;
-            As[i * np + j] = ssm__cu_ld(A.p, A.dt, au + i * A.rs + j * A.cs);
-        }
-        __syncthreads();
+    for (int64_t s = blockIdx.y; s < S; s += gridDim.y) {
+        float *As = sm, *hc = As + n * np, *hn = hc + n * m, *Pc = hn + n * m, *Pn = Pc + n * n;
+        const int64_t a0 = A.off + s * A.ss + c * A.chs, b0 = b.off + s * b.ss + c * b.chs, h0 = h.off + s * h.ss + c * h.chs;
+        __syncthreads(); /* the previous sequence is done with shared memory */
         for (int e = tid; e < n * m; e += nt) {
             int i = e / m, j = e % m;
-            float acc = ssm__cu_ld(b.p, b.dt, b0 + u * b.ts + i * b.rs + j * b.cs);
-            const float *ar = As + i * np;
-            for (int k = 0; k < n; ++k) acc += ar[k] * hc[k * m + j];
-            hn[e] = acc;
-            ssm__cu_stv(h.p, h.dt, h0 + u * h.ts + i * h.rs + j * h.cs, acc);
+            hc[e] = init.p ? ssm__cu_ld(init.p, init.dt, init.off + s * init.ss + c * init.chs + i * init.rs + j * init.cs)
+                           : 0.f;
         }
-        if (P) {
+        for (int64_t u = 0; u < len; ++u) {
+            const int64_t au = a0 + u * A.ts;
             for (int e = tid; e < n * n; e += nt) {
                 int i = e / n, j = e % n;
-                float acc;
-                if (u == 0) acc = As[i * np + j];
-                else {
-                    const float *ar = As + i * np;
-                    acc = 0.f;
-                    for (int k = 0; k < n; ++k) acc += ar[k] * Pc[k * n + j];
-                }
-                Pn[e] = acc;
+                As[i * np + j] = ssm__cu_ld(A.p, A.dt, au + i * A.rs + j * A.cs);
             }
+            __syncthreads();
+            for (int e = tid; e < n * m; e += nt) {
+                int i = e / m, j = e % m;
+                float acc = ssm__cu_ld(b.p, b.dt, b0 + u * b.ts + i * b.rs + j * b.cs);
+                const float *ar = As + i * np;
+                for (int k = 0; k < n; ++k) acc += ar[k] * hc[k * m + j];
+                hn[e] = acc;
+                ssm__cu_stv(h.p, h.dt, h0 + u * h.ts + i * h.rs + j * h.cs, acc);
+            }
+            if (P) {
+                for (int e = tid; e < n * n; e += nt) {
+                    int i = e / n, j = e % n;
+                    float acc;
+                    if (u == 0) acc = As[i * np + j];
+                    else {
+                        const float *ar = As + i * np;
+                        acc = 0.f;
+                        for (int k = 0; k < n; ++k) acc += ar[k] * Pc[k * n + j];
+                    }
+                    Pn[e] = acc;
+                }
+            }
+            __syncthreads();
+            { float *t = hc; hc = hn; hn = t; }
+            if (P) { float *t = Pc; Pc = Pn; Pn = t; }
         }
-        __syncthreads();
-        { float *t = hc; hc = hn; hn = t; }
-        if (P) { float *t = Pc; Pc = Pn; Pn = t; }
-    }
-    if (P) {
-        float *dst = P + (s * nchunks + c) * (int64_t)n * n;
-        for (int e = tid; e < n * n; e += nt) dst[e] = Pc[e];
+        if (P) {
+            float *dst = P + (s * nchunks + c) * (int64_t)n * n;
+            for (int e = tid; e < n * n; e += nt) dst[e] = Pc[e];
+        }
     }
 }
 
 static size_t ssm__cu_rec_smem(int64_t n, int64_t m, int withP) {
     return (size_t)(n * (n + 1) + 2 * n * m + (withP ? 2 * n * n : 0)) * 4u;
 }
-static ssm__cu_rv ssm__cu_rv_of(ssm__cu_seq v, int64_t start, int64_t chs_steps) {
+static ssm__cu_rv ssm__cu_rv_of(ssm_seq_view v, int64_t start, int64_t chs_steps) {
     ssm__cu_rv r;
-    r.p = v.p, r.dt = v.dt, r.off = v.off + start * v.ts, r.ts = v.ts, r.rs = v.rs, r.cs = v.cs, r.ss = v.ss;
-    r.chs = chs_steps * v.ts;
+    r.p = v.ptr, r.dt = ssm__cu_dt(v.dtype), r.off = v.off + start * v.ts, r.ts = v.ts, r.rs = v.rs, r.cs = v.cs;
+    r.ss = v.ss, r.chs = chs_steps * v.ts;
     return r;
+}
+/* Matrix t of every sequence of a view, as a gemm operand. */
+static ssm__cu_op ssm__cu_op_at(ssm_seq_view v, int64_t t) {
+    ssm__cu_op o;
+    o.p = (char *)v.ptr + (v.off + t * v.ts) * (int64_t)ssm__cu_esize(v.dtype), o.dt = ssm__cu_dt(v.dtype);
+    o.rs = v.rs, o.cs = v.cs, o.bs = 0, o.ss = v.ss;
+    return o;
 }
 
 static ssm_result ssm__cu_rec_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last,
@@ -604,170 +671,62 @@ static ssm_result ssm__cu_rec_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, 
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem,
                                  cudaGetErrorString(e));
     }
-    dim3 grid((unsigned)nchunks, (unsigned)L->S);
-    ssm__cu_rec_kernel<<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>((int)L->n, (int)L->m, T, Lc, skip_last, A, b, h,
-                                                                         init, P, nchunks);
+    dim3 grid((unsigned)nchunks, SSM__CU_GRID_Y(L->S));
+    ssm__cu_rec_kernel<<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>(L->S, (int)L->n, (int)L->m, T, Lc, skip_last,
+                                                                         A, b, h, init, P, nchunks);
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_rec_kernel");
-    L->mat_state += L->S * T;
+    L->st->mat_state += L->S * T;
     return SSM_OK;
 }
 static int ssm__cu_rec_fits(const ssm__cu_lr *L, int withP) {
-    return ssm__cu_rec_smem(L->n, L->m, withP) <= ssm__cu_st(L->ctx)->smem_optin && L->S <= 65535;
+    return ssm__cu_rec_smem(L->n, L->m, withP) <= ssm__cu_st(L->ctx)->smem_optin;
 }
 
-/* Per-step launches (used where the fused kernel does not fit). h_0 is already in h. */
-static ssm_result ssm__cu_lr_sequential_steps(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h) {
-    int64_t t;
-    for (t = 1; t < T; ++t) {
-        SSM__CU_TRY(ssm__cu_copy_seq(L, 1, L->m, b, t, 1, h, t, 1));
-        SSM__CU_TRY(SSM__CU_MATSTATE(L, 1, A, t, h, t - 1, h, t, 1));
-    }
-    return SSM_OK;
-}
-
-/* Sequential: steps 1..T-1 (h_0 folded by the caller) in one fused kernel. */
-static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h) {
+/* Sequential: steps 1..T-1 (h_0 given) in one fused kernel. */
+static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h) {
     ssm__cu_rv init;
     if (T <= 1) return SSM_OK;
-    if (!ssm__cu_rec_fits(L, 0)) return ssm__cu_lr_sequential_steps(L, T, A, b, h);
+    if (!ssm__cu_rec_fits(L, 0)) return SSM__NOT_MINE;
     init = ssm__cu_rv_of(h, 0, 0);
     return ssm__cu_rec_launch(L, 1, T - 1, T, 0, ssm__cu_rv_of(A, 1, 0), ssm__cu_rv_of(b, 1, 0), ssm__cu_rv_of(h, 1, 0),
                               init, NULL);
 }
 
-/* Hillis-Steele, double-buffered (as ssm.h's). */
-static ssm_result ssm__cu_lr_scan_hs(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h, char *ws) {
-    int64_t d;
-    ssm__cu_seq Mc = ssm__cu_scratch(L, &ws, T, L->n), Mn = ssm__cu_scratch(L, &ws, T, L->n);
-    ssm__cu_seq vc = h, vn = ssm__cu_scratch(L, &ws, T, L->m), tmp;
-    SSM__CU_TRY(ssm__cu_copy_seq(L, T - 1, L->n, A, 1, 1, Mc, 1, 1));
-    SSM__CU_TRY(ssm__cu_copy_seq(L, T - 1, L->m, b, 1, 1, h, 1, 1));
-    for (d = 1; d < T; d *= 2) {
-        SSM__CU_TRY(ssm__cu_copy_seq(L, T, L->m, vc, 0, 1, vn, 0, 1));
-        SSM__CU_TRY(SSM__CU_MATSTATE(L, T - d, Mc, d, vc, 0, vn, d, 1));
-        if (2 * d < T) {
-            SSM__CU_TRY(ssm__cu_copy_seq(L, d, L->n, Mc, 1, 1, Mn, 1, 1));
-            SSM__CU_TRY(SSM__CU_MATMAT(L, T - d - 1, Mc, d + 1, Mc, 1, Mn, d + 1, 1));
-        }
-        tmp = Mc; Mc = Mn; Mn = tmp;
-        tmp = vc; vc = vn; vn = tmp;
-    }
-    if (vc.p != h.p || vc.off != h.off) SSM__CU_TRY(ssm__cu_copy_seq(L, T - 1, L->m, vc, 1, 1, h, 1, 1));
-    return SSM_OK;
-}
-
-/* Blelloch / Brent-Kung in place at stride 2^l (as ssm.h's). */
-static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h, char *ws) {
-    int64_t s, top = 0;
-    ssm__cu_seq M = ssm__cu_scratch(L, &ws, T, L->n), P = ssm__cu_scratch(L, &ws, T / 2 + 1, L->n);
-    SSM__CU_TRY(ssm__cu_copy_seq(L, T - 1, L->n, A, 1, 1, M, 1, 1));
-    SSM__CU_TRY(ssm__cu_copy_seq(L, T - 1, L->m, b, 1, 1, h, 1, 1));
-    for (s = 1; 2 * s <= T; s *= 2) {
-        int64_t cnt = (T - 2 * s) / (2 * s) + 1;
-        top = s;
-        SSM__CU_TRY(SSM__CU_MATSTATE(L, cnt, M, 2 * s - 1, h, s - 1, h, 2 * s - 1, 2 * s));
-        if (cnt > 1) {
-            SSM__CU_TRY(ssm__cu_mm(L, cnt - 1, 0.f, 0, M, 4 * s - 1, 2 * s, M, 3 * s - 1, 2 * s, P, 0, 1));
-            SSM__CU_TRY(ssm__cu_copy_seq(L, cnt - 1, L->n, P, 0, 1, M, 4 * s - 1, 2 * s));
-        }
-    }
-    for (s = top; s >= 1; s /= 2) {
-        if (3 * s - 1 < T) {
-            int64_t cnt = (T - 3 * s) / (2 * s) + 1;
-            SSM__CU_TRY(SSM__CU_MATSTATE(L, cnt, M, 3 * s - 1, h, 2 * s - 1, h, 3 * s - 1, 2 * s));
-        }
-    }
-    return SSM_OK;
-}
-
-/* Cyclic reduction, compacted levels (as ssm.h's). */
-static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h, char *ws) {
-    int64_t half = T / 2;
-    ssm__cu_seq A2, b2, ho, Ao, Ae, bo, be, he;
-    if (T <= 2) return ssm__cu_lr_sequential_steps(L, T, A, b, h);
-    A2 = ssm__cu_scratch(L, &ws, half, L->n);
-    b2 = ssm__cu_scratch(L, &ws, half, L->m);
-    ho = ssm__cu_sub(h, 1, 2);
-    Ao = ssm__cu_sub(A, 1, 2), Ae = ssm__cu_sub(A, 0, 2);
-    bo = ssm__cu_sub(b, 1, 2), be = ssm__cu_sub(b, 0, 2), he = ssm__cu_sub(h, 0, 2);
-    SSM__CU_TRY(ssm__cu_copy_seq(L, 1, L->m, b, 1, 1, h, 1, 1));
-    SSM__CU_TRY(SSM__CU_MATSTATE(L, 1, A, 1, h, 0, h, 1, 1));
-    SSM__CU_TRY(SSM__CU_MATMAT(L, half - 1, Ao, 1, Ae, 1, A2, 1, 1));
-    SSM__CU_TRY(ssm__cu_copy_seq(L, half - 1, L->m, bo, 1, 1, b2, 1, 1));
-    SSM__CU_TRY(SSM__CU_MATSTATE(L, half - 1, Ao, 1, be, 1, b2, 1, 1));
-    SSM__CU_TRY(ssm__cu_lr_cr(L, half, A2, b2, ho, ws));
-    SSM__CU_TRY(ssm__cu_copy_seq(L, (T - 1) / 2, L->m, be, 1, 1, he, 1, 1));
-    return SSM__CU_MATSTATE(L, (T - 1) / 2, Ae, 1, ho, 0, he, 1, 1);
-}
-
-/* Chunked with per-step batched launches (ssm.h's algorithm; the fallback for big n*m). */
-static ssm_result ssm__cu_lr_chunked_steps(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h,
-                                           int64_t C, char *ws) {
-    int64_t nc, nfull, tail, j, c;
-    ssm__cu_seq P, Pt;
-    nc = (T - 1) / C, nfull = (T - C) / C, tail = (T - C) % C;
-    P = ssm__cu_scratch(L, &ws, nc, L->n);
-    Pt = ssm__cu_scratch(L, &ws, nc, L->n);
-    SSM__CU_TRY(ssm__cu_lr_sequential_steps(L, C, A, b, h));
-    SSM__CU_TRY(ssm__cu_copy_seq(L, nc, L->m, b, C, C, h, C, C));
-    SSM__CU_TRY(ssm__cu_copy_seq(L, nc, L->n, A, C, C, P, 0, 1));
-    for (j = 1; j < C; ++j) {
-        int64_t cnt = nfull + (tail > j ? 1 : 0);
-        if (cnt <= 0) break;
-        SSM__CU_TRY(ssm__cu_copy_seq(L, cnt, L->m, b, C + j, C, h, C + j, C));
-        SSM__CU_TRY(ssm__cu_mm(L, cnt, 1.f, 1, A, C + j, C, h, C + j - 1, C, h, C + j, C));
-        SSM__CU_TRY(ssm__cu_mm(L, cnt, 0.f, 0, A, C + j, C, P, 0, 1, Pt, 0, 1));
-        SSM__CU_TRY(ssm__cu_copy_seq(L, cnt, L->n, Pt, 0, 1, P, 0, 1));
-    }
-    for (c = 0; c < nc; ++c) {
-        int64_t start = C * (c + 1), end = (start + C < T ? start + C : T) - 1;
-        SSM__CU_TRY(ssm__cu_mm(L, 1, 1.f, 1, P, c, 1, h, start - 1, 1, h, end, 1));
-    }
-    for (j = 0; j < C - 1; ++j) {
-        int64_t cnt = nfull + (tail - 1 > j ? 1 : 0);
-        if (cnt <= 0) break;
-        SSM__CU_TRY(ssm__cu_copy_seq(L, cnt, L->m, b, C + j, C, h, C + j, C));
-        SSM__CU_TRY(SSM__CU_MATSTATE(L, cnt, A, C + j, h, C + j - 1, h, C + j, C));
-    }
-    return SSM_OK;
-}
-
-static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h);
-static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h, int64_t Lc,
-                                        char *ws);
+static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A);
+static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
+                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws);
 /* Chunked, fused: (1) every chunk after the first runs from zero and forms P_c, all chunks in
    parallel, while the first chunk runs from h_0; (2) the carry recurrence over chunk ends
    E_c = P_c E_{c-1} + E_c (one kernel); (3) every chunk re-runs from its true carry. */
-static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h, int64_t C,
-                                     char *ws) {
+static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
+                                     int64_t C, char *ws) {
     int64_t nc, nfull, tail;
-    ssm__cu_seq P, E;
+    ssm_seq_view P, E;
     ssm__cu_rv none;
-    if (ssm__cu_tc_ok(L, A, b, h)) return ssm__cu_lr_chunked_tc(L, T, A, b, h, C, ws);
     if (C >= T) return ssm__cu_lr_sequential(L, T, A, b, h);
-    if (!ssm__cu_rec_fits(L, 1) || !ssm__cu_rec_fits(L, 0)) return ssm__cu_lr_chunked_steps(L, T, A, b, h, C, ws);
+    if (!ssm__cu_rec_fits(L, 1)) return SSM__NOT_MINE;
     memset(&none, 0, sizeof none);
     nc = (T - 1) / C, nfull = (T - C) / C, tail = (T - C) % C;
-    P = ssm__cu_scratch(L, &ws, nc, L->n);
+    P.ptr = ws, P.dtype = SSM_F32, P.off = 0, P.ts = L->n * L->n, P.rs = L->n, P.cs = 1, P.ss = nc * L->n * L->n;
     /* (1) chunk 0 from h_0 (its steps 1..C-1), chunks 1..nc from zero with products */
-    SSM__CU_TRY(ssm__cu_lr_sequential(L, C, A, b, h));
-    SSM__CU_TRY(ssm__cu_rec_launch(L, nc, T - C, C, 0, ssm__cu_rv_of(A, C, C), ssm__cu_rv_of(b, C, C),
-                                   ssm__cu_rv_of(h, C, C), none, (float *)P.p));
-    L->mat_mat += L->S * (T - C - nc);
+    SSM__TRY(ssm__cu_lr_sequential(L, C, A, b, h));
+    SSM__TRY(ssm__cu_rec_launch(L, nc, T - C, C, 0, ssm__cu_rv_of(A, C, C), ssm__cu_rv_of(b, C, C),
+                                ssm__cu_rv_of(h, C, C), none, (float *)P.ptr));
+    L->st->mat_mat += L->S * (T - C - nc);
     /* (2) ends of full chunks: E_u = h[C-1 + u*C], E_u = P_{u-1} E_{u-1} + E_u for u = 1..nfull */
-    E = ssm__cu_sub(h, C - 1, C);
+    E = h, E.off += (C - 1) * h.ts, E.ts *= C;
     if (nfull > 0) {
         ssm__cu_rv Pv = ssm__cu_rv_of(P, 0, 0), Eb = ssm__cu_rv_of(E, 1, 0), Ei = ssm__cu_rv_of(E, 0, 0);
-        SSM__CU_TRY(ssm__cu_rec_launch(L, 1, nfull, nfull, 0, Pv, Eb, Eb, Ei, NULL));
+        SSM__TRY(ssm__cu_rec_launch(L, 1, nfull, nfull, 0, Pv, Eb, Eb, Ei, NULL));
     }
-    if (tail > 0) SSM__CU_TRY(ssm__cu_mm(L, 1, 1.f, 1, P, nfull, 1, E, nfull, 1, h, T - 1, 1));
+    if (tail > 0) {
+        SSM__TRY(ssm__cu_mm_launch(L->ctx, L->S, 1, L->n, L->m, L->n, 1.f, 1.f, ssm__cu_op_at(P, nfull),
+                                   ssm__cu_op_at(E, nfull), ssm__cu_op_at(h, T - 1)));
+        L->st->mat_state += L->S;
+    }
     /* (3) chunks 1..nc from their carries, all steps but the last */
-    {
-        ssm__cu_rv init = ssm__cu_rv_of(h, C - 1, C);
-        SSM__CU_TRY(ssm__cu_rec_launch(L, nc, T - C, C, 1, ssm__cu_rv_of(A, C, C), ssm__cu_rv_of(b, C, C),
-                                       ssm__cu_rv_of(h, C, C), init, NULL));
-    }
-    return SSM_OK;
+    return ssm__cu_rec_launch(L, nc, T - C, C, 1, ssm__cu_rv_of(A, C, C), ssm__cu_rv_of(b, C, C), ssm__cu_rv_of(h, C, C),
+                              ssm__cu_rv_of(h, C - 1, C), NULL);
 }
 
 /* ---- chunked recurrence on tensor cores (f16 / bf16 inputs, n = 64, m = 1) -----------------
@@ -868,60 +827,34 @@ __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv
     }
 }
 
-/* Pass 1 (WP = 1: chunk c < nc-1, from zero, writes P_c, e_c) and pass 3 (WP = 0: chunk c from
-   X_c, writes h). TR: A is stored transposed (rs == 1, rows of storage along A's columns). */
-template <int TR, int BF, int WP>
-__global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
-                                                         ssm__cu_rv h, float *X, int64_t nc, float *P, float *E,
-                                                         int split, ssm__cu_rv o) {
+/* Pass 3: chunk c from its carry X_c, writing h (and the caller's view o when set). TR: A is
+   stored transposed (rs == 1, rows of storage along A's columns). */
+template <int TR, int BF>
+__global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t S, int64_t T1, int Lc, ssm__cu_rv A, int64_t aos,
+                                                         ssm__cu_rv b, ssm__cu_rv h, const float *X, int64_t nc,
+                                                         ssm__cu_rv o) {
     extern __shared__ __align__(16) unsigned char ssm__tc_sm[];
     typedef unsigned short u16;
     u16 *As = (u16 *)ssm__tc_sm;                                  /* NST tiles */
     float *hs = (float *)(As + SSM__TC_NST * SSM__TC_TILE);       /* 2 x 64 */
     float *bs = hs + 2 * SSM__TC_N;                               /* Lc x 64: b of the chunk */
-    u16 *Pb = (u16 *)(bs + Lc * SSM__TC_N);                       /* [buf][hi/lo] tiles (WP) */
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t c = blockIdx.x, s = blockIdx.y;
+    const int tid = threadIdx.x;
+    const int64_t c = blockIdx.x;
     int64_t len64 = T1 - c * (int64_t)Lc;
     const int len = (int)(len64 < Lc ? len64 : Lc);
     const u16 *Ag = (const u16 *)A.p;
-    const int64_t abase = A.off + s * A.ss + c * A.chs;
-    const int64_t bbase = b.off + s * b.ss + c * b.chs, hbase = h.off + s * h.ss + c * h.chs;
     const int row = tid >> 2, q = tid & 3;
-    float acc[4][4];
     if (len <= 0) return;
-    /* prologue: the first NST-1 tiles in flight */
+    for (int64_t s = blockIdx.y; s < S; s += gridDim.y) {
+        const int64_t abase = A.off + s * A.ss + c * A.chs;
+        const int64_t bbase = b.off + s * b.ss + c * b.chs, hbase = h.off + s * h.ss + c * h.chs;
+        __syncthreads(); /* the previous sequence is done with shared memory */
+        /* prologue: the first NST-1 tiles in flight */
 #pragma unroll
-    for (int u = 0; u < SSM__TC_NST - 1; ++u) {
-        if (u < len) {
-            const u16 *src = Ag + abase + u * A.ts;
-            u16 *dst = As + u * SSM__TC_TILE;
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                int id = tid + 256 * k, r = id >> 3, c8 = (id & 7) * 8;
-                ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
-            }
-        }
-        ssm__tc_commit();
-    }
-    if (tid < SSM__TC_N) hs[tid] = WP ? 0.f : X[(s * nc + c) * SSM__TC_N + tid];
-    if (WP) {
-        for (int e = tid; e < SSM__TC_N * SSM__TC_N; e += 256) {
-            int i = e >> 6, j = e & 63;
-            u16 one = BF ? (u16)0x3F80 : (u16)0x3C00;
-            Pb[i * SSM__TC_LD + j] = i == j ? one : 0;            /* buf 0 hi = I */
-            Pb[SSM__TC_TILE + i * SSM__TC_LD + j] = 0;             /* buf 0 lo = 0 */
-        }
-    }
-    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, 256);
-    for (int u = 0; u < len; ++u) {
-        ssm__tc_wait<SSM__TC_NST - 2>();
-        __syncthreads();
-        {
-            int un = u + SSM__TC_NST - 1;
-            if (un < len) {
-                const u16 *src = Ag + abase + un * A.ts;
-                u16 *dst = As + (un % SSM__TC_NST) * SSM__TC_TILE;
+        for (int u = 0; u < SSM__TC_NST - 1; ++u) {
+            if (u < len) {
+                const u16 *src = Ag + abase + u * A.ts;
+                u16 *dst = As + u * SSM__TC_TILE;
 #pragma unroll
                 for (int k = 0; k < 2; ++k) {
                     int id = tid + 256 * k, r = id >> 3, c8 = (id & 7) * 8;
@@ -930,12 +863,29 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
             }
             ssm__tc_commit();
         }
-        const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
-        const float *hc = hs + (u & 1) * SSM__TC_N;
-        float *hn = hs + ((u + 1) & 1) * SSM__TC_N;
-        const float bcur = bs[u * SSM__TC_N + row];
-        /* mat-vec: thread (row, q) sums a quarter of row `row` of A_u */
-        {
+        if (tid < SSM__TC_N) hs[tid] = X[(s * nc + c) * SSM__TC_N + tid];
+        ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, 256);
+        for (int u = 0; u < len; ++u) {
+            ssm__tc_wait<SSM__TC_NST - 2>();
+            __syncthreads();
+            {
+                int un = u + SSM__TC_NST - 1;
+                if (un < len) {
+                    const u16 *src = Ag + abase + un * A.ts;
+                    u16 *dst = As + (un % SSM__TC_NST) * SSM__TC_TILE;
+#pragma unroll
+                    for (int k = 0; k < 2; ++k) {
+                        int id = tid + 256 * k, r = id >> 3, c8 = (id & 7) * 8;
+                        ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
+                    }
+                }
+                ssm__tc_commit();
+            }
+            const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
+            const float *hc = hs + (u & 1) * SSM__TC_N;
+            float *hn = hs + ((u + 1) & 1) * SSM__TC_N;
+            const float bcur = bs[u * SSM__TC_N + row];
+            /* mat-vec: thread (row, q) sums a quarter of row `row` of A_u */
             float p0 = 0.f, p1 = 0.f;
             if (!TR) {
                 const uint4 *ap = (const uint4 *)(At + row * SSM__TC_LD + q * 16);
@@ -968,71 +918,9 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
             v += bcur;
             if (q == 0) {
                 hn[row] = v;
-                if (!WP) {
-                    ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + row * h.rs, v);
-                    if (o.p) ssm__cu_stv(o.p, o.dt, o.off + s * o.ss + c * o.chs + u * o.ts + row * o.rs, v);
-                }
-                else if (u == len - 1) E[(s * (nc - 1) + c) * SSM__TC_N + row] = v;
+                ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + row * h.rs, v);
+                if (o.p) ssm__cu_stv(o.p, o.dt, o.off + s * o.ss + c * o.chs + u * o.ts + row * o.rs, v);
             }
-        }
-        if (WP) {
-            /* P_new = A_u P_old: warp w owns rows 16*(w&3).., cols 32*(w>>2).. (4 n8 tiles) */
-            const int mr = (warp & 3) * 16, nc0 = (warp >> 2) * 32;
-            const u16 *Ph = Pb + (u & 1) * 2 * SSM__TC_TILE, *Pl = Ph + SSM__TC_TILE;
-            u16 *Qh = Pb + ((u + 1) & 1) * 2 * SSM__TC_TILE, *Ql = Qh + SSM__TC_TILE;
-            float acc2[4][4];
-#pragma unroll
-            for (int t = 0; t < 4; ++t)
-                acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = acc2[t][0] = acc2[t][1] = acc2[t][2] = acc2[t][3] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) {
-                unsigned a[4], bh[2][4], bl[2][4];
-                const int j = lane >> 3, r = lane & 7;
-                if (!TR) ssm__tc_ldm4(a, At + (mr + (lane & 15)) * SSM__TC_LD + kk * 16 + (lane >> 4) * 8);
-                else ssm__tc_ldm4t(a, At + (kk * 16 + (j >> 1) * 8 + r) * SSM__TC_LD + mr + (j & 1) * 8);
-#pragma unroll
-                for (int p = 0; p < 2; ++p) {
-                    int off = (kk * 16 + (j & 1) * 8 + r) * SSM__TC_LD + nc0 + 16 * p + (j >> 1) * 8;
-                    ssm__tc_ldm4t(bh[p], Ph + off);
-                    if (split) ssm__tc_ldm4t(bl[p], Pl + off);
-                }
-                /* two accumulator sets (by k-slab parity) halve the dependent mma chains */
-#pragma unroll
-                for (int p = 0; p < 2; ++p) {
-                    float(*ac)[4] = (kk & 1) ? acc2 : acc;
-                    ssm__tc_mma<BF>(ac[2 * p], a, bh[p][0], bh[p][1]);
-                    ssm__tc_mma<BF>(ac[2 * p + 1], a, bh[p][2], bh[p][3]);
-                    if (split) {
-                        ssm__tc_mma<BF>(ac[2 * p], a, bl[p][0], bl[p][1]);
-                        ssm__tc_mma<BF>(ac[2 * p + 1], a, bl[p][2], bl[p][3]);
-                    }
-                }
-            }
-#pragma unroll
-            for (int t = 0; t < 4; ++t)
-#pragma unroll
-                for (int z = 0; z < 4; ++z) acc[t][z] += acc2[t][z];
-            if (u + 1 < len) {
-#pragma unroll
-                for (int t = 0; t < 4; ++t) {
-                    int r0 = mr + (lane >> 2), c0 = nc0 + 8 * t + 2 * (lane & 3);
-                    unsigned hi, lo;
-                    ssm__tc_split<BF>(acc[t][0], acc[t][1], &hi, &lo);
-                    *(unsigned *)(Qh + r0 * SSM__TC_LD + c0) = hi, *(unsigned *)(Ql + r0 * SSM__TC_LD + c0) = lo;
-                    ssm__tc_split<BF>(acc[t][2], acc[t][3], &hi, &lo);
-                    *(unsigned *)(Qh + (r0 + 8) * SSM__TC_LD + c0) = hi, *(unsigned *)(Ql + (r0 + 8) * SSM__TC_LD + c0) = lo;
-                }
-            }
-        }
-    }
-    if (WP) {
-        const int mr = (warp & 3) * 16, nc0 = (warp >> 2) * 32;
-        float *dst = P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N);
-#pragma unroll
-        for (int t = 0; t < 4; ++t) {
-            int r0 = mr + (lane >> 2), c0 = nc0 + 8 * t + 2 * (lane & 3);
-            *(float2 *)(dst + r0 * SSM__TC_N + c0) = make_float2(acc[t][0], acc[t][1]);
-            *(float2 *)(dst + (r0 + 8) * SSM__TC_N + c0) = make_float2(acc[t][2], acc[t][3]);
         }
     }
 }
@@ -1047,14 +935,14 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t T1, int Lc, ssm
 #define SSM__TP_THREADS 96
 #define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
 template <int TR, int BF, int SPLIT>
-__global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
-                                                                          int64_t nc, float *P, float *E) {
+__device__ __forceinline__ void ssm__cu_tc_prod_one(int64_t s, int Lc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b, int64_t nc,
+                                                    float *P, float *E) {
     extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
     typedef unsigned short u16;
     u16 *As = (u16 *)ssm__tp_sm;
     float *bs = (float *)(As + SSM__TP_NST * SSM__TC_TILE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t c = blockIdx.x, s = blockIdx.y;
+    const int64_t c = blockIdx.x;
     const int len = Lc;
     const u16 *Ag = (const u16 *)A.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
@@ -1192,6 +1080,15 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int Lc
     }
 }
 
+template <int TR, int BF, int SPLIT>
+__global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_t S, int Lc, ssm__cu_rv A, int64_t aos,
+                                                                          ssm__cu_rv b, int64_t nc, float *P, float *E) {
+    for (int64_t s = blockIdx.y; s < S; s += gridDim.y) {
+        __syncthreads(); /* the previous sequence is done with shared memory */
+        ssm__cu_tc_prod_one<TR, BF, SPLIT>(s, Lc, A, aos, b, nc, P, E);
+    }
+}
+
 /* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 256 per sequence. Thread
    (row, q) keeps the next D rows-quarters of P in registers. */
 #define SSM__TC_D 8
@@ -1250,77 +1147,68 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, const
     }
 }
 
-/* hi/lo split of the running product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the
-   product's rounding stayed under the f16 output rounding, bench/results/cuda_linrec_perf.log);
-   development switches for benchmarks built into the same translation unit: split -1 = by dtype,
-   0/1 forced; oldprod 1 = the earlier fused products kernel. */
-static int ssm__cu_tc_split = -1, ssm__cu_tc_oldprod = 0;
-static int ssm__cu_tc_split_default(int bf) { return ssm__cu_tc_split >= 0 ? ssm__cu_tc_split : bf; }
-
-/* Shape / layout test for the tensor-core path. */
-static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h) {
+/* Shape / layout test for the tensor-core path: 16-bit A, n = 64, m = 1, rows (or columns, the
+   adjoint's transposed view) of A contiguous and 16-byte aligned. */
+static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     int64_t os;
-    if (L->n != SSM__TC_N || L->m != 1 || (A.dt != 1 && A.dt != 2) || L->S > 65535) return 0;
+    const size_t smem = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + SSM__TC_LMAX) * SSM__TC_N * 4;
+    if (L->n != SSM__TC_N || L->m != 1 || A.dtype.bits != 16) return 0;
     if (A.cs == 1) os = A.rs;
     else if (A.rs == 1) os = A.cs;
     else return 0;
-    if (((uintptr_t)A.p & 15) || (A.off & 7) || (A.ts & 7) || (A.ss & 7) || (os & 7)) return 0;
-    (void)b, (void)h;
-    return ssm__cu_st(L->ctx)->smem_optin >= (size_t)(SSM__TC_NST + 4) * SSM__TC_TILE * 2 + 512 + SSM__TC_LMAX * SSM__TC_N * 4;
+    if (((uintptr_t)A.ptr & 15) || (A.off & 7) || (A.ts & 7) || (A.ss & 7) || (os & 7)) return 0;
+    return ssm__cu_st(L->ctx)->smem_optin >= smem;
 }
-static int64_t ssm__cu_tc_scratch_elems(int64_t T, int64_t L) {
+static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L) {
     int64_t nc = L > 0 ? (T - 1 + L - 1) / L : 0;
     if (nc < 1) nc = 1;
-    return nc * (SSM__TC_N * SSM__TC_N + 2 * SSM__TC_N) + 3 * 64;
+    return (size_t)(S * nc * (SSM__TC_N * SSM__TC_N + 2 * SSM__TC_N)) * 4u;
 }
 
+/* Pass 1 (products, nc > 1), pass 2 (carries), pass 3 (states). The hi/lo split of the running
+   product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the product's rounding stays
+   under the f16 output rounding, bench/results/cuda_linrec_perf.log); the config's
+   linrec_tc_split forces either. */
 template <int TR, int BF>
 static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
                                 ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o) {
-    cudaStream_t st = ssm__cu_st(L->ctx)->stream;
+    ssm__cu_state *cs = ssm__cu_st(L->ctx);
+    cudaStream_t st = cs->stream;
     size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
-    size_t sm1 = sm3 + (size_t)4 * SSM__TC_TILE * 2;
-    int split = ssm__cu_tc_split_default(BF);
-    cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
+    int split = cs->knobs.linrec_tc_split ? cs->knobs.linrec_tc_split == 2 : BF;
+    dim3 grid3((unsigned)nc, SSM__CU_GRID_Y(L->S));
+    cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
     if (e != cudaSuccess)
-        return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm1,
+        return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
     if (nc > 1) {
-        if (ssm__cu_tc_oldprod) {
-            ssm__cu_tc_kernel<TR, BF, 1><<<dim3((unsigned)(nc - 1), (unsigned)L->S), 256, sm1, st>>>(T1, Lc, A, aos, b, h, X, nc,
-                                                                                                    P, E, split, o);
-        } else {
-            size_t smp = (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
-            dim3 grid((unsigned)(nc - 1), (unsigned)L->S);
-            e = cudaFuncSetAttribute(split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp);
-            if (e != cudaSuccess)
-                return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
-                                     cudaGetErrorString(e));
-            if (split) ssm__cu_tc_prod_kernel<TR, BF, 1><<<grid, SSM__TP_THREADS, smp, st>>>(Lc, A, aos, b, nc, P, E);
-            else ssm__cu_tc_prod_kernel<TR, BF, 0><<<grid, SSM__TP_THREADS, smp, st>>>(Lc, A, aos, b, nc, P, E);
-        }
-        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel (products)");
+        size_t smp = (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
+        dim3 grid((unsigned)(nc - 1), SSM__CU_GRID_Y(L->S));
+        e = cudaFuncSetAttribute(split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
+                                 cudaGetErrorString(e));
+        if (split) ssm__cu_tc_prod_kernel<TR, BF, 1><<<grid, SSM__TP_THREADS, smp, st>>>(L->S, Lc, A, aos, b, nc, P, E);
+        else ssm__cu_tc_prod_kernel<TR, BF, 0><<<grid, SSM__TP_THREADS, smp, st>>>(L->S, Lc, A, aos, b, nc, P, E);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_prod_kernel");
     }
     ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, P, E, h0, X);
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
-    ssm__cu_tc_kernel<TR, BF, 0><<<dim3((unsigned)nc, (unsigned)L->S), 256, sm3, st>>>(T1, Lc, A, aos, b, h, X, nc, P, E,
-                                                                                       split, o);
-    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel (states)");
+    ssm__cu_tc_kernel<TR, BF><<<grid3, 256, sm3, st>>>(L->S, T1, Lc, A, aos, b, h, X, nc, o);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel");
     return SSM_OK;
 }
 
-/* Steps 1..T-1 from h_0 (already in h) on tensor cores; Lc steps per chunk. */
-static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm__cu_seq A, ssm__cu_seq b, ssm__cu_seq h, int64_t Lc,
-                                        char *ws) {
+/* Steps 1..T-1 from h_0 (already in h) on tensor cores; Lc steps per chunk. The caller's
+   output view `out` (when set) is written too: its copy from the f32 work buffer is skipped. */
+static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
+                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws) {
     int64_t T1 = T - 1, nc, aos;
     ssm__cu_rv Av, bv, hv, h0, ov;
     float *X, *P, *E;
     int tr = A.cs != 1;
     if (T1 <= 0) return SSM_OK;
-    if (Lc < 1) Lc = 64;
     if (Lc > T1) Lc = T1;
     if (Lc > SSM__TC_LMAX) Lc = SSM__TC_LMAX; /* a performance hint only: results do not depend on it */
     nc = (T1 + Lc - 1) / Lc;
@@ -1330,323 +1218,57 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm__cu_seq A,
     E = P + L->S * (nc - 1) * SSM__TC_N * SSM__TC_N;
     X = E + L->S * (nc - 1) * SSM__TC_N;
     Av = ssm__cu_rv_of(A, 1, Lc), bv = ssm__cu_rv_of(b, 1, Lc), hv = ssm__cu_rv_of(h, 1, Lc), h0 = ssm__cu_rv_of(h, 0, 0);
-    L->mat_mat += L->S * (nc - 1) * Lc;
-    L->mat_state += L->S * T1 * 2 + L->S * (nc - 1);
-    /* the caller's output view too: its copy of steps 1..T-1 from the f32 work buffer is skipped */
-    if (L->has_out) ov = ssm__cu_rv_of(L->out, 1, Lc), L->out_written = 1;
+    L->st->mat_mat += L->S * (nc - 1) * Lc;
+    L->st->mat_state += L->S * T1 * 2 + L->S * (nc - 1);
+    if (out.ptr) ov = ssm__cu_rv_of(out, 1, Lc), *out_written = 1;
     else memset(&ov, 0, sizeof ov);
-    if (A.dt == 2) return tr ? ssm__cu_tc_go<1, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov)
-                             : ssm__cu_tc_go<0, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov);
+    if (A.dtype.code == SSM_DTYPE_BFLOAT)
+        return tr ? ssm__cu_tc_go<1, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov)
+                  : ssm__cu_tc_go<0, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov);
     return tr ? ssm__cu_tc_go<1, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov)
               : ssm__cu_tc_go<0, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov);
 }
 
-static int64_t ssm__cu_lr_scratch_elems(ssm_linrec_method method, int64_t T, int64_t n, int64_t m, int64_t chunk) {
-    int64_t e = 0, L;
-    switch (method) {
-    case SSM_LINREC_SCAN_HS: return 2 * T * n * n + T * n * m + 3 * 64;
-    case SSM_LINREC_BLELLOCH: return (T + T / 2 + 1) * n * n + 2 * 64;
-    case SSM_LINREC_CR:
-        for (L = T; L > 2; L /= 2) e += (L / 2) * (n * n + n * m) + 2 * 64;
-        return e;
-    case SSM_LINREC_CHUNKED:
-        if (chunk >= T) return n == SSM__TC_N && m == 1 ? ssm__cu_tc_scratch_elems(T, chunk) : 0;
-        return 2 * ((T - 1) / chunk) * n * n + 2 * 64 + (n == SSM__TC_N && m == 1 ? ssm__cu_tc_scratch_elems(T, chunk) : 0);
-    default: return 0;
+/* ---- dense linear recurrence: the slots --------------------------------------------------------- */
+
+/* AUTO: chunked (chunk 64) for the tensor-core shapes when T > 64 (bench/results/
+   cuda_linrec_perf.log); else seq when S fills the GPU (S >= 2*SMs) or T <= 64, cyclic reduction
+   when too few sequences fill it (S <= SMs/8: cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA
+   cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
+   and 16 at S16 T4096 and S1 T8192, H200); for AUTO about sqrt(T) (the chunk depth against the
+   carry recurrence), at least 16; else ssm.h's default. Every sequence runs in one batch, with
+   f32 states and scratch. */
+static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
+    const int64_t sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
+    const int tc = p->dtype.bits == 16 && p->n == SSM__TC_N && p->m == 1;
+    p->group = p->S;
+    p->work = SSM_F32;
+    if (!p->chunk) {
+        if (tc) p->chunk = 64;
+        else if (p->method == SSM_LINREC_AUTO) {
+            int64_t c = 16;
+            while (c * c < p->T) c *= 2;
+            p->chunk = c;
+        }
     }
+    if (p->method != SSM_LINREC_AUTO) return;
+    if (tc && p->T > 64) p->method = SSM_LINREC_CHUNKED;
+    else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
+    else if (p->S * 8 <= sms) p->method = SSM_LINREC_CR;
+    else p->method = SSM_LINREC_CHUNKED;
 }
 
-extern "C" SSMDEF ssm_linrec_method ssm_cuda_linrec_pick(const ssm_ctx *ctx, ssm_dtype dtype, int64_t S, int64_t T,
-                                                         int64_t n, int64_t m) {
-    int sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
-    /* 16-bit inputs, n = 64, m = 1: the tensor-core chunked path (bench/results/cuda_linrec_perf.log) */
-    if (dtype.bits == 16 && n == SSM__TC_N && m == 1 && T > 64) return SSM_LINREC_CHUNKED;
-    if (T <= 64 || S >= 2 * (int64_t)sms) return SSM_LINREC_SEQUENTIAL;
-    /* too few sequences to fill the GPU: cyclic reduction won at S=1 T=8192 n=64 (1.34 ms vs 2.7) */
-    if (S * 8 <= (int64_t)sms) return SSM_LINREC_CR;
-    return SSM_LINREC_CHUNKED;
-}
-static ssm_linrec_method ssm__cu_pick(const ssm_ctx *ctx, ssm_dtype dtype, int64_t S, int64_t T, int64_t n, int64_t m) {
-    return ssm_cuda_linrec_pick(ctx, dtype, S, T, n, m);
-}
-/* Chunk length: the descriptor's, or for AUTO about sqrt(T) (balances the chunk depth against
-   the carry recurrence), at least 16; the generic default 64 for an explicit CHUNKED. */
-static int64_t ssm__cu_chunk(const ssm_ctx *ctx, const ssm_linrec_desc *d, ssm_dtype dt, int64_t S, int64_t T,
-                             int64_t n, int64_t m) {
-    int64_t c = 16;
-    if (d->chunk) return d->chunk;
-    /* tensor-core path: 64 beat 32, 128 and 16 at S16 T4096 and S1 T8192 (H200,
-       bench/results/cuda_linrec_perf.log) */
-    (void)ctx, (void)S;
-    if (dt.bits == 16 && n == SSM__TC_N && m == 1) return 64;
-    if (d->method != SSM_LINREC_AUTO) return 64;
-    while (c * c < T) c *= 2;
-    return c;
-}
-static ssm_linrec_method ssm__cu_resolve(const ssm_ctx *ctx, const ssm_linrec_desc *d, ssm_dtype dt, int64_t S,
-                                         int64_t T, int64_t n, int64_t m) {
-    return d->method == SSM_LINREC_AUTO ? ssm_cuda_linrec_pick(ctx, dt, S, T, n, m) : d->method;
-}
-
-static size_t ssm__cu_lr_ws(const ssm_ctx *ctx, const ssm_linrec_desc *d, ssm_dtype dt, int64_t S, int64_t T, int64_t n,
-                            int64_t m) {
-    ssm_linrec_method method = ssm__cu_resolve(ctx, d, dt, S, T, n, m);
-    size_t work = dt.bits == 32 ? 0 : (size_t)(S * T * n * m) * 4u;
-    work = (work + 255) & ~(size_t)255;
-    return work + (size_t)(S * ssm__cu_lr_scratch_elems(method, T, n, m, ssm__cu_chunk(ctx, d, dt, S, T, n, m))) * 4u;
-}
-
-extern "C" SSMDEF ssm_result ssm_cuda_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc,
-                                                            ssm_dtype dtype, int64_t S, int64_t T, int64_t n,
-                                                            int64_t m, int backward, size_t *bytes) {
-    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
-    (void)backward; /* the backward pass runs the same solver on the adjoint */
-    *bytes = ssm__cu_lr_ws(ctx, desc, dtype, S, T, n, m);
-    return SSM_OK;
-}
-
-static ssm_result ssm__cu_lr_solve(ssm__cu_lr *L, ssm_linrec_method method, int64_t T, ssm__cu_seq A, ssm__cu_seq b,
-                                   ssm__cu_seq h, int64_t chunk, char *ws) {
-    switch (method) {
-    case SSM_LINREC_SCAN_HS: return ssm__cu_lr_scan_hs(L, T, A, b, h, ws);
-    case SSM_LINREC_BLELLOCH: return ssm__cu_lr_blelloch(L, T, A, b, h, ws);
-    case SSM_LINREC_CR: return ssm__cu_lr_cr(L, T, A, b, h, ws);
-    case SSM_LINREC_CHUNKED: return ssm__cu_lr_chunked(L, T, A, b, h, chunk, ws);
-    default: return ssm__cu_lr_sequential(L, T, A, b, h);
-    }
-}
-
-/* Strides (batch, time, row, col) of a state tensor [S,T,n,m] / [S,n,m], m dim optional when m = 1. */
-static void ssm__cu_state_strides(const ssm_tensor *t, int has_time, int64_t m, int64_t st[4]) {
-    int full = has_time ? 4 : 3;
-    (void)m;
-    st[0] = t->strides[0];
-    st[1] = has_time ? t->strides[1] : 0;
-    st[2] = t->strides[has_time ? 2 : 1];
-    st[3] = t->ndim == full ? t->strides[full - 1] : 1;
-}
-static ssm__cu_seq ssm__cu_seq_make(const ssm_tensor *t, const int64_t st[4], int reverse, int64_t T) {
-    ssm__cu_seq v;
-    v.p = t->data, v.dt = ssm__cu_dt(t->dtype);
-    v.off = reverse ? (T - 1) * st[1] : 0;
-    v.ts = reverse ? -st[1] : st[1];
-    v.rs = st[2], v.cs = st[3], v.ss = st[0];
-    return v;
-}
-static ssm__cu_seq ssm__cu_work_seq(void *p, int64_t T, int64_t n, int64_t m, int reverse) {
-    int64_t st[4];
-    ssm__cu_seq v;
-    st[0] = T * n * m, st[1] = n * m, st[2] = m, st[3] = 1;
-    v.p = p, v.dt = 0;
-    v.off = reverse ? (T - 1) * st[1] : 0;
-    v.ts = reverse ? -st[1] : st[1];
-    v.rs = st[2], v.cs = st[3], v.ss = st[0];
-    return v;
-}
-
-static ssm_result ssm__cu_check_ptrs(ssm_ctx *ctx, const char *op, const char *const *names,
-                                     const ssm_tensor *const *ts, int count) {
-    int i;
-    for (i = 0; i < count; ++i) SSM__CU_TRY(ssm__cu_check_ptr(ctx, op, names[i], ts[i]));
-    return SSM_OK;
-}
-
-static void ssm__cu_finish_stats(const ssm_linrec_desc *d, ssm__cu_lr *L, ssm_linrec_method method, size_t ws) {
-    if (!d->stats) return;
-    d->stats->method = method;
-    d->stats->mat_mat = L->mat_mat;
-    d->stats->mat_state = L->mat_state;
-    d->stats->flops = 2.0 * (double)L->n * (double)L->n *
-                      ((double)L->n * (double)L->mat_mat + (double)L->m * (double)L->mat_state);
-    d->stats->workspace_bytes = ws;
-}
-
-static ssm_result ssm__cu_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *d, const ssm_tensor *A,
-                                         const ssm_tensor *b, const ssm_tensor *h0, ssm_tensor *h, ssm_tensor *hT) {
-    static const char *op = "ssm_linrec_forward";
-    ssm__cu_state *st = ssm__cu_st(ctx);
-    ssm__cu_device_guard guard(st->device);
-    const char *names[5] = {"A", "b", "h0", "h", "hT"};
-    const ssm_tensor *ts[5] = {A, b, h0, h, hT};
-    int64_t S = A->shape[0], T = A->shape[1], n = A->shape[2], m = b->ndim == 4 ? b->shape[3] : 1;
-    int64_t sA[4], sb[4], s0[4], sh[4], sT[4];
-    ssm_linrec_method method = ssm__cu_resolve(ctx, d, A->dtype, S, T, n, m);
-    size_t ws = ssm__cu_lr_ws(ctx, d, A->dtype, S, T, n, m), work_bytes;
-    char *wsp = NULL;
+/* The linrec_steps slot: the fused kernels for sequential and chunked where they fit. */
+static ssm_result ssm__cu_linrec_steps(ssm_ctx *ctx, const ssm_linrec_plan *p, ssm_seq_view A, ssm_seq_view b,
+                                       ssm_seq_view h, ssm_seq_view out, int *out_written, void *scratch,
+                                       ssm_linrec_stats *st) {
+    ssm__cu_device_guard g(ssm__cu_st(ctx)->device);
     ssm__cu_lr L;
-    ssm__cu_seq Av, bv, hv, wv;
-    int f32 = A->dtype.bits == 32;
-    SSM__CU_TRY(ssm__cu_check_ptrs(ctx, op, names, ts, 5));
-    if (S > 65535) return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: S > 65535 sequences per call", op);
-    SSM__CU_TRY(ssm__cu_workspace(ctx, ws, &wsp));
-    memset(&L, 0, sizeof L);
-    L.ctx = ctx, L.S = S, L.n = n, L.m = m;
-    sA[0] = A->strides[0], sA[1] = A->strides[1], sA[2] = A->strides[2], sA[3] = A->strides[3];
-    ssm__cu_state_strides(b, 1, m, sb);
-    ssm__cu_state_strides(h, 1, m, sh);
-    Av = ssm__cu_seq_make(A, sA, d->reverse, T);
-    bv = ssm__cu_seq_make(b, sb, d->reverse, T);
-    hv = ssm__cu_seq_make(h, sh, d->reverse, T);
-    work_bytes = f32 ? 0 : (((size_t)(S * T * n * m) * 4u + 255) & ~(size_t)255);
-    wv = f32 ? hv : ssm__cu_work_seq(wsp, T, n, m, d->reverse);
-    if (!f32) L.out = hv, L.has_out = 1;
-    /* h_0 = A_0 h0 + b_0 */
-    SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, bv, 0, 1, wv, 0, 1));
-    if (h0) {
-        ssm__cu_seq v0;
-        ssm__cu_state_strides(h0, 0, m, s0);
-        v0 = ssm__cu_seq_make(h0, s0, 0, 1);
-        SSM__CU_TRY(ssm__cu_mm(&L, 1, 1.f, 1, Av, 0, 1, v0, 0, 1, wv, 0, 1));
-    }
-    SSM__CU_TRY(ssm__cu_lr_solve(&L, method, T, Av, bv, wv, ssm__cu_chunk(ctx, d, A->dtype, S, T, n, m), wsp + work_bytes));
-    if (!f32) SSM__CU_TRY(ssm__cu_copy_seq(&L, L.out_written ? 1 : T, m, wv, 0, 1, hv, 0, 1));
-    if (hT) {
-        ssm__cu_state_strides(hT, 0, m, sT);
-        SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, wv, T - 1, 1, ssm__cu_seq_make(hT, sT, 0, 1), 0, 1));
-    }
-    ssm__cu_finish_stats(d, &L, method, ws);
-    return SSM_OK;
-}
-
-/* dA_t = g_t h_{t-1}^T for m = 1 (t = 1..T-1): one (s, t) per block iteration, a bandwidth-bound
-   outer product; 16-byte stores of 8 16-bit values where dA's rows are contiguous and aligned. */
-__global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t S, int64_t T1, int n, ssm__cu_seq g, ssm__cu_seq hp,
-                                                            ssm__cu_seq dA, int vec) {
-    extern __shared__ float ssm__ou_sm[];
-    float *gs = ssm__ou_sm, *hs = gs + n;
-    for (int64_t bi = blockIdx.x; bi < S * T1; bi += gridDim.x) {
-        const int64_t s = bi / T1, t = bi % T1 + 1;
-        __syncthreads();
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            gs[i] = ssm__cu_ld(g.p, g.dt, g.off + s * g.ss + t * g.ts + i * g.rs);
-            hs[i] = ssm__cu_ld(hp.p, hp.dt, hp.off + s * hp.ss + (t - 1) * hp.ts + i * hp.rs);
-        }
-        __syncthreads();
-        const int64_t base = dA.off + s * dA.ss + t * dA.ts;
-        if (vec) {
-            const int per = n / 8;
-            for (int e = threadIdx.x; e < n * per; e += blockDim.x) {
-                int i = e / per, j = (e % per) * 8;
-                float gi = gs[i];
-                unsigned w[4];
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    float x = gi * hs[j + 2 * k], y = gi * hs[j + 2 * k + 1];
-                    if (dA.dt == 1) { __half2 v = __floats2half2_rn(x, y); w[k] = *(unsigned *)&v; }
-                    else { __nv_bfloat162 v = __floats2bfloat162_rn(x, y); w[k] = *(unsigned *)&v; }
-                }
-                *(uint4 *)((unsigned short *)dA.p + base + i * dA.rs + j) = make_uint4(w[0], w[1], w[2], w[3]);
-            }
-        } else {
-            for (int e = threadIdx.x; e < n * n; e += blockDim.x) {
-                int i = e / n, j = e % n;
-                ssm__cu_stv(dA.p, dA.dt, base + i * dA.rs + j * dA.cs, gs[i] * hs[j]);
-            }
-        }
-    }
-}
-static ssm_result ssm__cu_outer_launch(ssm_ctx *ctx, int64_t S, int64_t T, int64_t n, ssm__cu_seq g, ssm__cu_seq hp,
-                                       ssm__cu_seq dA) {
-    int64_t nb = S * (T - 1);
-    int vec = dA.dt != 0 && dA.cs == 1 && n % 8 == 0 && !((uintptr_t)dA.p & 15) && !(dA.off & 7) && !(dA.ts & 7) &&
-              !(dA.ss & 7) && !(dA.rs & 7);
-    if (nb <= 0) return SSM_OK;
-    ssm__cu_outer_kernel<<<(unsigned)(nb < 65536 * 4 ? nb : 65536 * 4), 256, (size_t)(2 * n) * 4u, ssm__cu_st(ctx)->stream>>>(
-        S, T - 1, (int)n, g, hp, dA, vec);
-    SSM__CU_LAUNCHED(ctx, "ssm__cu_outer_kernel");
-    return SSM_OK;
-}
-
-static ssm_result ssm__cu_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *d, const ssm_tensor *A,
-                                          const ssm_tensor *h0, const ssm_tensor *h, const ssm_tensor *dh,
-                                          const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0) {
-    static const char *op = "ssm_linrec_backward";
-    ssm__cu_state *st = ssm__cu_st(ctx);
-    ssm__cu_device_guard guard(st->device);
-    const char *names[8] = {"A", "h0", "h", "dh", "dhT", "dA", "db", "dh0"};
-    const ssm_tensor *ts[8] = {A, h0, h, dh, dhT, dA, db, dh0};
-    int64_t S = A->shape[0], T = A->shape[1], n = A->shape[2], m = h->ndim == 4 ? h->shape[3] : 1;
-    int64_t sA[4], s0[4], sh[4], sdh[4], sdT[4], sdA[4], sdb[4], sd0[4];
-    ssm_linrec_method method = ssm__cu_resolve(ctx, d, A->dtype, S, T, n, m);
-    size_t ws = ssm__cu_lr_ws(ctx, d, A->dtype, S, T, n, m), work_bytes;
-    char *wsp = NULL;
-    ssm__cu_lr L;
-    int f32 = A->dtype.bits == 32, rev = !d->reverse;
-    ssm__cu_seq Af, hf, dAf, gf, g, dhv, At, dbf;
-    SSM__CU_TRY(ssm__cu_check_ptrs(ctx, op, names, ts, 8));
-    if (S > 65535) return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: S > 65535 sequences per call", op);
-    SSM__CU_TRY(ssm__cu_workspace(ctx, ws, &wsp));
-    memset(&L, 0, sizeof L);
-    L.ctx = ctx, L.S = S, L.n = n, L.m = m;
-    sA[0] = A->strides[0], sA[1] = A->strides[1], sA[2] = A->strides[2], sA[3] = A->strides[3];
-    sdA[0] = dA->strides[0], sdA[1] = dA->strides[1], sdA[2] = dA->strides[2], sdA[3] = dA->strides[3];
-    ssm__cu_state_strides(h, 1, m, sh);
-    ssm__cu_state_strides(dh, 1, m, sdh);
-    ssm__cu_state_strides(db, 1, m, sdb);
-    work_bytes = f32 ? 0 : (((size_t)(S * T * n * m) * 4u + 255) & ~(size_t)255);
-    Af = ssm__cu_seq_make(A, sA, d->reverse, T);
-    hf = ssm__cu_seq_make(h, sh, d->reverse, T);
-    dAf = ssm__cu_seq_make(dA, sdA, d->reverse, T);
-    dbf = ssm__cu_seq_make(db, sdb, d->reverse, T);
-    gf = f32 ? dbf : ssm__cu_work_seq(wsp, T, n, m, d->reverse);
-    g = f32 ? ssm__cu_seq_make(db, sdb, rev, T) : ssm__cu_work_seq(wsp, T, n, m, rev);
-    if (!f32) L.out = ssm__cu_seq_make(db, sdb, rev, T), L.has_out = 1;
-    dhv = ssm__cu_seq_make(dh, sdh, rev, T);
-    At = Af;
-    At.off = Af.off + T * Af.ts; /* A'_u = A_{T-u}^T */
-    At.ts = -Af.ts;
-    At.rs = Af.cs;
-    At.cs = Af.rs;
-    SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, dhv, 0, 1, g, 0, 1));
-    if (dhT) {
-        ssm__cu_state_strides(dhT, 0, m, sdT);
-        SSM__CU_TRY(ssm__cu_copy_launch(ctx, S, 1, n, m, ssm__cu_at(ssm__cu_seq_make(dhT, sdT, 0, 1), 0, 1),
-                                        ssm__cu_at(g, 0, 1), 1, 0.f));
-    }
-    SSM__CU_TRY(ssm__cu_lr_solve(&L, method, T, At, dhv, g, ssm__cu_chunk(ctx, d, A->dtype, S, T, n, m), wsp + work_bytes));
-    /* dA_t = g_t h_{t-1}^T */
-    {
-        ssm__cu_seq hT_ = hf;
-        hT_.rs = hf.cs;
-        hT_.cs = hf.rs;
-        if (T > 1 && m == 1 && n <= 4096) {
-            SSM__CU_TRY(ssm__cu_outer_launch(ctx, S, T, n, gf, hf, dAf));
-            L.mat_mat += S * (T - 1);
-        } else if (T > 1) {
-            SSM__CU_TRY(ssm__cu_mm_launch(ctx, S, T - 1, n, n, m, 1.f, 0.f, ssm__cu_at(gf, 1, 1), ssm__cu_at(hT_, 0, 1),
-                                          ssm__cu_at(dAf, 1, 1)));
-            L.mat_mat += S * (T - 1);
-        }
-        if (h0) {
-            ssm__cu_seq v0, v0t;
-            ssm__cu_state_strides(h0, 0, m, s0);
-            v0 = ssm__cu_seq_make(h0, s0, 0, 1);
-            v0t = v0;
-            v0t.rs = v0.cs;
-            v0t.cs = v0.rs;
-            SSM__CU_TRY(ssm__cu_mm_launch(ctx, S, 1, n, n, m, 1.f, 0.f, ssm__cu_at(gf, 0, 1), ssm__cu_at(v0t, 0, 1),
-                                          ssm__cu_at(dAf, 0, 1)));
-            L.mat_mat += S;
-        } else {
-            ssm__cu_op none;
-            memset(&none, 0, sizeof none);
-            SSM__CU_TRY(ssm__cu_copy_launch(ctx, S, 1, n, n, none, ssm__cu_at(dAf, 0, 1), 0, 0.f));
-        }
-        if (dh0) {
-            ssm__cu_seq A0t = Af, d0;
-            ssm__cu_state_strides(dh0, 0, m, sd0);
-            d0 = ssm__cu_seq_make(dh0, sd0, 0, 1);
-            A0t.rs = Af.cs;
-            A0t.cs = Af.rs;
-            SSM__CU_TRY(ssm__cu_mm(&L, 1, 0.f, 1, A0t, 0, 1, gf, 0, 1, d0, 0, 1));
-        }
-    }
-    if (!f32) {
-        if (L.out_written) SSM__CU_TRY(ssm__cu_copy_seq(&L, 1, m, g, 0, 1, ssm__cu_seq_make(db, sdb, rev, T), 0, 1));
-        else SSM__CU_TRY(ssm__cu_copy_seq(&L, T, m, gf, 0, 1, dbf, 0, 1));
-    }
-    ssm__cu_finish_stats(d, &L, method, ws);
-    return SSM_OK;
+    L.ctx = ctx, L.p = p, L.S = p->group, L.n = p->n, L.m = p->m, L.st = st;
+    if (p->method == SSM_LINREC_SEQUENTIAL) return ssm__cu_lr_sequential(&L, p->T, A, b, h);
+    if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
+    if (ssm__cu_tc_ok(&L, A)) return ssm__cu_lr_chunked_tc(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch);
+    return ssm__cu_lr_chunked(&L, p->T, A, b, h, p->chunk, (char *)scratch);
 }
 
 /* ---- decay scan -----------------------------------------------------------------------------
@@ -1909,34 +1531,36 @@ template <typename T>
 __global__ void ssm__cu_dk_da_kernel(int64_t B, int64_t Tn, int64_t R, int64_t C, int per_step, ssm__cu_dkv ld,
                                      ssm__cu_dkv g, ssm__cu_dkv out, ssm__cu_dkv h0, ssm__cu_dkv dh0, float *da) {
     const int lane = threadIdx.x & 31;
-    const int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
-    if (row >= B * Tn * R) return;
-    const int64_t r = row % R, t = (row / R) % Tn, b = row / (R * Tn);
-    const T *ldp = (const T *)ld.p;
-    const float a = ssm__cu_dk_step(ldp, b * ld.s0 + r * ld.s2, ld.s1, t, Tn, per_step);
-    const float f = expf(a);
-    const T *gp = (const T *)g.p + b * g.s0 + t * g.s1 + r * g.s2;
-    float acc = 0.f;
-    for (int64_t c = lane; c < C; c += 32) {
-        float gv = ssm__cu_vec<T>::get(gp[c * g.s3]), prev;
-        if (t > 0) prev = ssm__cu_vec<T>::get(((const T *)out.p)[b * out.s0 + (t - 1) * out.s1 + r * out.s2 + c * out.s3]);
-        else prev = h0.p ? ssm__cu_vec<T>::get(((const T *)h0.p)[b * h0.s0 + r * h0.s1 + c * h0.s2]) : 0.f;
-        acc += gv * prev;
-        if (t == 0 && dh0.p) ((T *)dh0.p)[b * dh0.s0 + r * dh0.s1 + c * dh0.s2] = ssm__cu_vec<T>::put(f * gv);
-    }
+    const int64_t step = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; row < B * Tn * R; row += step) {
+        const int64_t r = row % R, t = (row / R) % Tn, b = row / (R * Tn);
+        const T *ldp = (const T *)ld.p;
+        const float a = ssm__cu_dk_step(ldp, b * ld.s0 + r * ld.s2, ld.s1, t, Tn, per_step);
+        const float f = expf(a);
+        const T *gp = (const T *)g.p + b * g.s0 + t * g.s1 + r * g.s2;
+        float acc = 0.f;
+        for (int64_t c = lane; c < C; c += 32) {
+            float gv = ssm__cu_vec<T>::get(gp[c * g.s3]), prev;
+            if (t > 0) prev = ssm__cu_vec<T>::get(((const T *)out.p)[b * out.s0 + (t - 1) * out.s1 + r * out.s2 + c * out.s3]);
+            else prev = h0.p ? ssm__cu_vec<T>::get(((const T *)h0.p)[b * h0.s0 + r * h0.s1 + c * h0.s2]) : 0.f;
+            acc += gv * prev;
+            if (t == 0 && dh0.p) ((T *)dh0.p)[b * dh0.s0 + r * dh0.s1 + c * dh0.s2] = ssm__cu_vec<T>::put(f * gv);
+        }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) da[row] = f == 0.f ? 0.f : f * acc;
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) da[row] = f == 0.f ? 0.f : f * acc;
+    }
 }
 
 template <typename T>
 __global__ void ssm__cu_dk_dld_kernel(int64_t B, int64_t Tn, int64_t R, int per_step, const float *da, ssm__cu_dkv dld) {
-    const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (row >= B * Tn * R) return;
-    const int64_t r = row % R, t = (row / R) % Tn, b = row / (R * Tn);
-    float v = da[row];
-    if (!per_step && t + 1 < Tn) v -= da[row + R];
-    ((T *)dld.p)[b * dld.s0 + t * dld.s1 + r * dld.s2] = ssm__cu_vec<T>::put(v);
+    for (int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; row < B * Tn * R;
+         row += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = row % R, t = (row / R) % Tn, b = row / (R * Tn);
+        float v = da[row];
+        if (!per_step && t + 1 < Tn) v -= da[row + R];
+        ((T *)dld.p)[b * dld.s0 + t * dld.s1 + r * dld.s2] = ssm__cu_vec<T>::put(v);
+    }
 }
 
 /* ---- decay scan, tiled one-pass kernel (no time split across blocks) ---------------------------
@@ -2249,41 +1873,38 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
 template <typename T>
 __global__ void ssm__cu_dkt_dld_kernel(int64_t B, int64_t Tn, int64_t R, int64_t ncb, int per_step, const float *da,
                                        ssm__cu_dkv dld) {
-    const int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (row >= B * Tn * R) return;
-    const int64_t r = row % R, t = (row / R) % Tn, b = row / (R * Tn);
-    float v = 0.f, n = 0.f;
-    for (int64_t k = 0; k < ncb; ++k) v += da[row * ncb + k];
-    if (!per_step && t + 1 < Tn) {
-        for (int64_t k = 0; k < ncb; ++k) n += da[(row + R) * ncb + k];
-        v -= n;
+    for (int64_t row = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; row < B * Tn * R;
+         row += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = row % R, t = (row / R) % Tn, b = row / (R * Tn);
+        float v = 0.f, n = 0.f;
+        for (int64_t k = 0; k < ncb; ++k) v += da[row * ncb + k];
+        if (!per_step && t + 1 < Tn) {
+            for (int64_t k = 0; k < ncb; ++k) n += da[(row + R) * ncb + k];
+            v -= n;
+        }
+        ((T *)dld.p)[b * dld.s0 + t * dld.s1 + r * dld.s2] = ssm__cu_vec<T>::put(v);
     }
-    ((T *)dld.p)[b * dld.s0 + t * dld.s1 + r * dld.s2] = ssm__cu_vec<T>::put(v);
 }
-
-/* Which decay kernel: 0 = by shape, 1 = look-back, 2 = tiled. ssm__cu_dkt_cw / _ts force the
-   tiled kernel's columns-per-row threads and steps per thread (0 = by shape); for tests and
-   benchmarks in the same translation unit. */
-static int ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0, ssm__cu_dkt_pf = 0;
 
 typedef struct ssm__cu_dkt_plan {
     int use, V, CW, TS, PF;
     int64_t ncb, blocks;
 } ssm__cu_dkt_plan;
 
+/* The tiled kernel's shape for a call; k = the config's kernel-choice fields (0 = by shape). */
 static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, int64_t R, int64_t C, int vec,
-                                            int backward, int sms) {
+                                            int backward, int sms, const ssm_cuda_config *k) {
     ssm__cu_dkt_plan p;
-    p.V = vec ? (dt.bits == 32 || ssm__cu_dkt_v == 4 ? 4 : 8) : 1;
+    p.V = vec ? (dt.bits == 32 || k->decay_tile_vec == 4 ? 4 : 8) : 1;
     if (p.V > 1) {
-        /* measured on an H200 (bench/cuda_decay_variants.cu, bench/results/cuda_decay_perf.log):
+        /* measured on an H200 (dev/cuda/decay_variants.cu, bench/results/cuda_decay_perf.log):
            forward f32 with the cp.async ring 16 threads x 8 steps per row segment when there are >= 3 blocks of 16 per SM
            (else 8 x 8, 4 x 8 under 1 block of 8 per SM; without the ring 8 x 4, x 8 under 3 blocks per SM), 16-bit 8 x 8
            when there are >= 3 blocks per SM (else 4 x 8); backward f32 16 x 8 with >= 3 blocks per SM (else 8 x 4),
            16-bit 4 x 4 (8 x 8 spills). */
         const int64_t rows = B * R;
         p.PF = !backward; /* the forward's cp.async ring (the backward has none) */
-        if (ssm__cu_dkt_pf == 1 || ssm__cu_dkt_pf == 2) p.PF = ssm__cu_dkt_pf - 1;
+        if (k->decay_prefetch) p.PF = k->decay_prefetch - 1;
 #define SSM__DKT_NCB(w) ((C + (int64_t)(w) * p.V - 1) / ((int64_t)(w) * p.V))
         if (!backward) {
             if (p.V == 4 && dt.bits == 32 && p.PF)
@@ -2298,8 +1919,8 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
             p.CW = 4, p.TS = 4;
         }
 #undef SSM__DKT_NCB
-        if (ssm__cu_dkt_cw == 4 || ssm__cu_dkt_cw == 8 || ssm__cu_dkt_cw == 16) p.CW = ssm__cu_dkt_cw;
-        if (ssm__cu_dkt_ts == 4 || ssm__cu_dkt_ts == 8) p.TS = ssm__cu_dkt_ts;
+        if (k->decay_tile_cols) p.CW = k->decay_tile_cols;
+        if (k->decay_tile_steps) p.TS = k->decay_tile_steps;
     } else {
         p.CW = C <= 8 ? 8 : 32;
         p.TS = 4, p.PF = 0;
@@ -2308,8 +1929,8 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
     p.blocks = B * R * p.ncb;
     /* too few columns to fill the GPU (long T, small B*R*C): split time (look-back kernel) */
     p.use = p.blocks >= (int64_t)sms && p.blocks <= 2147483647;
-    if (ssm__cu_dk_path == 1) p.use = 0;
-    if (ssm__cu_dk_path == 2) p.use = p.blocks <= 2147483647;
+    if (k->decay_kernel == 1) p.use = 0;
+    if (k->decay_kernel == 2) p.use = p.blocks <= 2147483647;
     return p;
 }
 
@@ -2351,34 +1972,52 @@ static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B
 #undef SSM__DKT_GO
 }
 
-extern "C" SSMDEF ssm_result ssm_cuda_decay_workspace_size(ssm_dtype dtype, int64_t B, int64_t T, int64_t R, int64_t C,
-                                                           int backward, size_t *bytes) {
-    ssm__cu_dk_plan p = ssm__cu_dk_plan_of(dtype, B, T, R, C, 1), q = ssm__cu_dk_plan_of(dtype, B, T, R, C, 0);
+/* Device bytes of a decay call: an upper bound over both kernels and both vector widths (the
+   choice depends on the data's alignment, unknown to a size query). */
+static size_t ssm__cu_decay_ws(const ssm_decay_plan *d) {
+    ssm__cu_dk_plan p = ssm__cu_dk_plan_of(d->dtype, d->B, d->T, d->R, d->C, 1);
+    ssm__cu_dk_plan q = ssm__cu_dk_plan_of(d->dtype, d->B, d->T, d->R, d->C, 0);
     size_t a = ssm__cu_dk_plan_bytes(&p), b2 = ssm__cu_dk_plan_bytes(&q), w = a > b2 ? a : b2;
-    if (!bytes) return SSM_ERROR_NULL_ARGUMENT;
-    if (backward) w += (size_t)(B * T * R) * 4u + 256;
-    { /* the tiled kernel's backward partials: at most ceil(C / 8) column blocks per row */
-        size_t t2 = (size_t)(B * T * R) * (size_t)((C + 7) / 8) * 4u;
-        if (backward && t2 > w) w = t2;
+    if (d->op == SSM_OP_DECAY_BACKWARD) {
+        /* the look-back path's da rows; the tiled kernel's partials: <= ceil(C / 8) column blocks per row */
+        size_t rows = (size_t)(d->B * d->T * d->R), t2 = rows * (size_t)((d->C + 7) / 8) * 4u;
+        w = ((w + 255) & ~(size_t)255) + rows * 4u;
+        if (t2 > w) w = t2;
     }
-    *bytes = w;
-    return SSM_OK;
+    return w;
 }
 
-static ssm_result ssm__cu_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *d, const ssm_tensor *ld,
+/* The workspace_size slot: the decay scans, and the method scratch of the chunked kernels
+   (the generic chunked figure, or the tensor-core path's when that is larger). */
+static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const void *plan, size_t *bytes) {
+    (void)ctx;
+    if (op == SSM_OP_DECAY_FORWARD || op == SSM_OP_DECAY_BACKWARD) {
+        *bytes = ssm__cu_decay_ws((const ssm_decay_plan *)plan);
+        return SSM_OK;
+    }
+    if (op == SSM_OP_LINREC_FORWARD || op == SSM_OP_LINREC_BACKWARD) {
+        const ssm_linrec_plan *p = (const ssm_linrec_plan *)plan;
+        size_t generic = 0, tc = 0;
+        if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
+        if (p->chunk < p->T)
+            generic = 2 * (((size_t)(p->group * ((p->T - 1) / p->chunk) * p->n * p->n) * 4u + 255) & ~(size_t)255);
+        if (p->dtype.bits == 16 && p->n == SSM__TC_N && p->m == 1) tc = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk);
+        *bytes = generic > tc ? generic : tc;
+        return SSM_OK;
+    }
+    return SSM__NOT_MINE;
+}
+
+static ssm_result ssm__cu_decay_forward(ssm_ctx *ctx, const ssm_decay_plan *d, const ssm_tensor *ld,
                                         const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out, ssm_tensor *hT) {
-    static const char *op = "ssm_decay_forward";
     ssm__cu_state *st = ssm__cu_st(ctx);
     ssm__cu_device_guard guard(st->device);
-    const char *names[5] = {"log_decay", "x", "h0", "out", "hT"};
-    const ssm_tensor *ts[5] = {ld, x, h0, out, hT};
     const ssm_tensor *vt[2] = {x, out};
-    int64_t B = x->shape[0], T = x->shape[1], R = x->shape[2], C = x->shape[3];
+    const int64_t B = d->B, T = d->T, R = d->R, C = d->C;
     const int vec = ssm__cu_dk_vec_ok(x->dtype, C, vt, 2);
     ssm__cu_dk_plan p = ssm__cu_dk_plan_of(x->dtype, B, T, R, C, vec);
-    ssm__cu_dkt_plan tp = ssm__cu_dkt_plan_of(x->dtype, B, T, R, C, vec, 0, st->sms);
-    char *ws;
-    SSM__CU_TRY(ssm__cu_check_ptrs(ctx, op, names, ts, 5));
+    ssm__cu_dkt_plan tp = ssm__cu_dkt_plan_of(x->dtype, B, T, R, C, vec, 0, st->sms, &st->knobs);
+    void *ws;
     if (tp.use) {
         ssm__cu_dkv vl = ssm__cu_dkv_of(ld), vx = ssm__cu_dkv_of(x), vo = ssm__cu_dkv_of(out);
         ssm__cu_dkv vi = ssm__cu_dkv_of(h0), vf = ssm__cu_dkv_of(hT), vn = ssm__cu_dkv_of(NULL);
@@ -2392,38 +2031,36 @@ static ssm_result ssm__cu_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *d, c
         SSM__CU_LAUNCHED(ctx, "ssm__cu_dkt_kernel");
         return SSM_OK;
     }
-    SSM__CU_TRY(ssm__cu_workspace(ctx, ssm__cu_dk_plan_bytes(&p), &ws));
-    return ssm__cu_dk_scan(ctx, &p, x->dtype, B, T, R, C, 0, d->input == SSM_DECAY_PER_STEP, ld, x, out, h0, hT, ws);
+    SSM__TRY(ssm_ctx_workspace(ctx, ssm__cu_dk_plan_bytes(&p), &ws));
+    return ssm__cu_dk_scan(ctx, &p, x->dtype, B, T, R, C, 0, d->input == SSM_DECAY_PER_STEP, ld, x, out, h0, hT,
+                           (char *)ws);
 }
 
-static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *d, const ssm_tensor *ld,
+static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_plan *d, const ssm_tensor *ld,
                                          const ssm_tensor *h0, const ssm_tensor *out, const ssm_tensor *dout,
                                          const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dld, ssm_tensor *dh0) {
-    static const char *op = "ssm_decay_backward";
     ssm__cu_state *st = ssm__cu_st(ctx);
     ssm__cu_device_guard guard(st->device);
-    const char *names[8] = {"log_decay", "h0", "out", "dout", "dhT", "dx", "dlog_decay", "dh0"};
-    const ssm_tensor *ts[8] = {ld, h0, out, dout, dhT, dx, dld, dh0};
     const ssm_tensor *vt[2] = {dout, dx};
-    int64_t B = out->shape[0], T = out->shape[1], R = out->shape[2], C = out->shape[3];
+    const int64_t B = d->B, T = d->T, R = d->R, C = d->C;
     int per_step = d->input == SSM_DECAY_PER_STEP;
     ssm__cu_dk_plan p = ssm__cu_dk_plan_of(out->dtype, B, T, R, C, ssm__cu_dk_vec_ok(out->dtype, C, vt, 2));
     size_t scan_bytes = (ssm__cu_dk_plan_bytes(&p) + 255) & ~(size_t)255;
+    void *wsp;
     char *ws;
     float *da;
     int64_t rows = B * T * R;
     ssm_dtype dt = out->dtype;
     ssm__cu_dkv vl = ssm__cu_dkv_of(ld), vg = ssm__cu_dkv_of(dx), vo = ssm__cu_dkv_of(out), v0 = ssm__cu_dkv_of(h0);
     ssm__cu_dkv vd0 = ssm__cu_dkv_of(dh0), vdl = ssm__cu_dkv_of(dld);
-    SSM__CU_TRY(ssm__cu_check_ptrs(ctx, op, names, ts, 8));
+    const unsigned blocks = ssm__cu_blocks(rows);
     {
         const ssm_tensor *vt3[3] = {dout, dx, out};
-        ssm__cu_dkt_plan tp = ssm__cu_dkt_plan_of(dt, B, T, R, C, ssm__cu_dk_vec_ok(dt, C, vt3, 3), 1, st->sms);
+        ssm__cu_dkt_plan tp = ssm__cu_dkt_plan_of(dt, B, T, R, C, ssm__cu_dk_vec_ok(dt, C, vt3, 3), 1, st->sms, &st->knobs);
         if (tp.use) {
             ssm__cu_dkv vdo = ssm__cu_dkv_of(dout), vdT = ssm__cu_dkv_of(dhT);
-            unsigned blocks = (unsigned)((rows + 255) / 256);
-            SSM__CU_TRY(ssm__cu_workspace(ctx, (size_t)rows * (size_t)tp.ncb * 4u, &ws));
-            da = (float *)ws;
+            SSM__TRY(ssm_ctx_workspace(ctx, (size_t)rows * (size_t)tp.ncb * 4u, &wsp));
+            da = (float *)wsp;
             if (dt.bits == 32) {
                 ssm__cu_dkt_go<float, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
                 ssm__cu_dkt_dld_kernel<float><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
@@ -2438,20 +2075,21 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *d, 
             return SSM_OK;
         }
     }
-    SSM__CU_TRY(ssm__cu_workspace(ctx, scan_bytes + (size_t)rows * 4u, &ws));
+    SSM__TRY(ssm_ctx_workspace(ctx, scan_bytes + (size_t)rows * 4u, &wsp));
+    ws = (char *)wsp;
     da = (float *)(ws + scan_bytes);
     /* g_t = dout_t + exp(a_{t+1}) g_{t+1}, g_{T-1} = dout + dhT: a reverse scan into dx */
-    SSM__CU_TRY(ssm__cu_dk_scan(ctx, &p, dt, B, T, R, C, 1, per_step, ld, dout, dx, dhT, NULL, ws));
+    SSM__TRY(ssm__cu_dk_scan(ctx, &p, dt, B, T, R, C, 1, per_step, ld, dout, dx, dhT, NULL, ws));
     {
-        unsigned blocks = (unsigned)((rows * 32 + 255) / 256);
+        const unsigned wblocks = ssm__cu_blocks(rows * 32);
         if (dt.bits == 32)
-            ssm__cu_dk_da_kernel<float><<<blocks, 256, 0, st->stream>>>(B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
+            ssm__cu_dk_da_kernel<float><<<wblocks, 256, 0, st->stream>>>(B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
         else if (dt.code == SSM_DTYPE_BFLOAT)
-            ssm__cu_dk_da_kernel<__nv_bfloat16><<<blocks, 256, 0, st->stream>>>(B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
+            ssm__cu_dk_da_kernel<__nv_bfloat16><<<wblocks, 256, 0, st->stream>>>(B, T, R, C, per_step, vl, vg, vo, v0, vd0,
+                                                                                 da);
         else
-            ssm__cu_dk_da_kernel<__half><<<blocks, 256, 0, st->stream>>>(B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
+            ssm__cu_dk_da_kernel<__half><<<wblocks, 256, 0, st->stream>>>(B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
         SSM__CU_LAUNCHED(ctx, "ssm__cu_dk_da_kernel");
-        blocks = (unsigned)((rows + 255) / 256);
         if (dt.bits == 32)
             ssm__cu_dk_dld_kernel<float><<<blocks, 256, 0, st->stream>>>(B, T, R, per_step, da, vdl);
         else if (dt.code == SSM_DTYPE_BFLOAT)
@@ -2465,9 +2103,25 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *d, 
 
 /* ---- the backend ----------------------------------------------------------------------------- */
 
+/* Slots in declaration order (C++17 has no designated initializers). */
 static const ssm_backend ssm__cuda_backend = {
-    "cuda", SSM_DEVICE_CUDA, ssm__cu_init, ssm__cu_shutdown, ssm__cu_gemm, ssm__cu_pick,
-    ssm__cu_linrec_forward, ssm__cu_linrec_backward, ssm__cu_decay_forward, ssm__cu_decay_backward, {NULL}};
+    /* .name = */ "cuda",
+    /* .device_type = */ SSM_DEVICE_CUDA,
+    /* .init = */ ssm__cu_init,
+    /* .shutdown = */ ssm__cu_shutdown,
+    /* .supports = */ ssm__cu_supports,
+    /* .check_tensor = */ ssm__cu_check_tensor,
+    /* .workspace_size = */ ssm__cu_workspace_size,
+    /* .workspace_reserve = */ ssm__cu_workspace_reserve,
+    /* .gemm = */ ssm__cu_gemm,
+    /* .copy = */ ssm__cu_copy,
+    /* .linrec_pick = */ ssm__cu_linrec_pick,
+    /* .linrec_steps = */ ssm__cu_linrec_steps,
+    /* .linrec_forward = */ NULL,  /* ssm.h's driver on the slots above */
+    /* .linrec_backward = */ NULL,
+    /* .decay_forward = */ ssm__cu_decay_forward,
+    /* .decay_backward = */ ssm__cu_decay_backward,
+    /* .reserved = */ {NULL}};
 
 extern "C" SSMDEF const ssm_backend *ssm_cuda_backend(void) { return &ssm__cuda_backend; }
 

@@ -52,7 +52,7 @@ static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t
         size_t ws = 0;
         d.method = meth;
         d.stats = &st;
-        ssm_cuda_linrec_workspace_size(ctx, &d, dt, S, T, n, m, 0, &ws);
+        ssm_linrec_workspace_size(ctx, &d, dt, S, T, n, m, 0, &ws);
         ssm_result r = ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
         if (r != SSM_OK) { printf("  %s: %s\n", ssm_linrec_method_name(meth), ssm_ctx_last_error(ctx)); continue; }
         double ms = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); }, T * S > 100000 && meth == SSM_LINREC_SEQUENTIAL ? 3 : 10);
@@ -93,7 +93,7 @@ static void decay_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t B, int64_t 
     ssm_tensor tdx = ssm_tensor_make(dx, dt, ssm_cuda_device(0), 4, sx, NULL), tdl = ssm_tensor_make(dl, dt, ssm_cuda_device(0), 3, sl, NULL);
     ssm_decay_desc d = ssm_decay_desc_init();
     d.input = SSM_DECAY_PER_STEP; /* log decays in [-0.05, 0.05]: per-step values */
-    ssm_cuda_decay_workspace_size(dt, B, T, D, D, 0, &ws);
+    ssm_decay_workspace_size(ctx, &d, dt, B, T, D, D, 0, &ws);
     ssm_result r = ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL);
     if (r != SSM_OK) { printf("  decay: %s\n", ssm_ctx_last_error(ctx)); return; }
     double ms = time_ms([&] { ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL); });

@@ -16,8 +16,9 @@ EXTRA_RUN += run-cuda
 endif
 endif
 
-compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/quickstart_cuda $(BUILD)/libssm.so \
-              $(BUILD)/cuda_decay_variants $(BUILD)/cuda_linrec_perf
+DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
+
+compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/quickstart_cuda $(BUILD)/libssm.so $(DEV_CUDA)
 
 $(BUILD)/test_main_cuda.o: tests/test_main.c tests/test.h ssm.h | $(BUILD)
 	$(CC) -std=c99 -O2 -g -Dmain=ssm_test_cpu_main -c $< -o $@
@@ -32,8 +33,9 @@ test-cuda: $(BUILD)/test_cuda
 $(BUILD)/cuda_bench: bench/cuda_bench.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 
-# Kernel-variant harnesses (time each variant beside the default and check it against it).
-$(BUILD)/cuda_%: bench/cuda_%.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+# Kernel-variant harnesses, dev/cuda/*.cu (variants chosen by argv, forced through the
+# kernel-choice fields of ssm_cuda_config, each timed beside the default and checked against it).
+$(BUILD)/dev_%: dev/cuda/%.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 
 bench-cuda: $(BUILD)/cuda_bench

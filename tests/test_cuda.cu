@@ -104,10 +104,12 @@ static ssm_tensor host_f64(std::vector<double> &v, int ndim, const int64_t *shap
     return ssm_tensor_make(v.data(), SSM_F64, ssm_cpu(), ndim, shape, NULL);
 }
 
-static ssm_ctx *cuda_ctx(void) {
+/* decay_kernel: 0 = by shape, 2 = the tiled decay kernel forced (ssm_cuda_config). */
+static ssm_ctx *cuda_ctx(int decay_kernel = 0) {
     ssm_ctx *ctx = NULL;
     ssm_ctx_config cfg = ssm_ctx_config_init();
     ssm_cuda_config cc = ssm_cuda_config_init();
+    cc.decay_kernel = decay_kernel;
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &cc;
     if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) test_fail(__FILE__, __LINE__, "CUDA context creation failed");
@@ -447,11 +449,10 @@ int main(void) {
         /* the decay scan's two kernels: by shape (mostly look-back at these sizes), then the
            tiled kernel forced on every case */
         if (decay) {
-            ssm__cu_dk_path = 0;
+            ssm_ctx *tiled = cuda_ctx(2);
             suite_cuda_decay(cu, ref);
-            ssm__cu_dk_path = 2;
-            suite_cuda_decay(cu, ref);
-            ssm__cu_dk_path = 0;
+            suite_cuda_decay(tiled, ref);
+            ssm_ctx_destroy(tiled);
         }
         if (linrec) suite_cuda_linrec(cu, ref);
         ssm_ctx_destroy(cu);

@@ -259,9 +259,9 @@ static int proj_untouched(const pbufs *B) {
            tb_untouched(&B->db) && tb_untouched(&B->dal);
 }
 
-static const ssm_backend fake_gpu = {"fake-gpu", SSM_DEVICE_CUDA, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
 
 static void proj_errors_case(void) {
+    ssm_backend fake_gpu;
     ssm_ctx *ctx, *gctx = NULL;
     ssm_ctx_config cfg = ssm_ctx_config_init();
     ssm_proj_desc d0 = all_acts(), d;
@@ -345,6 +345,8 @@ static void proj_errors_case(void) {
     t2 = B.dx.t, t2.strides[0] = 1, t2.strides[1] = 1;
     EXPECT(SSM_ERROR_INVALID_STRIDE, BWD(&d0, NULL, &B.dy.t, &t2, &B.dW.t, NULL, NULL));
     /* a backend that is not on the CPU */
+    memset(&fake_gpu, 0, sizeof fake_gpu);
+    fake_gpu.name = "fake-gpu", fake_gpu.device_type = SSM_DEVICE_CUDA;
     cfg.backend = &fake_gpu;
     CHECK(ssm_ctx_create(&cfg, &gctx) == SSM_OK, "fake context");
     if (gctx) {

@@ -1,13 +1,17 @@
-/* Decay-scan kernel variants side by side (dev tool for ssm_cuda.h's decay scan): the
-   look-back kernel against the tiled kernel in several configurations, forward and backward,
-   on the bench's four decay rows. Each variant's outputs are compared on the GPU with the
-   look-back kernel's (max |diff| / max |ref|). The last block prints the bench-format rows of
-   the shape-chosen (auto) path.
-   nvcc -O3 -arch=sm_90 -I. -std=c++17 bench/cuda_decay_variants.cu -lcublas -o build/cuda_decay_variants */
+/* Decay-scan kernel variants side by side (dev harness for ssm_cuda.h's decay scan): the
+   look-back kernel against the tiled kernel in several configurations (each forced through the
+   kernel-choice fields of ssm_cuda_config, one context per variant), forward and backward, on
+   the bench's four decay rows. Each variant's outputs are compared on the GPU with the
+   look-back kernel's (max |diff| / max |ref|).
+     build/dev_decay_variants               look-back and auto only
+     build/dev_decay_variants full          every variant
+     build/dev_decay_variants NAME...       the variants whose names contain NAME (e.g. "cw16")
+   nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/decay_variants.cu -lcublas -o build/dev_decay_variants */
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
-#include "../ssm_cuda.h"
-#include "cuda_common.h"
+#include "ssm_cuda.h"
+#include "bench/cuda_common.h"
+#include <string.h>
 #include <algorithm>
 #include <stdio.h>
 #include <vector>
@@ -36,9 +40,21 @@ static double rel(const void *a, const void *b, ssm_dtype dt, int64_t n) {
 }
 
 static double g_bw;
-struct variant { const char *name; int path, cw, ts, v, pf; }; /* pf: 0 by shape, 1 off, 2 on */
+/* the ssm_cuda_config fields: decay_kernel, decay_tile_cols, _steps, _vec, decay_prefetch */
+struct variant { const char *name; int path, cw, ts, v, pf; };
 
-static void shape(ssm_ctx *ctx, ssm_dtype dt, int64_t B, int64_t T, int64_t D, const std::vector<variant> &vs) {
+static ssm_ctx *ctx_for(const variant &v) {
+    ssm_ctx *ctx = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    cc.decay_kernel = v.path, cc.decay_tile_cols = v.cw, cc.decay_tile_steps = v.ts;
+    cc.decay_tile_vec = v.v == 4 ? 4 : 0, cc.decay_prefetch = v.pf;
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &cc;
+    return ssm_ctx_create(&cfg, &ctx) == SSM_OK ? ctx : NULL;
+}
+
+static void shape(ssm_dtype dt, int64_t B, int64_t T, int64_t D, const std::vector<variant> &vs) {
     int64_t sx[4] = {B, T, D, D}, sl[3] = {B, T, D}, n = B * T * D * D;
     size_t es = dt.bits / 8;
     void *x = dev_random(dt, n, 1.f, 7), *ld = dev_random(dt, B * T * D, 0.05f, 8), *o = dev_random(dt, n, 0, 9);
@@ -53,13 +69,16 @@ static void shape(ssm_ctx *ctx, ssm_dtype dt, int64_t B, int64_t T, int64_t D, c
     ssm_decay_desc d = ssm_decay_desc_init();
     d.input = SSM_DECAY_PER_STEP;
     double fl = (double)es * (2.0 * n + B * T * D) / g_bw, bfl = (double)es * (3.0 * n + 2.0 * B * T * D) / g_bw;
-    /* reference: the look-back kernel */
-    ssm__cu_dk_path = 1;
-    ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to0, NULL);
-    ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx0, &tdl0, NULL);
-    cudaDeviceSynchronize();
+    { /* reference: the look-back kernel */
+        ssm_ctx *ctx = ctx_for(variant{"lookback", 1, 0, 0, 0, 0});
+        ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to0, NULL);
+        ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx0, &tdl0, NULL);
+        cudaDeviceSynchronize();
+        ssm_ctx_destroy(ctx);
+    }
     for (const variant &v : vs) {
-        ssm__cu_dk_path = v.path, ssm__cu_dkt_cw = v.cw, ssm__cu_dkt_ts = v.ts, ssm__cu_dkt_v = v.v, ssm__cu_dkt_pf = v.pf;
+        ssm_ctx *ctx = ctx_for(v);
+        if (!ctx) { printf("  %-16s: bad config\n", v.name); continue; }
         cudaMemset(o, 0xff, n * es), cudaMemset(dx, 0xff, n * es), cudaMemset(dl, 0xff, B * T * D * es);
         ssm_result r1 = ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL);
         ssm_result r2 = ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx, &tdl, NULL);
@@ -67,6 +86,7 @@ static void shape(ssm_ctx *ctx, ssm_dtype dt, int64_t B, int64_t T, int64_t D, c
         if (r1 != SSM_OK || r2 != SSM_OK || ce != cudaSuccess) {
             printf("  %-4s B%lld T%lld %-16s FAILED %s %s\n", ssm_dtype_name(dt), (long long)B, (long long)T, v.name,
                    ssm_ctx_last_error(ctx), cudaGetErrorString(ce));
+            ssm_ctx_destroy(ctx);
             continue;
         }
         double eo = rel(o, o0, dt, n), ex = rel(dx, dx0, dt, n), el = rel(dl, dl0, dt, B * T * D);
@@ -75,21 +95,15 @@ static void shape(ssm_ctx *ctx, ssm_dtype dt, int64_t B, int64_t T, int64_t D, c
         printf("  %-4s B%-2lld T%-5lld %-16s fwd %7.3f ms x%5.2f (%3.0f%% bw)  bwd %7.3f ms x%5.2f  bwd/fwd %4.2f  err o %.1e dx %.1e dl %.1e\n",
                ssm_dtype_name(dt), (long long)B, (long long)T, v.name, ms, ms / fl, 100 * fl / ms, bms, bms / bfl, bms / ms, eo, ex, el);
         fflush(stdout);
+        ssm_ctx_destroy(ctx);
     }
-    ssm__cu_dk_path = 0, ssm__cu_dkt_cw = 0, ssm__cu_dkt_ts = 0, ssm__cu_dkt_v = 0, ssm__cu_dkt_pf = 0;
     cudaFree(x), cudaFree(ld), cudaFree(o), cudaFree(dout), cudaFree(dx), cudaFree(dl), cudaFree(o0), cudaFree(dx0), cudaFree(dl0);
 }
 
 int main(int argc, char **argv) {
     cudaDeviceProp prop;
-    ssm_ctx *ctx;
-    ssm_ctx_config cfg = ssm_ctx_config_init();
-    ssm_cuda_config cc = ssm_cuda_config_init();
-    int full = argc > 1;
+    int full = argc > 1 && !strcmp(argv[1], "full");
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { printf("no CUDA device\n"); return 1; }
-    cfg.backend = ssm_cuda_backend();
-    cfg.backend_config = &cc;
-    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
     g_bw = copy_bandwidth(15, 1e30);
     printf("device %s, %d SMs, copy bandwidth %.0f GB/s\n", prop.name, prop.multiProcessorCount, g_bw * 1e-6);
     std::vector<variant> v32 = {{"lookback", 1, 0, 0, 0, 0},       {"auto", 0, 0, 0, 0, 0},
@@ -102,12 +116,22 @@ int main(int argc, char **argv) {
                                 {"tile v8 cw4 ts8 pf", 2, 4, 8, 8, 2}, {"tile v8 cw4 ts4", 2, 4, 4, 8, 1},
                                 {"tile v8 cw4 ts4 pf", 2, 4, 4, 8, 2}, {"tile v8 cw8 ts4 pf", 2, 8, 4, 8, 2},
                                 {"tile v4 cw8 ts4 pf", 2, 8, 4, 4, 2}, {"tile v4 cw4 ts4 pf", 2, 4, 4, 4, 2}};
-    if (!full) v32 = {{"lookback", 1, 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, 0}}, v16 = v32;
+    if (argc > 1 && !full) { /* the named variants */
+        auto pick = [&](std::vector<variant> &vs) {
+            std::vector<variant> keep;
+            for (const variant &v : vs)
+                for (int a = 1; a < argc; ++a)
+                    if (strstr(v.name, argv[a])) { keep.push_back(v); break; }
+            vs = keep;
+        };
+        pick(v32), pick(v16);
+    } else if (!full) {
+        v32 = {{"lookback", 1, 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, 0}}, v16 = v32;
+    }
     printf("== variants (fwd: x + out; bwd: out + dout + dx; x = time / floor)\n");
-    shape(ctx, SSM_F32, 8, 4096, 64, v32);
-    shape(ctx, SSM_F32, 2, 1024, 64, v32);
-    shape(ctx, SSM_F16, 8, 4096, 64, v16);
-    shape(ctx, SSM_BF16, 2, 1024, 64, v16);
-    ssm_ctx_destroy(ctx);
+    shape(SSM_F32, 8, 4096, 64, v32);
+    shape(SSM_F32, 2, 1024, 64, v32);
+    shape(SSM_F16, 8, 4096, 64, v16);
+    shape(SSM_BF16, 2, 1024, 64, v16);
     return 0;
 }

@@ -1,12 +1,17 @@
-/* Dense-recurrence target rows (issue 6) side by side: every method, the tensor-core chunked path
-   at several chunk lengths, with and without the hi/lo split of the running product, forward and
-   backward; floor = A read once + b read + h written, over the D2D copy bandwidth of this run.
-   Also the relative difference of the chunked result against cyclic reduction on the same inputs.
-   nvcc -O3 -arch=sm_90 -I. -std=c++17 bench/cuda_linrec_perf.cu -lcublas -o build/cuda_linrec_perf */
+/* Dense-recurrence variants side by side (dev harness for ssm_cuda.h's recurrence kernels):
+   every method, the tensor-core chunked path at several chunk lengths, with and without the
+   hi/lo split of the running product (ssm_cuda_config.linrec_tc_split), forward and backward;
+   floor = A read once + b read + h written, over the D2D copy bandwidth of this run. Also the
+   relative difference of each result against cyclic reduction on the same inputs.
+     build/dev_linrec_variants          the default rows
+     build/dev_linrec_variants full     + scan_hs and seq
+     build/dev_linrec_variants prof     one forward + backward of the first variant (for ncu)
+   nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/linrec_variants.cu -lcublas -o build/dev_linrec_variants */
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
-#include "../ssm_cuda.h"
-#include "cuda_common.h"
+#include "ssm_cuda.h"
+#include "bench/cuda_common.h"
+#include <string.h>
 #include <algorithm>
 #include <math.h>
 #include <stdio.h>
@@ -32,7 +37,18 @@ static double rel(const std::vector<float> &a, const std::vector<float> &b) {
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int nosplit; /* 1: force the hi/lo split; 2: the smem-product pass-1 kernel */ };
+/* split: ssm_cuda_config.linrec_tc_split (0 by dtype, 1 off, 2 on) */
+struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int split; };
+
+static ssm_ctx *ctx_with_split(int split) {
+    ssm_ctx *ctx = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    cc.linrec_tc_split = split;
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &cc;
+    return ssm_ctx_create(&cfg, &ctx) == SSM_OK ? ctx : NULL;
+}
 
 static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, const std::vector<variant> &vs, int bwd) {
     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, 1};
@@ -65,13 +81,18 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
     for (const variant &v : vs) {
         ssm_linrec_desc d = ssm_linrec_desc_init();
         ssm_linrec_stats st;
+        ssm_ctx *base = ctx, *vctx = v.split ? ctx_with_split(v.split) : ctx;
         d.method = v.m, d.chunk = v.chunk, d.stats = &st;
-        ssm__cu_tc_split = v.nosplit == 1 ? 1 : -1;
-        ssm__cu_tc_oldprod = v.nosplit == 2;
+        ctx = vctx;
         cudaMemset(h, 0xff, S * T * n * es);
         ssm_result r = ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
         cudaError_t ce = cudaDeviceSynchronize();
-        if (r != SSM_OK || ce != cudaSuccess) { printf("  %-14s FAILED %s %s\n", v.name, ssm_ctx_last_error(ctx), cudaGetErrorString(ce)); continue; }
+        if (r != SSM_OK || ce != cudaSuccess) {
+            printf("  %-14s FAILED %s %s\n", v.name, ssm_ctx_last_error(ctx), cudaGetErrorString(ce));
+            if (vctx != base) ssm_ctx_destroy(vctx);
+            ctx = base;
+            continue;
+        }
         double e = rel(to_host(h, dt, S * T * n), refh);
         double ms = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); }, v.m == SSM_LINREC_SEQUENTIAL || v.m == SSM_LINREC_SCAN_HS ? 3 : 20, 20.0);
         printf("  %-14s fwd %8.3f ms  x%6.2f floor  (-> %s)  relerr vs cr %.2e", v.name, ms, ms / floor_ms, ssm_linrec_method_name(st.method), e);
@@ -85,8 +106,9 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
         }
         printf("\n");
         fflush(stdout);
+        if (vctx != base) ssm_ctx_destroy(vctx);
+        ctx = base;
     }
-    ssm__cu_tc_split = -1, ssm__cu_tc_oldprod = 0;
     cudaFree(A), cudaFree(b), cudaFree(h), cudaFree(dh), cudaFree(dA), cudaFree(db);
 }
 
@@ -105,7 +127,7 @@ int main(int argc, char **argv) {
     printf("device %s, copy bandwidth %.0f GB/s\n", prop.name, g_bw * 1e-6);
     std::vector<variant> big = {
         {"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0},
-        {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0}, {"tc64_split", SSM_LINREC_CHUNKED, 64, 1}, {"tc64_oldprod", SSM_LINREC_CHUNKED, 64, 2},
+        {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0}, {"tc64_split", SSM_LINREC_CHUNKED, 64, 2}, {"tc64_nosplit", SSM_LINREC_CHUNKED, 64, 1},
         {"auto", SSM_LINREC_AUTO, 0, 0}, {"cr", SSM_LINREC_CR, 0, 0}, {"blelloch", SSM_LINREC_BLELLOCH, 0, 0}};
     if (full) big.push_back({"scan_hs", SSM_LINREC_SCAN_HS, 0, 0}), big.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0});
     rows(ctx, SSM_F16, 16, 4096, 64, big, 1);
