@@ -230,6 +230,19 @@ static void backward_case(const lr_case *c, int finite_differences) {
     e = rel_err(g0, r0, n0);
     CHECK(e <= tol, "dh0 vs oracle adjoint: %.3e", e);
     CHECK(tb_outside_untouched(&tdA) && tb_outside_untouched(&tdb), "writes outside dA/db views");
+    { /* dA = NULL: only db and dh0, the same values */
+        tbuf tdb2 = tb_new(c->dt, 4, sb, c->layout), tdh02 = tb_new(c->dt, 3, s0, c->layout);
+        double *gb2 = (double *)malloc(sizeof(double) * (size_t)nb), *g02 = (double *)malloc(sizeof(double) * (size_t)n0);
+        CHECK_OK(ssm_linrec_backward(ctx, &d, &tA.t, c->use_h0 ? &th0.t : NULL, &th.t, &tW.t, c->use_hT ? &tWT.t : NULL,
+                                     NULL, &tdb2.t, &tdh02.t), ctx);
+        tb_get(&tdb2, gb2);
+        tb_get(&tdh02, g02);
+        CHECK(rel_err(gb2, gb, nb) <= tol * 1e-3, "db without dA: %.3e", rel_err(gb2, gb, nb));
+        CHECK(rel_err(g02, g0, n0) <= tol * 1e-3, "dh0 without dA: %.3e", rel_err(g02, g0, n0));
+        CHECK(tb_outside_untouched(&tdb2), "writes outside db (dA NULL)");
+        tb_free(&tdb2); tb_free(&tdh02);
+        free(gb2); free(g02);
+    }
     if (finite_differences) {
         e = fd_check(c, A, nA, gA, A, b, h0, W, WT, hb, hTb);
         CHECK(e <= 1e-6, "dA vs finite differences: %.3e", e);
@@ -277,6 +290,56 @@ static void product_counts(void) {
         CHECK(cr.flops < hs.flops, "CR flops %.3g >= HS flops %.3g", cr.flops, hs.flops);
         tb_free(&tA); tb_free(&tb); tb_free(&th);
         ssm_ctx_destroy(ctx);
+    }
+    test_end();
+}
+
+/* The size query validates like the op and answers what the op takes: negative sizes, an
+   unknown method, chunk < 0 and a dtype the backend cannot compute in are errors; a
+   caller-owned workspace of exactly the answered size runs every method. */
+static void workspace_queries(void) {
+    ssm_ctx *ctx = test_ctx();
+    ssm_linrec_desc d = ssm_linrec_desc_init();
+    size_t bytes = 1;
+    int mi;
+    test_begin("linrec workspace_size: validation, and an exact caller-owned workspace");
+    CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_F32, -1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_SHAPE, "S < 0");
+    CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_F32, 1, 0, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_SHAPE, "T = 0");
+    CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_F32, 1, 8, -2, 1, 1, &bytes) == SSM_ERROR_INVALID_SHAPE, "n < 0");
+    CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_BF16, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_DTYPE, "bf16 on a CPU");
+    CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_I32, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_DTYPE, "i32");
+    d.method = (ssm_linrec_method)SSM_LINREC_METHOD_COUNT;
+    CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_F32, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_VALUE, "method 6");
+    d.method = SSM_LINREC_CHUNKED, d.chunk = -1;
+    CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_F32, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_VALUE, "chunk < 0");
+    CHECK(bytes == 0, "a failed query leaves 0 bytes");
+    CHECK(strlen(ssm_ctx_last_error(ctx)) > 0, "a failed query sets the message");
+    ssm_ctx_destroy(ctx);
+    for (mi = 0; mi < SSM_LINREC_METHOD_COUNT; ++mi) {
+        int64_t sA[4] = {3, 37, 4, 4}, sb[4] = {3, 37, 4, 2};
+        ssm_ctx *probe = test_ctx(), *own = NULL;
+        ssm_ctx_config cfg = ssm_ctx_config_init();
+        size_t fwd = 0, bwd = 0;
+        void *buf;
+        tbuf tA = tb_random(SSM_F32, 4, sA, LAYOUT_CONTIGUOUS, 0.4, NULL), tb = tb_random(SSM_F32, 4, sb, 0, 1.0, NULL);
+        tbuf th = tb_new(SSM_F32, 4, sb, LAYOUT_CONTIGUOUS), tdb = tb_new(SSM_F32, 4, sb, LAYOUT_CONTIGUOUS);
+        d = ssm_linrec_desc_init();
+        d.method = (ssm_linrec_method)mi, d.chunk = 5;
+        CHECK_OK(ssm_linrec_workspace_size(probe, &d, SSM_F32, 3, 37, 4, 2, 0, &fwd), probe);
+        CHECK_OK(ssm_linrec_workspace_size(probe, &d, SSM_F32, 3, 37, 4, 2, 1, &bwd), probe);
+        cfg.workspace_bytes = fwd > bwd ? fwd : bwd;
+        buf = malloc(cfg.workspace_bytes ? cfg.workspace_bytes : 1);
+        cfg.backend = test_backend;
+        cfg.workspace = cfg.workspace_bytes ? buf : NULL;
+        CHECK_OK(ssm_ctx_create(&cfg, &own), own);
+        if (own) {
+            CHECK_OK(ssm_linrec_forward(own, &d, &tA.t, &tb.t, NULL, &th.t, NULL), own);
+            CHECK_OK(ssm_linrec_backward(own, &d, &tA.t, NULL, &th.t, &tb.t, NULL, NULL, &tdb.t, NULL), own);
+            ssm_ctx_destroy(own);
+        }
+        free(buf);
+        tb_free(&tA); tb_free(&tb); tb_free(&th); tb_free(&tdb);
+        ssm_ctx_destroy(probe);
     }
     test_end();
 }
@@ -332,4 +395,5 @@ void suite_linrec(void) {
             backward_case(&c, 0);
         }
     product_counts();
+    workspace_queries();
 }
