@@ -259,7 +259,13 @@ static int proj_untouched(const pbufs *B) {
            tb_untouched(&B->db) && tb_untouched(&B->dal);
 }
 
-static const ssm_backend fake_gpu = {"fake-gpu", SSM_DEVICE_CUDA, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
+/* a backend must bring a gemm (ssm_ctx_create refuses one without); this one is never reached */
+static ssm_result fake_gemm(ssm_ctx *ctx, ssm_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t K, double alpha,
+                            ssm_matrix_batch A, ssm_matrix_batch B, double beta, ssm_matrix_batch C) {
+    (void)dt, (void)batch, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)B, (void)beta, (void)C;
+    return ssm_ctx_error(ctx, SSM_ERROR_BACKEND, "fake gemm");
+}
+static const ssm_backend fake_gpu = {"fake-gpu", SSM_DEVICE_CUDA, NULL, NULL, fake_gemm, NULL, NULL, NULL, NULL, NULL, {NULL}};
 
 static void proj_errors_case(void) {
     ssm_ctx *ctx, *gctx = NULL;
