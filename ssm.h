@@ -706,6 +706,9 @@ static ssm__dtstr ssm__dtype_str(ssm_dtype t) {
     return r;
 }
 static size_t ssm__esize(ssm_dtype t) { return (size_t)t.bits / 8u; }
+/* base + bytes, where a NULL base (the data of an empty tensor) stays NULL: none of its
+   elements is ever touched, and an offset from NULL is undefined behaviour. */
+static char *ssm__off(const void *base, int64_t bytes) { return base ? (char *)base + bytes : NULL; }
 
 /* Byte counts that saturate at SIZE_MAX instead of wrapping (negative counts too): a
    workspace of SIZE_MAX bytes is refused by ssm_ctx_reserve_workspace, so sizes that
@@ -737,7 +740,8 @@ SSMDEF ssm_tensor ssm_tensor_make(void *data, ssm_dtype dtype, ssm_device device
     for (i = ndim - 1; i >= 0; --i) {
         t.shape[i] = shape ? shape[i] : 0;
         t.strides[i] = strides ? strides[i] : s;
-        s *= t.shape[i] > 0 ? t.shape[i] : 1;
+        /* saturates: a view too large to address keeps a stride the ops reject */
+        if (t.shape[i] > 1) s = s > INT64_MAX / t.shape[i] ? INT64_MAX : s * t.shape[i];
     }
     return t;
 }
@@ -773,6 +777,7 @@ SSMDEF int ssm_tensor_is_contiguous(const ssm_tensor *t) {
     int64_t s = 1;
     int i;
     if (!t || t->ndim < 0 || t->ndim > SSM_MAX_DIMS || ssm_tensor_numel(t) < 0) return 0;
+    if (ssm_tensor_numel(t) == 0) return 1; /* nothing to lay out (and sizes may be huge) */
     for (i = t->ndim - 1; i >= 0; --i) {
         if (t->shape[i] != 1 && t->strides[i] != s) return 0;
         s *= t->shape[i];
@@ -1028,8 +1033,10 @@ static ssm_result ssm__check(ssm_ctx *ctx, const char *op, const char *name, con
     /* The byte range it spans must be addressable: every offset the ops form then fits in
        int64 and no pointer wraps. */
     for (i = 0; i < t->ndim; ++i) {
-        int64_t s = t->strides[i], n1 = t->shape[i] - 1, a = s < 0 ? -s : s, span;
-        if (s == INT64_MIN || (n1 > 0 && a > INT64_MAX / n1)) break;
+        int64_t s = t->strides[i], n1 = t->shape[i] - 1, a, span;
+        if (s == INT64_MIN) break; /* |s| does not exist */
+        a = s < 0 ? -s : s;
+        if (n1 > 0 && a > INT64_MAX / n1) break;
         span = a * n1;
         if (s < 0 ? span > INT64_MAX - lo : span > INT64_MAX - hi) break;
         if (s < 0) lo += span;
@@ -2030,11 +2037,11 @@ static void ssm__bell_build_tindex(const ssm_tensor *col_idx, ssm_tensor *t_offs
 #endif
 /* A view moved down by n0 rows / right by n0 columns. */
 static ssm_matrix_batch ssm__bell_rows(ssm_matrix_batch m, int64_t n0, size_t es) {
-    m.ptr = (char *)m.ptr + n0 * m.rs * (int64_t)es;
+    m.ptr = ssm__off(m.ptr, n0 * m.rs * (int64_t)es);
     return m;
 }
 static ssm_matrix_batch ssm__bell_cols(ssm_matrix_batch m, int64_t n0, size_t es) {
-    m.ptr = (char *)m.ptr + n0 * m.cs * (int64_t)es;
+    m.ptr = ssm__off(m.ptr, n0 * m.cs * (int64_t)es);
     return m;
 }
 
@@ -2042,7 +2049,7 @@ static ssm_matrix_batch ssm__bell_cols(ssm_matrix_batch m, int64_t n0, size_t es
    `blk` of a 2-D [N, *] tensor (transposed: its B x N transpose). */
 static ssm_matrix_batch ssm__bell_tile(const ssm_tensor *v, int64_t r, int64_t k, int transpose) {
     ssm_matrix_batch m;
-    m.ptr = (char *)v->data + (r * v->strides[0] + k * v->strides[1]) * (int64_t)ssm__esize(v->dtype);
+    m.ptr = ssm__off(v->data, (r * v->strides[0] + k * v->strides[1]) * (int64_t)ssm__esize(v->dtype));
     m.rs = transpose ? v->strides[3] : v->strides[2];
     m.cs = transpose ? v->strides[2] : v->strides[3];
     m.bs = 0;
@@ -2050,7 +2057,7 @@ static ssm_matrix_batch ssm__bell_tile(const ssm_tensor *v, int64_t r, int64_t k
 }
 static ssm_matrix_batch ssm__bell_block(const ssm_tensor *t, int64_t blk, int64_t B, int transpose) {
     ssm_matrix_batch m;
-    m.ptr = (char *)t->data + blk * B * t->strides[1] * (int64_t)ssm__esize(t->dtype);
+    m.ptr = ssm__off(t->data, blk * B * t->strides[1] * (int64_t)ssm__esize(t->dtype));
     m.rs = transpose ? t->strides[1] : t->strides[0];
     m.cs = transpose ? t->strides[0] : t->strides[1];
     m.bs = 0;
@@ -2678,8 +2685,8 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
 /* @@ssm-proj-implementation@@ */
 /* ---- projection chains and the output chain ---------------------------------------------- */
 
-#define SSM__AT1(t, i) ((char *)(t)->data + (i) * (t)->strides[0] * (int64_t)es)
-#define SSM__AT2(t, i, j) ((char *)(t)->data + ((i) * (t)->strides[0] + (j) * (t)->strides[1]) * (int64_t)es)
+#define SSM__AT1(t, i) ssm__off((t)->data, (i) * (t)->strides[0] * (int64_t)es)
+#define SSM__AT2(t, i, j) ssm__off((t)->data, ((i) * (t)->strides[0] + (j) * (t)->strides[1]) * (int64_t)es)
 #define SSM__PROJ_ALIGN(b) (((b) + 63u) & ~(size_t)63u)
 
 static ssm_matrix_batch ssm__mb(void *ptr, int64_t rs, int64_t cs) {
