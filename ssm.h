@@ -919,10 +919,16 @@ SSMDEF ssm_result ssm_ctx_workspace(ssm_ctx *ctx, size_t bytes, void **ptr) {
     return SSM_OK;
 }
 
+static void ssm__scale2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols, ssm_matrix_batch m, double s);
+
 SSMDEF ssm_result ssm_ctx_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
                                int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
                                double beta, ssm_matrix_batch C) {
     if (batch <= 0 || M <= 0 || N <= 0) return SSM_OK;
+    if (K <= 0) { /* C = beta C here: A and B are empty (their data may be NULL), never read */
+        ssm__scale2d(dtype, batch, M, N, C, beta);
+        return SSM_OK;
+    }
     return ctx->backend->gemm(ctx, dtype, batch, M, N, K, alpha, A, B, beta, C);
 }
 
@@ -1181,6 +1187,18 @@ static void ssm__fill2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols,
         for (i = 0; i < rows; ++i)
             for (j = 0; j < cols; ++j)
                 SSM__STORE(dt, (char *)dst.ptr + (k * dst.bs + i * dst.rs + j * dst.cs) * (int64_t)es, value);
+}
+
+/* m *= s (s = 0 writes zeros, whatever m held). */
+static void ssm__scale2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols, ssm_matrix_batch m, double s) {
+    int64_t k, i, j;
+    size_t es = ssm__esize(dt);
+    for (k = 0; k < batch; ++k)
+        for (i = 0; i < rows; ++i)
+            for (j = 0; j < cols; ++j) {
+                char *p = (char *)m.ptr + (k * m.bs + i * m.rs + j * m.cs) * (int64_t)es;
+                SSM__STORE(dt, p, s == 0.0 ? 0.0 : s * SSM__LOAD(dt, p));
+            }
 }
 
 /* ---- dense linear recurrence: shapes and views ------------------------------------------- */

@@ -973,7 +973,7 @@ static ssm_result run_ws(ssm_ctx *x, fcall *c) {
 }
 static int64_t any_size(fcall *c) {
     static const int64_t odd[] = {-1, -2, 0, 1, 3, 64, 1000, INT64_MAX, INT64_MIN};
-    return chance(25) ? odd[rint_(9)] : dim(c, 40);
+    return chance(25) ? odd[rint_(9)] : c ? dim(c, 40) : dim_small(40);
 }
 static void gen_ws(fcall *c) {
     int64_t one = 1;
@@ -1028,7 +1028,9 @@ static void gen_gemm(fcall *c) {
     if (b == 1) c->a[0].t.strides[0] = c->a[1].t.strides[0] = c->a[2].t.strides[0] = 0;
 }
 
-/* the tensor helpers, ssm_ctx_create_ex on random configurations */
+static ssm_ctx *ctx_ref, *ctx_alt[3];
+
+/* the tensor helpers, names, desc building, ssm_ctx_create_ex on random configurations */
 static void fuzz_helpers(void) {
     ssm_tensor t;
     ssm_dlpack_tensor dl;
@@ -1051,7 +1053,22 @@ static void fuzz_helpers(void) {
         finding("ssm_tensor_from_dlpack accepted byte_offset %llu for %u-bit elements", (unsigned long long)dl.byte_offset,
                 (unsigned)dl.dtype.bits);
     (void)ssm_dtype_name(dl.dtype);
-    n_calls += 4;
+    (void)ssm_result_string((ssm_result)(rint_(400) - 300));
+    (void)ssm_linrec_method_name((ssm_linrec_method)(rint_(20) - 5));
+    (void)ssm_proj_act_name((ssm_proj_act)(rint_(20) - 5));
+    {
+        ssm_proj_desc pd = ssm_proj_desc_init();
+        int k, n = (int)rint_(20);
+        for (k = 0; k < n; ++k)
+            (void)ssm_proj_desc_add(chance(98) ? &pd : NULL, any_size(NULL), (ssm_proj_act)rint_(12), runif(-1, 1),
+                                    (int)rint_(3), any_size(NULL));
+        if (pd.nseg > SSM_PROJ_MAX_SEGMENTS) finding("ssm_proj_desc_add overfilled the desc (%d segments)", pd.nseg);
+        (void)ssm_proj_desc_width(&pd);
+    }
+    (void)ssm_ctx_reserve_workspace(ctx_ref, chance(50) ? (size_t)rint_(1 << 20) : (size_t)rnd());
+    (void)ssm_ctx_workspace_capacity(ctx_ref);
+    (void)ssm_ctx_backend_name(ctx_ref);
+    n_calls += 10;
     /* contexts */
     cfg.threads = chance(80) ? (int)rint_(3) : (chance(50) ? -1 : 100000);
     if (chance(10)) cfg.allocator.alloc = cap_alloc;
@@ -1099,7 +1116,6 @@ static void describe(fcall *c) {
     }
 }
 
-static ssm_ctx *ctx_ref, *ctx_alt[3];
 
 static void one_iteration(uint64_t seed, uint64_t iter) {
     fcall c;
