@@ -11,20 +11,25 @@ HEADERS := ssm.h $(wildcard ssm_blas.h ssm_cuda.h)
 TESTSRC := $(wildcard tests/test_*.c)
 LIBS    := -lm
 
-.PHONY: test run examples bench clean compile-checks test-fast
+.PHONY: test test-suites run examples bench clean compile-checks test-fast fuzz fuzz-libfuzzer
 
 # Backend makefiles (mk/*.mk) add their own targets and may append to these hooks.
 EXTRA_TEST_DEPS :=
 EXTRA_RUN :=
 TEST_FLAGS :=   # extra compile flags for the test binaries (mk/blas.mk: -DSSM_TEST_BLAS ...)
 BENCH_FLAGS :=  # extra compile flags for bench/cpu_*.c (mk/blas.mk: -DSSM_BENCH_BLAS ...)
+FUZZ_FLAGS :=   # extra compile flags for tests/fuzz_api.c (mk/blas.mk: -DSSM_FUZZ_BLAS ...)
 -include $(wildcard mk/*.mk)
 
 # The test binaries are rebuilt when their flags change (e.g. BLIS was installed meanwhile).
 TEST_STAMP := $(BUILD)/.test-flags
 $(shell mkdir -p $(BUILD); echo '$(TEST_FLAGS) $(LIBS)' | cmp -s - $(TEST_STAMP) 2>/dev/null || echo '$(TEST_FLAGS) $(LIBS)' > $(TEST_STAMP))
 
-test: compile-checks $(EXTRA_TEST_DEPS) $(BUILD)/test_asan $(BUILD)/test
+# The API fuzzer for FUZZ_SECONDS, then the suites (left to right: make runs no -j here), so the
+# last line is the suites' "N passed, N failed".
+test: fuzz test-suites
+
+test-suites: compile-checks $(EXTRA_TEST_DEPS) $(BUILD)/test_asan $(BUILD)/test
 	@echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer"
 	ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/test_asan
 	@echo "== test suite (optimized build)"
@@ -41,6 +46,28 @@ $(BUILD)/test: $(TESTSRC) tests/test.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
 
 $(BUILD)/test_asan: $(TESTSRC) tests/test.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
 	$(CC) $(STRICT) $(SAN) $(TEST_FLAGS) $(TESTSRC) $(LIBS) -o $@
+
+# The API fuzzer (tests/fuzz_api.c): every public CPU entry point with random shapes, layouts
+# and hostile arguments, reference against BLIS (when built), under ASan + UBSan for
+# FUZZ_SECONDS. It prints "fuzz: N calls, N findings (seed S)"; a finding fails the build
+# (replay one with ./build/fuzz_api 0 SEED ITERATION, as the finding says).
+FUZZ_SECONDS ?= 120
+FUZZ_SEED    ?= $(shell date +%s)
+FUZZ_ASAN    := ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1
+fuzz: $(BUILD)/fuzz_api
+	@echo "== API fuzzer: $(FUZZ_SECONDS) s under AddressSanitizer + UndefinedBehaviorSanitizer"
+	$(FUZZ_ASAN) ./$(BUILD)/fuzz_api $(FUZZ_SECONDS) $(FUZZ_SEED)
+
+$(BUILD)/fuzz_api: tests/fuzz_api.c $(HEADERS) $(TEST_STAMP) | $(BUILD)
+	$(CC) $(STRICT) $(SAN) $(FUZZ_FLAGS) tests/fuzz_api.c $(LIBS) -o $@
+
+# The same generator driven by libFuzzer's coverage-guided inputs (needs clang), reference
+# backend only: make fuzz-libfuzzer FUZZ_SECONDS=600
+fuzz-libfuzzer: | $(BUILD)
+	clang -std=c99 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DSSM_FUZZ_LIBFUZZER \
+		-D_POSIX_C_SOURCE=200809L tests/fuzz_api.c -lm -o $(BUILD)/fuzz_libfuzzer
+	@mkdir -p $(BUILD)/fuzz_corpus
+	$(FUZZ_ASAN) ./$(BUILD)/fuzz_libfuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)/fuzz_corpus
 
 # Every header compiles as C99 (strict), as C++ and through nvcc (when present).
 compile-checks: | $(BUILD)

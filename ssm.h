@@ -82,10 +82,13 @@ typedef enum ssm_result {
     SSM_ERROR_INVALID_SHAPE = -2,  /* wrong rank or size, or sizes that disagree          */
     SSM_ERROR_INVALID_DTYPE = -3,  /* unsupported dtype, or dtypes that disagree          */
     SSM_ERROR_INVALID_DEVICE = -4, /* tensor not on the device the context works on       */
-    SSM_ERROR_INVALID_STRIDE = -5, /* an output view overlaps itself, or misaligned       */
+    SSM_ERROR_INVALID_STRIDE = -5, /* strides an op cannot take: an output view whose
+                                      strides make two indices reach one element           */
     SSM_ERROR_ALIASING = -6,       /* an output overlaps an input or another output       */
     SSM_ERROR_INVALID_VALUE = -7,  /* bad option / config value or out-of-range index     */
     SSM_ERROR_NON_FINITE = -8,     /* NaN or Inf where a finite value is required         */
+    SSM_ERROR_MISALIGNED = -9,     /* data not aligned to its element size (or to what a
+                                      backend's kernels need, e.g. 16 bytes on CUDA)       */
     /* resources */
     SSM_ERROR_OUT_OF_MEMORY = -100,
     SSM_ERROR_WORKSPACE_TOO_SMALL = -101, /* caller-owned workspace is smaller than needed */
@@ -140,14 +143,21 @@ SSMDEF ssm_dtype ssm_dtype_i32(void);
 SSMDEF ssm_device ssm_cpu(void);
 SSMDEF ssm_device ssm_cuda_device(int id);
 SSMDEF int ssm_dtype_equal(ssm_dtype a, ssm_dtype b);
-SSMDEF const char *ssm_dtype_name(ssm_dtype t); /* "f32", "bf16", ... or "?" */
+/* "f32", "bf16", ... for the dtypes ssm.h knows, "?" for any other (error messages print
+   an unknown dtype's code, bits and lanes). */
+SSMDEF const char *ssm_dtype_name(ssm_dtype t);
 
-/* A view of `data` with the given shape; strides NULL = compact row-major. ndim is clamped
-   to [0, SSM_MAX_DIMS]; validation of the view happens in the ops. */
+/* A view of `data` with the given shape; strides NULL = compact row-major. An ndim outside
+   [0, SSM_MAX_DIMS] is kept as given (only the first SSM_MAX_DIMS sizes are copied): every
+   op then rejects the tensor with SSM_ERROR_INVALID_SHAPE and a message. Validation of the
+   view happens in the ops. */
 SSMDEF ssm_tensor ssm_tensor_make(void *data, ssm_dtype dtype, ssm_device device, int ndim,
                                   const int64_t *shape, const int64_t *strides);
-/* Copies a DLTensor's fields (shape/strides copied, byte_offset folded into data). */
+/* Copies a DLTensor's fields (shape/strides copied, byte_offset folded into data).
+   byte_offset must be a multiple of the element size (SSM_ERROR_MISALIGNED otherwise). */
 SSMDEF ssm_result ssm_tensor_from_dlpack(const ssm_dlpack_tensor *dl, ssm_tensor *out);
+/* Element count; -1 when ndim is outside [0, SSM_MAX_DIMS], a size is negative, or the
+   count does not fit in int64 (0 whenever a size is 0). */
 SSMDEF int64_t ssm_tensor_numel(const ssm_tensor *t);
 SSMDEF int ssm_tensor_is_contiguous(const ssm_tensor *t);
 
@@ -174,6 +184,11 @@ typedef struct ssm_ctx_config {
 
 SSMDEF ssm_ctx_config ssm_ctx_config_init(void);
 SSMDEF ssm_result ssm_ctx_create(const ssm_ctx_config *config, ssm_ctx **out);
+/* ssm_ctx_create that also says why it failed: on an error, message (when not NULL and
+   message_size > 0) receives a NUL-terminated reason, e.g. the backend init's own message;
+   "" on success. A context that failed to be created has no ssm_ctx_last_error to read. */
+SSMDEF ssm_result ssm_ctx_create_ex(const ssm_ctx_config *config, ssm_ctx **out, char *message,
+                                    size_t message_size);
 SSMDEF void ssm_ctx_destroy(ssm_ctx *ctx);
 /* The last detailed error message of this context ("" after success). */
 SSMDEF const char *ssm_ctx_last_error(const ssm_ctx *ctx);
@@ -341,7 +356,9 @@ typedef enum ssm_bell_drop_score {
     SSM_BELL_DROP_MAGNITUDE = 1 /* ||W_tile||_F (RigL's drop criterion)           */
 } ssm_bell_drop_score;
 
-/* In-place reduction (e.g. an average over ranks) of `count` doubles. */
+/* In-place reduction (e.g. an average over ranks) of `count` doubles; SSM_OK on success.
+   Any other return fails ssm_bell_topology_step with SSM_ERROR_BACKEND (its message carries
+   the hook's code) before the layer changes. */
 typedef ssm_result (*ssm_bell_allreduce_fn)(void *user, double *data, int64_t count);
 
 typedef struct ssm_bell_topology_config {
@@ -473,7 +490,8 @@ SSMDEF ssm_proj_desc ssm_proj_desc_init(void);
 /* Appends a segment (returns SSM_ERROR_INVALID_VALUE when the desc is full). */
 SSMDEF ssm_result ssm_proj_desc_add(ssm_proj_desc *desc, int64_t width, ssm_proj_act act,
                                     double param, int bias, int64_t l2_head);
-SSMDEF int64_t ssm_proj_desc_width(const ssm_proj_desc *desc); /* N = sum of widths */
+/* N = sum of widths (0 for a bad desc, -1 when a width is negative or the sum overflows) */
+SSMDEF int64_t ssm_proj_desc_width(const ssm_proj_desc *desc);
 
 /* y = epilogue(x W^T + bias); pre (SAVE_PRE only, else NULL) receives z. bias / A_log may be
    NULL when no segment needs them. */
@@ -731,6 +749,7 @@ SSMDEF const char *ssm_result_string(ssm_result r) {
     case SSM_ERROR_ALIASING: return "output aliases another tensor";
     case SSM_ERROR_INVALID_VALUE: return "invalid value";
     case SSM_ERROR_NON_FINITE: return "non-finite value";
+    case SSM_ERROR_MISALIGNED: return "misaligned data";
     case SSM_ERROR_OUT_OF_MEMORY: return "out of memory";
     case SSM_ERROR_WORKSPACE_TOO_SMALL: return "workspace too small";
     case SSM_ERROR_UNSUPPORTED: return "unsupported";
@@ -778,7 +797,35 @@ SSMDEF const char *ssm_dtype_name(ssm_dtype t) {
     if (t.code == SSM_DTYPE_INT && t.bits == 64) return "i64";
     return "?";
 }
+/* A dtype for messages: its name, or its fields when it has none. */
+typedef struct ssm__dtstr { char s[48]; } ssm__dtstr;
+static ssm__dtstr ssm__dtype_str(ssm_dtype t) {
+    ssm__dtstr r;
+    const char *n = ssm_dtype_name(t);
+    if (n[0] != '?') snprintf(r.s, sizeof r.s, "%s", n);
+    else snprintf(r.s, sizeof r.s, "dtype(code=%u, bits=%u, lanes=%u)", (unsigned)t.code, (unsigned)t.bits,
+                  (unsigned)t.lanes);
+    return r;
+}
 static size_t ssm__esize(ssm_dtype t) { return (size_t)t.bits / 8u; }
+/* base + bytes, where a NULL base (the data of an empty tensor) stays NULL: none of its
+   elements is ever touched, and an offset from NULL is undefined behaviour. */
+static char *ssm__off(const void *base, int64_t bytes) { return base ? (char *)base + bytes : NULL; }
+
+/* Byte counts that saturate at SIZE_MAX instead of wrapping (negative counts too): a
+   workspace of SIZE_MAX bytes is refused by ssm_ctx_reserve_workspace, so sizes that
+   overflow become an error instead of a small buffer. */
+static size_t ssm__szmul(size_t a, int64_t b) {
+    if (b < 0 || a == SIZE_MAX) return SIZE_MAX;
+    if (b != 0 && a > SIZE_MAX / (uint64_t)b) return SIZE_MAX;
+    return a * (size_t)b;
+}
+static size_t ssm__szadd(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+/* a * b for a, b >= 0, or -1 when it does not fit in int64 (or either is negative). */
+static int64_t ssm__mul64(int64_t a, int64_t b) {
+    if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a)) return -1;
+    return a * b;
+}
 
 SSMDEF ssm_tensor ssm_tensor_make(void *data, ssm_dtype dtype, ssm_device device, int ndim,
                                   const int64_t *shape, const int64_t *strides) {
@@ -786,16 +833,17 @@ SSMDEF ssm_tensor ssm_tensor_make(void *data, ssm_dtype dtype, ssm_device device
     int i;
     int64_t s = 1;
     memset(&t, 0, sizeof t);
-    if (ndim < 0) ndim = 0;
-    if (ndim > SSM_MAX_DIMS) ndim = SSM_MAX_DIMS;
     t.data = data;
     t.device = device;
     t.dtype = dtype;
-    t.ndim = ndim;
+    t.ndim = ndim; /* out of range: kept, so the op that receives it can say so */
+    if (ndim < 0) ndim = 0;
+    if (ndim > SSM_MAX_DIMS) ndim = SSM_MAX_DIMS;
     for (i = ndim - 1; i >= 0; --i) {
         t.shape[i] = shape ? shape[i] : 0;
         t.strides[i] = strides ? strides[i] : s;
-        s *= t.shape[i] > 0 ? t.shape[i] : 1;
+        /* saturates: a view too large to address keeps a stride the ops reject */
+        if (t.shape[i] > 1) s = s > INT64_MAX / t.shape[i] ? INT64_MAX : s * t.shape[i];
     }
     return t;
 }
@@ -804,7 +852,8 @@ SSMDEF ssm_result ssm_tensor_from_dlpack(const ssm_dlpack_tensor *dl, ssm_tensor
     int64_t shape[SSM_MAX_DIMS];
     if (!dl || !out || (dl->ndim > 0 && !dl->shape)) return SSM_ERROR_NULL_ARGUMENT;
     if (dl->ndim < 0 || dl->ndim > SSM_MAX_DIMS) return SSM_ERROR_INVALID_SHAPE;
-    if (dl->dtype.lanes != 1) return SSM_ERROR_INVALID_DTYPE;
+    if (dl->dtype.lanes != 1 || dl->dtype.bits == 0 || dl->dtype.bits % 8 != 0) return SSM_ERROR_INVALID_DTYPE;
+    if (dl->byte_offset % (dl->dtype.bits / 8u) != 0) return SSM_ERROR_MISALIGNED;
     if (dl->ndim > 0) memcpy(shape, dl->shape, sizeof(int64_t) * (size_t)dl->ndim);
     *out = ssm_tensor_make(dl->data ? (char *)dl->data + dl->byte_offset : NULL, dl->dtype,
                            dl->device, dl->ndim, shape, dl->strides);
@@ -814,13 +863,23 @@ SSMDEF ssm_result ssm_tensor_from_dlpack(const ssm_dlpack_tensor *dl, ssm_tensor
 SSMDEF int64_t ssm_tensor_numel(const ssm_tensor *t) {
     int64_t n = 1;
     int i;
-    for (i = 0; i < t->ndim; ++i) n *= t->shape[i];
+    if (!t || t->ndim < 0 || t->ndim > SSM_MAX_DIMS) return -1;
+    for (i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] < 0) return -1;
+        if (t->shape[i] == 0) return 0;
+    }
+    for (i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] > INT64_MAX / n) return -1;
+        n *= t->shape[i];
+    }
     return n;
 }
 
 SSMDEF int ssm_tensor_is_contiguous(const ssm_tensor *t) {
     int64_t s = 1;
     int i;
+    if (!t || t->ndim < 0 || t->ndim > SSM_MAX_DIMS || ssm_tensor_numel(t) < 0) return 0;
+    if (ssm_tensor_numel(t) == 0) return 1; /* nothing to lay out (and sizes may be huge) */
     for (i = t->ndim - 1; i >= 0; --i) {
         if (t->shape[i] != 1 && t->strides[i] != s) return 0;
         s *= t->shape[i];
@@ -855,19 +914,51 @@ SSMDEF ssm_result ssm_ctx_error(ssm_ctx *ctx, ssm_result code, const char *fmt, 
     return code;
 }
 
+/* A failure of ssm_ctx_create_ex: the message into the caller's buffer (when given). */
+static ssm_result ssm__create_fail(char *message, size_t size, ssm_result code, const char *fmt, ...) {
+    if (message && size > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(message, size, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
 SSMDEF ssm_result ssm_ctx_create(const ssm_ctx_config *config, ssm_ctx **out) {
+    return ssm_ctx_create_ex(config, out, NULL, 0);
+}
+
+SSMDEF ssm_result ssm_ctx_create_ex(const ssm_ctx_config *config, ssm_ctx **out, char *message,
+                                    size_t message_size) {
+    static const char *op = "ssm_ctx_create";
     ssm_ctx_config cfg = config ? *config : ssm_ctx_config_init();
+    const ssm_backend *be = cfg.backend ? cfg.backend : ssm_reference_backend();
     ssm_ctx *ctx;
     ssm_result r;
-    if (!out) return SSM_ERROR_NULL_ARGUMENT;
+    if (message && message_size > 0) message[0] = 0;
+    if (!out) return ssm__create_fail(message, message_size, SSM_ERROR_NULL_ARGUMENT, "%s: out is NULL", op);
     *out = NULL;
-    if (cfg.threads < 0) return SSM_ERROR_INVALID_VALUE;
-    if ((cfg.allocator.alloc == NULL) != (cfg.allocator.free == NULL)) return SSM_ERROR_INVALID_VALUE;
-    if (cfg.workspace_bytes > 0 && !cfg.workspace) return SSM_ERROR_NULL_ARGUMENT;
+    if (cfg.threads < 0)
+        return ssm__create_fail(message, message_size, SSM_ERROR_INVALID_VALUE, "%s: threads = %d (0 = the backend's default)",
+                                op, cfg.threads);
+    if ((cfg.allocator.alloc == NULL) != (cfg.allocator.free == NULL))
+        return ssm__create_fail(message, message_size, SSM_ERROR_INVALID_VALUE,
+                                "%s: allocator needs both alloc and free, or neither", op);
+    if (cfg.workspace_bytes > 0 && !cfg.workspace)
+        return ssm__create_fail(message, message_size, SSM_ERROR_NULL_ARGUMENT,
+                                "%s: workspace_bytes = %zu with a NULL workspace", op, cfg.workspace_bytes);
+    /* every op ends in the backend's gemm: a backend without one cannot run anything */
+    if (!be->gemm || !be->name || (be->device_type != SSM_DEVICE_CPU && be->device_type != SSM_DEVICE_CUDA))
+        return ssm__create_fail(message, message_size, SSM_ERROR_INVALID_VALUE,
+                                "%s: backend \"%s\" is incomplete (needs a name, a gemm and a CPU or CUDA device_type)",
+                                op, be->name ? be->name : "?");
     ctx = (ssm_ctx *)ssm__alloc(&cfg.allocator, sizeof *ctx);
-    if (!ctx) return SSM_ERROR_OUT_OF_MEMORY;
+    if (!ctx)
+        return ssm__create_fail(message, message_size, SSM_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes", op,
+                                sizeof *ctx);
     memset(ctx, 0, sizeof *ctx);
-    ctx->backend = cfg.backend ? cfg.backend : ssm_reference_backend();
+    ctx->backend = be;
     ctx->threads = cfg.threads;
     ctx->allocator = cfg.allocator;
     ctx->workspace = cfg.workspace;
@@ -876,6 +967,11 @@ SSMDEF ssm_result ssm_ctx_create(const ssm_ctx_config *config, ssm_ctx **out) {
     if (ctx->backend->init) {
         r = ctx->backend->init(ctx, &cfg, &ctx->backend_state);
         if (r != SSM_OK) {
+            if (message && message_size > 0) {
+                if (ctx->message[0]) snprintf(message, message_size, "%s", ctx->message);
+                else snprintf(message, message_size, "%s: the %s backend's init failed (%s)", op, be->name,
+                              ssm_result_string(r));
+            }
             ssm__free(&cfg.allocator, ctx);
             return r;
         }
@@ -915,6 +1011,8 @@ SSMDEF ssm_result ssm_ctx_reserve_workspace(ssm_ctx *ctx, size_t bytes) {
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     if (ctx->backend->workspace_reserve) return ctx->backend->workspace_reserve(ctx, bytes, &p, &cap);
     if (bytes <= ctx->workspace_bytes) return SSM_OK;
+    if (bytes == SIZE_MAX) /* the ops' sizing saturates here when sizes overflow */
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "workspace: the sizes overflow size_t");
     if (!ctx->workspace_owned)
         return ssm_ctx_error(ctx, SSM_ERROR_WORKSPACE_TOO_SMALL,
                              "workspace: %zu bytes needed, the caller's buffer has %zu", bytes,
@@ -937,10 +1035,17 @@ SSMDEF ssm_result ssm_ctx_workspace(ssm_ctx *ctx, size_t bytes, void **ptr) {
     return SSM_OK;
 }
 
+static void ssm__scale2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols, ssm_matrix_batch m, double s);
+
 SSMDEF ssm_result ssm_ctx_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
                                int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
                                double beta, ssm_matrix_batch C) {
     if (batch <= 0 || M <= 0 || N <= 0) return SSM_OK;
+    if (K <= 0 && ctx->backend->device_type == SSM_DEVICE_CPU) {
+        /* C = beta C here: A and B are empty (their data may be NULL), never read */
+        ssm__scale2d(dtype, batch, M, N, C, beta);
+        return SSM_OK;
+    }
     A.ss = B.ss = C.ss = 0;
     A.dtype = B.dtype = C.dtype = dtype;
     return ctx->backend->gemm(ctx, dtype, 1, batch, M, N, K, alpha, A, B, beta, C);
@@ -1015,13 +1120,18 @@ typedef struct ssm__arg {
 static ssm_result ssm__check(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t,
                              ssm_dtype dtype, int rank_a, int rank_b, const int64_t *shape) {
     int i;
+    int64_t numel, lo = 0, hi = 0, es = (int64_t)ssm__esize(dtype);
     if (!t) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: %s is NULL", op, name);
+    if (t->ndim < 0 || t->ndim > SSM_MAX_DIMS)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: %s has ndim %d, outside [0, %d]", op, name,
+                             (int)t->ndim, SSM_MAX_DIMS);
     if (t->ndim != rank_a && t->ndim != rank_b)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: %s has rank %d, expected %d%s", op,
                              name, (int)t->ndim, rank_a, rank_b != rank_a ? " (or one less)" : "");
-    if (!ssm_dtype_equal(t->dtype, dtype))
-        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "%s: %s is %s, expected %s", op, name,
-                             ssm_dtype_name(t->dtype), ssm_dtype_name(dtype));
+    if (!ssm_dtype_equal(t->dtype, dtype)) {
+        ssm__dtstr got = ssm__dtype_str(t->dtype), want = ssm__dtype_str(dtype);
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "%s: %s is %s, expected %s", op, name, got.s, want.s);
+    }
     if (ctx->backend->device_type == SSM_DEVICE_CPU
             ? (t->device.type != SSM_DEVICE_CPU && t->device.type != SSM_DEVICE_CUDA_HOST &&
                t->device.type != SSM_DEVICE_CUDA_MANAGED)
@@ -1037,8 +1147,31 @@ static ssm_result ssm__check(ssm_ctx *ctx, const char *op, const char *name, con
                                  "%s: %s dim %d is %lld, expected %lld", op, name, i,
                                  (long long)t->shape[i], (long long)shape[i]);
     }
-    if (!t->data && ssm_tensor_numel(t) > 0)
-        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: %s has NULL data", op, name);
+    numel = ssm_tensor_numel(t);
+    if (numel < 0)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: %s has more elements than int64 counts", op, name);
+    if (numel == 0) return SSM_OK; /* never dereferenced; the ops touch no element of it */
+    if (!t->data) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: %s has NULL data", op, name);
+    if ((uintptr_t)t->data % (uintptr_t)es != 0)
+        return ssm_ctx_error(ctx, SSM_ERROR_MISALIGNED, "%s: %s data %p is not aligned to its %lld-byte elements",
+                             op, name, t->data, (long long)es);
+    /* The byte range it spans must be addressable: every offset the ops form then fits in
+       int64 and no pointer wraps. */
+    for (i = 0; i < t->ndim; ++i) {
+        int64_t s = t->strides[i], n1 = t->shape[i] - 1, a, span;
+        if (s == INT64_MIN) break; /* |s| does not exist */
+        a = s < 0 ? -s : s;
+        if (n1 > 0 && a > INT64_MAX / n1) break;
+        span = a * n1;
+        if (s < 0 ? span > INT64_MAX - lo : span > INT64_MAX - hi) break;
+        if (s < 0) lo += span;
+        else hi += span;
+    }
+    if (i < t->ndim || hi >= INT64_MAX / es || lo > INT64_MAX / es - hi - 1 ||
+        (uintptr_t)lo * (uintptr_t)es > (uintptr_t)t->data ||
+        (uintptr_t)(hi + 1) * (uintptr_t)es > UINTPTR_MAX - (uintptr_t)t->data)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_STRIDE, "%s: %s has sizes and strides that reach outside the address space",
+                             op, name);
     if (ctx->backend->check_tensor) return ctx->backend->check_tensor(ctx, op, name, t);
     return SSM_OK;
 }
@@ -1068,18 +1201,29 @@ static ssm_result ssm__check_aliasing(ssm_ctx *ctx, const char *op, const ssm__a
     return SSM_OK;
 }
 
+static ssm_result ssm__check_float_dtype(ssm_ctx *ctx, const char *op, const ssm_tensor *t);
+/* A compute dtype the context's backend takes (for the workspace queries). */
+static ssm_result ssm__check_compute_dtype(ssm_ctx *ctx, const char *op, ssm_dtype dt) {
+    ssm_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    return ssm__check_float_dtype(ctx, op, &t);
+}
+
 static ssm_result ssm__check_float_dtype(ssm_ctx *ctx, const char *op, const ssm_tensor *t) {
+    ssm__dtstr got;
     if (!t) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: a required tensor is NULL", op);
+    got = ssm__dtype_str(t->dtype);
     if (ctx->backend->device_type == SSM_DEVICE_CPU) {
         if (!ssm_dtype_equal(t->dtype, SSM_F32) && !ssm_dtype_equal(t->dtype, SSM_F64))
             return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE,
                                  "%s: the %s backend computes in f32 or f64, got %s", op,
-                                 ctx->backend->name, ssm_dtype_name(t->dtype));
+                                 ctx->backend->name, got.s);
     } else if (!ssm_dtype_equal(t->dtype, SSM_F32) && !ssm_dtype_equal(t->dtype, SSM_F16) &&
                !ssm_dtype_equal(t->dtype, SSM_BF16)) {
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE,
                              "%s: the %s backend computes in f32, f16 or bf16, got %s", op,
-                             ctx->backend->name, ssm_dtype_name(t->dtype));
+                             ctx->backend->name, got.s);
     }
     return SSM_OK;
 }
@@ -1163,6 +1307,18 @@ static void ssm__fill2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols,
         for (i = 0; i < rows; ++i)
             for (j = 0; j < cols; ++j)
                 SSM__STORE(dt, (char *)dst.ptr + (k * dst.bs + i * dst.rs + j * dst.cs) * (int64_t)es, value);
+}
+
+/* m *= s (s = 0 writes zeros, whatever m held). */
+static void ssm__scale2d(ssm_dtype dt, int64_t batch, int64_t rows, int64_t cols, ssm_matrix_batch m, double s) {
+    int64_t k, i, j;
+    size_t es = ssm__esize(dt);
+    for (k = 0; k < batch; ++k)
+        for (i = 0; i < rows; ++i)
+            for (j = 0; j < cols; ++j) {
+                char *p = (char *)m.ptr + (k * m.bs + i * m.rs + j * m.cs) * (int64_t)es;
+                SSM__STORE(dt, p, s == 0.0 ? 0.0 : s * SSM__LOAD(dt, p));
+            }
 }
 
 /* ---- generic primitives: the backend's, or host loops -------------------------------------- */
@@ -2103,6 +2259,9 @@ static ssm_result ssm__bell_check_layer(ssm_ctx *ctx, const char *op, const ssm_
     if (s->R < 1 || s->K < 1 || (C >= 0 && (C < 1 || s->K > C)))
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C (R=%lld K=%lld C=%lld)",
                              op, (long long)s->R, (long long)s->K, (long long)C);
+    if (ssm__mul64(s->R, s->K) > INT32_MAX || C > INT32_MAX) /* slots and columns are i32 */
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*K = %lld*%lld and C = %lld must fit in i32", op,
+                             (long long)s->R, (long long)s->K, (long long)C);
     if (!col_idx) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: col_idx is NULL", op);
     return SSM_OK;
 }
@@ -2129,7 +2288,10 @@ static ssm_result ssm__bell_check_tindex(ssm_ctx *ctx, const char *op, const ssm
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: t_offsets must run from 0 to R*K", op);
     for (c = 0; c < s->C; ++c) {
         int32_t lo = SSM__BELL_I1(t_offsets, c), hi = SSM__BELL_I1(t_offsets, c + 1);
-        if (hi < lo) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: t_offsets decreases at %lld", op, (long long)c);
+        /* bounds first: the slots of column c are read only once [lo, hi) lies in [0, R*K] */
+        if (hi < lo || hi > ss)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: t_offsets is not monotone within [0, R*K] at %lld", op,
+                                 (long long)c);
         for (i = lo; i < hi; ++i) {
             int32_t slot = SSM__BELL_I1(t_slots, i);
             if (slot < 0 || slot >= ss || (i > lo && slot <= SSM__BELL_I1(t_slots, i - 1)) ||
@@ -2169,11 +2331,11 @@ static void ssm__bell_build_tindex(const ssm_tensor *col_idx, ssm_tensor *t_offs
 #endif
 /* A view moved down by n0 rows / right by n0 columns. */
 static ssm_matrix_batch ssm__bell_rows(ssm_matrix_batch m, int64_t n0, size_t es) {
-    m.ptr = (char *)m.ptr + n0 * m.rs * (int64_t)es;
+    m.ptr = ssm__off(m.ptr, n0 * m.rs * (int64_t)es);
     return m;
 }
 static ssm_matrix_batch ssm__bell_cols(ssm_matrix_batch m, int64_t n0, size_t es) {
-    m.ptr = (char *)m.ptr + n0 * m.cs * (int64_t)es;
+    m.ptr = ssm__off(m.ptr, n0 * m.cs * (int64_t)es);
     return m;
 }
 
@@ -2181,7 +2343,7 @@ static ssm_matrix_batch ssm__bell_cols(ssm_matrix_batch m, int64_t n0, size_t es
    `blk` of a 2-D [N, *] tensor (transposed: its B x N transpose). */
 static ssm_matrix_batch ssm__bell_tile(const ssm_tensor *v, int64_t r, int64_t k, int transpose) {
     ssm_matrix_batch m;
-    m.ptr = (char *)v->data + (r * v->strides[0] + k * v->strides[1]) * (int64_t)ssm__esize(v->dtype);
+    m.ptr = ssm__off(v->data, (r * v->strides[0] + k * v->strides[1]) * (int64_t)ssm__esize(v->dtype));
     m.rs = transpose ? v->strides[3] : v->strides[2];
     m.cs = transpose ? v->strides[2] : v->strides[3];
     m.bs = 0;
@@ -2189,11 +2351,15 @@ static ssm_matrix_batch ssm__bell_tile(const ssm_tensor *v, int64_t r, int64_t k
 }
 static ssm_matrix_batch ssm__bell_block(const ssm_tensor *t, int64_t blk, int64_t B, int transpose) {
     ssm_matrix_batch m;
-    m.ptr = (char *)t->data + blk * B * t->strides[1] * (int64_t)ssm__esize(t->dtype);
+    m.ptr = ssm__off(t->data, blk * B * t->strides[1] * (int64_t)ssm__esize(t->dtype));
     m.rs = transpose ? t->strides[1] : t->strides[0];
     m.cs = transpose ? t->strides[0] : t->strides[1];
     m.bs = 0;
     return m;
+}
+
+static void ssm__bell_zero_tile(ssm_tensor *v, int64_t r, int64_t k, int64_t B) {
+    ssm__fill2d(v->dtype, 1, B, B, ssm__bell_tile(v, r, k, 0), 0.0);
 }
 
 SSMDEF ssm_result ssm_bell_validate(ssm_ctx *ctx, const ssm_tensor *values, const ssm_tensor *col_idx, int64_t C) {
@@ -2223,6 +2389,8 @@ SSMDEF ssm_result ssm_bell_transpose_index(ssm_ctx *ctx, const ssm_tensor *col_i
     if (s.R < 1 || s.C < 1 || s.K < 1 || s.K > s.C)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C (R=%lld K=%lld C=%lld)",
                              op, (long long)s.R, (long long)s.K, (long long)s.C);
+    if (s.R * s.K > INT32_MAX || s.C > INT32_MAX) /* R*K <= numel(col_idx): no overflow */
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*K and C must fit in i32", op);
     ss = s.R * s.K;
     SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
     SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
@@ -2328,12 +2496,13 @@ SSMDEF ssm_result ssm_bell_forward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_
     ssm__bell_shape s;
     int64_t N, shape[2], nb, r, k, n, o, n0;
     ssm__arg args[5];
-    size_t es = ssm__esize(values->dtype);
+    size_t es;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
     if (!x || !values || !col_idx || !y)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: x, values, col_idx and y are required", op);
     SSM__TRY(ssm__bell_check_x(ctx, op, x, values, col_idx, &s, &N));
+    es = ssm__esize(values->dtype);
     shape[0] = N, shape[1] = s.R * s.B, nb = s.R * s.B;
     SSM__TRY(ssm__check(ctx, op, "y", y, values->dtype, 2, 2, shape));
     if (bias) SSM__TRY(ssm__check(ctx, op, "bias", bias, values->dtype, 1, 1, &nb));
@@ -2410,7 +2579,9 @@ SSMDEF ssm_result ssm_bell_backward(ssm_ctx *ctx, const ssm_tensor *x, const ssm
        (a fixed order, no atomics). */
     if (dvalues) {
         int64_t n0;
-        if (N == 0) ssm__fill2d(dvalues->dtype, s.R * s.K, s.B, s.B, ssm__bell_tile(dvalues, 0, 0, 0), 0.0);
+        if (N == 0) /* no tokens: every active tile's gradient is zero */
+            for (r = 0; r < s.R; ++r)
+                for (k = 0; k < s.K; ++k) ssm__bell_zero_tile(dvalues, r, k, s.B);
         for (n0 = 0; n0 < N; n0 += SSM__BELL_WCHUNK) {
             int64_t nn = SSM__MIN(SSM__BELL_WCHUNK, N - n0);
             for (r = 0; r < s.R; ++r)
@@ -2465,7 +2636,8 @@ static uint64_t ssm__bell_hash_index(const ssm_tensor *col_idx, const ssm__bell_
     int64_t r, k;
     h = ssm__bell_fnv(h, (uint64_t)s->R);
     h = ssm__bell_fnv(h, (uint64_t)s->K);
-    for (r = 0; r < s->R; ++r)
+    if (s->K > 0) /* [R, 0] holds nothing to hash, whatever R */
+        for (r = 0; r < s->R; ++r)
         for (k = 0; k < s->K; ++k) h = ssm__bell_fnv(h, (uint64_t)(uint32_t)SSM__BELL_IDX(col_idx, r, k));
     return ssm__bell_mix(h);
 }
@@ -2534,7 +2706,15 @@ SSMDEF ssm_result ssm_bell_topology_create(ssm_ctx *ctx, const ssm_bell_topology
     SSM__TRY(ssm__bell_check_config(ctx, op, config));
     if (R < 1 || C < 1 || K < 1 || K > C)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C", op);
-    n = (size_t)(R * K + R * C);
+    if (ssm__mul64(R, K) > INT32_MAX || C > INT32_MAX) /* the layer's index is i32 */
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*K and C must fit in i32 (R=%lld K=%lld C=%lld)", op,
+                             (long long)R, (long long)K, (long long)C);
+    n = ssm__szadd(ssm__szadd(sizeof *t, ssm__szmul(sizeof(double), ssm__mul64(R, K))),
+                   ssm__szmul(sizeof(double), ssm__mul64(R, C)));
+    if (n == SIZE_MAX)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*C = %lld*%lld scores do not fit in memory", op,
+                             (long long)R, (long long)C);
+    n = (n - sizeof *t) / sizeof(double);
     t = (ssm_bell_topology *)ssm__alloc(&ctx->allocator, sizeof *t + sizeof(double) * n);
     if (!t) return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "%s: cannot allocate the score buffers", op);
     memset(t, 0, sizeof *t + sizeof(double) * n);
@@ -2557,16 +2737,19 @@ SSMDEF void ssm_bell_topology_destroy(ssm_bell_topology *topo) {
 /* Scratch: observe needs R + C doubles; step needs per row C flags, K drop candidates and
    a permutation (int64), K keep scores and K tiles (f64-sized) for re-sorting the row. */
 static size_t ssm__bell_topo_ws(const ssm_bell_topology *t, int64_t B) {
-    size_t obs = sizeof(double) * (size_t)(t->R + t->C);
-    size_t step = sizeof(int64_t) * (size_t)(t->C + 2 * t->K) + sizeof(double) * (size_t)(t->K + t->K * B * B);
+    size_t obs = ssm__szadd(ssm__szmul(sizeof(double), t->R), ssm__szmul(sizeof(double), t->C));
+    int64_t bb = ssm__mul64(B, B);
+    size_t step = ssm__szadd(ssm__szadd(ssm__szmul(sizeof(int64_t), t->C), ssm__szmul(2 * sizeof(int64_t), t->K)),
+                             ssm__szmul(ssm__szmul(sizeof(double), t->K), bb < 0 || bb == INT64_MAX ? -1 : bb + 1));
     return obs > step ? obs : step;
 }
 
 SSMDEF ssm_result ssm_bell_topology_workspace_size(const ssm_bell_topology *topo, int64_t B, ssm_dtype dtype,
                                                    size_t *bytes) {
-    SSM__UNUSED(dtype); /* tiles are staged in f64-sized slots */
+    /* tiles are staged in f64-sized slots; the dtype must still be one the ops take */
     if (!topo || !bytes) return SSM_ERROR_NULL_ARGUMENT;
-    if (B < 1) return SSM_ERROR_INVALID_SHAPE;
+    if (!ssm_dtype_equal(dtype, SSM_F32) && !ssm_dtype_equal(dtype, SSM_F64)) return SSM_ERROR_INVALID_DTYPE;
+    if (B < 1 || ssm__bell_topo_ws(topo, B) == SIZE_MAX) return SSM_ERROR_INVALID_SHAPE;
     *bytes = ssm__bell_topo_ws(topo, B);
     return SSM_OK;
 }
@@ -2643,10 +2826,6 @@ SSMDEF ssm_result ssm_bell_topology_observe(ssm_ctx *ctx, ssm_bell_topology *top
     return SSM_OK;
 }
 
-static void ssm__bell_zero_tile(ssm_tensor *v, int64_t r, int64_t k, int64_t B) {
-    ssm__fill2d(v->dtype, 1, B, B, ssm__bell_tile(v, r, k, 0), 0.0);
-}
-
 /* Applies the permutation perm (new slot j takes old slot perm[j]) to row r of a [R,K,B,B]
    tensor, staging the row's tiles in buf. */
 static void ssm__bell_permute_row(ssm_tensor *v, int64_t r, const int64_t *perm, int64_t K, int64_t B, char *buf) {
@@ -2719,8 +2898,11 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
     keep_row = (double *)(void *)(perm + s.K);
     buf = (char *)(keep_row + s.K);
     if (cfg->allreduce) { /* every rank selects from the same (reduced) scores */
-        SSM__TRY(cfg->allreduce(cfg->allreduce_user, topo->keep_score, s.R * s.K));
-        SSM__TRY(cfg->allreduce(cfg->allreduce_user, topo->grow_score, s.R * s.C));
+        ssm_result r1 = cfg->allreduce(cfg->allreduce_user, topo->keep_score, s.R * s.K), r2 = SSM_OK;
+        if (r1 == SSM_OK) r2 = cfg->allreduce(cfg->allreduce_user, topo->grow_score, s.R * s.C);
+        if (r1 != SSM_OK || r2 != SSM_OK) /* the hook's own code may be anything: report it, return ours */
+            return ssm_ctx_error(ctx, SSM_ERROR_BACKEND, "%s: the allreduce hook failed with %d on %s; the layer was not changed",
+                                 op, (int)(r1 != SSM_OK ? r1 : r2), r1 != SSM_OK ? "keep_score" : "grow_score");
     }
     rep.updated = 1;
     nd = (int64_t)floor(frac * (double)s.K + 0.5);
@@ -2797,8 +2979,8 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
 /* @@ssm-proj-implementation@@ */
 /* ---- projection chains and the output chain ---------------------------------------------- */
 
-#define SSM__AT1(t, i) ((char *)(t)->data + (i) * (t)->strides[0] * (int64_t)es)
-#define SSM__AT2(t, i, j) ((char *)(t)->data + ((i) * (t)->strides[0] + (j) * (t)->strides[1]) * (int64_t)es)
+#define SSM__AT1(t, i) ssm__off((t)->data, (i) * (t)->strides[0] * (int64_t)es)
+#define SSM__AT2(t, i, j) ssm__off((t)->data, ((i) * (t)->strides[0] + (j) * (t)->strides[1]) * (int64_t)es)
 #define SSM__PROJ_ALIGN(b) (((b) + 63u) & ~(size_t)63u)
 
 static ssm_matrix_batch ssm__mb(void *ptr, int64_t rs, int64_t cs) {
@@ -2843,7 +3025,10 @@ SSMDEF int64_t ssm_proj_desc_width(const ssm_proj_desc *desc) {
     int64_t n = 0;
     int s;
     if (!desc || desc->nseg < 0 || desc->nseg > SSM_PROJ_MAX_SEGMENTS) return 0;
-    for (s = 0; s < desc->nseg; ++s) n += desc->seg[s].width;
+    for (s = 0; s < desc->nseg; ++s) {
+        if (desc->seg[s].width < 0 || desc->seg[s].width > INT64_MAX - n) return -1;
+        n += desc->seg[s].width;
+    }
     return n;
 }
 
@@ -2926,6 +3111,7 @@ static ssm_result ssm__proj_gemm_xwt(ssm__proj *P, const char *xt, int64_t mb, i
 
 static ssm_result ssm__proj_check_desc(ssm_ctx *ctx, const char *op, const ssm_proj_desc *d) {
     int s;
+    int64_t total = 0;
     if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
     if (d->nseg < 1 || d->nseg > SSM_PROJ_MAX_SEGMENTS)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: %d segments (1..%d allowed)", op, d->nseg,
@@ -2938,9 +3124,10 @@ static ssm_result ssm__proj_check_desc(ssm_ctx *ctx, const char *op, const ssm_p
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: block_rows and l2_eps must be >= 0", op);
     for (s = 0; s < d->nseg; ++s) {
         const ssm_proj_segment *g = &d->seg[s];
-        if (g->width < 1)
-            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: segment %d has width %lld", op, s,
-                                 (long long)g->width);
+        if (g->width < 1 || g->width > INT64_MAX - total)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: segment %d has width %lld (widths must be >= 1 and sum within int64)",
+                                 op, s, (long long)g->width);
+        total += g->width;
         if ((int)g->act < 0 || (int)g->act >= SSM_PROJ_ACT_COUNT)
             return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: segment %d: unknown activation %d", op,
                                  s, (int)g->act);
@@ -3073,24 +3260,43 @@ static void ssm__proj_dact(const ssm__proj *P, int s, int64_t r0, int64_t r1, co
 /* Forward: the packed x^T of one row block (FUSED) or of all rows (UNFUSED); the GEMM and
    epilogues work in y itself. Backward: dPre [M, N], then double accumulators for dbias and
    dA_log, then (SAVE_NONE) the packed x^T of the recompute GEMM. */
+/* 64-byte aligned size, saturating (SIZE_MAX stays SIZE_MAX). */
+static size_t ssm__align64(size_t b) { return b > SIZE_MAX - 63u ? SIZE_MAX : SSM__PROJ_ALIGN(b); }
+
 static size_t ssm__proj_ws(const ssm_proj_desc *d, ssm_dtype dt, int64_t M, int64_t dim, int64_t N, int64_t G,
                            int backward) {
     size_t es = ssm__esize(dt);
     int64_t block = d->block_rows ? d->block_rows : SSM__PROJ_ROWS;
-    if (!backward) return (size_t)((d->path == SSM_PROJ_FUSED ? SSM__MIN(block, M) : M) * dim) * es;
-    return SSM__PROJ_ALIGN((size_t)(M * N) * es) + SSM__PROJ_ALIGN(sizeof(double) * (size_t)(N + G)) +
-           (d->save == SSM_PROJ_SAVE_NONE ? (size_t)(M * dim) * es : 0);
+    if (!backward) return ssm__szmul(ssm__szmul(es, d->path == SSM_PROJ_FUSED ? SSM__MIN(block, M) : M), dim);
+    return ssm__szadd(ssm__szadd(ssm__align64(ssm__szmul(ssm__szmul(es, M), N)),
+                                 ssm__align64(ssm__szadd(ssm__szmul(sizeof(double), N), ssm__szmul(sizeof(double), G)))),
+                      d->save == SSM_PROJ_SAVE_NONE ? ssm__szmul(ssm__szmul(es, M), dim) : 0);
 }
 
 SSMDEF ssm_result ssm_proj_workspace_size(const ssm_ctx *ctx, const ssm_proj_desc *desc, ssm_dtype dtype,
                                           int64_t M, int64_t d, int backward, size_t *bytes) {
+    static const char *op = "ssm_proj_workspace_size";
+    ssm_ctx *mctx = (ssm_ctx *)ctx; /* the message only: a query changes nothing else */
     int64_t G = 0;
+    size_t ws;
     int s;
-    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
-    if (desc->nseg < 0 || desc->nseg > SSM_PROJ_MAX_SEGMENTS || M < 0) return SSM_ERROR_INVALID_VALUE;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    mctx->message[0] = 0;
+    if (!desc || !bytes) return ssm_ctx_error(mctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc and bytes are required", op);
+    SSM__TRY(ssm__proj_check_desc(mctx, op, desc)); /* the checks the op makes, on what a query knows */
+    SSM__TRY(ssm__supported(mctx, op, backward ? SSM_OP_PROJ_BACKWARD : SSM_OP_PROJ_FORWARD, NULL));
+    SSM__TRY(ssm__check_compute_dtype(mctx, op, dtype));
+    if (M < 0 || d < 0)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE, "%s: M = %lld and d = %lld must be >= 0", op, (long long)M,
+                             (long long)d);
+    if (backward != 0 && backward != 1)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_VALUE, "%s: backward must be 0 or 1", op);
     for (s = 0; s < desc->nseg; ++s)
         if (desc->seg[s].act == SSM_PROJ_DECAY_GATE) G += desc->seg[s].width;
-    *bytes = ssm__proj_ws(desc, dtype, M, d, ssm_proj_desc_width(desc), G, backward);
+    ws = ssm__proj_ws(desc, dtype, M, d, ssm_proj_desc_width(desc), G, backward);
+    if (ws == SIZE_MAX)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE, "%s: the workspace size overflows size_t", op);
+    *bytes = ws;
     return SSM_OK;
 }
 
@@ -3197,7 +3403,7 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
     es = P.es;
     ws = ssm__proj_ws(desc, P.dt, P.M, P.dim, P.N, P.G, 1);
     SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
-    dP = (char *)wsp;
+    dP = (char *)wsp; /* ws did not saturate, so none of these products overflows */
     bacc = (double *)(dP + SSM__PROJ_ALIGN((size_t)(P.M * P.N) * es));
     gacc = bacc + P.N;
     xt = (char *)bacc + SSM__PROJ_ALIGN(sizeof(double) * (size_t)(P.N + P.G));
@@ -3264,18 +3470,50 @@ typedef struct ssm__oc {
 static size_t ssm__oc_ws(ssm_dtype dt, const ssm_outchain_desc *d, int64_t M, int64_t D, int64_t hd,
                          int backward) {
     int64_t block = d->block_rows ? d->block_rows : 64;
-    if (!backward) return (size_t)(SSM__MIN(block, M) * D) * ssm__esize(dt);
-    return 2 * SSM__PROJ_ALIGN((size_t)(M * D) * ssm__esize(dt)) + sizeof(double) * (size_t)hd;
+    size_t mD = ssm__align64(ssm__szmul(ssm__szmul(ssm__esize(dt), M), D));
+    if (!backward) return ssm__szmul(ssm__szmul(ssm__esize(dt), SSM__MIN(block, M)), D);
+    return ssm__szadd(ssm__szadd(mD, mD), ssm__szmul(sizeof(double), hd));
 }
+
+static ssm_result ssm__oc_check_desc(ssm_ctx *ctx, const char *op, const ssm_outchain_desc *d);
 
 SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outchain_desc *desc,
                                               ssm_dtype dtype, int64_t M, int64_t D, int64_t d_out,
                                               int backward, size_t *bytes) {
-    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
-    SSM__UNUSED(d_out);
-    if (M < 0 || D < 0 || desc->block_rows < 0) return SSM_ERROR_INVALID_VALUE;
-    *bytes = ssm__oc_ws(dtype, desc, M, D, desc->head_dim ? desc->head_dim : D, backward);
+    static const char *op = "ssm_outchain_workspace_size";
+    ssm_ctx *mctx = (ssm_ctx *)ctx; /* the message only: a query changes nothing else */
+    int64_t hd;
+    size_t ws;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    mctx->message[0] = 0;
+    if (!desc || !bytes) return ssm_ctx_error(mctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc and bytes are required", op);
+    SSM__TRY(ssm__oc_check_desc(mctx, op, desc));
+    SSM__TRY(ssm__check_compute_dtype(mctx, op, dtype));
+    if (M < 0 || D < 1 || d_out < 0)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE, "%s: need M >= 0, D >= 1, d_out >= 0 (M=%lld D=%lld d_out=%lld)",
+                             op, (long long)M, (long long)D, (long long)d_out);
+    hd = desc->head_dim ? desc->head_dim : D;
+    if (D % hd != 0)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE, "%s: head_dim %lld does not divide the width %lld", op,
+                             (long long)hd, (long long)D);
+    if (backward != 0 && backward != 1)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_VALUE, "%s: backward must be 0 or 1", op);
+    ws = ssm__oc_ws(dtype, desc, M, D, hd, backward);
+    if (ws == SIZE_MAX)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE, "%s: the workspace size overflows size_t", op);
+    *bytes = ws;
     return SSM_OK;
+}
+
+/* The desc and the backend (the checks a workspace query can make too). */
+static ssm_result ssm__oc_check_desc(ssm_ctx *ctx, const char *op, const ssm_outchain_desc *d) {
+    if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
+    if (d->gate != SSM_OUTCHAIN_SILU && d->gate != SSM_OUTCHAIN_SIGMOID)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown gate %d", op, (int)d->gate);
+    if (d->head_dim < 0 || d->block_rows < 0 || !(d->eps >= 0.0))
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: head_dim, block_rows and eps must be >= 0", op);
+    return ssm__supported(ctx, op, strstr(op, "backward") ? SSM_OP_OUTCHAIN_BACKWARD : SSM_OP_OUTCHAIN_FORWARD,
+                          NULL);
 }
 
 /* Validates desc, o, g [M,D], weight [hd], W_o [dout, D] and fills C. */
@@ -3284,13 +3522,7 @@ static ssm_result ssm__oc_setup(ssm__oc *C, ssm_ctx *ctx, const char *op, const 
                                 const ssm_tensor *W_o) {
     int64_t shape[2];
     memset(C, 0, sizeof *C);
-    if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
-    if (d->gate != SSM_OUTCHAIN_SILU && d->gate != SSM_OUTCHAIN_SIGMOID)
-        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown gate %d", op, (int)d->gate);
-    if (d->head_dim < 0 || d->block_rows < 0 || !(d->eps >= 0.0))
-        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: head_dim, block_rows and eps must be >= 0", op);
-    SSM__TRY(ssm__supported(ctx, op, strstr(op, "backward") ? SSM_OP_OUTCHAIN_BACKWARD : SSM_OP_OUTCHAIN_FORWARD,
-                            NULL));
+    SSM__TRY(ssm__oc_check_desc(ctx, op, d));
     SSM__TRY(ssm__check_float_dtype(ctx, op, o));
     SSM__TRY(ssm__check(ctx, op, "o", o, o->dtype, 2, 2, NULL));
     C->ctx = ctx, C->dt = o->dtype, C->es = ssm__esize(o->dtype), C->M = o->shape[0], C->D = o->shape[1];

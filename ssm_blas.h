@@ -61,6 +61,12 @@
 #ifndef SSM_BLAS_SMALL_MAX
 #define SSM_BLAS_SMALL_MAX 32
 #endif
+/* The most threads a context may ask for (ssm_ctx_config.threads, ssm_blas_config.threads or
+   BLIS_NUM_THREADS): more fail ssm_ctx_create with SSM_ERROR_INVALID_VALUE instead of
+   exhausting the stack inside the OpenMP runtime. */
+#ifndef SSM_BLAS_MAX_THREADS
+#define SSM_BLAS_MAX_THREADS 1024
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -125,6 +131,11 @@ static ssm_result ssm__blas_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void *
     if (nt <= 0 && bc) nt = bc->threads;
     if (nt <= 0) nt = (int)bli_thread_get_num_threads();
     if (nt <= 0) nt = 1;
+    if (nt > SSM_BLAS_MAX_THREADS) {
+        free(s);
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "blis: %d threads asked for, at most %d (SSM_BLAS_MAX_THREADS)",
+                             nt, SSM_BLAS_MAX_THREADS);
+    }
     s->threads = nt;
     s->small_gemm = bc ? bc->small_gemm : -1;
     bli_rntm_init(&s->rntm_all);
@@ -456,11 +467,23 @@ static int ssm__avx_narrow_s(int64_t M, int64_t N, int64_t K, double alpha, ssm_
 }
 #endif /* AVX2 */
 
-/* Strides BLIS takes as they are: positive, and either row-stored, column-stored or a
-   general layout whose rows and columns do not interleave. */
+/* A unit dimension's stride is never used to reach an element, but BLIS reads it: it picks
+   row/column storage from it, scales prefetches and packing by it, and mishandles negative
+   ones (m = 1 with rs = -1 writes between C's elements). Every operand is normalised once,
+   before routing, to the stride a compact layout would have there, so the strides
+   ssm__blas_layout_ok checks are the ones every kernel and BLIS receive. */
+static void ssm__blas_normalise(int64_t rows, int64_t cols, ssm_matrix_batch *m) {
+    if (rows == 1 && cols == 1) {
+        m->rs = 1, m->cs = 1;
+        return;
+    }
+    if (rows == 1) m->rs = cols * (m->cs > 0 ? m->cs : 1);
+    if (cols == 1) m->cs = rows * (m->rs > 0 ? m->rs : 1);
+}
+
+/* Strides BLIS takes as they are (after ssm__blas_normalise): positive, and either
+   row-stored, column-stored or a general layout whose rows and columns do not interleave. */
 static int ssm__blas_layout_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-    if (rows == 1) rs = cols * (cs > 0 ? cs : 1); /* a unit dimension's stride is never used */
-    if (cols == 1) cs = rows * (rs > 0 ? rs : 1);
     if (rows == 1 && cols == 1) return 1;
     if (rs <= 0 || cs <= 0) return 0;
     if (cs == 1) return rs >= cols;
@@ -523,6 +546,9 @@ static ssm_result ssm__blas_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, i
     if (dtype.code != SSM_DTYPE_FLOAT || (dtype.bits != 32 && dtype.bits != 64) || dtype.lanes != 1)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "blis gemm: f32 or f64 only, got %s",
                              ssm_dtype_name(dtype));
+    ssm__blas_normalise(M, K, &A);
+    ssm__blas_normalise(K, N, &B);
+    ssm__blas_normalise(M, N, &C);
     if (K <= 0) { /* C = beta C */
         for (k = 0; k < batch; ++k) {
             ssm_matrix_batch c = ssm__blas_nth(C, k, es);

@@ -324,7 +324,7 @@ static ssm_result ssm__cu_check_tensor(ssm_ctx *ctx, const char *op, const char 
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: %s is on cuda:%d, the context works on cuda:%d", op,
                              name, (int)t->device.id, s->device);
     if ((uintptr_t)t->data % ssm__cu_esize(t->dtype))
-        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_STRIDE, "%s: %s data %p is not aligned to its %s elements", op,
+        return ssm_ctx_error(ctx, SSM_ERROR_MISALIGNED, "%s: %s data %p is not aligned to its %s elements", op,
                              name, t->data, ssm_dtype_name(t->dtype));
     e = cudaPointerGetAttributes(&at, t->data);
     if (e != cudaSuccess) {

@@ -71,5 +71,6 @@ void suite_decay(void);
 void suite_bell(void);
 void suite_proj(void);
 void suite_blas(void); /* cross-backend checks, only with SSM_TEST_BLAS */
+void suite_reliab(void); /* regressions of hostile-caller findings */
 
 #endif

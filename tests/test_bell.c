@@ -624,6 +624,7 @@ static void test_errors(void) {
     /* a backend that is not a CPU one */
     memset(&fake, 0, sizeof fake);
     fake.name = "fake-gpu", fake.device_type = SSM_DEVICE_CUDA;
+    fake.gemm = ssm_reference_backend()->gemm; /* never reached: the ops refuse first */
     cfg.backend = &fake;
     CHECK_OK(ssm_ctx_create(&cfg, &fake_ctx), fake_ctx);
     EXPECT_ERR(ssm_bell_forward(fake_ctx, &L.x.t, &L.v.t, &L.ci.t, NULL, &y.t), SSM_ERROR_UNSUPPORTED, "non-CPU backend");

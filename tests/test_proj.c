@@ -347,6 +347,7 @@ static void proj_errors_case(void) {
     /* a backend that is not on the CPU */
     memset(&fake_gpu, 0, sizeof fake_gpu);
     fake_gpu.name = "fake-gpu", fake_gpu.device_type = SSM_DEVICE_CUDA;
+    fake_gpu.gemm = ssm_reference_backend()->gemm; /* never reached: the op refuses first */
     cfg.backend = &fake_gpu;
     CHECK(ssm_ctx_create(&cfg, &gctx) == SSM_OK, "fake context");
     if (gctx) {
