@@ -36,10 +36,10 @@ test-fast: $(BUILD)/test
 $(BUILD):
 	@mkdir -p $(BUILD)
 
-$(BUILD)/test: $(TESTSRC) tests/test.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
+$(BUILD)/test: $(TESTSRC) tests/test.h tests/cases.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
 	$(CC) $(STRICT) $(OPT) -g $(TEST_FLAGS) $(TESTSRC) $(LIBS) -o $@
 
-$(BUILD)/test_asan: $(TESTSRC) tests/test.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
+$(BUILD)/test_asan: $(TESTSRC) tests/test.h tests/cases.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
 	$(CC) $(STRICT) $(SAN) $(TEST_FLAGS) $(TESTSRC) $(LIBS) -o $@
 
 # Every header compiles as C99 (strict), as C++ and through nvcc (when present).
