@@ -37,7 +37,8 @@ enum {
     CASE_WEIGHT = 1 << 6,   /* outchain: pass the norm weight                               */
     CASE_RSTD = 1 << 7,     /* outchain: fwd writes rstd / bwd reads it                     */
     CASE_FD = 1 << 8,       /* bwd: also check every gradient by finite differences (f64)  */
-    CASE_RANK3 = 1 << 9     /* linrec m = 1: states as [S,T,n] / [S,n]                      */
+    CASE_RANK3 = 1 << 9,    /* linrec m = 1: states as [S,T,n] / [S,n]                      */
+    CASE_GPU_ONLY = 1 << 10 /* probes a GPU limit (grid sizes): host backends skip the row   */
 };
 
 typedef struct op_case {

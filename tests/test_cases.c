@@ -885,6 +885,15 @@ static void build(void) {
                     lr_row(CASE_BWD, k % 2 ? CASE_BF16 : CASE_F16, layout, method, 1 + k % 3, Tt[ti], 64, 1, Cs[v], 0.9, flags);
             }
     }
+    /* more than 65535 sequences (the CUDA grid's y limit) in every kernel family: seq,
+       chunked, cr, the tensor-core path */
+    for (v = 0; v < 2; ++v) {
+        lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_SEQUENTIAL, 65537, 3, 2, 1, 0, 0.9, CASE_H0 | CASE_HT | CASE_GPU_ONLY);
+        lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_CHUNKED, 65537, 9, 2, 2, 2, 0.9,
+               CASE_H0 | CASE_HT | CASE_REVERSE | CASE_GPU_ONLY);
+        lr_row(v, CASE_F16, LAYOUT_PADDED, SSM_LINREC_CR, 65537, 5, 3, 1, 0, 0.9, CASE_HT | CASE_RANK3 | CASE_GPU_ONLY);
+    }
+    lr_row(CASE_FWD, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_CHUNKED, 65537, 2, 64, 1, 1, 0.9, CASE_H0 | CASE_HT | CASE_GPU_ONLY);
     /* linrec with no sequences: nothing to do, nothing written */
     lr_row(CASE_FWD, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 0, 5, 3, 2, 0, 0.5, CASE_H0 | CASE_HT);
     lr_row(CASE_BWD, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 0, 5, 3, 2, 0, 0.5, CASE_H0 | CASE_HT);
@@ -918,6 +927,8 @@ static void build(void) {
     dk_rows(CASE_F16, LAYOUT_CONTIGUOUS, 2, 300, 64, 64, 0.1, CASE_H0 | CASE_HT, 1);
     dk_rows(CASE_F32, LAYOUT_CONTIGUOUS, 2, 300, 64, 64, 0.1, CASE_H0 | CASE_HT | CASE_PER_STEP, 1);
     dk_rows(CASE_BF16, LAYOUT_CONTIGUOUS, 3, 1000, 5, 96, 0.1, CASE_H0 | CASE_HT, 1);
+    dk_rows(CASE_F32, LAYOUT_CONTIGUOUS, 65537, 3, 1, 8, 0.5, CASE_H0 | CASE_HT | CASE_PER_STEP | CASE_GPU_ONLY, 1);
+    dk_rows(CASE_F16, LAYOUT_CONTIGUOUS, 65537, 3, 1, 5, 0.5, CASE_H0 | CASE_HT | CASE_GPU_ONLY, 1);
     dk_rows(CASE_F64 | CASE_F32, LAYOUT_REVERSED, 3, 97, 5, 7, 0.7, CASE_H0 | CASE_HT | CASE_PER_STEP, 1);
     dk_rows(CASE_F64 | CASE_F32, LAYOUT_NEGATIVE, 2, 53, 3, 4, 0.7, CASE_H0 | CASE_HT, 1);
     dk_rows(CASE_F64 | CASE_F32, LAYOUT_NEGATIVE, 2, 11, 2, 3, 0.4, CASE_H0 | CASE_HT | CASE_PER_STEP | CASE_FD, 1);
@@ -977,7 +988,7 @@ const op_case *cases_table(int *count) {
 }
 
 static void case_name(const op_case *c, ssm_dtype dt, char *buf, size_t cap) {
-    static const char *flag_names[] = {"h0", "hT", "rev", "per-step", "bias", "save", "weight", "rstd", "fd", "rank3"};
+    static const char *flag_names[] = {"h0", "hT", "rev", "per-step", "bias", "save", "weight", "rstd", "fd", "rank3", "gpu-limit"};
     const case_op_info *info = &case_ops[c->op];
     size_t len;
     int i;
@@ -990,7 +1001,7 @@ static void case_name(const op_case *c, ssm_dtype dt, char *buf, size_t cap) {
     if (len < cap) len += (size_t)snprintf(buf + len, cap - len, " %s", layout_name(c->layout));
     if (c->chunk && len < cap) len += (size_t)snprintf(buf + len, cap - len, " chunk%lld", (long long)c->chunk);
     if (c->param != 0 && len < cap) len += (size_t)snprintf(buf + len, cap - len, " p%g", c->param);
-    for (i = 0; i < 10 && len < cap; ++i)
+    for (i = 0; i < 11 && len < cap; ++i)
         if (c->flags & (1u << i)) len += (size_t)snprintf(buf + len, cap - len, " %s", flag_names[i]);
 }
 
@@ -1001,6 +1012,7 @@ void cases_run(unsigned dtypes, int op) {
     char name[256];
     for (i = 0; i < n; ++i) {
         if (op >= 0 && (int)rows[i].op != op) continue;
+        if ((rows[i].flags & CASE_GPU_ONLY) && !test_mem) continue;
         for (bit = 1; bit <= CASE_BF16; bit <<= 1) {
             ssm_dtype dt = dtype_of(bit);
             if (!(rows[i].dtypes & dtypes & bit)) continue;

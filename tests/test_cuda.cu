@@ -29,6 +29,13 @@ static void cu_download(void *dst, const void *src, size_t n) {
 }
 static const test_memory cuda_memory = {{SSM_DEVICE_CUDA, 0}, cu_alloc, cu_release, cu_upload, cu_download};
 
+/* The decay scan's kernel: 0 = by shape, 2 = the tiled kernel forced. (Becomes the
+   ssm_cuda_config field decay_kernel with the backend interface II: set cc.decay_kernel.) */
+static void force_decay_kernel(ssm_cuda_config *cc, int kernel) {
+    (void)cc;
+    ssm__cu_dk_path = kernel;
+}
+
 /* ---- bad input ---- */
 static void suite_cuda_errors(ssm_ctx *cu) {
     int64_t sA[4] = {1, 8, 4, 4}, sb[4] = {1, 8, 4, 1};
@@ -149,13 +156,12 @@ int main(void) {
     /* the decay scan's two kernels: by shape (mostly look-back at these sizes), then the
        tiled kernel forced on every row */
     if (decay) {
-        ssm__cu_dk_path = 0;
         cases_run(CASE_CUDA_DTYPES, CASE_DECAY);
-        ssm__cu_dk_path = 2;
+        force_decay_kernel(&cc, 2);
         cases_label = "tiled";
         cases_run(CASE_CUDA_DTYPES, CASE_DECAY);
         cases_label = NULL;
-        ssm__cu_dk_path = 0;
+        force_decay_kernel(&cc, 0);
     }
     if (linrec) cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
     if (!only) { /* ops without CUDA kernels yet: every row declines (skipped) until they land */
