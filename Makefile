@@ -55,8 +55,8 @@ compile-checks: | $(BUILD)
 	else echo "nvcc not found: skipping the nvcc compile check"; fi
 
 # Every example builds with exactly the command in its first comment line (`/* cc ... */`),
-# run from a copy of the repository's layout: the lines README and the examples show are the
-# lines CI runs. nvcc lines run only where nvcc exists, -lblis lines only where BLIS does.
+# run from a copy of the repository's layout; README.md must show each of these lines verbatim,
+# so the lines README and the examples show are the lines CI runs. nvcc lines run only where nvcc exists, -lblis lines only where BLIS does.
 EXAMPLE_SRCS := $(wildcard examples/*.c examples/*.cu)
 examples: check-examples
 check-examples: | $(BUILD)
@@ -66,6 +66,7 @@ check-examples: | $(BUILD)
 		cmd=$$(head -n 1 $$f | sed -e 's|^/\* *||' -e 's| *\*/ *$$||'); \
 		case "$$cmd" in nvcc*) command -v $(NVCC) >/dev/null 2>&1 || { echo "skipped (no nvcc): $$cmd"; continue; };; esac; \
 		case "$$cmd" in *-lblis*) [ "$(HAVE_BLIS)" = yes ] || { echo "skipped (no BLIS): $$cmd"; continue; };; esac; \
+		grep -qxF "$$cmd" $(CURDIR)/README.md || { echo "README.md does not show the first line of $$f: $$cmd"; exit 1; }; \
 		echo "$$cmd"; sh -c "$$cmd" || { echo "example $$f: its first-line command failed"; exit 1; }; \
 	done
 
