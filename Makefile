@@ -1,5 +1,6 @@
 # ssm.h - build, test and benchmark.  `make test` (CPU tests) and `make run` (quickstart +
-# benchmarks) are all a fresh machine needs.  GPU targets run on a machine with a GPU.
+# a benchmark smoke run, under two minutes) are all a fresh machine needs; `make bench` runs
+# the full benchmark tables.  GPU targets run on a machine with a GPU.
 CC      ?= cc
 CXX     ?= c++
 NVCC    ?= nvcc
@@ -11,11 +12,12 @@ HEADERS := ssm.h $(wildcard ssm_blas.h ssm_cuda.h)
 TESTSRC := $(wildcard tests/test_*.c)
 LIBS    := -lm
 
-.PHONY: test test-suites run examples bench clean compile-checks test-fast fuzz fuzz-libfuzzer
+.PHONY: test test-suites run examples check-examples bench clean compile-checks test-fast fuzz fuzz-libfuzzer
 
 # Backend makefiles (mk/*.mk) add their own targets and may append to these hooks.
 EXTRA_TEST_DEPS :=
 EXTRA_RUN :=
+EXTRA_BENCH :=
 TEST_FLAGS :=   # extra compile flags for the test binaries (mk/blas.mk: -DSSM_TEST_BLAS ...)
 BENCH_FLAGS :=  # extra compile flags for bench/cpu_*.c (mk/blas.mk: -DSSM_BENCH_BLAS ...)
 FUZZ_FLAGS :=   # extra compile flags for tests/fuzz_api.c (mk/blas.mk: -DSSM_FUZZ_BLAS ...)
@@ -29,7 +31,7 @@ $(shell mkdir -p $(BUILD); echo '$(TEST_FLAGS) $(LIBS)' | cmp -s - $(TEST_STAMP)
 # last line is the suites' "N passed, N failed".
 test: fuzz test-suites
 
-test-suites: compile-checks $(EXTRA_TEST_DEPS) $(BUILD)/test_asan $(BUILD)/test
+test-suites: compile-checks check-examples $(EXTRA_TEST_DEPS) $(BUILD)/test_asan $(BUILD)/test
 	@echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer"
 	ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/test_asan
 	@echo "== test suite (optimized build)"
@@ -41,10 +43,10 @@ test-fast: $(BUILD)/test
 $(BUILD):
 	@mkdir -p $(BUILD)
 
-$(BUILD)/test: $(TESTSRC) tests/test.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
+$(BUILD)/test: $(TESTSRC) tests/test.h tests/cases.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
 	$(CC) $(STRICT) $(OPT) -g $(TEST_FLAGS) $(TESTSRC) $(LIBS) -o $@
 
-$(BUILD)/test_asan: $(TESTSRC) tests/test.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
+$(BUILD)/test_asan: $(TESTSRC) tests/test.h tests/cases.h $(HEADERS) $(TEST_STAMP) | $(BUILD)
 	$(CC) $(STRICT) $(SAN) $(TEST_FLAGS) $(TESTSRC) $(LIBS) -o $@
 
 # The API fuzzer (tests/fuzz_api.c): every public CPU entry point with random shapes, layouts
@@ -79,26 +81,48 @@ compile-checks: | $(BUILD)
 		$(NVCC) -x cu -c tests/compile_c.c -o $(BUILD)/compile_nvcc.o || exit 1; \
 	else echo "nvcc not found: skipping the nvcc compile check"; fi
 
-# Examples and CPU benchmarks are picked up by name: examples/*.c, bench/cpu_*.c.
+# Every example builds with exactly the command in its first comment line (`/* cc ... */`),
+# run from a copy of the repository's layout; README.md must show each of these lines verbatim,
+# so the lines README and the examples show are the lines CI runs. nvcc lines run only where nvcc exists, -lblis lines only where BLIS does.
+EXAMPLE_SRCS := $(wildcard examples/*.c examples/*.cu)
+examples: check-examples
+check-examples: | $(BUILD)
+	@echo "== examples: each built with the command in its first line"
+	@rm -rf $(BUILD)/examples-check && mkdir -p $(BUILD)/examples-check && cp -R ssm*.h examples $(BUILD)/examples-check/
+	@cd $(BUILD)/examples-check && for f in $(EXAMPLE_SRCS); do \
+		cmd=$$(head -n 1 $$f | sed -e 's|^/\* *||' -e 's| *\*/ *$$||'); \
+		case "$$cmd" in nvcc*) command -v $(NVCC) >/dev/null 2>&1 || { echo "skipped (no nvcc): $$cmd"; continue; };; esac; \
+		case "$$cmd" in *-lblis*) [ "$(HAVE_BLIS)" = yes ] || { echo "skipped (no BLIS): $$cmd"; continue; };; esac; \
+		grep -qxF "$$cmd" $(CURDIR)/README.md || { echo "README.md does not show the first line of $$f: $$cmd"; exit 1; }; \
+		echo "$$cmd"; sh -c "$$cmd" || { echo "example $$f: its first-line command failed"; exit 1; }; \
+	done
+
+# CPU benchmarks are picked up by name: bench/cpu_*.c.
 COMMIT   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(wildcard examples/*.c))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/cpu_*.c))
+LINEBUF  := $(shell command -v stdbuf >/dev/null 2>&1 && echo stdbuf -oL)
 
-examples: $(EXAMPLES)
-
-$(BUILD)/%: examples/%.c $(HEADERS) | $(BUILD)
-	$(CC) $(STRICT) $(OPT) -I. $< $(LIBS) -o $@
+$(BUILD)/quickstart: examples/quickstart.c $(HEADERS) | $(BUILD)
+	$(CC) $(STRICT) $(OPT) -I. $< -lm -o $@
 
 $(BUILD)/cpu_%: bench/cpu_%.c bench/bench.h $(HEADERS) | $(BUILD)
 	$(CC) $(STRICT) $(OPT) -D_POSIX_C_SOURCE=200809L $(BENCH_FLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(LIBS) -o $@
 
+# The full tables (minutes on a 2-core machine); rows are appended to bench/results/*.jsonl.
 bench: $(BENCHES)
-	@for b in $(BENCHES); do echo "== $$b"; ./$$b || exit 1; done
+	@for b in $(BENCHES); do echo "== $$b"; $(LINEBUF) ./$$b || exit 1; done
+	@for t in $(EXTRA_BENCH); do $(MAKE) --no-print-directory $$t || exit 1; done
 
-run: examples $(BENCHES)
+# The quickstart, then a few small rows of every CPU benchmark (no JSON written): under two
+# minutes with output as it goes. `make bench` runs the full tables.
+SMOKE := BENCH_QUICK=1 BENCH_NO_JSON=1
+run: $(BUILD)/quickstart $(BENCHES)
 	@echo "== quickstart"
 	./$(BUILD)/quickstart
-	@$(MAKE) --no-print-directory bench
+	@echo "== benchmark smoke (small rows, nothing appended to bench/results; full tables: make bench)"
+	$(SMOKE) SSM_BENCH_N=32 $(LINEBUF) ./$(BUILD)/cpu_linrec
+	$(SMOKE) BENCH_N=32 BENCH_N_BLIS=512 $(LINEBUF) ./$(BUILD)/cpu_bell
+	$(SMOKE) BENCH_M=8 BENCH_M_BLIS=64 $(LINEBUF) ./$(BUILD)/cpu_proj
 	@for t in $(EXTRA_RUN); do $(MAKE) --no-print-directory $$t || exit 1; done
 
 clean:

@@ -144,12 +144,14 @@ static double bench_floor_ms(const bench_ceilings *c, double bytes, double flops
 }
 
 /* One JSON line: shape_json is an object literal, extra_json ("" or ",\"k\":v,...") adds
-   op-specific fields. floor_ms / relerr < 0 and peak_mem < 0 are written as null. */
+   op-specific fields. floor_ms / relerr < 0 and peak_mem < 0 are written as null.
+   BENCH_NO_JSON=1 in the environment (make run's smoke rows) writes nothing. */
 static void bench_json(const char *path, const char *op, const char *impl, const char *backend,
                        const char *dtype, const char *shape_json, double ms, double floor_ms,
                        double peak_mem, double relerr, const char *extra_json) {
-    FILE *f = fopen(path, "a");
+    FILE *f = getenv("BENCH_NO_JSON") ? NULL : fopen(path, "a");
     char fl[64], pm[64], re[64];
+    if (getenv("BENCH_NO_JSON")) return;
     if (!f) {
         fprintf(stderr, "bench: cannot append to %s\n", path);
         return;

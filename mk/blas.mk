@@ -14,7 +14,7 @@ blis_probe   = $(shell printf '$(BLIS_HASH)include <blis.h>\nint main(void){retu
                  $(CC) -x c - -o /dev/null $(BLIS_CFLAGS) $(BLIS_LIBS) -lm >/dev/null 2>&1 && echo yes)
 
 # Every goal but clean looks for BLIS; only goals that build tests or benchmarks install it.
-BLIS_INSTALL_GOALS := $(if $(MAKECMDGOALS),$(filter test test-suites test-fast fuzz run bench compile-checks,$(MAKECMDGOALS)),test)
+BLIS_INSTALL_GOALS := $(if $(MAKECMDGOALS),$(filter test test-suites test-fast fuzz run bench compile-checks check-examples examples,$(MAKECMDGOALS)),test)
 ifneq ($(SSM_NO_BLIS),1)
 ifneq ($(MAKECMDGOALS),clean)
 HAVE_BLIS := $(call blis_probe)

@@ -1,6 +1,7 @@
-/* Block-ELL sparse linear layer: forward/backward against a dense masked f64 reference,
-   finite differences, the transposed index, every topology rule in isolation, and every
-   validation error path (outputs untouched). */
+/* Block-ELL sparse linear layer: dense conversion, the transposed index, every topology rule
+   in isolation, and every validation error path (outputs untouched). Forward and backward
+   against the dense masked f64 reference and finite differences are rows of the case table
+   (tests/cases.h). */
 #include "test.h"
 
 /* ---- helpers: i32 views and a random layer ---- */
@@ -8,13 +9,13 @@ static void idx_set(tbuf *b, const int32_t *v) {
     int64_t i, j, n0 = b->t.shape[0], n1 = b->t.ndim > 1 ? b->t.shape[1] : 1;
     int64_t s1 = b->t.ndim > 1 ? b->t.strides[1] : 0;
     for (i = 0; i < n0; ++i)
-        for (j = 0; j < n1; ++j) ((int32_t *)b->mem)[i * b->t.strides[0] + j * s1] = v[i * n1 + j];
+        for (j = 0; j < n1; ++j) ((int32_t *)b->t.data)[i * b->t.strides[0] + j * s1] = v[i * n1 + j];
 }
 static void idx_get(const tbuf *b, int32_t *v) {
     int64_t i, j, n0 = b->t.shape[0], n1 = b->t.ndim > 1 ? b->t.shape[1] : 1;
     int64_t s1 = b->t.ndim > 1 ? b->t.strides[1] : 0;
     for (i = 0; i < n0; ++i)
-        for (j = 0; j < n1; ++j) v[i * n1 + j] = ((int32_t *)b->mem)[i * b->t.strides[0] + j * s1];
+        for (j = 0; j < n1; ++j) v[i * n1 + j] = ((int32_t *)b->t.data)[i * b->t.strides[0] + j * s1];
 }
 /* K distinct random columns per row, in random order (the ops must not assume sorted rows). */
 static void random_cols(int64_t R, int64_t C, int64_t K, int32_t *cols) {
@@ -33,16 +34,6 @@ static void random_cols(int64_t R, int64_t C, int64_t K, int32_t *cols) {
     }
     free(p);
 }
-/* Dense W [R*B, C*B] (f64) from tiles [R,K,B,B] and columns. */
-static void dense_of(int64_t R, int64_t C, int64_t K, int64_t B, const double *v, const int32_t *cols, double *W) {
-    int64_t r, k, i, j, ncol = C * B;
-    memset(W, 0, sizeof(double) * (size_t)(R * B * ncol));
-    for (r = 0; r < R; ++r)
-        for (k = 0; k < K; ++k)
-            for (i = 0; i < B; ++i)
-                for (j = 0; j < B; ++j) W[(r * B + i) * ncol + cols[r * K + k] * B + j] = v[((r * K + k) * B + i) * B + j];
-}
-
 typedef struct layer {
     int64_t R, C, K, B, N;
     tbuf x, v, ci, bias, toff, tsl;
@@ -73,131 +64,6 @@ static layer layer_new(ssm_ctx *ctx, ssm_dtype dt, int64_t N, int64_t R, int64_t
 static void layer_free(layer *L) {
     tb_free(&L->x), tb_free(&L->v), tb_free(&L->ci), tb_free(&L->bias), tb_free(&L->toff), tb_free(&L->tsl);
     free(L->xv), free(L->vv), free(L->bv), free(L->cols);
-}
-
-/* ---- forward / backward against the dense masked reference ---- */
-static void check_fwd_bwd(ssm_dtype dt, int64_t N, int64_t R, int64_t C, int64_t K, int64_t B, int layout, int use_bias) {
-    ssm_ctx *ctx = test_ctx();
-    layer L = layer_new(ctx, dt, N, R, C, K, B, layout);
-    int64_t sy[2], sv[4], sdx[2], sb[1], n, o, i, r, k, a, b2, nin = C * B, nout = R * B;
-    double *dyv, *W = (double *)malloc(sizeof(double) * (size_t)(nout * nin));
-    double *yr = (double *)malloc(sizeof(double) * (size_t)(N * nout)), *yg = (double *)malloc(sizeof(double) * (size_t)(N * nout));
-    double *dxr = (double *)malloc(sizeof(double) * (size_t)(N * nin)), *dxg = (double *)malloc(sizeof(double) * (size_t)(N * nin));
-    double *dvr = (double *)malloc(sizeof(double) * (size_t)(R * K * B * B)), *dvg = (double *)malloc(sizeof(double) * (size_t)(R * K * B * B));
-    double dbr[4096], dbg[4096], tol = dt.bits == 64 ? 1e-12 : 2e-5;
-    tbuf y, dy, dx, dv, db;
-    sy[0] = N, sy[1] = nout, sdx[0] = N, sdx[1] = nin, sb[0] = nout;
-    sv[0] = R, sv[1] = K, sv[2] = B, sv[3] = B;
-    y = tb_new(dt, 2, sy, layout);
-    dx = tb_new(dt, 2, sdx, layout);
-    dv = tb_new(dt, 4, sv, layout);
-    db = tb_new(dt, 1, sb, layout);
-    dy = tb_random(dt, 2, sy, layout, 1.0, &dyv);
-    dense_of(R, C, K, B, L.vv, L.cols, W);
-    for (n = 0; n < N; ++n)
-        for (o = 0; o < nout; ++o) {
-            double acc = use_bias ? L.bv[o] : 0.0;
-            for (i = 0; i < nin; ++i) acc += L.xv[n * nin + i] * W[o * nin + i];
-            yr[n * nout + o] = acc;
-        }
-    for (n = 0; n < N; ++n)
-        for (i = 0; i < nin; ++i) {
-            double acc = 0;
-            for (o = 0; o < nout; ++o) acc += dyv[n * nout + o] * W[o * nin + i];
-            dxr[n * nin + i] = acc;
-        }
-    for (r = 0; r < R; ++r)
-        for (k = 0; k < K; ++k)
-            for (a = 0; a < B; ++a)
-                for (b2 = 0; b2 < B; ++b2) {
-                    double acc = 0;
-                    for (n = 0; n < N; ++n) acc += dyv[n * nout + r * B + a] * L.xv[n * nin + L.cols[r * K + k] * B + b2];
-                    dvr[((r * K + k) * B + a) * B + b2] = acc;
-                }
-    for (o = 0; o < nout; ++o) {
-        dbr[o] = 0;
-        for (n = 0; n < N; ++n) dbr[o] += dyv[n * nout + o];
-    }
-    CHECK_OK(ssm_bell_forward(ctx, &L.x.t, &L.v.t, &L.ci.t, use_bias ? &L.bias.t : NULL, &y.t), ctx);
-    CHECK_OK(ssm_bell_backward(ctx, &L.x.t, &L.v.t, &L.ci.t, &L.toff.t, &L.tsl.t, &dy.t, &dx.t, &dv.t, &db.t), ctx);
-    tb_get(&y, yg), tb_get(&dx, dxg), tb_get(&dv, dvg), tb_get(&db, dbg);
-    CHECK(rel_err(yg, yr, N * nout) < tol, "y rel err %g (%s N%lld R%lld C%lld K%lld B%lld layout %d)", rel_err(yg, yr, N * nout),
-          ssm_dtype_name(dt), (long long)N, (long long)R, (long long)C, (long long)K, (long long)B, layout);
-    CHECK(rel_err(dxg, dxr, N * nin) < tol, "dx rel err %g", rel_err(dxg, dxr, N * nin));
-    CHECK(rel_err(dvg, dvr, R * K * B * B) < tol, "dvalues rel err %g", rel_err(dvg, dvr, R * K * B * B));
-    CHECK(rel_err(dbg, dbr, nout) < tol, "dbias rel err %g", rel_err(dbg, dbr, nout));
-    CHECK(tb_outside_untouched(&y) && tb_outside_untouched(&dx) && tb_outside_untouched(&dv) && tb_outside_untouched(&db),
-          "wrote outside an output view");
-    { /* bitwise reproducible dx (fixed order through the transposed index) */
-        tbuf dx2 = tb_new(dt, 2, sdx, layout);
-        CHECK_OK(ssm_bell_backward(ctx, &L.x.t, &L.v.t, &L.ci.t, &L.toff.t, &L.tsl.t, &dy.t, &dx2.t, NULL, NULL), ctx);
-        CHECK(memcmp(dx.mem, dx2.mem, dx.bytes) == 0, "dx not bitwise reproducible");
-        tb_free(&dx2);
-    }
-    tb_free(&y), tb_free(&dy), tb_free(&dx), tb_free(&dv), tb_free(&db);
-    free(dyv), free(W), free(yr), free(yg), free(dxr), free(dxg), free(dvr), free(dvg);
-    layer_free(&L);
-    ssm_ctx_destroy(ctx);
-}
-
-static void test_fwd_bwd(void) {
-    int layout;
-    test_begin("bell forward/backward vs dense masked f64, odd sizes and strided views");
-    for (layout = 0; layout < 3; ++layout) {
-        check_fwd_bwd(SSM_F64, 7, 3, 5, 2, 3, layout, layout != 1);
-        check_fwd_bwd(SSM_F32, 5, 2, 4, 4, 5, layout, 1);
-    }
-    check_fwd_bwd(SSM_F64, 1, 1, 1, 1, 1, LAYOUT_CONTIGUOUS, 1);
-    test_end();
-    test_begin("bell forward/backward with B in {16, 32, 64}");
-    check_fwd_bwd(SSM_F32, 9, 3, 4, 2, 16, LAYOUT_CONTIGUOUS, 1);
-    check_fwd_bwd(SSM_F64, 3, 2, 3, 2, 32, LAYOUT_PADDED, 1);
-    check_fwd_bwd(SSM_F32, 2, 2, 2, 1, 64, LAYOUT_CONTIGUOUS, 0);
-    test_end();
-}
-
-/* loss = sum(g .* y): central differences in f64 for a sample of parameters and inputs */
-static double fd_loss(ssm_ctx *ctx, layer *L, const tbuf *g, tbuf *y) {
-    double *yv = (double *)malloc(sizeof(double) * (size_t)tb_numel(y)), *gv = (double *)malloc(sizeof(double) * (size_t)tb_numel(y)), s = 0;
-    int64_t i;
-    CHECK_OK(ssm_bell_forward(ctx, &L->x.t, &L->v.t, &L->ci.t, &L->bias.t, &y->t), ctx);
-    tb_get(y, yv), tb_get(g, gv);
-    for (i = 0; i < tb_numel(y); ++i) s += yv[i] * gv[i];
-    free(yv), free(gv);
-    return s;
-}
-static void fd_probe(ssm_ctx *ctx, layer *L, tbuf *param, double *pv, const double *grad, const tbuf *g, tbuf *y, const char *name) {
-    int64_t t, n = tb_numel(param);
-    for (t = 0; t < 4; ++t) {
-        int64_t i = (int64_t)test_uniform(0.0, (double)n);
-        double save = pv[i], lp, lm, h = 1e-6, fd;
-        if (i >= n) i = n - 1;
-        save = pv[i];
-        pv[i] = save + h, tb_set(param, pv), lp = fd_loss(ctx, L, g, y);
-        pv[i] = save - h, tb_set(param, pv), lm = fd_loss(ctx, L, g, y);
-        pv[i] = save, tb_set(param, pv);
-        fd = (lp - lm) / (2 * h);
-        CHECK(fabs(fd - grad[i]) < 1e-6 * (1.0 + fabs(fd)), "%s[%lld]: fd %.10g vs analytic %.10g", name, (long long)i, fd, grad[i]);
-    }
-}
-static void test_finite_diff(void) {
-    ssm_ctx *ctx = test_ctx();
-    layer L = layer_new(ctx, SSM_F64, 4, 3, 5, 3, 2, LAYOUT_PADDED);
-    int64_t sy[2] = {4, 6}, sx[2] = {4, 10}, sv[4] = {3, 3, 2, 2}, sb[1] = {6};
-    double *gv, dx[40], dv[36], db[6];
-    tbuf g, y = tb_new(SSM_F64, 2, sy, LAYOUT_CONTIGUOUS), tdx = tb_new(SSM_F64, 2, sx, LAYOUT_CONTIGUOUS);
-    tbuf tdv = tb_new(SSM_F64, 4, sv, LAYOUT_CONTIGUOUS), tdb = tb_new(SSM_F64, 1, sb, LAYOUT_CONTIGUOUS);
-    test_begin("bell gradients match finite differences (f64)");
-    g = tb_random(SSM_F64, 2, sy, LAYOUT_REVERSED, 1.0, &gv);
-    CHECK_OK(ssm_bell_backward(ctx, &L.x.t, &L.v.t, &L.ci.t, &L.toff.t, &L.tsl.t, &g.t, &tdx.t, &tdv.t, &tdb.t), ctx);
-    tb_get(&tdx, dx), tb_get(&tdv, dv), tb_get(&tdb, db);
-    fd_probe(ctx, &L, &L.x, L.xv, dx, &g, &y, "dx");
-    fd_probe(ctx, &L, &L.v, L.vv, dv, &g, &y, "dvalues");
-    fd_probe(ctx, &L, &L.bias, L.bv, db, &g, &y, "dbias");
-    test_end();
-    tb_free(&g), tb_free(&y), tb_free(&tdx), tb_free(&tdv), tb_free(&tdb), free(gv);
-    layer_free(&L);
-    ssm_ctx_destroy(ctx);
 }
 
 static void test_dense_roundtrip(void) {
@@ -278,7 +144,7 @@ static int tindex_fresh(topo_fix *f) {
     so[0] = f->L.C + 1, ss[0] = f->L.R * f->L.K;
     o = tb_new(SSM_I32, 1, so, LAYOUT_CONTIGUOUS), s = tb_new(SSM_I32, 1, ss, LAYOUT_CONTIGUOUS);
     ssm_bell_transpose_index(f->ctx, &f->L.ci.t, &o.t, &s.t);
-    ok = !memcmp(o.mem, f->L.toff.mem, sizeof(int32_t) * (size_t)so[0]) && !memcmp(s.mem, f->L.tsl.mem, sizeof(int32_t) * (size_t)ss[0]);
+    ok = !memcmp(o.t.data, f->L.toff.t.data, sizeof(int32_t) * (size_t)so[0]) && !memcmp(s.t.data, f->L.tsl.t.data, sizeof(int32_t) * (size_t)ss[0]);
     tb_free(&o), tb_free(&s);
     return ok;
 }
@@ -615,7 +481,7 @@ static void test_errors(void) {
         mk[0] = mk[1] = mk[4] = mk[5] = mk[8] = mk[9] = mk[12] = 1; /* row 3 has one block, K = 2 */
         idx_set(&mask, mk);
         EXPECT_ERR(ssm_bell_from_dense(ctx, &dense.t, &mask.t, &dv.t, &L.ci.t), SSM_ERROR_INVALID_VALUE, "mask row with != K blocks");
-        CHECK(!memcmp(cols, L.ci.mem, sizeof cols), "col_idx untouched");
+        CHECK(!memcmp(cols, L.ci.t.data, sizeof cols), "col_idx untouched");
         EXPECT_ERR(ssm_bell_to_dense(ctx, &L.v.t, &L.ci.t, &y.t), SSM_ERROR_INVALID_SHAPE, "to_dense into [3, 8]");
         tb_free(&dense);
     }
@@ -674,8 +540,6 @@ static void test_errors(void) {
 }
 
 void suite_bell(void) {
-    test_fwd_bwd();
-    test_finite_diff();
     test_dense_roundtrip();
     test_topo_threshold();
     test_topo_schedule();

@@ -1,7 +1,8 @@
 /* Cross-backend checks (built with SSM_TEST_BLAS): the BLIS backend against the reference
    backend on the same random inputs -- the gemm primitive with strided, transposed and
    broadcast operands on every route (small kernel, narrow kernel, BLIS, portable loop,
-   batch split over threads), and every linrec method forward and backward. */
+   batch split over threads). Every op on the BLIS backend runs the case table
+   (tests/cases.h) against the f64 oracles. */
 #include "test.h"
 
 #ifdef SSM_TEST_BLAS
@@ -107,68 +108,6 @@ static void gemm_case(ssm_dtype dt, int64_t batch, int64_t M, int64_t N, int64_t
     test_end();
 }
 
-/* One linrec method on both backends, forward then backward, on the same random inputs. */
-static void linrec_case(ssm_linrec_method method, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m,
-                        int reverse, int threads) {
-    char name[200];
-    ssm_ctx *ref = ctx_on(ssm_reference_backend(), 0, -1), *bl;
-    int64_t sA[4] = {S, T, n, n}, sb[4] = {S, T, n, m}, s0[3] = {S, n, m};
-    int64_t nA = S * T * n * n, nb = S * T * n * m, n0 = S * n * m, i;
-    double *A = (double *)malloc(sizeof(double) * (size_t)nA), *vr = (double *)malloc(sizeof(double) * (size_t)nA);
-    double *vb = (double *)malloc(sizeof(double) * (size_t)nA), e, tol = dt.bits == 64 ? 1e-10 : 3e-4;
-    tbuf tA, tb, th0, tdh, th1, th2, tdA1, tdA2, tdb1, tdb2, td01, td02;
-    ssm_linrec_desc d = ssm_linrec_desc_init();
-    sprintf(name, "blis vs ref linrec %s %s S%lld T%lld n%lld m%lld rev%d threads%d", ssm_linrec_method_name(method),
-            ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, (long long)m, reverse, threads);
-    test_begin(name);
-    bl = ctx_on(ssm_blas_backend(), threads, -1);
-    /* transitions with entries ~ U(-1,1) * 0.9/sqrt(n): spectral radius below one on average */
-    for (i = 0; i < nA; ++i) A[i] = test_uniform(-1, 1) * 0.9 * sqrt(3.0 / (double)n);
-    tA = tb_new(dt, 4, sA, LAYOUT_PADDED);
-    tb_set(&tA, A);
-    tb = tb_random(dt, 4, sb, LAYOUT_CONTIGUOUS, 1.0, NULL);
-    th0 = tb_random(dt, 3, s0, LAYOUT_CONTIGUOUS, 1.0, NULL);
-    tdh = tb_random(dt, 4, sb, LAYOUT_REVERSED, 1.0, NULL);
-    th1 = tb_new(dt, 4, sb, LAYOUT_CONTIGUOUS);
-    th2 = tb_new(dt, 4, sb, LAYOUT_CONTIGUOUS);
-    tdA1 = tb_new(dt, 4, sA, LAYOUT_CONTIGUOUS);
-    tdA2 = tb_new(dt, 4, sA, LAYOUT_CONTIGUOUS);
-    tdb1 = tb_new(dt, 4, sb, LAYOUT_PADDED);
-    tdb2 = tb_new(dt, 4, sb, LAYOUT_PADDED);
-    td01 = tb_new(dt, 3, s0, LAYOUT_CONTIGUOUS);
-    td02 = tb_new(dt, 3, s0, LAYOUT_CONTIGUOUS);
-    d.method = method;
-    d.reverse = reverse;
-    d.chunk = 16;
-    CHECK_OK(ssm_linrec_forward(ref, &d, &tA.t, &tb.t, &th0.t, &th1.t, NULL), ref);
-    CHECK_OK(ssm_linrec_forward(bl, &d, &tA.t, &tb.t, &th0.t, &th2.t, NULL), bl);
-    tb_get(&th1, vr);
-    tb_get(&th2, vb);
-    e = rel_err(vb, vr, nb);
-    CHECK(e <= tol, "forward h: rel err %.3e > %.1e", e, tol);
-    CHECK_OK(ssm_linrec_backward(ref, &d, &tA.t, &th0.t, &th1.t, &tdh.t, NULL, &tdA1.t, &tdb1.t, &td01.t), ref);
-    CHECK_OK(ssm_linrec_backward(bl, &d, &tA.t, &th0.t, &th1.t, &tdh.t, NULL, &tdA2.t, &tdb2.t, &td02.t), bl);
-    tb_get(&tdA1, vr);
-    tb_get(&tdA2, vb);
-    e = rel_err(vb, vr, nA);
-    CHECK(e <= tol, "backward dA: rel err %.3e > %.1e", e, tol);
-    tb_get(&tdb1, vr);
-    tb_get(&tdb2, vb);
-    e = rel_err(vb, vr, nb);
-    CHECK(e <= tol, "backward db: rel err %.3e > %.1e", e, tol);
-    tb_get(&td01, vr);
-    tb_get(&td02, vb);
-    e = rel_err(vb, vr, n0);
-    CHECK(e <= tol, "backward dh0: rel err %.3e > %.1e", e, tol);
-    CHECK(tb_outside_untouched(&tdb2) && tb_outside_untouched(&th2), "BLIS wrote outside a view");
-    tb_free(&tA); tb_free(&tb); tb_free(&th0); tb_free(&tdh); tb_free(&th1); tb_free(&th2);
-    tb_free(&tdA1); tb_free(&tdA2); tb_free(&tdb1); tb_free(&tdb2); tb_free(&td01); tb_free(&td02);
-    free(A); free(vr); free(vb);
-    ssm_ctx_destroy(ref);
-    ssm_ctx_destroy(bl);
-    test_end();
-}
-
 static void config_errors(void) {
     ssm_ctx *ctx = NULL;
     ssm_ctx_config cfg = ssm_ctx_config_init();
@@ -209,15 +148,6 @@ void suite_blas(void) {
     gemm_case(SSM_F32, 9, 40, 40, 40, OP_ROW, OP_COL, OP_ROW, 0.0, 2, 0);   /* BLIS in a split batch */
     gemm_case(SSM_F64, 2, 200, 150, 90, OP_COL, OP_ROW, OP_GENERAL, 1.0, 2, -1); /* threaded BLIS */
     gemm_case(SSM_F32, 3, 20, 20, 20, OP_GENERAL, OP_GENERAL, OP_COL, 0.0, 1, 1); /* small kernel */
-    {
-        int mi;
-        for (mi = 0; mi < SSM_LINREC_METHOD_COUNT; ++mi) {
-            ssm_linrec_method me = (ssm_linrec_method)mi;
-            linrec_case(me, SSM_F32, 2, 100, 32, 1, 0, 2);
-            linrec_case(me, SSM_F64, 1, 77, 8, 3, 1, 1);
-            linrec_case(me, SSM_F32, 1, 40, 70, 2, 0, 2); /* n > the small-kernel bound: BLIS */
-        }
-    }
 }
 #else
 typedef int ssm_test_blas_unused; /* ISO C forbids an empty translation unit */

@@ -226,13 +226,13 @@ static void decay_errors(void) {
     ctx = test_ctx();
     for (k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         ssm_tensor L = ld.t, X = x.t, O = out.t, H = hT.t;
-        double keep = ((double *)ld.mem)[7];
+        double keep = ((double *)ld.t.data)[7];
         ssm_result r;
         d = ssm_decay_desc_init();
         switch (cases[k].which) {
-        case 0: ((double *)ld.mem)[7] = NAN; break;
-        case 1: ((double *)ld.mem)[7] = INFINITY; d.input = SSM_DECAY_PER_STEP; break;
-        case 2: ((double *)ld.mem)[7] = -INFINITY; break;
+        case 0: ((double *)ld.t.data)[7] = NAN; break;
+        case 1: ((double *)ld.t.data)[7] = INFINITY; d.input = SSM_DECAY_PER_STEP; break;
+        case 2: ((double *)ld.t.data)[7] = -INFINITY; break;
         case 3: X.ndim = 3; break;
         case 4: L.shape[1] = 5; break;
         case 5: O = x.t; break;
@@ -254,7 +254,7 @@ static void decay_errors(void) {
         }
         CHECK(r == cases[k].want, "%s: got %s (%s)", cases[k].what, ssm_result_string(r), ssm_ctx_last_error(ctx));
         CHECK(tb_untouched(&hT), "%s: hT was written", cases[k].what);
-        ((double *)ld.mem)[7] = keep;
+        ((double *)ld.t.data)[7] = keep;
     }
     /* backward: non-finite decays and aliasing are refused too */
     tb_poison(&dx);
@@ -262,7 +262,7 @@ static void decay_errors(void) {
     t = dl.t;
     t.data = dx.mem;
     CHECK(ssm_decay_backward(ctx, &d, &ld.t, NULL, &x.t, &x.t, NULL, &dx.t, &t, NULL) == SSM_ERROR_ALIASING, "bwd aliasing");
-    ((double *)ld.mem)[3] = NAN;
+    ((double *)ld.t.data)[3] = NAN;
     CHECK(ssm_decay_backward(ctx, &d, &ld.t, NULL, &x.t, &x.t, NULL, &dx.t, &dl.t, NULL) == SSM_ERROR_NON_FINITE, "bwd NaN");
     CHECK(tb_untouched(&dx) && tb_untouched(&dl), "bwd: an output was written");
     tb_free(&ld); tb_free(&x); tb_free(&out); tb_free(&hT); tb_free(&dx); tb_free(&dl);

@@ -1,5 +1,6 @@
-/* The test runner: runs every suite on the reference backend (and on the BLIS backend when
-   built with SSM_TEST_BLAS), then prints "N passed, N failed" as its last line. */
+/* The test runner: runs every suite and the op case table (tests/cases.h) on the reference
+   backend (and on the BLIS backend when built with SSM_TEST_BLAS), then prints
+   "N passed, N failed" as its last line. */
 #define SSM_IMPLEMENTATION
 #include "test.h"
 #ifdef SSM_TEST_BLAS
@@ -9,11 +10,11 @@
 #include <stdarg.h>
 #include <time.h>
 
-int test_failures_in_case, test_passed, test_failed;
+int test_failures_in_case, test_passed, test_failed, test_skipped;
 const char *test_case_name = "?";
 const ssm_backend *test_backend;
 static unsigned long long rng_state = 1, run_seed;
-static int case_open;
+static int case_open, case_skipped;
 
 unsigned long long test_run_seed(void) { return run_seed; }
 
@@ -41,14 +42,17 @@ void test_begin(const char *name) {
     test_case_name = name;
     test_failures_in_case = 0;
     case_open = 1;
+    case_skipped = 0;
     test_seed(h ^ run_seed);
 }
 void test_end(void) {
     if (!case_open) return;
     case_open = 0;
     if (test_failures_in_case) ++test_failed;
+    else if (case_skipped) ++test_skipped;
     else ++test_passed;
 }
+void test_skip(void) { case_skipped = 1; }
 void test_fail(const char *file, int line, const char *fmt, ...) {
     va_list ap;
     if (test_failures_in_case < 3) {
@@ -61,11 +65,71 @@ void test_fail(const char *file, int line, const char *fmt, ...) {
     ++test_failures_in_case;
 }
 
+/* ---- 16-bit floats on the host (round to nearest even) ---- */
+uint16_t test_f16_bits(double v) {
+    float f = (float)v;
+    uint32_t x, sign, mant;
+    int32_t e;
+    memcpy(&x, &f, 4);
+    sign = (x >> 16) & 0x8000u;
+    e = (int32_t)((x >> 23) & 0xFF) - 127 + 15;
+    mant = x & 0x7FFFFFu;
+    if (((x >> 23) & 0xFF) == 0xFF) return (uint16_t)(sign | 0x7C00u | (mant ? 0x200u : 0));
+    if (e >= 31) return (uint16_t)(sign | 0x7C00u);
+    if (e <= 0) { /* subnormal or zero */
+        uint32_t m = mant | 0x800000u, shift = (uint32_t)(14 - e), r, half;
+        if (e < -10) return (uint16_t)sign;
+        r = m >> shift;
+        half = 1u << (shift - 1);
+        if ((m & ((half << 1) - 1)) > half || ((m & ((half << 1) - 1)) == half && (r & 1))) ++r;
+        return (uint16_t)(sign | r);
+    }
+    {
+        uint32_t r = ((uint32_t)e << 10) | (mant >> 13), rest = mant & 0x1FFFu;
+        if (rest > 0x1000u || (rest == 0x1000u && (r & 1))) ++r; /* may carry into the exponent: right */
+        return (uint16_t)(sign | r);
+    }
+}
+double test_f16_value(uint16_t h) {
+    int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    double v = e == 0 ? ldexp((double)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x400), e - 25);
+    return (h & 0x8000u) ? -v : v;
+}
+uint16_t test_bf16_bits(double v) {
+    float f = (float)v;
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7F800000u) == 0x7F800000u && (x & 0x7FFFFFu)) return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7FFFu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+double test_bf16_value(uint16_t h) {
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return (double)f;
+}
+
 /* ---- buffers ---- */
+const test_memory *test_mem;
+void *test_backend_config;
+
+const char *layout_name(int layout) {
+    static const char *names[LAYOUT_COUNT] = {"contiguous", "padded", "transposed", "negative"};
+    return layout >= 0 && layout < LAYOUT_COUNT ? names[layout] : "?";
+}
+
+static void tb_pull(const tbuf *b) {
+    if (test_mem && b->dev != b->mem) test_mem->download(b->mem, b->dev, b->bytes);
+}
+static void tb_push(tbuf *b) {
+    if (test_mem && b->dev != b->mem) test_mem->upload(b->dev, b->mem, b->bytes);
+}
+
 tbuf tb_new(ssm_dtype dt, int ndim, const int64_t *shape, int layout) {
     tbuf b;
-    int64_t strides[SSM_MAX_DIMS], span = 1;
-    int i;
+    int64_t strides[SSM_MAX_DIMS], span = 1, lo = 0, hi = 0;
+    int i, empty = 0;
     size_t es = dt.bits / 8;
     memset(&b, 0, sizeof b);
     if (layout == LAYOUT_CONTIGUOUS) {
@@ -73,31 +137,50 @@ tbuf tb_new(ssm_dtype dt, int ndim, const int64_t *shape, int layout) {
     } else if (layout == LAYOUT_PADDED) {
         span = 2;
         for (i = ndim - 1; i >= 0; --i) { strides[i] = span; span = span * (shape[i] > 0 ? shape[i] : 1) + 1; }
-    } else {
-        span = 1;
+    } else if (layout == LAYOUT_REVERSED) {
         for (i = 0; i < ndim; ++i) { strides[i] = span; span = span * (shape[i] > 0 ? shape[i] : 1) + 1; }
+    } else {
+        for (i = ndim - 1; i >= 0; --i) { strides[i] = -span; span = span * (shape[i] > 0 ? shape[i] : 1) + 1; }
     }
-    b.bytes = (size_t)span * es + es;
+    for (i = 0; i < ndim; ++i) {
+        if (shape[i] <= 0) empty = 1;
+        else if (strides[i] > 0) hi += (shape[i] - 1) * strides[i];
+        else lo += (shape[i] - 1) * strides[i];
+    }
+    if (empty) lo = hi = 0;
+    b.base = (size_t)(TB_GUARD - lo);
+    b.bytes = (size_t)(hi - lo + 1 + 2 * TB_GUARD) * es;
     b.mem = (unsigned char *)malloc(b.bytes);
-    b.t = ssm_tensor_make(b.mem, dt, ssm_cpu(), ndim, shape, strides);
+    b.dev = test_mem ? test_mem->alloc(b.bytes) : b.mem;
+    b.t = ssm_tensor_make((unsigned char *)b.dev + b.base * es, dt, test_mem ? test_mem->device : ssm_cpu(), ndim,
+                          shape, strides);
     tb_poison(&b);
     return b;
 }
-void tb_free(tbuf *b) { free(b->mem); b->mem = NULL; }
-void tb_poison(tbuf *b) { memset(b->mem, 0xFF, b->bytes); }
+void tb_free(tbuf *b) {
+    if (test_mem && b->dev != b->mem && b->dev) test_mem->release(b->dev);
+    free(b->mem);
+    b->mem = NULL;
+    b->dev = NULL;
+}
+void tb_poison(tbuf *b) {
+    memset(b->mem, 0xFF, b->bytes);
+    tb_push(b);
+}
 int tb_untouched(const tbuf *b) {
     size_t i;
+    tb_pull(b);
     for (i = 0; i < b->bytes; ++i) if (b->mem[i] != 0xFF) return 0;
     return 1;
 }
 int64_t tb_numel(const tbuf *b) { return ssm_tensor_numel(&b->t); }
 
-/* Calls f(offset_in_elements, logical_index) for every element of the view. */
+/* Calls f(element offset from the buffer's start, logical index) for every element of the view. */
 static void tb_each(const tbuf *b, void (*f)(const tbuf *, int64_t, int64_t, void *), void *u) {
     int64_t idx[SSM_MAX_DIMS] = {0}, n = tb_numel(b), k, off;
     int d;
     for (k = 0; k < n; ++k) {
-        off = 0;
+        off = (int64_t)b->base;
         for (d = 0; d < b->t.ndim; ++d) off += idx[d] * b->t.strides[d];
         f(b, off, k, u);
         for (d = b->t.ndim - 1; d >= 0; --d) {
@@ -108,23 +191,41 @@ static void tb_each(const tbuf *b, void (*f)(const tbuf *, int64_t, int64_t, voi
 }
 static void set_one(const tbuf *b, int64_t off, int64_t k, void *u) {
     double v = ((const double *)u)[k];
-    if (b->t.dtype.bits == 64) ((double *)b->mem)[off] = v;
-    else ((float *)b->mem)[off] = (float)v;
+    ssm_dtype dt = b->t.dtype;
+    if (dt.bits == 64) ((double *)b->mem)[off] = v;
+    else if (dt.code == SSM_DTYPE_INT) ((int32_t *)b->mem)[off] = (int32_t)v;
+    else if (dt.bits == 32) ((float *)b->mem)[off] = (float)v;
+    else if (dt.code == SSM_DTYPE_BFLOAT) ((uint16_t *)b->mem)[off] = test_bf16_bits(v);
+    else ((uint16_t *)b->mem)[off] = test_f16_bits(v);
 }
 static void get_one(const tbuf *b, int64_t off, int64_t k, void *u) {
-    ((double *)u)[k] = b->t.dtype.bits == 64 ? ((double *)b->mem)[off] : (double)((float *)b->mem)[off];
+    ssm_dtype dt = b->t.dtype;
+    double *v = (double *)u + k;
+    if (dt.bits == 64) *v = ((double *)b->mem)[off];
+    else if (dt.code == SSM_DTYPE_INT) *v = (double)((int32_t *)b->mem)[off];
+    else if (dt.bits == 32) *v = (double)((float *)b->mem)[off];
+    else if (dt.code == SSM_DTYPE_BFLOAT) *v = test_bf16_value(((uint16_t *)b->mem)[off]);
+    else *v = test_f16_value(((uint16_t *)b->mem)[off]);
 }
 static void mark_one(const tbuf *b, int64_t off, int64_t k, void *u) {
     size_t es = b->t.dtype.bits / 8;
     (void)k;
     memset((unsigned char *)u + (size_t)off * es, 1, es);
 }
-void tb_set(tbuf *b, const double *src) { tb_each(b, set_one, (void *)src); }
-void tb_get(const tbuf *b, double *dst) { tb_each(b, get_one, dst); }
+void tb_set(tbuf *b, const double *src) {
+    tb_pull(b);
+    tb_each(b, set_one, (void *)src);
+    tb_push(b);
+}
+void tb_get(const tbuf *b, double *dst) {
+    tb_pull(b);
+    tb_each(b, get_one, dst);
+}
 int tb_outside_untouched(const tbuf *b) {
     unsigned char *inside = (unsigned char *)calloc(b->bytes, 1);
     size_t i;
     int ok = 1;
+    tb_pull(b);
     tb_each(b, mark_one, inside);
     for (i = 0; i < b->bytes; ++i) if (!inside[i] && b->mem[i] != 0xFF) ok = 0;
     free(inside);
@@ -157,6 +258,7 @@ ssm_ctx *test_ctx(void) {
     ssm_ctx *ctx = NULL;
     ssm_ctx_config cfg = ssm_ctx_config_init();
     cfg.backend = test_backend;
+    cfg.backend_config = test_backend_config;
     if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) test_fail(__FILE__, __LINE__, "ssm_ctx_create failed");
     return ctx;
 }
@@ -169,6 +271,7 @@ static void run_suites(const char *label) {
     suite_bell();
     suite_proj();
     suite_reliab();
+    suite_cases();
 }
 
 int main(void) {
@@ -182,6 +285,7 @@ int main(void) {
     run_suites("blis");
     suite_blas();
 #endif
+    if (test_skipped) printf("%d skipped (the backend declined the op)\n", test_skipped);
     printf("%d passed, %d failed\n", test_passed, test_failed);
     return test_failed ? 1 : 0;
 }

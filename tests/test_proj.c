@@ -1,81 +1,14 @@
-/* Projection chains and the output chain: forward against an independent f64 oracle for every
-   activation and the norms, backward against central finite differences of that oracle,
-   fused vs unfused agreement, GEMM counts, strided views, and every validation error with
-   outputs untouched. */
+/* Projection chains and the output chain: the special-purpose checks (fused vs unfused
+   agreement, every validation error with outputs untouched). Forward against the f64 oracle
+   for every activation and norm, backward against finite differences, GEMM counts and
+   strided views are rows of the case table (tests/cases.h). */
 #include "test.h"
-
-/* ---- the oracle: contiguous f64 arrays, written independently of ssm.h ---- */
-static double ref_act(ssm_proj_act a, double p, double alog, double z) {
-    switch (a) {
-    case SSM_PROJ_NONE: return z;
-    case SSM_PROJ_SILU: return z / (1.0 + exp(-z));
-    case SSM_PROJ_SIGMOID: return 1.0 / (1.0 + exp(-z));
-    case SSM_PROJ_SIGMOID2: return 2.0 / (1.0 + exp(-z));
-    case SSM_PROJ_LOGSIGMOID: return log(1.0 / (1.0 + exp(-z))) / (p ? p : 1.0);
-    case SSM_PROJ_SOFTPLUS: return log(1.0 + exp(z));
-    case SSM_PROJ_RELU: return z > 0 ? z : 0.0;
-    case SSM_PROJ_GELU_TANH: return 0.5 * z * (1.0 + tanh(sqrt(2.0 / 3.141592653589793) * (z + 0.044715 * z * z * z)));
-    case SSM_PROJ_DECAY_GATE: return -exp(alog) * log(1.0 + exp(z));
-    case SSM_PROJ_SOFTCAP: return (p ? p : 15.0) * tanh(z / (p ? p : 15.0));
-    }
-    return NAN;
-}
 
 typedef struct pdata {
     const ssm_proj_desc *d;
     int64_t M, dim, N, G;
     double *x, *W, *b, *al, *dy; /* inputs (dy: the loss weights) */
 } pdata;
-
-static void ref_proj(const pdata *p, double *y, double *pre) {
-    int64_t r, c, k, c0 = 0, g0 = 0, h;
-    int s;
-    for (s = 0; s < p->d->nseg; ++s) {
-        const ssm_proj_segment *g = &p->d->seg[s];
-        for (r = 0; r < p->M; ++r) {
-            for (c = c0; c < c0 + g->width; ++c) {
-                double z = g->bias ? p->b[c] : 0.0;
-                for (k = 0; k < p->dim; ++k) z += p->x[r * p->dim + k] * p->W[c * p->dim + k];
-                if (pre) pre[r * p->N + c] = z;
-                y[r * p->N + c] = ref_act(g->act, g->param, g->act == SSM_PROJ_DECAY_GATE ? p->al[g0 + c - c0] : 0, z);
-            }
-            if (g->l2_head > 0)
-                for (h = c0; h < c0 + g->width; h += g->l2_head) {
-                    double ss = 0;
-                    for (c = h; c < h + g->l2_head; ++c) ss += y[r * p->N + c] * y[r * p->N + c];
-                    for (c = h; c < h + g->l2_head; ++c) y[r * p->N + c] /= sqrt(ss + 1e-6);
-                }
-        }
-        if (g->act == SSM_PROJ_DECAY_GATE) g0 += g->width;
-        c0 += g->width;
-    }
-}
-
-static double proj_loss(const pdata *p, double *ybuf) {
-    double L = 0;
-    int64_t i;
-    ref_proj(p, ybuf, NULL);
-    for (i = 0; i < p->M * p->N; ++i) L += p->dy[i] * ybuf[i];
-    return L;
-}
-
-/* Central differences of the loss w.r.t. every entry of v; returns rel_err(grad, fd). */
-static double proj_fd(const pdata *p, double *v, int64_t n, const double *grad, double *ybuf) {
-    double *fd = (double *)malloc(sizeof(double) * (size_t)(n ? n : 1)), e;
-    int64_t i;
-    for (i = 0; i < n; ++i) {
-        double keep = v[i], lp, lm, h = 1e-6;
-        v[i] = keep + h;
-        lp = proj_loss(p, ybuf);
-        v[i] = keep - h;
-        lm = proj_loss(p, ybuf);
-        v[i] = keep;
-        fd[i] = (lp - lm) / (2 * h);
-    }
-    e = rel_err(grad, fd, n);
-    free(fd);
-    return e;
-}
 
 /* Every activation, with and without bias, with per-head L2 norms of several head sizes. */
 static ssm_proj_desc all_acts(void) {
@@ -126,79 +59,6 @@ static void pbufs_free(pbufs *B, pdata *p) {
     free(p->x); free(p->W); free(p->b); free(p->al); free(p->dy);
 }
 static double *vec(int64_t n) { return (double *)malloc(sizeof(double) * (size_t)(n ? n : 1)); }
-
-/* Forward (both paths) against the oracle, y and pre, odd sizes, partial row blocks. */
-static void proj_forward_case(ssm_dtype dt, int layout, ssm_proj_path path, ssm_proj_save save) {
-    char name[160];
-    ssm_ctx *ctx;
-    ssm_proj_desc d = all_acts();
-    pdata p;
-    pbufs B;
-    double *yr, *pr, *got, tol = dt.bits == 64 ? 1e-12 : 2e-6;
-    ssm_proj_stats st;
-    sprintf(name, "proj fwd %s layout%d %s save%d", ssm_dtype_name(dt), layout, path ? "unfused" : "fused", (int)save);
-    test_begin(name);
-    ctx = test_ctx();
-    p.d = &d, p.M = 13, p.dim = 7, p.N = ssm_proj_desc_width(&d), p.G = gate_width(&d);
-    d.path = path, d.save = save, d.block_rows = 4, d.stats = &st;
-    pbufs_new(&B, &p, dt, layout);
-    yr = vec(p.M * p.N), pr = vec(p.M * p.N), got = vec(p.M * p.N);
-    ref_proj(&p, yr, pr);
-    CHECK_OK(ssm_proj_forward(ctx, &d, &B.x.t, &B.W.t, &B.b.t, &B.al.t, &B.y.t, save ? &B.pre.t : NULL), ctx);
-    tb_get(&B.y, got);
-    CHECK(rel_err(got, yr, p.M * p.N) <= tol, "y rel err %.3e", rel_err(got, yr, p.M * p.N));
-    CHECK(tb_outside_untouched(&B.y), "y: bytes outside the view written");
-    if (save) {
-        tb_get(&B.pre, got);
-        CHECK(rel_err(got, pr, p.M * p.N) <= tol, "pre rel err %.3e", rel_err(got, pr, p.M * p.N));
-    } else {
-        CHECK(tb_untouched(&B.pre), "pre written under SAVE_NONE");
-    }
-    CHECK(st.gemm_calls == (path == SSM_PROJ_FUSED ? 4 : d.nseg), "forward made %lld GEMM calls", (long long)st.gemm_calls);
-    free(yr); free(pr); free(got);
-    pbufs_free(&B, &p);
-    ssm_ctx_destroy(ctx);
-    test_end();
-}
-
-/* Backward against finite differences of the oracle (f64) or against f64 gradients (f32). */
-static void proj_backward_case(ssm_dtype dt, int layout, ssm_proj_path path, ssm_proj_save save) {
-    char name[160];
-    ssm_ctx *ctx;
-    ssm_proj_desc d = all_acts();
-    pdata p;
-    pbufs B;
-    double *ybuf, *g, tol = dt.bits == 64 ? 1e-6 : 1e-4, e;
-    ssm_proj_stats st;
-    int64_t nx, nW;
-    sprintf(name, "proj bwd+fd %s layout%d %s save%d", ssm_dtype_name(dt), layout, path ? "unfused" : "fused", (int)save);
-    test_begin(name);
-    ctx = test_ctx();
-    p.d = &d, p.M = 5, p.dim = 6, p.N = ssm_proj_desc_width(&d), p.G = gate_width(&d);
-    d.path = path, d.save = save, d.stats = &st;
-    nx = p.M * p.dim, nW = p.N * p.dim;
-    pbufs_new(&B, &p, dt, layout);
-    ybuf = vec(p.M * p.N), g = vec(nW);
-    if (save) CHECK_OK(ssm_proj_forward(ctx, &d, &B.x.t, &B.W.t, &B.b.t, &B.al.t, &B.y.t, &B.pre.t), ctx);
-    CHECK_OK(ssm_proj_backward(ctx, &d, &B.x.t, &B.W.t, &B.b.t, &B.al.t, save ? &B.pre.t : NULL, &B.dy.t, &B.dx.t,
-                               &B.dW.t, &B.db.t, &B.dal.t), ctx);
-    /* exactly one dX and one dW GEMM when fused (+1 recompute under SAVE_NONE) */
-    CHECK(st.gemm_calls == (path == SSM_PROJ_FUSED ? 2 : 2 * d.nseg) + (save ? 0 : 1), "backward made %lld GEMM calls",
-          (long long)st.gemm_calls);
-    tb_get(&B.dx, g);
-    CHECK((e = proj_fd(&p, p.x, nx, g, ybuf)) <= tol, "dx vs fd %.3e", e);
-    tb_get(&B.dW, g);
-    CHECK((e = proj_fd(&p, p.W, nW, g, ybuf)) <= tol, "dW vs fd %.3e", e);
-    tb_get(&B.db, g);
-    CHECK((e = proj_fd(&p, p.b, p.N, g, ybuf)) <= tol, "dbias vs fd %.3e", e);
-    tb_get(&B.dal, g);
-    CHECK((e = proj_fd(&p, p.al, p.G, g, ybuf)) <= tol, "dA_log vs fd %.3e", e);
-    CHECK(tb_outside_untouched(&B.dx) && tb_outside_untouched(&B.dW), "bytes outside dx/dW written");
-    free(ybuf); free(g);
-    pbufs_free(&B, &p);
-    ssm_ctx_destroy(ctx);
-    test_end();
-}
 
 /* Fused and unfused agree on a larger, wider problem (f32), forward and backward. */
 static void proj_agree_case(void) {
@@ -363,117 +223,6 @@ static void proj_errors_case(void) {
     test_end();
 }
 
-/* ---- output chain ---- */
-typedef struct odata {
-    int64_t M, D, hd, dout;
-    int gate, use_w;
-    double *o, *g, *w, *Wo, *dy;
-} odata;
-
-static void ref_outchain(const odata *q, double *y, double *rstd) {
-    int64_t r, h, c, j;
-    double *z = vec(q->D);
-    for (r = 0; r < q->M; ++r) {
-        for (h = 0; h < q->D / q->hd; ++h) {
-            double ss = 0, rs;
-            for (c = h * q->hd; c < (h + 1) * q->hd; ++c) ss += q->o[r * q->D + c] * q->o[r * q->D + c];
-            rs = 1.0 / sqrt(ss / (double)q->hd + 1e-6);
-            if (rstd) rstd[r * (q->D / q->hd) + h] = rs;
-            for (c = h * q->hd; c < (h + 1) * q->hd; ++c) {
-                double gv = q->g[r * q->D + c], gt = q->gate ? 1.0 / (1.0 + exp(-gv)) : gv / (1.0 + exp(-gv));
-                z[c] = q->o[r * q->D + c] * rs * (q->use_w ? q->w[c - h * q->hd] : 1.0) * gt;
-            }
-        }
-        for (j = 0; j < q->dout; ++j) {
-            double acc = 0;
-            for (c = 0; c < q->D; ++c) acc += z[c] * q->Wo[j * q->D + c];
-            y[r * q->dout + j] = acc;
-        }
-    }
-    free(z);
-}
-static double oc_loss(const odata *q, double *ybuf) {
-    double L = 0;
-    int64_t i;
-    ref_outchain(q, ybuf, NULL);
-    for (i = 0; i < q->M * q->dout; ++i) L += q->dy[i] * ybuf[i];
-    return L;
-}
-static double oc_fd(const odata *q, double *v, int64_t n, const double *grad, double *ybuf) {
-    double *fd = vec(n), e;
-    int64_t i;
-    for (i = 0; i < n; ++i) {
-        double keep = v[i], lp, lm, h = 1e-6;
-        v[i] = keep + h;
-        lp = oc_loss(q, ybuf);
-        v[i] = keep - h;
-        lm = oc_loss(q, ybuf);
-        v[i] = keep;
-        fd[i] = (lp - lm) / (2 * h);
-    }
-    e = rel_err(grad, fd, n);
-    free(fd);
-    return e;
-}
-
-static void outchain_case(ssm_dtype dt, int layout, int gate, int use_w, int pass_rstd) {
-    char name[160];
-    ssm_ctx *ctx;
-    ssm_outchain_desc d = ssm_outchain_desc_init();
-    odata q;
-    int64_t so[2], sw[1], sWo[2], sy[2], sr[2];
-    tbuf to, tg, tw, tWo, tdy, ty, tr, tdo, tdg, tdw, tdWo;
-    double *yr, *rr, *got, *ybuf, tol = dt.bits == 64 ? 1e-12 : 2e-6, gtol = dt.bits == 64 ? 1e-6 : 1e-4, e;
-    sprintf(name, "outchain fwd+bwd+fd %s layout%d %s weight%d rstd%d", ssm_dtype_name(dt), layout,
-            gate ? "sigmoid" : "silu", use_w, pass_rstd);
-    test_begin(name);
-    ctx = test_ctx();
-    q.M = 7, q.hd = 4, q.D = 12, q.dout = 5, q.gate = gate, q.use_w = use_w;
-    d.gate = gate ? SSM_OUTCHAIN_SIGMOID : SSM_OUTCHAIN_SILU, d.head_dim = q.hd, d.block_rows = 3;
-    so[0] = q.M, so[1] = q.D, sw[0] = q.hd, sWo[0] = q.dout, sWo[1] = q.D, sy[0] = q.M, sy[1] = q.dout;
-    sr[0] = q.M, sr[1] = q.D / q.hd;
-    to = tb_random(dt, 2, so, layout, 1.5, &q.o);
-    tg = tb_random(dt, 2, so, layout, 2.0, &q.g);
-    tw = tb_random(dt, 1, sw, layout, 1.0, &q.w);
-    tWo = tb_random(dt, 2, sWo, layout, 0.5, &q.Wo);
-    tdy = tb_random(dt, 2, sy, layout, 1.0, &q.dy);
-    ty = tb_new(dt, 2, sy, layout), tr = tb_new(dt, 2, sr, layout);
-    tdo = tb_new(dt, 2, so, layout), tdg = tb_new(dt, 2, so, layout), tdw = tb_new(dt, 1, sw, layout);
-    tdWo = tb_new(dt, 2, sWo, layout);
-    yr = vec(q.M * q.dout), rr = vec(q.M * q.D / q.hd), got = vec(q.M * q.D), ybuf = vec(q.M * q.dout);
-    ref_outchain(&q, yr, rr);
-    CHECK_OK(ssm_outchain_forward(ctx, &d, &to.t, &tg.t, use_w ? &tw.t : NULL, &tWo.t, &ty.t, pass_rstd ? &tr.t : NULL), ctx);
-    tb_get(&ty, got);
-    CHECK((e = rel_err(got, yr, q.M * q.dout)) <= tol, "y rel err %.3e", e);
-    if (pass_rstd) {
-        tb_get(&tr, got);
-        CHECK((e = rel_err(got, rr, q.M * q.D / q.hd)) <= tol, "rstd rel err %.3e", e);
-    } else {
-        CHECK(tb_untouched(&tr), "rstd written though not requested");
-    }
-    CHECK_OK(ssm_outchain_backward(ctx, &d, &to.t, &tg.t, use_w ? &tw.t : NULL, &tWo.t, pass_rstd ? &tr.t : NULL, &tdy.t,
-                                   &tdo.t, &tdg.t, use_w ? &tdw.t : NULL, &tdWo.t), ctx);
-    tb_get(&tdo, got);
-    CHECK((e = oc_fd(&q, q.o, q.M * q.D, got, ybuf)) <= gtol, "do vs fd %.3e", e);
-    tb_get(&tdg, got);
-    CHECK((e = oc_fd(&q, q.g, q.M * q.D, got, ybuf)) <= gtol, "dg vs fd %.3e", e);
-    tb_get(&tdWo, got);
-    CHECK((e = oc_fd(&q, q.Wo, q.dout * q.D, got, ybuf)) <= gtol, "dW_o vs fd %.3e", e);
-    if (use_w) {
-        tb_get(&tdw, got);
-        CHECK((e = oc_fd(&q, q.w, q.hd, got, ybuf)) <= gtol, "dweight vs fd %.3e", e);
-    } else {
-        CHECK(tb_untouched(&tdw), "dweight written without a weight");
-    }
-    CHECK(tb_outside_untouched(&tdo) && tb_outside_untouched(&tdg), "bytes outside do/dg written");
-    free(yr); free(rr); free(got); free(ybuf);
-    free(q.o); free(q.g); free(q.w); free(q.Wo); free(q.dy);
-    tb_free(&to); tb_free(&tg); tb_free(&tw); tb_free(&tWo); tb_free(&tdy); tb_free(&ty); tb_free(&tr);
-    tb_free(&tdo); tb_free(&tdg); tb_free(&tdw); tb_free(&tdWo);
-    ssm_ctx_destroy(ctx);
-    test_end();
-}
-
 static void outchain_errors_case(void) {
     ssm_ctx *ctx;
     ssm_outchain_desc d0 = ssm_outchain_desc_init(), d;
@@ -529,25 +278,7 @@ static void outchain_errors_case(void) {
 }
 
 void suite_proj(void) {
-    static const int layouts[3] = {LAYOUT_CONTIGUOUS, LAYOUT_PADDED, LAYOUT_REVERSED};
-    int l, path, save, gate;
-    for (l = 0; l < 3; ++l)
-        for (path = 0; path < 2; ++path)
-            for (save = 0; save < 2; ++save) {
-                proj_forward_case(SSM_F32, layouts[l], (ssm_proj_path)path, (ssm_proj_save)save);
-                proj_forward_case(SSM_F64, layouts[l], (ssm_proj_path)path, (ssm_proj_save)save);
-            }
-    for (path = 0; path < 2; ++path)
-        for (save = 0; save < 2; ++save) {
-            proj_backward_case(SSM_F64, layouts[(path + save) % 3], (ssm_proj_path)path, (ssm_proj_save)save);
-            proj_backward_case(SSM_F32, layouts[(path + 2 * save + 1) % 3], (ssm_proj_path)path, (ssm_proj_save)save);
-        }
     proj_agree_case();
     proj_errors_case();
-    for (gate = 0; gate < 2; ++gate)
-        for (l = 0; l < 3; ++l) {
-            outchain_case(SSM_F64, layouts[l], gate, l != 1, l != 2);
-            outchain_case(SSM_F32, layouts[(l + 1) % 3], gate, l != 2, l != 0);
-        }
     outchain_errors_case();
 }
