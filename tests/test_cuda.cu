@@ -187,6 +187,15 @@ static void linrec_case(ssm_ctx *cu, ssm_ctx *ref, const lr_case *c, int backwar
             double e0 = rel_err(g0.data(), r0v.data(), (int64_t)r0v.size());
             CHECK(e0 < 2 * tol_of(c->dt), "dh0 rel err %.3g", e0);
         }
+        { /* dA = NULL: db alone, the same values */
+            dbuf ddb2 = db_new(c->dt, rb, sb, c->layout);
+            CHECK_OK(ssm_linrec_backward(cu, &d, &dA_.t, c->use_h0 ? &dh0_.t : NULL, &dh_.t, &ddh.t, c->use_hT ? &ddT.t : NULL,
+                                         NULL, &ddb2.t, NULL), cu);
+            std::vector<double> gb2 = db_get(&ddb2);
+            double e2 = rel_err(gb2.data(), gb.data(), (int64_t)gb.size());
+            CHECK(e2 <= 1e-6, "db without dA differs: %.3g", e2);
+            db_free(&ddb2);
+        }
         db_free(&ddh), db_free(&ddT), db_free(&ddA), db_free(&ddb), db_free(&dd0);
     }
     db_free(&dA_), db_free(&db_), db_free(&dh0_), db_free(&dh_), db_free(&dhT_);
@@ -238,6 +247,20 @@ static void suite_cuda_linrec(ssm_ctx *cu, ssm_ctx *ref) {
                 linrec_case(cu, ref, &c, Ts[ti] <= 300);
             }
     }
+}
+
+/* More than 65535 sequences (the grid's y limit): every linrec kernel family loops over the
+   rest (fused recurrence kernel: seq, chunked; tiled gemm: cr; tensor-core chunked path). */
+static void suite_cuda_many_sequences(ssm_ctx *cu, ssm_ctx *ref) {
+    const int64_t S = 65537;
+    lr_case seq = {SSM_F32, SSM_LINREC_SEQUENTIAL, S, 3, 2, 1, 0, LAYOUT_CONTIGUOUS, 1, 1, 0};
+    lr_case chk = {SSM_BF16, SSM_LINREC_CHUNKED, S, 9, 2, 2, 2, LAYOUT_CONTIGUOUS, 1, 1, 1};
+    lr_case cr = {SSM_F16, SSM_LINREC_CR, S, 5, 3, 1, 0, LAYOUT_PADDED, 0, 1, 0};
+    lr_case tc = {SSM_F16, SSM_LINREC_CHUNKED, S, 2, 64, 1, 1, LAYOUT_CONTIGUOUS, 1, 1, 0};
+    linrec_case(cu, ref, &seq, 1);
+    linrec_case(cu, ref, &chk, 1);
+    linrec_case(cu, ref, &cr, 1);
+    linrec_case(cu, ref, &tc, 0);
 }
 
 /* ---- decay scan ---- */
@@ -311,6 +334,18 @@ static void decay_case(ssm_ctx *cu, ssm_ctx *ref, const dk_case *c) {
     }
     db_free(&dl), db_free(&dx), db_free(&d0), db_free(&dout_), db_free(&dT);
     test_end();
+}
+
+/* More than 65535 batch entries, on each decay kernel (by shape, tiled, look-back). */
+static void suite_cuda_many_batches(ssm_ctx *ref) {
+    for (int kernel = 0; kernel < 3; ++kernel) {
+        ssm_ctx *cu = cuda_ctx(kernel);
+        dk_case many = {SSM_F32, 65537, 3, 1, 8, 1, LAYOUT_CONTIGUOUS, 1, 1, 0.5};
+        decay_case(cu, ref, &many);
+        many.dt = SSM_F16, many.C = 5, many.per_step = 0;
+        decay_case(cu, ref, &many);
+        ssm_ctx_destroy(cu);
+    }
 }
 
 static void suite_cuda_decay(ssm_ctx *cu, ssm_ctx *ref) {
@@ -431,9 +466,84 @@ static void suite_cuda_errors(ssm_ctx *cu) {
     test_end();
 }
 
+/* Workspace through ssm.h's generic calls: the size queries answer device bytes, a
+   caller-owned device workspace of exactly that size runs the call, reserve grows device memory. */
+static void suite_cuda_workspace(ssm_ctx *cu) {
+    test_begin("cuda workspace: queries in device bytes, exact caller-owned workspace, reserve");
+    {
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        ssm_decay_desc dd = ssm_decay_desc_init();
+        size_t bytes = 0;
+        CHECK_OK(ssm_ctx_reserve_workspace(cu, 1 << 20), cu);
+        CHECK(ssm_ctx_workspace_capacity(cu) >= (1 << 20), "capacity %zu after reserving 1 MiB", ssm_ctx_workspace_capacity(cu));
+        CHECK(ssm_linrec_workspace_size(cu, &d, SSM_F64, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_DTYPE, "f64 on CUDA");
+        CHECK(ssm_decay_workspace_size(cu, &dd, SSM_F64, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_DTYPE, "decay f64 on CUDA");
+        CHECK(ssm_linrec_workspace_size(cu, &d, SSM_BF16, -3, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_SHAPE, "S < 0");
+    }
+    {
+        struct { ssm_dtype dt; ssm_linrec_method m; int64_t S, T, n, m_; } cs[3] = {
+            {SSM_F16, SSM_LINREC_CHUNKED, 3, 300, 64, 1}, {SSM_F32, SSM_LINREC_SCAN_HS, 2, 37, 4, 3}, {SSM_BF16, SSM_LINREC_CR, 2, 37, 5, 1}};
+        for (int k = 0; k < 3; ++k) {
+            ssm_linrec_desc d = ssm_linrec_desc_init();
+            size_t fwd = 0, bwd = 0, need;
+            void *w = NULL;
+            ssm_ctx *c2 = NULL;
+            ssm_ctx_config cfg = ssm_ctx_config_init();
+            ssm_cuda_config cc = ssm_cuda_config_init();
+            int64_t sA[4] = {cs[k].S, cs[k].T, cs[k].n, cs[k].n}, sb[4] = {cs[k].S, cs[k].T, cs[k].n, cs[k].m_};
+            std::vector<double> va, vb;
+            d.method = cs[k].m;
+            CHECK_OK(ssm_linrec_workspace_size(cu, &d, cs[k].dt, cs[k].S, cs[k].T, cs[k].n, cs[k].m_, 0, &fwd), cu);
+            CHECK_OK(ssm_linrec_workspace_size(cu, &d, cs[k].dt, cs[k].S, cs[k].T, cs[k].n, cs[k].m_, 1, &bwd), cu);
+            need = fwd > bwd ? fwd : bwd;
+            CHECK(need > 0, "%s needs device scratch", ssm_linrec_method_name(cs[k].m));
+            cudaMalloc(&w, need);
+            cc.workspace = w, cc.workspace_bytes = need;
+            cfg.backend = ssm_cuda_backend();
+            cfg.backend_config = &cc;
+            CHECK_OK(ssm_ctx_create(&cfg, &c2), c2);
+            dbuf A = db_random(cs[k].dt, 4, sA, LAYOUT_CONTIGUOUS, 0.3 / sqrt((double)cs[k].n), va);
+            dbuf b = db_random(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS, 1, vb);
+            dbuf h = db_new(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS), g = db_new(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS);
+            CHECK_OK(ssm_linrec_forward(c2, &d, &A.t, &b.t, NULL, &h.t, NULL), c2);
+            CHECK_OK(ssm_linrec_backward(c2, &d, &A.t, NULL, &h.t, &b.t, NULL, NULL, &g.t, NULL), c2);
+            ssm_ctx_destroy(c2);
+            cudaFree(w);
+            db_free(&A), db_free(&b), db_free(&h), db_free(&g);
+        }
+    }
+    {
+        ssm_decay_desc d = ssm_decay_desc_init();
+        int64_t sx[4] = {1, 5000, 2, 8}, sl[3] = {1, 5000, 2};
+        size_t need = 0;
+        void *w = NULL;
+        ssm_ctx *c2 = NULL;
+        ssm_ctx_config cfg = ssm_ctx_config_init();
+        ssm_cuda_config cc = ssm_cuda_config_init();
+        std::vector<double> vx, vl;
+        CHECK_OK(ssm_decay_workspace_size(cu, &d, SSM_F32, 1, 5000, 2, 8, 1, &need), cu);
+        CHECK(need > 0, "the look-back decay scan needs device scratch");
+        cudaMalloc(&w, need);
+        cc.workspace = w, cc.workspace_bytes = need;
+        cfg.backend = ssm_cuda_backend();
+        cfg.backend_config = &cc;
+        CHECK_OK(ssm_ctx_create(&cfg, &c2), c2);
+        dbuf x = db_random(SSM_F32, 4, sx, LAYOUT_CONTIGUOUS, 1, vx), l = db_random(SSM_F32, 3, sl, LAYOUT_CONTIGUOUS, 0.01, vl);
+        dbuf o = db_new(SSM_F32, 4, sx, LAYOUT_CONTIGUOUS), dx = db_new(SSM_F32, 4, sx, LAYOUT_CONTIGUOUS);
+        dbuf dl = db_new(SSM_F32, 3, sl, LAYOUT_CONTIGUOUS);
+        CHECK_OK(ssm_decay_forward(c2, &d, &l.t, &x.t, NULL, &o.t, NULL), c2);
+        CHECK_OK(ssm_decay_backward(c2, &d, &l.t, NULL, &o.t, &x.t, NULL, &dx.t, &dl.t, NULL), c2);
+        ssm_ctx_destroy(c2);
+        cudaFree(w);
+        db_free(&x), db_free(&l), db_free(&o), db_free(&dx), db_free(&dl);
+    }
+    test_end();
+}
+
 int main(void) {
     int count = 0;
-    /* SSM_TEST_CUDA_ONLY=decay|linrec runs that CUDA suite (and the error suite) alone: the
+    /* SSM_TEST_CUDA_ONLY=decay|linrec|many runs that CUDA suite (and the error and workspace
+       suites) alone (many: more than 65535 sequences per call): the
        short runs under compute-sanitizer. Unset: the shared CPU suites first, then every CUDA
        suite; the tally below counts both. */
     const char *only = getenv("SSM_TEST_CUDA_ONLY");
@@ -449,12 +559,19 @@ int main(void) {
         /* the decay scan's two kernels: by shape (mostly look-back at these sizes), then the
            tiled kernel forced on every case */
         if (decay) {
-            ssm_ctx *tiled = cuda_ctx(2);
+            ssm_ctx *tiled = cuda_ctx(2), *lookback = cuda_ctx(1);
             suite_cuda_decay(cu, ref);
             suite_cuda_decay(tiled, ref);
+            suite_cuda_decay(lookback, ref);
             ssm_ctx_destroy(tiled);
+            ssm_ctx_destroy(lookback);
         }
         if (linrec) suite_cuda_linrec(cu, ref);
+        if (!only || !strcmp(only, "many")) {
+            suite_cuda_many_sequences(cu, ref);
+            suite_cuda_many_batches(ref);
+        }
+        suite_cuda_workspace(cu);
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }
