@@ -180,7 +180,9 @@ static unsigned ssm__cu_blocks(int64_t threads) {
 struct ssm__cu_device_guard {
     int prev, ok;
     ssm__cu_device_guard(int dev) : prev(-1), ok(0) {
-        if (cudaGetDevice(&prev) == cudaSuccess) ok = cudaSetDevice(dev) == cudaSuccess;
+        if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+        else if (prev == dev) prev = -1, ok = 1; /* already current: nothing to switch or restore */
+        else ok = cudaSetDevice(dev) == cudaSuccess;
     }
     ~ssm__cu_device_guard() {
         if (prev >= 0) cudaSetDevice(prev);
@@ -585,61 +587,68 @@ typedef struct ssm__cu_rv {
     int64_t off, ts, rs, cs, ss, chs;
 } ssm__cu_rv;
 
-__global__ void ssm__cu_rec_kernel(int64_t S, int n, int m, int64_t T, int64_t L, int skip_last, ssm__cu_rv A,
+__global__ void ssm__cu_rec_kernel(int64_t s0, int n, int m, int64_t T, int64_t L, int skip_last, ssm__cu_rv A,
                                    ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P, int64_t nchunks) {
     extern __shared__ float sm[];
     const int np = n + 1;
-    const int64_t c = blockIdx.x;
+    float *As = sm, *hc = As + n * np, *hn = hc + n * m, *Pc = hn + n * m, *Pn = Pc + n * n;
+    const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
     const int tid = threadIdx.x, nt = blockDim.x;
     int64_t len = T - c * L;
     if (len > L) len = L;
     if (skip_last) --len;
     if (len <= 0) return;
-    for (int64_t s = blockIdx.y; s < S; s += gridDim.y) {
-        float *As = sm, *hc = As + n * np, *hn = hc + n * m, *Pc = hn + n * m, *Pn = Pc + n * n;
-        const int64_t a0 = A.off + s * A.ss + c * A.chs, b0 = b.off + s * b.ss + c * b.chs, h0 = h.off + s * h.ss + c * h.chs;
-        __syncthreads(); /* the previous sequence is done with shared memory */
+    const int64_t a0 = A.off + s * A.ss + c * A.chs, b0 = b.off + s * b.ss + c * b.chs, h0 = h.off + s * h.ss + c * h.chs;
+    for (int e = tid; e < n * m; e += nt) {
+        int i = e / m, j = e % m;
+        hc[e] = init.p ? ssm__cu_ld(init.p, init.dt, init.off + s * init.ss + c * init.chs + i * init.rs + j * init.cs) : 0.f;
+    }
+    for (int64_t u = 0; u < len; ++u) {
+        const int64_t au = a0 + u * A.ts;
+        /* A_u into shared memory, 8 independent loads in flight per thread (a load-store loop
+           would wait one memory latency per element) */
+        for (int e0 = tid; e0 < n * n; e0 += 8 * nt) {
+            float v[8];
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                int e = e0 + k * nt;
+                v[k] = e < n * n ? ssm__cu_ld(A.p, A.dt, au + (e / n) * A.rs + (e % n) * A.cs) : 0.f;
+            }
+#pragma unroll
+            for (int k = 0; k < 8; ++k) {
+                int e = e0 + k * nt;
+                if (e < n * n) As[(e / n) * np + e % n] = v[k];
+            }
+        }
+        __syncthreads();
         for (int e = tid; e < n * m; e += nt) {
             int i = e / m, j = e % m;
-            hc[e] = init.p ? ssm__cu_ld(init.p, init.dt, init.off + s * init.ss + c * init.chs + i * init.rs + j * init.cs)
-                           : 0.f;
-        }
-        for (int64_t u = 0; u < len; ++u) {
-            const int64_t au = a0 + u * A.ts;
-            for (int e = tid; e < n * n; e += nt) {
-                int i = e / n, j = e % n;
-                As[i * np + j] = ssm__cu_ld(A.p, A.dt, au + i * A.rs + j * A.cs);
-            }
-            __syncthreads();
-            for (int e = tid; e < n * m; e += nt) {
-                int i = e / m, j = e % m;
-                float acc = ssm__cu_ld(b.p, b.dt, b0 + u * b.ts + i * b.rs + j * b.cs);
-                const float *ar = As + i * np;
-                for (int k = 0; k < n; ++k) acc += ar[k] * hc[k * m + j];
-                hn[e] = acc;
-                ssm__cu_stv(h.p, h.dt, h0 + u * h.ts + i * h.rs + j * h.cs, acc);
-            }
-            if (P) {
-                for (int e = tid; e < n * n; e += nt) {
-                    int i = e / n, j = e % n;
-                    float acc;
-                    if (u == 0) acc = As[i * np + j];
-                    else {
-                        const float *ar = As + i * np;
-                        acc = 0.f;
-                        for (int k = 0; k < n; ++k) acc += ar[k] * Pc[k * n + j];
-                    }
-                    Pn[e] = acc;
-                }
-            }
-            __syncthreads();
-            { float *t = hc; hc = hn; hn = t; }
-            if (P) { float *t = Pc; Pc = Pn; Pn = t; }
+            float acc = ssm__cu_ld(b.p, b.dt, b0 + u * b.ts + i * b.rs + j * b.cs);
+            const float *ar = As + i * np;
+            for (int k = 0; k < n; ++k) acc += ar[k] * hc[k * m + j];
+            hn[e] = acc;
+            ssm__cu_stv(h.p, h.dt, h0 + u * h.ts + i * h.rs + j * h.cs, acc);
         }
         if (P) {
-            float *dst = P + (s * nchunks + c) * (int64_t)n * n;
-            for (int e = tid; e < n * n; e += nt) dst[e] = Pc[e];
+            for (int e = tid; e < n * n; e += nt) {
+                int i = e / n, j = e % n;
+                float acc;
+                if (u == 0) acc = As[i * np + j];
+                else {
+                    const float *ar = As + i * np;
+                    acc = 0.f;
+                    for (int k = 0; k < n; ++k) acc += ar[k] * Pc[k * n + j];
+                }
+                Pn[e] = acc;
+            }
         }
+        __syncthreads();
+        { float *t = hc; hc = hn; hn = t; }
+        if (P) { float *t = Pc; Pc = Pn; Pn = t; }
+    }
+    if (P) {
+        float *dst = P + (s * nchunks + c) * (int64_t)n * n;
+        for (int e = tid; e < n * n; e += nt) dst[e] = Pc[e];
     }
 }
 
@@ -671,10 +680,12 @@ static ssm_result ssm__cu_rec_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, 
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem,
                                  cudaGetErrorString(e));
     }
-    dim3 grid((unsigned)nchunks, SSM__CU_GRID_Y(L->S));
-    ssm__cu_rec_kernel<<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>(L->S, (int)L->n, (int)L->m, T, Lc, skip_last,
-                                                                         A, b, h, init, P, nchunks);
-    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_rec_kernel");
+    for (int64_t s0 = 0; s0 < L->S; s0 += 65535) { /* grid y stops at 65535 sequences a launch */
+        dim3 grid((unsigned)nchunks, SSM__CU_GRID_Y(L->S - s0));
+        ssm__cu_rec_kernel<<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>(s0, (int)L->n, (int)L->m, T, Lc, skip_last,
+                                                                             A, b, h, init, P, nchunks);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_rec_kernel");
+    }
     L->st->mat_state += L->S * T;
     return SSM_OK;
 }
@@ -813,6 +824,17 @@ template <int BF> __device__ __forceinline__ float2 ssm__tc_f2(unsigned v) {
 
 /* bs[e] = b(u = e / 64, row = e % 64) for e < count, nt threads: 8 independent loads in flight per
    thread (a dependent load-convert-store loop would pay one memory latency per element). */
+/* One 64 x 64 16-bit tile of A (rows aos apart) into a padded shared tile, 16 bytes per cp.async,
+   NT threads. */
+template <int NT>
+__device__ __forceinline__ void ssm__tc_load_tile(unsigned short *dst, const unsigned short *src, int64_t aos, int tid) {
+#pragma unroll
+    for (int k = 0; k < (512 + NT - 1) / NT; ++k) {
+        const int id = tid + NT * k, r = id >> 3, c8 = (id & 7) * 8;
+        if (512 % NT == 0 || id < 512) ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
+    }
+}
+
 __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv b, int64_t bbase, int tid, int nt) {
     for (int e0 = tid; e0 < count; e0 += 8 * nt) {
         float v[8];
@@ -830,7 +852,7 @@ __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv
 /* Pass 3: chunk c from its carry X_c, writing h (and the caller's view o when set). TR: A is
    stored transposed (rs == 1, rows of storage along A's columns). */
 template <int TR, int BF>
-__global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t S, int64_t T1, int Lc, ssm__cu_rv A, int64_t aos,
+__global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, ssm__cu_rv A, int64_t aos,
                                                          ssm__cu_rv b, ssm__cu_rv h, const float *X, int64_t nc,
                                                          ssm__cu_rv o) {
     extern __shared__ __align__(16) unsigned char ssm__tc_sm[];
@@ -844,23 +866,15 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t S, int64_t T1, 
     const int len = (int)(len64 < Lc ? len64 : Lc);
     const u16 *Ag = (const u16 *)A.p;
     const int row = tid >> 2, q = tid & 3;
+    const int64_t s = s0 + blockIdx.y;
     if (len <= 0) return;
-    for (int64_t s = blockIdx.y; s < S; s += gridDim.y) {
+    {
         const int64_t abase = A.off + s * A.ss + c * A.chs;
         const int64_t bbase = b.off + s * b.ss + c * b.chs, hbase = h.off + s * h.ss + c * h.chs;
-        __syncthreads(); /* the previous sequence is done with shared memory */
         /* prologue: the first NST-1 tiles in flight */
 #pragma unroll
         for (int u = 0; u < SSM__TC_NST - 1; ++u) {
-            if (u < len) {
-                const u16 *src = Ag + abase + u * A.ts;
-                u16 *dst = As + u * SSM__TC_TILE;
-#pragma unroll
-                for (int k = 0; k < 2; ++k) {
-                    int id = tid + 256 * k, r = id >> 3, c8 = (id & 7) * 8;
-                    ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
-                }
-            }
+            if (u < len) ssm__tc_load_tile<256>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, tid);
             ssm__tc_commit();
         }
         if (tid < SSM__TC_N) hs[tid] = X[(s * nc + c) * SSM__TC_N + tid];
@@ -870,15 +884,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t S, int64_t T1, 
             __syncthreads();
             {
                 int un = u + SSM__TC_NST - 1;
-                if (un < len) {
-                    const u16 *src = Ag + abase + un * A.ts;
-                    u16 *dst = As + (un % SSM__TC_NST) * SSM__TC_TILE;
-#pragma unroll
-                    for (int k = 0; k < 2; ++k) {
-                        int id = tid + 256 * k, r = id >> 3, c8 = (id & 7) * 8;
-                        ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
-                    }
-                }
+                if (un < len) ssm__tc_load_tile<256>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, tid);
                 ssm__tc_commit();
             }
             const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
@@ -935,14 +941,14 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t S, int64_t T1, 
 #define SSM__TP_THREADS 96
 #define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
 template <int TR, int BF, int SPLIT>
-__device__ __forceinline__ void ssm__cu_tc_prod_one(int64_t s, int Lc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b, int64_t nc,
-                                                    float *P, float *E) {
+__global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, ssm__cu_rv A, int64_t aos,
+                                                                          ssm__cu_rv b, int64_t nc, float *P, float *E) {
     extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
     typedef unsigned short u16;
     u16 *As = (u16 *)ssm__tp_sm;
     float *bs = (float *)(As + SSM__TP_NST * SSM__TC_TILE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t c = blockIdx.x;
+    const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
     const int len = Lc;
     const u16 *Ag = (const u16 *)A.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
@@ -952,14 +958,7 @@ __device__ __forceinline__ void ssm__cu_tc_prod_one(int64_t s, int Lc, ssm__cu_r
     unsigned af[SSM__TP_MB][4][4], al[SSM__TP_MB][4][4];
 #pragma unroll
     for (int u = 0; u < SSM__TP_NST - 1; ++u) {
-        if (u < len) {
-            const u16 *src = Ag + abase + u * A.ts;
-            u16 *dst = As + u * SSM__TC_TILE;
-            for (int id = tid; id < 512; id += SSM__TP_THREADS) {
-                int r = id >> 3, c8 = (id & 7) * 8;
-                ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
-            }
-        }
+        if (u < len) ssm__tc_load_tile<SSM__TP_THREADS>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, tid);
         ssm__tc_commit();
     }
     ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, SSM__TP_THREADS);
@@ -978,14 +977,8 @@ __device__ __forceinline__ void ssm__cu_tc_prod_one(int64_t s, int Lc, ssm__cu_r
         __syncthreads();
         {
             int un = u + SSM__TP_NST - 1;
-            if (un < len) {
-                const u16 *src = Ag + abase + un * A.ts;
-                u16 *dst = As + (un % SSM__TP_NST) * SSM__TC_TILE;
-                for (int id = tid; id < 512; id += SSM__TP_THREADS) {
-                    int r = id >> 3, c8 = (id & 7) * 8;
-                    ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
-                }
-            }
+            if (un < len)
+                ssm__tc_load_tile<SSM__TP_THREADS>(As + (un % SSM__TP_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, tid);
             ssm__tc_commit();
         }
         const u16 *At = As + (u % SSM__TP_NST) * SSM__TC_TILE;
@@ -1080,15 +1073,6 @@ __device__ __forceinline__ void ssm__cu_tc_prod_one(int64_t s, int Lc, ssm__cu_r
     }
 }
 
-template <int TR, int BF, int SPLIT>
-__global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_t S, int Lc, ssm__cu_rv A, int64_t aos,
-                                                                          ssm__cu_rv b, int64_t nc, float *P, float *E) {
-    for (int64_t s = blockIdx.y; s < S; s += gridDim.y) {
-        __syncthreads(); /* the previous sequence is done with shared memory */
-        ssm__cu_tc_prod_one<TR, BF, SPLIT>(s, Lc, A, aos, b, nc, P, E);
-    }
-}
-
 /* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 256 per sequence. Thread
    (row, q) keeps the next D rows-quarters of P in registers. */
 #define SSM__TC_D 8
@@ -1159,8 +1143,12 @@ static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     if (((uintptr_t)A.ptr & 15) || (A.off & 7) || (A.ts & 7) || (A.ss & 7) || (os & 7)) return 0;
     return ssm__cu_st(L->ctx)->smem_optin >= smem;
 }
+/* P, E and X of the three passes; L clamped as ssm__cu_lr_chunked_tc clamps it. */
 static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L) {
-    int64_t nc = L > 0 ? (T - 1 + L - 1) / L : 0;
+    int64_t nc;
+    if (L > SSM__TC_LMAX) L = SSM__TC_LMAX;
+    if (L < 1) L = 1;
+    nc = (T - 1 + L - 1) / L;
     if (nc < 1) nc = 1;
     return (size_t)(S * nc * (SSM__TC_N * SSM__TC_N + 2 * SSM__TC_N)) * 4u;
 }
@@ -1176,27 +1164,31 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     cudaStream_t st = cs->stream;
     size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
     int split = cs->knobs.linrec_tc_split ? cs->knobs.linrec_tc_split == 2 : BF;
-    dim3 grid3((unsigned)nc, SSM__CU_GRID_Y(L->S));
     cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
     if (nc > 1) {
         size_t smp = (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
-        dim3 grid((unsigned)(nc - 1), SSM__CU_GRID_Y(L->S));
         e = cudaFuncSetAttribute(split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp);
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
                                  cudaGetErrorString(e));
-        if (split) ssm__cu_tc_prod_kernel<TR, BF, 1><<<grid, SSM__TP_THREADS, smp, st>>>(L->S, Lc, A, aos, b, nc, P, E);
-        else ssm__cu_tc_prod_kernel<TR, BF, 0><<<grid, SSM__TP_THREADS, smp, st>>>(L->S, Lc, A, aos, b, nc, P, E);
-        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_prod_kernel");
+        for (int64_t s0 = 0; s0 < L->S; s0 += 65535) { /* grid y stops at 65535 sequences a launch */
+            dim3 grid((unsigned)(nc - 1), SSM__CU_GRID_Y(L->S - s0));
+            if (split) ssm__cu_tc_prod_kernel<TR, BF, 1><<<grid, SSM__TP_THREADS, smp, st>>>(s0, Lc, A, aos, b, nc, P, E);
+            else ssm__cu_tc_prod_kernel<TR, BF, 0><<<grid, SSM__TP_THREADS, smp, st>>>(s0, Lc, A, aos, b, nc, P, E);
+            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_prod_kernel");
+        }
     }
     ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, P, E, h0, X);
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
-    ssm__cu_tc_kernel<TR, BF><<<grid3, 256, sm3, st>>>(L->S, T1, Lc, A, aos, b, h, X, nc, o);
-    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel");
+    for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
+        dim3 grid((unsigned)nc, SSM__CU_GRID_Y(L->S - s0));
+        ssm__cu_tc_kernel<TR, BF><<<grid, 256, sm3, st>>>(s0, T1, Lc, A, aos, b, h, X, nc, o);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel");
+    }
     return SSM_OK;
 }
 

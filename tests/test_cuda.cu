@@ -29,7 +29,7 @@ static void cu_download(void *dst, const void *src, size_t n) {
 }
 static const test_memory cuda_memory = {{SSM_DEVICE_CUDA, 0}, cu_alloc, cu_release, cu_upload, cu_download};
 
-/* The decay scan's kernel: 0 = by shape, 2 = the tiled kernel forced (contexts made after). */
+/* The decay scan's kernel: 0 = by shape, 1 = look-back, 2 = tiled (contexts made after). */
 static void force_decay_kernel(ssm_cuda_config *cc, int kernel) { cc->decay_kernel = kernel; }
 
 /* ---- bad input ---- */
@@ -122,6 +122,82 @@ static void suite_cuda_errors(ssm_ctx *cu) {
     test_end();
 }
 
+/* Workspace through ssm.h's generic calls: the size queries answer device bytes, a
+   caller-owned device workspace of exactly that size runs the call (backward without dA
+   too), reserve grows device memory. */
+static ssm_ctx *cuda_ctx_owning(void *w, size_t bytes) {
+    ssm_ctx *c2 = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    cc.workspace = w, cc.workspace_bytes = bytes;
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &cc;
+    CHECK_OK(ssm_ctx_create(&cfg, &c2), c2);
+    return c2;
+}
+
+static void suite_cuda_workspace(ssm_ctx *cu) {
+    test_begin("cuda workspace: queries in device bytes, exact caller-owned workspace, reserve");
+    {
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        ssm_decay_desc dd = ssm_decay_desc_init();
+        size_t bytes = 0;
+        CHECK_OK(ssm_ctx_reserve_workspace(cu, 1 << 20), cu);
+        CHECK(ssm_ctx_workspace_capacity(cu) >= (1 << 20), "capacity %zu after reserving 1 MiB", ssm_ctx_workspace_capacity(cu));
+        CHECK(ssm_linrec_workspace_size(cu, &d, SSM_F64, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_DTYPE, "f64 on CUDA");
+        CHECK(ssm_decay_workspace_size(cu, &dd, SSM_F64, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_DTYPE, "decay f64 on CUDA");
+        CHECK(ssm_linrec_workspace_size(cu, &d, SSM_BF16, -3, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_SHAPE, "S < 0");
+    }
+    {
+        struct { ssm_dtype dt; ssm_linrec_method m; int64_t S, T, n, m_; } cs[3] = {
+            {SSM_F16, SSM_LINREC_CHUNKED, 3, 300, 64, 1}, {SSM_F32, SSM_LINREC_SCAN_HS, 2, 37, 4, 3}, {SSM_BF16, SSM_LINREC_CR, 2, 37, 5, 1}};
+        for (int k = 0; k < 3; ++k) {
+            ssm_linrec_desc d = ssm_linrec_desc_init();
+            size_t fwd = 0, bwd = 0, need;
+            void *w = NULL;
+            int64_t sA[4] = {cs[k].S, cs[k].T, cs[k].n, cs[k].n}, sb[4] = {cs[k].S, cs[k].T, cs[k].n, cs[k].m_};
+            d.method = cs[k].m;
+            CHECK_OK(ssm_linrec_workspace_size(cu, &d, cs[k].dt, cs[k].S, cs[k].T, cs[k].n, cs[k].m_, 0, &fwd), cu);
+            CHECK_OK(ssm_linrec_workspace_size(cu, &d, cs[k].dt, cs[k].S, cs[k].T, cs[k].n, cs[k].m_, 1, &bwd), cu);
+            need = fwd > bwd ? fwd : bwd;
+            CHECK(need > 0, "%s needs device scratch", ssm_linrec_method_name(cs[k].m));
+            cudaMalloc(&w, need);
+            ssm_ctx *c2 = cuda_ctx_owning(w, need);
+            tbuf A = tb_random(cs[k].dt, 4, sA, LAYOUT_CONTIGUOUS, 0.3 / sqrt((double)cs[k].n), NULL);
+            tbuf b = tb_random(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS, 1, NULL);
+            tbuf h = tb_new(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS), g = tb_new(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS);
+            if (c2) {
+                CHECK_OK(ssm_linrec_forward(c2, &d, &A.t, &b.t, NULL, &h.t, NULL), c2);
+                CHECK_OK(ssm_linrec_backward(c2, &d, &A.t, NULL, &h.t, &b.t, NULL, NULL, &g.t, NULL), c2);
+                ssm_ctx_destroy(c2);
+            }
+            cudaFree(w);
+            tb_free(&A), tb_free(&b), tb_free(&h), tb_free(&g);
+        }
+    }
+    {
+        ssm_decay_desc d = ssm_decay_desc_init();
+        int64_t sx[4] = {1, 5000, 2, 8}, sl[3] = {1, 5000, 2};
+        size_t need = 0;
+        void *w = NULL;
+        CHECK_OK(ssm_decay_workspace_size(cu, &d, SSM_F32, 1, 5000, 2, 8, 1, &need), cu);
+        CHECK(need > 0, "the look-back decay scan needs device scratch");
+        cudaMalloc(&w, need);
+        ssm_ctx *c2 = cuda_ctx_owning(w, need);
+        tbuf x = tb_random(SSM_F32, 4, sx, LAYOUT_CONTIGUOUS, 1, NULL), l = tb_random(SSM_F32, 3, sl, LAYOUT_CONTIGUOUS, 0.01, NULL);
+        tbuf o = tb_new(SSM_F32, 4, sx, LAYOUT_CONTIGUOUS), dx = tb_new(SSM_F32, 4, sx, LAYOUT_CONTIGUOUS);
+        tbuf dl = tb_new(SSM_F32, 3, sl, LAYOUT_CONTIGUOUS);
+        if (c2) {
+            CHECK_OK(ssm_decay_forward(c2, &d, &l.t, &x.t, NULL, &o.t, NULL), c2);
+            CHECK_OK(ssm_decay_backward(c2, &d, &l.t, NULL, &o.t, &x.t, NULL, &dx.t, &dl.t, NULL), c2);
+            ssm_ctx_destroy(c2);
+        }
+        cudaFree(w);
+        tb_free(&x), tb_free(&l), tb_free(&o), tb_free(&dx), tb_free(&dl);
+    }
+    test_end();
+}
+
 int main(void) {
     int count = 0;
     ssm_cuda_config cc = ssm_cuda_config_init();
@@ -147,6 +223,7 @@ int main(void) {
     {
         ssm_ctx *cu = test_ctx();
         suite_cuda_errors(cu);
+        suite_cuda_workspace(cu);
         ssm_ctx_destroy(cu);
     }
     /* the decay scan's two kernels: by shape (mostly look-back at these sizes), then the
@@ -155,6 +232,9 @@ int main(void) {
         cases_run(CASE_CUDA_DTYPES, CASE_DECAY);
         force_decay_kernel(&cc, 2);
         cases_label = "tiled";
+        cases_run(CASE_CUDA_DTYPES, CASE_DECAY);
+        force_decay_kernel(&cc, 1);
+        cases_label = "look-back";
         cases_run(CASE_CUDA_DTYPES, CASE_DECAY);
         cases_label = NULL;
         force_decay_kernel(&cc, 0);
