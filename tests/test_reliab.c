@@ -87,17 +87,11 @@ static int gv_untouched(const gview *v) {
         if (v->mem[b] != 0xFF) return 0;
     return 1;
 }
-static double gv_relerr(const gview *a, const gview *b) {
-    int64_t n = gv_numel(a);
-    double *x = (double *)malloc(sizeof(double) * (size_t)(n ? n : 1)), *y = (double *)malloc(sizeof(double) * (size_t)(n ? n : 1)), e;
-    gv_get(a, x);
-    gv_get(b, y);
-    e = rel_err(x, y, n);
-    free(x);
-    free(y);
-    return e;
-}
 static int msg_has(ssm_ctx *ctx, const char *s) { return strstr(ssm_ctx_last_error(ctx), s) != NULL; }
+static void i32_fill(gview *v, const int32_t *x) {
+    int64_t i, n = gv_numel(v);
+    for (i = 0; i < n; ++i) *(int32_t *)((char *)v->t.data + gv_off(v, i)) = x[i];
+}
 
 #define EXPECT_CODE(expr, code, what)                                                                        \
     do {                                                                                                     \
@@ -108,6 +102,17 @@ static int msg_has(ssm_ctx *ctx, const char *s) { return strstr(ssm_ctx_last_err
     } while (0)
 
 #ifdef SSM_TEST_BLAS
+static double gv_relerr(const gview *a, const gview *b) {
+    int64_t n = gv_numel(a);
+    double *x = (double *)malloc(sizeof(double) * (size_t)(n ? n : 1)), *y = (double *)malloc(sizeof(double) * (size_t)(n ? n : 1)), e;
+    gv_get(a, x);
+    gv_get(b, y);
+    e = rel_err(x, y, n);
+    free(x);
+    free(y);
+    return e;
+}
+
 static ssm_ctx *blis_ctx(int threads, int small_gemm) {
     ssm_ctx *ctx = NULL;
     ssm_ctx_config cfg = ssm_ctx_config_init();
@@ -250,10 +255,6 @@ typedef struct bell_case {
 static ssm_result bell_bwd_fn(ssm_ctx *ctx, void *u, gview *out) {
     bell_case *b = (bell_case *)u;
     return ssm_bell_backward(ctx, &b->x.t, &b->v.t, &b->ci.t, &b->toff.t, &b->tsl.t, &b->dy.t, &out[0].t, NULL, NULL);
-}
-static void i32_fill(gview *v, const int32_t *x) {
-    int64_t i, n = gv_numel(v);
-    for (i = 0; i < n; ++i) *(int32_t *)((char *)v->t.data + gv_off(v, i)) = x[i];
 }
 
 static void blis_bell_repro(void) {
