@@ -32,6 +32,8 @@
                     (scores, prune/grow, rank-consistent through an all-reduce hook)
      ssm_proj_*     fused projection chain: one wide GEMM, per-segment activations/L2 norms
      ssm_outchain_* output chain RMSNorm(o) * w * gate(g), then o_proj
+     ssm_delta_*    delta rule (DeltaNet, Gated DeltaNet, DeltaProduct): chunked WY/UT form on
+                    the GEMM, token-by-token recurrence, single-token decode step
 
    CONVENTIONS
      - Tensors are views mirroring DLPack's DLTensor (ssm_tensor_from_dlpack converts one).
@@ -520,6 +522,108 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
 /* @@end-proj-declarations@@ */
 
 /* ------------------------------------------------------------------------------------------
+   Delta rule: DeltaNet, Gated DeltaNet, DeltaProduct
+   Per batch b and head h a state S [K,V] (row = key feature, column = value feature). Each
+   token t applies n_h >= 1 generalized Householder factors j = 0..n_h-1 in order, then reads
+   out once:
+       S <- alpha_{t,j} (I - beta_{t,j} k_{t,j} k_{t,j}^T) S + beta_{t,j} k_{t,j} v_{t,j}^T
+       o_t = scale * S^T q_t
+   with alpha_{t,0} = exp(g_t) (1 without g) and alpha_{t,j>0} = 1: the gate acts once per
+   token, before its first factor.
+     n_h = 1, no g       DeltaNet          (Yang et al. 2024)
+     n_h = 1, g          Gated DeltaNet    (Yang et al. 2025); g_t <= 0 is the intended range
+                         (not enforced: g > 0 grows the state and the chunked form's exp(G_i - G_j))
+     n_h > 1             DeltaProduct      (Siems et al. 2025), with or without g
+   Tensors (any strides: [B,T,H,D] and head-first [B,H,T,D] storage are both views):
+     q          [B,T,H,K]
+     k          [B,T,H,K]          or [B,T,H,n_h,K] (DeltaProduct; rank 5 sets n_h)
+     v          [B,T,H,V]          or [B,T,H,n_h,V]
+     beta       [B,T,H]            or [B,T,H,n_h]
+     g          [B,T,H]            optional per-step log gate (NULL = DeltaNet, alpha = 1)
+     s0         [N,H,K,V]          optional initial state (NULL = zeros)
+     o          [B,T,H,V]          output
+     sT         [N,H,K,V]          optional final state out
+     cu_seqlens [N+1] i32 or i64   optional variable-length batch: B must be 1 and sequence i
+                                   is tokens [cu[i], cu[i+1]) starting from s0[i]; N = B
+                                   without it. cu[0] = 0, non-decreasing, cu[N] = T; the values
+                                   are checked when the tensor is host-resident.
+   All float tensors share one dtype: f32 or f64 on the CPU backends (state and arithmetic in
+   that dtype), f32/f16/bf16 on CUDA (f32 state and accumulation).
+   Methods:
+     RECURRENT  token by token: O(T n_h K V) per head, the state in the workspace.
+     CHUNKED    the WY/UT form per chunk of C sub-tokens (C = 64 by default):
+                  A_ij = beta_i e^(G_i - G_j) k_i.k_j (i > j, else 0),   Tm = (I + A)^-1,
+                  W = Tm diag(beta e^G) K,  U = Tm diag(beta) V   (G: in-chunk cumulative gate)
+                then per chunk in order: N = U - W S, o = e^G Q S + tril(Q K^T . e^(G_i-G_j)) N,
+                S <- e^(G_C) S + (e^(G_C - G) K)^T N. All products run on the backend's batched
+                GEMM (ssm_ctx_gemm), so BLIS / cuBLAS carry the work; exp(G_i - G_j) is formed
+                only for i >= j, so strong gates underflow to 0 instead of overflowing.
+     AUTO       the backend picks (the CPU backends: CHUNKED when T >= 2C, else RECURRENT).
+   DeltaProduct runs the chunked form on the T n_h sub-tokens (readout rows only at the last
+   factor of each token).
+   ------------------------------------------------------------------------------------------ */
+typedef enum ssm_delta_method {
+    SSM_DELTA_AUTO = 0,      /* the backend picks by shape            */
+    SSM_DELTA_RECURRENT = 1, /* token by token                        */
+    SSM_DELTA_CHUNKED = 2    /* WY/UT chunks on the batched GEMM       */
+} ssm_delta_method;
+#define SSM_DELTA_METHOD_COUNT 3
+SSMDEF const char *ssm_delta_method_name(ssm_delta_method m);
+
+/* What a call did (filled on success when desc.stats is set). */
+typedef struct ssm_delta_stats {
+    ssm_delta_method method; /* the method actually run (resolves AUTO)     */
+    int64_t chunk;           /* chunk length used (0 for RECURRENT)          */
+    double flops;            /* multiply-adds x 2 of the method, nominal     */
+    size_t workspace_bytes;  /* scratch the call used                        */
+} ssm_delta_stats;
+
+typedef struct ssm_delta_desc {
+    ssm_delta_method method;
+    int64_t chunk;          /* CHUNKED chunk length in sub-tokens; 0 = 64          */
+    double scale;           /* readout scale; 0 = 1/sqrt(K)                         */
+    ssm_delta_stats *stats; /* optional out                                         */
+} ssm_delta_desc;
+
+SSMDEF ssm_delta_desc ssm_delta_desc_init(void);
+
+/* o (and sT when given) from q, k, v, beta (+ g, s0, cu_seqlens when given). */
+SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc,
+                                    const ssm_tensor *q, const ssm_tensor *k,
+                                    const ssm_tensor *v, const ssm_tensor *beta,
+                                    const ssm_tensor *g, const ssm_tensor *s0,
+                                    const ssm_tensor *cu_seqlens, ssm_tensor *o,
+                                    ssm_tensor *sT);
+/* Gradients from dout [B,T,H,V] and dsT [N,H,K,V] (either may be NULL = zero). Recomputes the
+   forward (no saved activations): the states at chunk boundaries are kept in the workspace,
+   then each chunk is replayed and differentiated in reverse, O(T n_h K V) per head beyond the
+   forward. Every gradient output is optional (NULL = not wanted); dg needs g. Shapes equal
+   the corresponding inputs' (ds0 is [N,H,K,V] also when s0 is NULL: the gradient at zero).
+   Deterministic: fixed reduction order, no atomics. */
+SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc,
+                                     const ssm_tensor *q, const ssm_tensor *k,
+                                     const ssm_tensor *v, const ssm_tensor *beta,
+                                     const ssm_tensor *g, const ssm_tensor *s0,
+                                     const ssm_tensor *cu_seqlens, const ssm_tensor *dout,
+                                     const ssm_tensor *dsT, ssm_tensor *dq, ssm_tensor *dk,
+                                     ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                     ssm_tensor *ds0);
+/* One decode step for every (batch, head), state updated in place:
+     q [B,H,K]   k [B,H,K] or [B,H,n_h,K]   v [B,H,V] or [B,H,n_h,V]   beta [B,H] or [B,H,n_h]
+     g [B,H] optional   state [B,H,K,V] (in/out)   o [B,H,V]
+   desc.method and desc.chunk are ignored (always recurrent). */
+SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const ssm_tensor *q,
+                                 const ssm_tensor *k, const ssm_tensor *v,
+                                 const ssm_tensor *beta, const ssm_tensor *g,
+                                 ssm_tensor *state, ssm_tensor *o);
+/* Scratch bytes a call with these sizes needs on this context's backend: pass 0 = forward,
+   1 = backward, 2 = step (T ignored). Varlen: B = 1, T = total tokens. */
+SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_desc *desc,
+                                           ssm_dtype dtype, int64_t B, int64_t T, int64_t H,
+                                           int64_t K, int64_t V, int64_t n_h, int pass,
+                                           size_t *bytes);
+
+/* ------------------------------------------------------------------------------------------
    Backend interface (for backend authors: ssm_blas.h, ssm_cuda.h). A backend supplies the
    GEMM primitive the generic algorithms run on, and may replace whole ops. A NULL entry
    means: use the generic code of ssm.h.
@@ -530,6 +634,39 @@ typedef struct ssm_matrix_batch {
     void *ptr;
     int64_t rs, cs, bs;
 } ssm_matrix_batch;
+
+/* The delta rule as a backend sees it: built once by the public function after validation.
+   Token tensors' strides are normalised to (batch, time, head, factor, feature) element
+   strides (0 where a dimension is absent: the factor dim for n_h = 1 ranks, the feature dim
+   of beta and g, time for ssm_delta_step); state tensors' to (sequence, head, key row, value
+   column). An absent tensor has all-zero strides. */
+typedef struct ssm_delta_strides {
+    int64_t q[5], k[5], v[5], beta[5], g[5], o[5];       /* forward / step operands      */
+    int64_t dout[5], dq[5], dk[5], dv[5], dbeta[5], dg[5]; /* backward operands           */
+    int64_t s0[4], sT[4], dsT[4], ds0[4];                  /* step: s0 = sT = the state    */
+} ssm_delta_strides;
+
+typedef struct ssm_delta_plan {
+    ssm_dtype dtype;
+    int64_t B, T, H, K, V; /* T = 1 for ssm_delta_step                                 */
+    int64_t n_h;           /* Householder factors per token (1 = DeltaNet)                */
+    int64_t N;             /* independent sequences: B, or cu_seqlens' N (then B = 1)     */
+    int64_t max_len;       /* tokens of the longest sequence (T when the lengths are on the device) */
+    ssm_delta_method method; /* resolved: never AUTO                                      */
+    int64_t chunk;         /* CHUNKED chunk length (sub-tokens); 0 for RECURRENT          */
+    double scale;          /* resolved readout scale                                      */
+    int gated;             /* g given                                                      */
+    int cu_bits;           /* 32 or 64: cu_seqlens' integer width; 0 = no cu_seqlens      */
+    int64_t cu_stride;     /* cu_seqlens' element stride                                   */
+    ssm_delta_strides st;
+    size_t workspace_bytes; /* host scratch the generic algorithm needs (CPU backends)    */
+} ssm_delta_plan;
+
+/* A backend's "not mine": its op slot declines this plan and ssm.h's generic algorithm runs on
+   the backend's gemm instead. Private to backends; never returned to users. */
+#ifndef SSM__NOT_MINE
+#define SSM__NOT_MINE ((ssm_result)1)
+#endif
 
 struct ssm_backend {
     const char *name;
@@ -562,6 +699,26 @@ struct ssm_backend {
                                  const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dlog_decay,
                                  ssm_tensor *dh0);
     /* @@ssm-backend-slots@@ (later ops add their entries below) */
+    /* Delta rule: whole-op replacements on a validated plan (NULL or SSM__NOT_MINE = the
+       generic algorithm), the AUTO pick (NULL = the CPU rule) and the scratch bytes a pass
+       needs (0 forward, 1 backward, 2 step; NULL = the generic host figure). */
+    ssm_result (*delta_forward)(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                const ssm_tensor *g, const ssm_tensor *s0,
+                                const ssm_tensor *cu_seqlens, ssm_tensor *o, ssm_tensor *sT);
+    ssm_result (*delta_backward)(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                 const ssm_tensor *k, const ssm_tensor *v,
+                                 const ssm_tensor *beta, const ssm_tensor *g,
+                                 const ssm_tensor *s0, const ssm_tensor *cu_seqlens,
+                                 const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                 ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta,
+                                 ssm_tensor *dg, ssm_tensor *ds0);
+    ssm_result (*delta_step)(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                             const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                             const ssm_tensor *g, ssm_tensor *state, ssm_tensor *o);
+    ssm_delta_method (*delta_pick)(const ssm_ctx *ctx, const ssm_delta_plan *p);
+    ssm_result (*delta_workspace)(const ssm_ctx *ctx, const ssm_delta_plan *p, int pass,
+                                  size_t *bytes);
     void *reserved[16];
 };
 
@@ -3206,10 +3363,369 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
 #undef SSM__AT2
 /* @@end-proj-implementation@@ */
 
+static size_t ssm__delta_ws_generic(const ssm_delta_plan *p, int pass) {
+    SSM__UNUSED(p);
+    SSM__UNUSED(pass);
+    return 0;
+}
+
+static ssm_result ssm__delta_forward_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                             const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                             const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                             ssm_tensor *o, ssm_tensor *sT) {
+    SSM__UNUSED(p), SSM__UNUSED(q), SSM__UNUSED(k), SSM__UNUSED(v), SSM__UNUSED(beta), SSM__UNUSED(g);
+    SSM__UNUSED(s0), SSM__UNUSED(cu), SSM__UNUSED(o), SSM__UNUSED(sT);
+    return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "ssm_delta_forward: not implemented yet");
+}
+static ssm_result ssm__delta_backward_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                              const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                              const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                              const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                              ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                              ssm_tensor *ds0) {
+    SSM__UNUSED(p), SSM__UNUSED(q), SSM__UNUSED(k), SSM__UNUSED(v), SSM__UNUSED(beta), SSM__UNUSED(g);
+    SSM__UNUSED(s0), SSM__UNUSED(cu), SSM__UNUSED(dout), SSM__UNUSED(dsT), SSM__UNUSED(dq), SSM__UNUSED(dk);
+    SSM__UNUSED(dv), SSM__UNUSED(dbeta), SSM__UNUSED(dg), SSM__UNUSED(ds0);
+    return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "ssm_delta_backward: not implemented yet");
+}
+static ssm_result ssm__delta_step_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                          const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                          const ssm_tensor *g, ssm_tensor *state, ssm_tensor *o) {
+    SSM__UNUSED(p), SSM__UNUSED(q), SSM__UNUSED(k), SSM__UNUSED(v), SSM__UNUSED(beta), SSM__UNUSED(g);
+    SSM__UNUSED(state), SSM__UNUSED(o);
+    return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "ssm_delta_step: not implemented yet");
+}
+
+/* ---- delta rule: validation, plans and the public entry points ----------------------------- */
+
+SSMDEF const char *ssm_delta_method_name(ssm_delta_method m) {
+    switch (m) {
+    case SSM_DELTA_AUTO: return "auto";
+    case SSM_DELTA_RECURRENT: return "recurrent";
+    case SSM_DELTA_CHUNKED: return "chunked";
+    }
+    return "?";
+}
+
+SSMDEF ssm_delta_desc ssm_delta_desc_init(void) {
+    ssm_delta_desc d;
+    memset(&d, 0, sizeof d);
+    return d;
+}
+
+#define SSM__DELTA_CHUNK 64
+
+static ssm_result ssm__delta_check_desc(ssm_ctx *ctx, const char *op, const ssm_delta_desc *d) {
+    if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
+    if ((int)d->method < 0 || (int)d->method >= SSM_DELTA_METHOD_COUNT)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown method %d", op, (int)d->method);
+    if (d->chunk < 0 || d->chunk > 4096)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: chunk must be in [0, 4096], got %lld", op,
+                             (long long)d->chunk);
+    if (!(d->scale == d->scale) || d->scale > 1e300 || d->scale < -1e300)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: scale must be finite", op);
+    return SSM_OK;
+}
+
+/* A token tensor [B,(T),H,(n_h),(D)]: checks it and writes its (batch, time, head, factor,
+   feature) strides, 0 for the absent dimensions. */
+static ssm_result ssm__delta_view(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t,
+                                  const ssm_delta_plan *p, int has_time, int factored, int64_t feat,
+                                  int64_t st[5]) {
+    int64_t shape[5];
+    int rank = 0, i = 0;
+    shape[rank++] = p->B;
+    if (has_time) shape[rank++] = p->T;
+    shape[rank++] = p->H;
+    if (factored) shape[rank++] = p->n_h;
+    if (feat > 0) shape[rank++] = feat;
+    SSM__TRY(ssm__check(ctx, op, name, t, p->dtype, rank, rank, shape));
+    st[0] = t->strides[i++];
+    st[1] = has_time ? t->strides[i++] : 0;
+    st[2] = t->strides[i++];
+    st[3] = factored ? t->strides[i++] : 0;
+    st[4] = feat > 0 ? t->strides[i] : 0;
+    return SSM_OK;
+}
+
+/* A state tensor [N,H,K,V]. */
+static ssm_result ssm__delta_state(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t,
+                                   const ssm_delta_plan *p, int64_t st[4]) {
+    int64_t shape[4];
+    shape[0] = p->N, shape[1] = p->H, shape[2] = p->K, shape[3] = p->V;
+    SSM__TRY(ssm__check(ctx, op, name, t, p->dtype, 4, 4, shape));
+    st[0] = t->strides[0], st[1] = t->strides[1], st[2] = t->strides[2], st[3] = t->strides[3];
+    return SSM_OK;
+}
+
+static int ssm__host_resident(const ssm_tensor *t) {
+    return t->device.type == SSM_DEVICE_CPU || t->device.type == SSM_DEVICE_CUDA_HOST ||
+           t->device.type == SSM_DEVICE_CUDA_MANAGED;
+}
+
+static int64_t ssm__delta_cu(const ssm_delta_plan *p, const ssm_tensor *cu, int64_t i) {
+    const char *a = (const char *)cu->data + i * p->cu_stride * (p->cu_bits / 8);
+    return p->cu_bits == 64 ? *(const int64_t *)a : (int64_t) * (const int32_t *)a;
+}
+
+/* cu_seqlens [N+1], i32 or i64, with B = 1: sets N, and max_len from the values when they
+   are readable here (cu[0] = 0, non-decreasing, cu[N] = T). */
+static ssm_result ssm__delta_check_cu(ssm_ctx *ctx, const char *op, const ssm_tensor *cu, ssm_delta_plan *p) {
+    int64_t i, prev = 0;
+    if (cu->ndim != 1 || cu->shape[0] < 2)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: cu_seqlens must be [N+1] with N >= 1", op);
+    if (cu->dtype.code != SSM_DTYPE_INT || (cu->dtype.bits != 32 && cu->dtype.bits != 64) || cu->dtype.lanes != 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "%s: cu_seqlens is %s, expected i32 or i64", op,
+                             ssm_dtype_name(cu->dtype));
+    if (!cu->data) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: cu_seqlens has NULL data", op);
+    if (!ssm__host_resident(cu) && cu->device.type != ctx->backend->device_type)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: cu_seqlens is on device type %d", op,
+                             (int)cu->device.type);
+    if (p->B != 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: with cu_seqlens the batch B must be 1, got %lld",
+                             op, (long long)p->B);
+    p->N = cu->shape[0] - 1;
+    p->cu_bits = cu->dtype.bits;
+    p->cu_stride = cu->strides[0];
+    p->max_len = p->T;
+    if (!ssm__host_resident(cu)) return SSM_OK; /* device-resident lengths: the backend's to trust */
+    p->max_len = 0;
+    for (i = 0; i <= p->N; ++i) {
+        int64_t c = ssm__delta_cu(p, cu, i);
+        if ((i == 0 && c != 0) || c < prev || c > p->T || (i == p->N && c != p->T))
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE,
+                                 "%s: cu_seqlens[%lld] = %lld: must start at 0, not decrease and end at T = %lld",
+                                 op, (long long)i, (long long)c, (long long)p->T);
+        if (c - prev > p->max_len) p->max_len = c - prev;
+        prev = c;
+    }
+    return SSM_OK;
+}
+
+static ssm_delta_method ssm__delta_pick(const ssm_ctx *ctx, const ssm_delta_plan *p) {
+    if (ctx->backend->delta_pick) return ctx->backend->delta_pick(ctx, p);
+    /* one chunk or less: the token loop does the same work without the GEMM set-up */
+    return p->max_len * p->n_h >= 2 * (p->chunk ? p->chunk : SSM__DELTA_CHUNK) ? SSM_DELTA_CHUNKED
+                                                                                : SSM_DELTA_RECURRENT;
+}
+
+static size_t ssm__delta_ws_generic(const ssm_delta_plan *p, int pass);
+
+/* Resolves method, chunk and scale, and the workspace figure for `pass`. */
+static ssm_result ssm__delta_resolve(const ssm_ctx *ctx, const ssm_delta_desc *d, ssm_delta_plan *p, int pass) {
+    p->chunk = d->chunk ? d->chunk : SSM__DELTA_CHUNK;
+    p->method = pass == 2 ? SSM_DELTA_RECURRENT : d->method;
+    if (p->method == SSM_DELTA_AUTO) p->method = ssm__delta_pick(ctx, p);
+    if (p->method == SSM_DELTA_RECURRENT && pass != 1) p->chunk = 0;
+    p->scale = d->scale != 0.0 ? d->scale : 1.0 / sqrt((double)(p->K > 0 ? p->K : 1));
+    p->workspace_bytes = ssm__delta_ws_generic(p, pass);
+    if (ctx->backend->delta_workspace) return ctx->backend->delta_workspace(ctx, p, pass, &p->workspace_bytes);
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_desc *desc, ssm_dtype dtype,
+                                           int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, int64_t n_h,
+                                           int pass, size_t *bytes) {
+    ssm_delta_plan p;
+    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
+    if (B < 0 || T < 0 || H < 0 || K < 1 || V < 1 || n_h < 1 || pass < 0 || pass > 2) return SSM_ERROR_INVALID_VALUE;
+    memset(&p, 0, sizeof p);
+    p.dtype = dtype;
+    p.B = B, p.T = pass == 2 ? 1 : T, p.H = H, p.K = K, p.V = V, p.n_h = n_h, p.N = B, p.max_len = p.T;
+    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, pass));
+    *bytes = p.workspace_bytes;
+    return SSM_OK;
+}
+
+/* Everything the forward and the backward share: desc, q/k/v/beta/g/s0/cu_seqlens, sizes. */
+static ssm_result ssm__delta_inputs(ssm_ctx *ctx, const char *op, const ssm_delta_desc *d, const ssm_tensor *q,
+                                    const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                    const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                    int has_time, ssm_delta_plan *p, int *factored) {
+    int qr = has_time ? 4 : 3;
+    memset(p, 0, sizeof *p);
+    SSM__TRY(ssm__delta_check_desc(ctx, op, d));
+    if (!q || !k || !v || !beta)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: q, k, v and beta are required", op);
+    SSM__TRY(ssm__check_float_dtype(ctx, op, q));
+    if (q->ndim != qr || (k->ndim != qr && k->ndim != qr + 1) || v->ndim != k->ndim)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE,
+                             "%s: q must have rank %d, k and v rank %d (or %d with the factor dim), got %d, %d, %d",
+                             op, qr, qr, qr + 1, (int)q->ndim, (int)k->ndim, (int)v->ndim);
+    p->dtype = q->dtype;
+    p->B = q->shape[0];
+    p->T = has_time ? q->shape[1] : 1;
+    p->H = q->shape[qr - 2];
+    p->K = q->shape[qr - 1];
+    p->V = v->shape[v->ndim - 1];
+    *factored = k->ndim == qr + 1;
+    p->n_h = *factored ? k->shape[qr - 1] : 1;
+    if (p->B < 0 || p->T < 0 || p->H < 0 || p->K < 1 || p->V < 1 || p->n_h < 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE,
+                             "%s: need B, T, H >= 0 and K, V, n_h >= 1 (B=%lld T=%lld H=%lld K=%lld V=%lld n_h=%lld)",
+                             op, (long long)p->B, (long long)p->T, (long long)p->H, (long long)p->K,
+                             (long long)p->V, (long long)p->n_h);
+    p->N = p->B;
+    p->max_len = p->T;
+    p->gated = g != NULL;
+    SSM__TRY(ssm__delta_view(ctx, op, "q", q, p, has_time, 0, p->K, p->st.q));
+    SSM__TRY(ssm__delta_view(ctx, op, "k", k, p, has_time, *factored, p->K, p->st.k));
+    SSM__TRY(ssm__delta_view(ctx, op, "v", v, p, has_time, *factored, p->V, p->st.v));
+    SSM__TRY(ssm__delta_view(ctx, op, "beta", beta, p, has_time, *factored, 0, p->st.beta));
+    if (g) SSM__TRY(ssm__delta_view(ctx, op, "g", g, p, has_time, 0, 0, p->st.g));
+    if (cu) SSM__TRY(ssm__delta_check_cu(ctx, op, cu, p));
+    if (s0) SSM__TRY(ssm__delta_state(ctx, op, "s0", s0, p, p->st.s0));
+    return SSM_OK;
+}
+
+static void ssm__delta_stats(const ssm_delta_desc *d, const ssm_delta_plan *p, int pass) {
+    double L = (double)p->B * (double)p->T * (double)p->n_h * (double)p->H, KV = (double)p->K * (double)p->V;
+    double f;
+    if (!d->stats) return;
+    if (p->method == SSM_DELTA_CHUNKED) /* per sub-token: K K^T, W, U, Q K^T rows of C; W S, Q S, P N, K^T N */
+        f = 2.0 * L * ((double)p->chunk * (2.0 * (double)p->K + (double)p->V) + 0.5 * (double)p->chunk * (double)p->V + 3.0 * KV +
+                       (double)p->chunk * (double)p->chunk / 6.0);
+    else
+        f = 2.0 * L * 3.0 * KV;
+    if (pass == 1) f = 2.0 * L * 3.0 * KV * 3.0; /* replayed forward twice + 6 KV-passes of reverse mode */
+    d->stats->method = p->method;
+    d->stats->chunk = p->chunk;
+    d->stats->flops = f;
+    d->stats->workspace_bytes = p->workspace_bytes;
+}
+
+static ssm_result ssm__delta_forward_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                             const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                             const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                             ssm_tensor *o, ssm_tensor *sT);
+static ssm_result ssm__delta_backward_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                              const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                              const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                              const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                              ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                              ssm_tensor *ds0);
+static ssm_result ssm__delta_step_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                          const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                          const ssm_tensor *g, ssm_tensor *state, ssm_tensor *o);
+
+SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc, const ssm_tensor *q,
+                                    const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                    const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu_seqlens,
+                                    ssm_tensor *o, ssm_tensor *sT) {
+    static const char *op = "ssm_delta_forward";
+    ssm_delta_plan p;
+    ssm__arg args[9];
+    int factored;
+    ssm_result r;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    SSM__TRY(ssm__delta_inputs(ctx, op, desc, q, k, v, beta, g, s0, cu_seqlens, 1, &p, &factored));
+    if (!o) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: o is required", op);
+    SSM__TRY(ssm__delta_view(ctx, op, "o", o, &p, 1, 0, p.V, p.st.o));
+    if (sT) SSM__TRY(ssm__delta_state(ctx, op, "sT", sT, &p, p.st.sT));
+    ssm__arg_set(&args[0], "q", q, 0);
+    ssm__arg_set(&args[1], "k", k, 0);
+    ssm__arg_set(&args[2], "v", v, 0);
+    ssm__arg_set(&args[3], "beta", beta, 0);
+    ssm__arg_set(&args[4], "g", g, 0);
+    ssm__arg_set(&args[5], "s0", s0, 0);
+    ssm__arg_set(&args[6], "cu_seqlens", cu_seqlens, 0);
+    ssm__arg_set(&args[7], "o", o, 1);
+    ssm__arg_set(&args[8], "sT", sT, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
+    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 0));
+    r = ctx->backend->delta_forward ? ctx->backend->delta_forward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, o, sT)
+                                    : SSM__NOT_MINE;
+    if (r == SSM__NOT_MINE) r = ssm__delta_forward_generic(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, o, sT);
+    if (r == SSM_OK) ssm__delta_stats(desc, &p, 0);
+    return r;
+}
+
+SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc, const ssm_tensor *q,
+                                     const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                     const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu_seqlens,
+                                     const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq, ssm_tensor *dk,
+                                     ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg, ssm_tensor *ds0) {
+    static const char *op = "ssm_delta_backward";
+    ssm_delta_plan p;
+    ssm__arg args[15];
+    int factored;
+    ssm_result r;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    SSM__TRY(ssm__delta_inputs(ctx, op, desc, q, k, v, beta, g, s0, cu_seqlens, 1, &p, &factored));
+    if (dg && !g) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: dg needs g", op);
+    if (dout) SSM__TRY(ssm__delta_view(ctx, op, "dout", dout, &p, 1, 0, p.V, p.st.dout));
+    if (dsT) SSM__TRY(ssm__delta_state(ctx, op, "dsT", dsT, &p, p.st.dsT));
+    if (dq) SSM__TRY(ssm__delta_view(ctx, op, "dq", dq, &p, 1, 0, p.K, p.st.dq));
+    if (dk) SSM__TRY(ssm__delta_view(ctx, op, "dk", dk, &p, 1, factored, p.K, p.st.dk));
+    if (dv) SSM__TRY(ssm__delta_view(ctx, op, "dv", dv, &p, 1, factored, p.V, p.st.dv));
+    if (dbeta) SSM__TRY(ssm__delta_view(ctx, op, "dbeta", dbeta, &p, 1, factored, 0, p.st.dbeta));
+    if (dg) SSM__TRY(ssm__delta_view(ctx, op, "dg", dg, &p, 1, 0, 0, p.st.dg));
+    if (ds0) SSM__TRY(ssm__delta_state(ctx, op, "ds0", ds0, &p, p.st.ds0));
+    ssm__arg_set(&args[0], "q", q, 0);
+    ssm__arg_set(&args[1], "k", k, 0);
+    ssm__arg_set(&args[2], "v", v, 0);
+    ssm__arg_set(&args[3], "beta", beta, 0);
+    ssm__arg_set(&args[4], "g", g, 0);
+    ssm__arg_set(&args[5], "s0", s0, 0);
+    ssm__arg_set(&args[6], "cu_seqlens", cu_seqlens, 0);
+    ssm__arg_set(&args[7], "dout", dout, 0);
+    ssm__arg_set(&args[8], "dsT", dsT, 0);
+    ssm__arg_set(&args[9], "dq", dq, 1);
+    ssm__arg_set(&args[10], "dk", dk, 1);
+    ssm__arg_set(&args[11], "dv", dv, 1);
+    ssm__arg_set(&args[12], "dbeta", dbeta, 1);
+    ssm__arg_set(&args[13], "dg", dg, 1);
+    ssm__arg_set(&args[14], "ds0", ds0, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 15));
+    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 1));
+    r = ctx->backend->delta_backward
+            ? ctx->backend->delta_backward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, dout, dsT, dq, dk, dv, dbeta,
+                                           dg, ds0)
+            : SSM__NOT_MINE;
+    if (r == SSM__NOT_MINE)
+        r = ssm__delta_backward_generic(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, dout, dsT, dq, dk, dv, dbeta, dg,
+                                        ds0);
+    if (r == SSM_OK) ssm__delta_stats(desc, &p, 1);
+    return r;
+}
+
+SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const ssm_tensor *q, const ssm_tensor *k,
+                                 const ssm_tensor *v, const ssm_tensor *beta, const ssm_tensor *g, ssm_tensor *state,
+                                 ssm_tensor *o) {
+    static const char *op = "ssm_delta_step";
+    ssm_delta_plan p;
+    ssm__arg args[7];
+    int factored;
+    ssm_result r;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    SSM__TRY(ssm__delta_inputs(ctx, op, desc, q, k, v, beta, g, NULL, NULL, 0, &p, &factored));
+    if (!state || !o) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: state and o are required", op);
+    SSM__TRY(ssm__delta_state(ctx, op, "state", state, &p, p.st.s0));
+    memcpy(p.st.sT, p.st.s0, sizeof p.st.sT);
+    SSM__TRY(ssm__delta_view(ctx, op, "o", o, &p, 0, 0, p.V, p.st.o));
+    ssm__arg_set(&args[0], "q", q, 0);
+    ssm__arg_set(&args[1], "k", k, 0);
+    ssm__arg_set(&args[2], "v", v, 0);
+    ssm__arg_set(&args[3], "beta", beta, 0);
+    ssm__arg_set(&args[4], "g", g, 0);
+    ssm__arg_set(&args[5], "state", state, 1);
+    ssm__arg_set(&args[6], "o", o, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 7));
+    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 2));
+    r = ctx->backend->delta_step ? ctx->backend->delta_step(ctx, &p, q, k, v, beta, g, state, o) : SSM__NOT_MINE;
+    if (r == SSM__NOT_MINE) r = ssm__delta_step_generic(ctx, &p, q, k, v, beta, g, state, o);
+    if (r == SSM_OK) ssm__delta_stats(desc, &p, 2);
+    return r;
+}
+
 /* ---- the reference backend -------------------------------------------------------------- */
 
 static const ssm_backend ssm__reference_backend = {
-    "reference", SSM_DEVICE_CPU, NULL, NULL, ssm__ref_gemm, NULL, NULL, NULL, NULL, NULL, {NULL}};
+    "reference", SSM_DEVICE_CPU, NULL, NULL, ssm__ref_gemm, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, {NULL}};
 
 SSMDEF const ssm_backend *ssm_reference_backend(void) { return &ssm__reference_backend; }
 
