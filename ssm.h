@@ -539,7 +539,7 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
      k          [B,T,H,K]          or [B,T,H,n_h,K] (DeltaProduct; rank 5 sets n_h)
      v          [B,T,H,V]          or [B,T,H,n_h,V]
      beta       [B,T,H]            or [B,T,H,n_h]
-     g          [B,T,H]            optional per-step log gate (NULL = DeltaNet, alpha = 1)
+     g          [B,T,H]            optional per-step log gate, finite (NULL = DeltaNet, alpha = 1)
      s0         [N,H,K,V]          optional initial state (NULL = zeros)
      o          [B,T,H,V]          output
      sT         [N,H,K,V]          optional final state out
@@ -561,7 +561,11 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
      AUTO       the backend picks (the CPU backends: CHUNKED once the longest sequence spans
                 two chunks, T n_h >= 2C; else RECURRENT).
    DeltaProduct runs the chunked form on the T n_h sub-tokens (readout rows only at the last
-   factor of each token).
+   factor of each token). fla's interleaved DeltaProduct layout k [B, T*n_h, H, K] is the view
+   [B,T,H,n_h,K] with strides (T n_h H K, n_h H K, K, H K, 1).
+   Scratch (host backends, one sequence-head at a time): CHUNKED forward about
+   L (4K + 2V) + 2 L C elements for the longest sequence's L = T n_h sub-tokens (rounded up to
+   whole chunks), the backward about twice that plus a state per chunk; RECURRENT a state.
    ------------------------------------------------------------------------------------------ */
 typedef enum ssm_delta_method {
     SSM_DELTA_AUTO = 0,      /* the backend picks by shape            */
@@ -574,7 +578,7 @@ SSMDEF const char *ssm_delta_method_name(ssm_delta_method m);
 /* What a call did (filled on success when desc.stats is set). */
 typedef struct ssm_delta_stats {
     ssm_delta_method method; /* the method actually run (resolves AUTO)     */
-    int64_t chunk;           /* chunk length used (0 for RECURRENT)          */
+    int64_t chunk;           /* chunk length used (RECURRENT: 0 forward, the backward's checkpoint interval) */
     double flops;            /* multiply-adds x 2 of the method, nominal     */
     size_t workspace_bytes;  /* scratch the call used                        */
 } ssm_delta_stats;
@@ -3691,13 +3695,39 @@ typedef struct ssm__dv {
 
 static void ssm__dv_load(const ssm__dv *D, const ssm_tensor *t, const int64_t st[5], int64_t tt, int64_t j,
                          int64_t n, double *dst) {
+    const char *base = SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, 0);
+    const int64_t s = st[4];
     int64_t f;
-    for (f = 0; f < n; ++f) dst[f] = SSM__LOAD(D->dt, SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, f));
+    if (D->dt.bits == 64)
+        for (f = 0; f < n; ++f) dst[f] = ((const double *)(const void *)base)[f * s];
+    else
+        for (f = 0; f < n; ++f) dst[f] = (double)((const float *)(const void *)base)[f * s];
 }
 static void ssm__dv_store(const ssm__dv *D, ssm_tensor *t, const int64_t st[5], int64_t tt, int64_t j, int64_t n,
                           double scale, const double *src) {
+    char *base = SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, 0);
+    const int64_t s = st[4];
     int64_t f;
-    for (f = 0; f < n; ++f) SSM__STORE(D->dt, SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, f), scale * src[f]);
+    if (D->dt.bits == 64)
+        for (f = 0; f < n; ++f) ((double *)(void *)base)[f * s] = scale * src[f];
+    else
+        for (f = 0; f < n; ++f) ((float *)(void *)base)[f * s] = (float)(scale * src[f]);
+}
+/* dst[f] = scale * src[f] into a contiguous dtype row */
+static void ssm__dv_put_row(ssm_dtype dt, char *dst, const double *src, int64_t n, double scale) {
+    int64_t f;
+    if (dt.bits == 64)
+        for (f = 0; f < n; ++f) ((double *)(void *)dst)[f] = scale * src[f];
+    else
+        for (f = 0; f < n; ++f) ((float *)(void *)dst)[f] = (float)(scale * src[f]);
+}
+/* row[f] *= scale on a contiguous dtype row */
+static void ssm__dv_scale_row(ssm_dtype dt, char *row, int64_t n, double scale) {
+    int64_t f;
+    if (dt.bits == 64)
+        for (f = 0; f < n; ++f) ((double *)(void *)row)[f] *= scale;
+    else
+        for (f = 0; f < n; ++f) ((float *)(void *)row)[f] = (float)(scale * ((float *)(void *)row)[f]);
 }
 static double ssm__dv_scalar(const ssm__dv *D, const ssm_tensor *t, const int64_t st[5], int64_t tt, int64_t j) {
     return SSM__LOAD(D->dt, SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, 0));
@@ -3788,10 +3818,10 @@ static ssm_result ssm__delta_step_generic(ssm_ctx *ctx, const ssm_delta_plan *p,
    steps); every product is a GEMM, batched over the chunks where nothing carries across them. */
 typedef struct ssm__dvc {
     int64_t C, NC, Lp;
-    double *bt, *G, *tmp, *dG; /* Lp, Lp, C, C (doubles)                                    */
+    double *bt, *G, *tmp, *dG, *ga, *gr; /* Lp, Lp, C x 4 (doubles)                         */
     /* dtype buffers. Both passes: Kc, Qc [Lp,K] (q on readout rows only), X = diag(beta e^G) K,
-       W [Lp,K], Vc = diag(beta) V, U [Lp,V], Am [NC,C,C] (K K^T, then Tm), P [NC,C,C] (the
-       forward aliases it to Am), S [K,V], Ob [C,V]. Backward only: KK [NC,C,C], Vr [Lp,V] (raw
+       W [Lp,K], Vc = diag(beta) V, U [Lp,V], Am [NC,C,C] (K K^T, then Tm), P [NC,C,C], S [K,V],
+       Ob [C,V]. Backward only: KK [NC,C,C], Vr [Lp,V] (raw
        v), dO [Lp,V], ck [NC+1,K,V] (chunk-start states), dS, dS0 [K,V], C x C: dP, dA, dT, tc;
        C x K: dQ, dK, dW, dX, Kd; C x V: dN, dY, R1. */
     char *Kc, *Qc, *X, *W, *Vc, *U, *Am, *P, *S, *Ob;
@@ -3822,6 +3852,8 @@ static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w, 
     SSM__DV_TAKED(G, Lp);
     SSM__DV_TAKED(tmp, C);
     SSM__DV_TAKED(dG, C);
+    SSM__DV_TAKED(ga, C);
+    SSM__DV_TAKED(gr, C);
     SSM__DV_TAKE(Kc, Lp * K, es);
     SSM__DV_TAKE(Qc, Lp * K, es);
     SSM__DV_TAKE(X, Lp * K, es);
@@ -3831,11 +3863,8 @@ static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w, 
     SSM__DV_TAKE(Am, NC * C * C, es);
     SSM__DV_TAKE(S, K * V, es);
     SSM__DV_TAKE(Ob, C * V, es);
-    if (!backward) {
-        if (w) w->P = w->Am;
-        return off;
-    }
     SSM__DV_TAKE(P, NC * C * C, es);
+    if (!backward) return off;
     SSM__DV_TAKE(KK, NC * C * C, es);
     SSM__DV_TAKE(Vr, Lp * V, es);
     SSM__DV_TAKE(dO, Lp * V, es);
@@ -3857,32 +3886,6 @@ static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w, 
 #undef SSM__DV_TAKE
 #undef SSM__DV_TAKED
     return off;
-}
-
-/* (I + A)^-1 by forward substitution, in place, for every chunk: on entry Am holds K K^T, and
-   A_ij = beta_i e^(G_i - G_j) k_i.k_j for i > j is formed on the fly; on exit Am holds the
-   lower-triangular Tm (unit diagonal, zeros above). */
-#define SSM__DV_TRI(T)                                                                      \
-    for (c = 0; c < w->NC; ++c) {                                                           \
-        T *A = (T *)(void *)w->Am + c * C * C;                                              \
-        const double *bt = w->bt + c * C, *G = w->G + c * C;                                \
-        for (i = 0; i < C; ++i) {                                                           \
-            for (jj = 0; jj < i; ++jj) w->tmp[jj] = 0.0;                                    \
-            for (j = 0; j < i; ++j) {                                                       \
-                double a = bt[i] * (double)A[i * C + j];                                    \
-                if (gated) a *= exp(G[i] - G[j]);                                           \
-                if (a == 0.0) continue;                                                     \
-                for (jj = 0; jj <= j; ++jj) w->tmp[jj] -= a * (double)A[j * C + jj];        \
-            }                                                                               \
-            for (jj = 0; jj < i; ++jj) A[i * C + jj] = (T)w->tmp[jj];                       \
-            A[i * C + i] = (T)1;                                                            \
-            for (jj = i + 1; jj < C; ++jj) A[i * C + jj] = (T)0;                            \
-        }                                                                                   \
-    }
-static void ssm__dvc_tri(ssm_dtype dt, ssm__dvc *w, int gated) {
-    int64_t c, i, j, jj, C = w->C;
-    if (dt.bits == 64) { SSM__DV_TRI(double) }
-    else { SSM__DV_TRI(float) }
 }
 
 /* element i of a dtype buffer */
@@ -3925,54 +3928,97 @@ static void ssm__dvc_pack(ssm__dv *D, ssm__dvc *w, int64_t L, const ssm_tensor *
         else for (f = 0; f < K; ++f) D->x2[f] = 0.0;
         w->G[s] = (s % C ? w->G[s - 1] : 0.0) + gs;
         xs = w->bt[s] * (D->g ? exp(w->G[s]) : 1.0);
-        for (f = 0; f < K; ++f) {
-            SSM__DV_PUT(w->Kc, s * K + f, D->x1[f]);
-            SSM__DV_PUT(w->Qc, s * K + f, D->x2[f]);
-            SSM__DV_PUT(w->X, s * K + f, xs * D->x1[f]);
-        }
-        for (f = 0; f < V; ++f) SSM__DV_PUT(w->Vc, s * V + f, w->bt[s] * D->vv[f]);
-        if (w->Vr)
-            for (f = 0; f < V; ++f) SSM__DV_PUT(w->Vr, s * V + f, D->vv[f]);
+        ssm__dv_put_row(dt, SSM__DV_E(w->Kc, s * K), D->x1, K, 1.0);
+        ssm__dv_put_row(dt, SSM__DV_E(w->Qc, s * K), D->x2, K, 1.0);
+        ssm__dv_put_row(dt, SSM__DV_E(w->X, s * K), D->x1, K, xs);
+        ssm__dv_put_row(dt, SSM__DV_E(w->Vc, s * V), D->vv, V, w->bt[s]);
+        if (w->Vr) ssm__dv_put_row(dt, SSM__DV_E(w->Vr, s * V), D->vv, V, 1.0);
         if (w->dO) {
             if (readout && dout) ssm__dv_load(D, dout, p->st.dout, tt, 0, V, D->w);
             else for (f = 0; f < V; ++f) D->w[f] = 0.0;
-            for (f = 0; f < V; ++f) SSM__DV_PUT(w->dO, s * V + f, p->scale * D->w[f]);
+            ssm__dv_put_row(dt, SSM__DV_E(w->dO, s * V), D->w, V, p->scale);
         }
     }
 }
 
-/* Am = K K^T (kept in KK for the backward), Tm = (I + A)^-1 in Am, W = Tm X, U = Tm diag(beta) V,
-   then P = tril(Q K^T . e^(G_i - G_j)): batched over the chunks. */
+/* The per-step factors of chunk c, ga[i] = e^(G_i - G_(i-1)), so a row of
+   Gamma_ij = e^(G_i - G_j) (j <= i) is a running product: one exp per sub-token instead of one
+   per pair, and a strong gate underflows the product to 0 (never inf * 0). */
+static void ssm__dvc_steps(ssm__dvc *w, int64_t c) {
+    const double *G = w->G + c * w->C;
+    int64_t i;
+    w->ga[0] = 1.0;
+    for (i = 1; i < w->C; ++i) w->ga[i] = exp(G[i] - G[i - 1]);
+}
+static void ssm__dvc_gamma_row(ssm__dvc *w, int64_t i) {
+    int64_t j;
+    w->gr[i] = 1.0;
+    for (j = i - 1; j >= 0; --j) w->gr[j] = w->gr[j + 1] * w->ga[j + 1];
+}
+
+/* Per chunk: P = tril(P . Gamma); A_ij = beta_i Gamma_ij (K K^T)_ij below the diagonal; then
+   Tm = (I + A)^-1 in place by forward substitution (row i of Tm from rows j < i). */
+#define SSM__DV_PREP(T)                                                                        \
+    for (i = 0; i < C; ++i) {                                                                  \
+        T *prow = P + i * C, *arow = A + i * C;                                                \
+        if (gated) ssm__dvc_gamma_row(w, i);                                                   \
+        for (j = 0; j <= i; ++j) {                                                             \
+            double gm = gated ? w->gr[j] : 1.0;                                                \
+            prow[j] = (T)(gm * (double)prow[j]);                                               \
+            if (j < i) arow[j] = (T)(bt[i] * gm * (double)arow[j]);                            \
+        }                                                                                      \
+        for (j = i + 1; j < C; ++j) prow[j] = (T)0;                                            \
+    }                                                                                          \
+    for (i = 0; i < C; ++i) {                                                                  \
+        T *arow = A + i * C;                                                                   \
+        for (jj = 0; jj < i; ++jj) w->tmp[jj] = 0.0;                                           \
+        for (j = 0; j < i; ++j) {                                                              \
+            const double a = (double)arow[j];                                                  \
+            const T *trow = A + j * C;                                                         \
+            if (a == 0.0) continue;                                                            \
+            for (jj = 0; jj <= j; ++jj) w->tmp[jj] -= a * (double)trow[jj];                    \
+        }                                                                                      \
+        for (jj = 0; jj < i; ++jj) arow[jj] = (T)w->tmp[jj];                                   \
+        arow[i] = (T)1;                                                                        \
+        for (jj = i + 1; jj < C; ++jj) arow[jj] = (T)0;                                        \
+    }
+static void ssm__dvc_solve(ssm_dtype dt, ssm__dvc *w, int64_t c, int gated) {
+    const int64_t C = w->C;
+    const double *bt = w->bt + c * C;
+    int64_t i, j, jj;
+    if (gated) ssm__dvc_steps(w, c);
+    if (dt.bits == 64) {
+        double *A = (double *)(void *)w->Am + c * C * C, *P = (double *)(void *)w->P + c * C * C;
+        SSM__DV_PREP(double)
+    } else {
+        float *A = (float *)(void *)w->Am + c * C * C, *P = (float *)(void *)w->P + c * C * C;
+        SSM__DV_PREP(float)
+    }
+}
+
+/* Am = K K^T (kept in KK for the backward) and P = Q K^T, batched over the chunks; per chunk
+   the gates and Tm = (I + A)^-1; then W = Tm X and U = Tm diag(beta) V, batched. */
 static ssm_result ssm__dvc_prepare(ssm_ctx *ctx, ssm_dtype dt, ssm__dvc *w, int64_t K, int64_t V, int gated) {
     const size_t es = ssm__esize(dt);
     const int64_t C = w->C, NC = w->NC;
-    int64_t c, i, f;
+    int64_t c;
     ssm_matrix_batch mA, mB, mC;
     mA = ssm__mb(w->Kc, K, 1), mA.bs = C * K;
     mB = ssm__mb(w->Kc, 1, K), mB.bs = C * K;
     mC = ssm__mb(w->Am, C, 1), mC.bs = C * C;
     SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, C, K, 1.0, mA, mB, 0.0, mC));
     if (w->KK) memcpy(w->KK, w->Am, (size_t)(NC * C * C) * es);
-    ssm__dvc_tri(dt, w, gated);
+    mA = ssm__mb(w->Qc, K, 1), mA.bs = C * K;
+    mC = ssm__mb(w->P, C, 1), mC.bs = C * C;
+    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, C, K, 1.0, mA, mB, 0.0, mC));
+    for (c = 0; c < NC; ++c) ssm__dvc_solve(dt, w, c, gated);
     mA = ssm__mb(w->Am, C, 1), mA.bs = C * C;
     mB = ssm__mb(w->X, K, 1), mB.bs = C * K;
     mC = ssm__mb(w->W, K, 1), mC.bs = C * K;
     SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, K, C, 1.0, mA, mB, 0.0, mC));
     mB = ssm__mb(w->Vc, V, 1), mB.bs = C * V;
     mC = ssm__mb(w->U, V, 1), mC.bs = C * V;
-    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, V, C, 1.0, mA, mB, 0.0, mC));
-    mA = ssm__mb(w->Qc, K, 1), mA.bs = C * K;
-    mB = ssm__mb(w->Kc, 1, K), mB.bs = C * K;
-    mC = ssm__mb(w->P, C, 1), mC.bs = C * C;
-    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, C, K, 1.0, mA, mB, 0.0, mC));
-    for (c = 0; c < NC; ++c)
-        for (i = 0; i < C; ++i)
-            for (f = 0; f < C; ++f) {
-                int64_t e = (c * C + i) * C + f;
-                if (f > i) SSM__DV_PUT(w->P, e, 0.0);
-                else if (gated) SSM__DV_PUT(w->P, e, SSM__DV_GET(w->P, e) * exp(w->G[c * C + i] - w->G[c * C + f]));
-            }
-    return SSM_OK;
+    return ssm_ctx_gemm(ctx, dt, NC, C, V, C, 1.0, mA, mB, 0.0, mC);
 }
 
 /* dst = diag(e^(G_last - G_i)) K of chunk c: the keys as they reach the chunk's end. */
@@ -3980,21 +4026,17 @@ static void ssm__dvc_decayed_keys(ssm_dtype dt, const ssm__dvc *w, int64_t c, in
     const size_t es = ssm__esize(dt);
     const int64_t C = w->C;
     const double gl = w->G[c * C + C - 1];
-    int64_t i, f;
-    for (i = 0; i < C; ++i) {
-        double d = exp(gl - w->G[c * C + i]);
-        for (f = 0; f < K; ++f) SSM__DV_PUT(dst, i * K + f, d * SSM__DV_GET(w->Kc, (c * C + i) * K + f));
-    }
+    int64_t i;
+    memcpy(dst, SSM__DV_E(w->Kc, c * C * K), (size_t)(C * K) * es);
+    for (i = 0; i < C; ++i) ssm__dv_scale_row(dt, SSM__DV_E(dst, i * K), K, exp(gl - w->G[c * C + i]));
 }
 
 /* S <- e^(G_last) S + Kd^T N with Kd the decayed keys (the chunk's keys when ungated). */
 static ssm_result ssm__dvc_advance(ssm_ctx *ctx, ssm_dtype dt, const ssm__dvc *w, int64_t c, int64_t K, int64_t V,
                                    int gated, char *Kd, const char *N, char *S) {
     const size_t es = ssm__esize(dt);
-    int64_t i;
     if (gated) {
-        double e = exp(w->G[c * w->C + w->C - 1]);
-        for (i = 0; i < K * V; ++i) SSM__DV_PUT(S, i, e * SSM__DV_GET(S, i));
+        ssm__dv_scale_row(dt, S, K * V, exp(w->G[c * w->C + w->C - 1]));
         ssm__dvc_decayed_keys(dt, w, c, K, Kd);
     } else {
         Kd = SSM__DV_E(w->Kc, c * w->C * K);
@@ -4037,10 +4079,7 @@ static ssm_result ssm__delta_chunked(ssm_ctx *ctx, const ssm_delta_plan *p, cons
                 /* o = e^G Q S + P N on the readout rows */
                 SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, 1.0, SSM__DV_E(w.Qc, c * C * K), K, 1, w.S, V, 1, 0.0, w.Ob, V));
                 if (g)
-                    for (i = 0; i < C; ++i) {
-                        double e = exp(w.G[c * C + i]);
-                        for (f = 0; f < V; ++f) SSM__DV_PUT(w.Ob, i * V + f, e * SSM__DV_GET(w.Ob, i * V + f));
-                    }
+                    for (i = 0; i < C; ++i) ssm__dv_scale_row(dt, SSM__DV_E(w.Ob, i * V), V, exp(w.G[c * C + i]));
                 SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, C, 1, Uc, V, 1, 1.0, w.Ob, V));
                 for (i = 0; i < C; ++i) {
                     s = c * C + i;
@@ -4129,16 +4168,19 @@ static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan
                 SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, 1, C, dOc, V, 1, 1.0, w.dN, V));
                 /* dP = dO N^T . M (and the gates' share: rows minus columns of dP . P) */
                 SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, V, 1.0, dOc, V, 1, Nc, 1, V, 0.0, w.dP, C));
-                for (i = 0; i < C; ++i)
+                if (gated) ssm__dvc_steps(&w, c);
+                for (i = 0; i < C; ++i) {
+                    if (gated) ssm__dvc_gamma_row(&w, i);
                     for (j = 0; j < C; ++j) {
                         double x = j > i ? 0.0 : SSM__DV_GET(w.dP, i * C + j);
                         if (gated && j <= i) {
                             double z = x * SSM__DV_GET(Pc, i * C + j);
                             dG[i] += z, dG[j] -= z;
-                            x *= exp(G[i] - G[j]);
+                            x *= w.gr[j];
                         }
                         SSM__DV_PUT(w.dP, i * C + j, x);
                     }
+                }
                 /* dQ = diag(e^G) dO S'^T + dP K (the O term of dG: e^G_i q_i . (dO S'^T)_i) */
                 SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, 1.0, dOc, V, 1, S0, 1, V, 0.0, w.dQ, K));
                 if (gated)
@@ -4171,10 +4213,11 @@ static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan
                 /* dbeta and dG from X = diag(beta e^G) K, Y = diag(beta) V and A; dA <- dA' */
                 for (i = 0; i < C; ++i) {
                     double e = gated ? exp(G[i]) : 1.0, xk = 0.0, yv = 0.0, ak = 0.0;
+                    if (gated) ssm__dvc_gamma_row(&w, i);
                     for (f = 0; f < K; ++f) xk += SSM__DV_GET(w.dX, i * K + f) * SSM__DV_GET(Kc, i * K + f);
                     for (f = 0; f < V; ++f) yv += SSM__DV_GET(w.dY, i * V + f) * SSM__DV_GET(Vr, i * V + f);
                     for (j = 0; j < C; ++j) {
-                        double a = j < i ? SSM__DV_GET(w.dA, i * C + j) : 0.0, ga = gated && j < i ? exp(G[i] - G[j]) : 1.0;
+                        double a = j < i ? SSM__DV_GET(w.dA, i * C + j) : 0.0, ga = gated && j < i ? w.gr[j] : 1.0;
                         double kk = SSM__DV_GET(KKc, i * C + j);
                         ak += a * ga * kk;
                         if (gated && j < i) {
