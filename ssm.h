@@ -3610,6 +3610,30 @@ static void ssm__dv_stx(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, const
     else { SSM__DV_STX(float) }
 }
 
+/* y = S^T x and z = S^T u in one sweep over S */
+#define SSM__DV_STX2(T)                                                    \
+    for (c = 0; c < V; ++c) y[c] = z[c] = 0.0;                             \
+    for (r = 0; r < K; ++r) {                                              \
+        const T *row = (const T *)S.ptr + r * S.rs;                        \
+        const double xr = x[r], ur = u[r];                                 \
+        if (S.cs == 1)                                                     \
+            for (c = 0; c < V; ++c) {                                      \
+                const double e = (double)row[c];                           \
+                y[c] += xr * e, z[c] += ur * e;                            \
+            }                                                              \
+        else                                                               \
+            for (c = 0; c < V; ++c) {                                      \
+                const double e = (double)row[c * S.cs];                    \
+                y[c] += xr * e, z[c] += ur * e;                            \
+            }                                                              \
+    }
+static void ssm__dv_stx2(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, const double *x, const double *u,
+                         double *y, double *z) {
+    int64_t r, c;
+    if (dt.bits == 64) { SSM__DV_STX2(double) }
+    else { SSM__DV_STX2(float) }
+}
+
 /* y = S x (y [K]) */
 #define SSM__DV_SX(T)                                                      \
     for (r = 0; r < K; ++r) {                                              \
@@ -3750,11 +3774,29 @@ static void ssm__dv_substep(ssm__dv *D, ssm__dv_mat S, int64_t s) {
     ssm__dv_rank1(D->dt, S, p->K, p->V, a, D->kv, D->w);
 }
 
-/* o_t = scale S^T q_t after the last factor of token tt */
-static void ssm__dv_readout(ssm__dv *D, ssm__dv_mat S, int64_t tt, ssm_tensor *o) {
+/* Token tt: its factors, then o_t = scale S^T q_t. The last factor and the readout share one
+   sweep over S: with S' = a S + k w^T, S'^T q = a S^T q + w (k.q), so S is read once for
+   S^T k and S^T q, then read and written once by the update (the decode step's floor is one
+   read and one write of the state). */
+static void ssm__dv_token(ssm__dv *D, ssm__dv_mat S, int64_t tt, ssm_tensor *o) {
     const ssm_delta_plan *p = D->p;
+    const int64_t j = p->n_h - 1;
+    int64_t s, c;
+    double a, bt, kq = 0.0;
+    for (s = tt * p->n_h; s < tt * p->n_h + j; ++s) ssm__dv_substep(D, S, s);
+    a = ssm__dv_alpha(D, tt, j), bt = ssm__dv_scalar(D, D->beta, p->st.beta, tt, j);
+    ssm__dv_load(D, D->k, p->st.k, tt, j, p->K, D->kv);
+    ssm__dv_load(D, D->v, p->st.v, tt, j, p->V, D->vv);
     ssm__dv_load(D, D->q, p->st.q, tt, 0, p->K, D->x1);
-    ssm__dv_stx(D->dt, S, p->K, p->V, D->x1, D->w);
+    ssm__dv_stx2(D->dt, S, p->K, p->V, D->kv, D->x1, D->r, D->w);
+    for (c = 0; c < p->K; ++c) kq += D->kv[c] * D->x1[c];
+    /* D->w holds S^T q; D->r holds S^T k */
+    for (c = 0; c < p->V; ++c) {
+        const double wc = bt * (D->vv[c] - a * D->r[c]);
+        D->vv[c] = wc;                              /* the update's column vector */
+        D->w[c] = a * D->w[c] + wc * kq;            /* S'^T q                     */
+    }
+    ssm__dv_rank1(D->dt, S, p->K, p->V, a, D->kv, D->vv);
     ssm__dv_store(D, o, p->st.o, tt, 0, p->V, p->scale, D->w);
 }
 
@@ -3787,10 +3829,7 @@ static ssm_result ssm__delta_recurrent(ssm_ctx *ctx, const ssm_delta_plan *p, co
             ssm__dv_seq(p, cu, n, &D.b, &D.t0, &len);
             if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
             ssm__dv_copy(p->dtype, p->K, p->V, s0 ? &m0 : NULL, S);
-            for (s = 0; s < len * p->n_h; ++s) {
-                ssm__dv_substep(&D, S, s);
-                if (s % p->n_h == p->n_h - 1) ssm__dv_readout(&D, S, s / p->n_h, o);
-            }
+            for (s = 0; s < len; ++s) ssm__dv_token(&D, S, s, o);
             if (sT) ssm__dv_copy(p->dtype, p->K, p->V, &S, ssm__dv_state(sT, p->st.sT, n, D.h, D.es));
         }
     return SSM_OK;
@@ -3801,14 +3840,12 @@ static ssm_result ssm__delta_step_generic(ssm_ctx *ctx, const ssm_delta_plan *p,
                                           const ssm_tensor *g, ssm_tensor *state, ssm_tensor *o) {
     void *ws;
     ssm__dv D;
-    int64_t s;
     SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
     ssm__dv_init(&D, p, q, k, v, beta, g, ws);
     for (D.b = 0; D.b < p->B; ++D.b)
         for (D.h = 0; D.h < p->H; ++D.h) {
             ssm__dv_mat S = ssm__dv_state(state, p->st.s0, D.b, D.h, D.es); /* in place */
-            for (s = 0; s < p->n_h; ++s) ssm__dv_substep(&D, S, s);
-            ssm__dv_readout(&D, S, 0, o);
+            ssm__dv_token(&D, S, 0, o);
         }
     return SSM_OK;
 }
