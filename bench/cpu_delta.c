@@ -4,7 +4,8 @@
    inputs. Each row prints ms (median), the method's nominal GFLOP/s, the relative error of o
    against an f64 recurrent run on the same (f32-rounded) inputs, and the floor: max(bytes of
    q, k, v, beta, g, o once / copy bandwidth, the chunked form's FLOPs / the backend's GEMM
-   rate), both measured in this run. Appends JSON lines to bench/results/cpu_delta.jsonl. */
+   rate), both measured in this run; and the decode step (ssm_delta_step) against reading and
+   writing the state once. Appends JSON lines to bench/results/cpu_delta.jsonl. */
 #define SSM_IMPLEMENTATION
 #include "../ssm.h"
 #ifdef SSM_BENCH_BLAS
@@ -32,6 +33,21 @@ static void run(void *p) {
                                  &r->o, NULL, &r->dq, &r->dk, &r->dv, &r->dbeta, r->gated ? &r->dg : NULL, NULL);
     if (res != SSM_OK) {
         fprintf(stderr, "delta failed: %s\n", ssm_ctx_last_error(r->ctx));
+        exit(1);
+    }
+}
+
+typedef struct step_arg {
+    ssm_ctx *ctx;
+    ssm_delta_desc desc;
+    ssm_tensor q, k, v, beta, g, S, o;
+} step_arg;
+
+/* one decode step; the state keeps evolving from call to call (gated, so it stays bounded) */
+static void step(void *p) {
+    step_arg *a = (step_arg *)p;
+    if (ssm_delta_step(a->ctx, &a->desc, &a->q, &a->k, &a->v, &a->beta, &a->g, &a->S, &a->o) != SSM_OK) {
+        fprintf(stderr, "delta step failed: %s\n", ssm_ctx_last_error(a->ctx));
         exit(1);
     }
 }
@@ -152,7 +168,8 @@ int main(void) {
                 snprintf(shape, sizeof shape, "{\"B\":%lld,\"T\":%lld,\"H\":%lld,\"K\":%lld,\"V\":%lld}", (long long)B,
                          (long long)T, (long long)H, (long long)K, (long long)V);
                 printf("%-4s B%lld T%lld H%lld K%lld V%-4lld %-8s %-10s %10.3f %8.2f %9.2e %10.4f %8.1f\n", names[be],
-                       (long long)B, (long long)T, (long long)H, (long long)K, (long long)V, gated ? "gated" : "delta",
+                       (long long)B, (long long)T, (long long)H, (long long)K, (long long)V,
+                       gated ? (backward ? "gated+bw" : "gated") : (backward ? "delta+bw" : "delta"),
                        ssm_delta_method_name(method), ms, flops / (ms * 1e6), err, floor_ms, ms / floor_ms);
                 snprintf(impl, sizeof impl, "ours:%s", ssm_delta_method_name(method));
                 snprintf(extra, sizeof extra, ",\"gflops\":%.4g,\"gemm_gflops\":%.4g,\"copy_gbs\":%.4g,\"x_floor\":%.4g",
@@ -164,6 +181,36 @@ int main(void) {
         }
         free(q), free(k), free(v), free(beta), free(g), free(o), free(dq), free(dk), free(dv), free(dbeta), free(dg);
         free(qd), free(kd), free(vd), free(bd), free(gd), free(od[0]), free(od[1]);
+    }
+    /* decode: one ssm_delta_step for B x H heads; floor = reading and writing the f32 state once */
+    {
+        const int64_t B = 64, H = 16, K = 128, V = 128; /* the decode shape: a 64 MiB f32 state */
+        int64_t sq[3] = {B, H, K}, sv[3] = {B, H, V}, sb[2] = {B, H}, ss[4] = {B, H, K, V}, i;
+        unsigned seed = 99u;
+        float *q = fill(B * H * K, -1, 1, &seed), *k = fill(B * H * K, -0.125, 0.125, &seed);
+        float *v = fill(B * H * V, -1, 1, &seed), *beta = fill(B * H, 0.05, 1, &seed), *g = fill(B * H, -0.5, 0, &seed);
+        float *S = fill(B * H * K * V, -1, 1, &seed), *o = (float *)malloc(sizeof(float) * (size_t)(B * H * V));
+        for (be = 0; be < nbe; ++be) {
+            step_arg a;
+            double ms, bytes = 8.0 * (double)(B * H * K * V), floor_ms;
+            char shape[128];
+            a.ctx = ctxs[be];
+            a.desc = ssm_delta_desc_init();
+            a.q = ssm_tensor_make(q, SSM_F32, ssm_cpu(), 3, sq, NULL), a.k = ssm_tensor_make(k, SSM_F32, ssm_cpu(), 3, sq, NULL);
+            a.v = ssm_tensor_make(v, SSM_F32, ssm_cpu(), 3, sv, NULL), a.beta = ssm_tensor_make(beta, SSM_F32, ssm_cpu(), 2, sb, NULL);
+            a.g = ssm_tensor_make(g, SSM_F32, ssm_cpu(), 2, sb, NULL), a.o = ssm_tensor_make(o, SSM_F32, ssm_cpu(), 3, sv, NULL);
+            a.S = ssm_tensor_make(S, SSM_F32, ssm_cpu(), 4, ss, NULL);
+            ms = bench_time_ms(step, &a);
+            for (i = 0; i < B * H * V; ++i)
+                if (!(o[i] == o[i])) { fprintf(stderr, "decode produced NaN\n"); return 1; }
+            floor_ms = bench_floor_ms(&ceil[be], bytes, 0.0);
+            snprintf(shape, sizeof shape, "{\"B\":%lld,\"T\":1,\"H\":%lld,\"K\":%lld,\"V\":%lld}", (long long)B,
+                     (long long)H, (long long)K, (long long)V);
+            printf("%-4s B%lld H%lld K%lld V%-4lld  gated    step       %10.4f %8s %9s %10.4f %8.1f\n", names[be],
+                   (long long)B, (long long)H, (long long)K, (long long)V, ms, "", "", floor_ms, ms / floor_ms);
+            bench_json(RESULTS, "delta_decode", "ours:recurrent", names[be], "f32", shape, ms, floor_ms, -1, -1, "");
+        }
+        free(q), free(k), free(v), free(beta), free(g), free(S), free(o);
     }
     for (be = 0; be < nbe; ++be) ssm_ctx_destroy(ctxs[be]);
     return 0;
