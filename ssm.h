@@ -564,8 +564,9 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
    factor of each token). fla's interleaved DeltaProduct layout k [B, T*n_h, H, K] is the view
    [B,T,H,n_h,K] with strides (T n_h H K, n_h H K, K, H K, 1).
    Scratch (host backends, one sequence-head at a time): CHUNKED forward about
-   L (4K + 2V) + 2 L C elements for the longest sequence's L = T n_h sub-tokens (rounded up to
-   whole chunks), the backward about twice that plus a state per chunk; RECURRENT a state.
+   L' (4K + 2V + 2C) elements with L' = min(T n_h, 16 C) (it works 16 chunks at a time), the
+   backward about 2 L (4K + 4V + 3C) + (L/C + 1) K V for the longest sequence's L = T n_h
+   sub-tokens (rounded up to whole chunks); RECURRENT a state.
    ------------------------------------------------------------------------------------------ */
 typedef enum ssm_delta_method {
     SSM_DELTA_AUTO = 0,      /* the backend picks by shape            */
@@ -3576,8 +3577,9 @@ static void ssm__delta_stats(const ssm_delta_desc *d, const ssm_delta_plan *p, i
    One (sequence, head) at a time, so the scratch is bounded by the longest sequence and does
    not grow with B or H. States live in the dtype of the inputs; per-token vectors in double. */
 
-#define SSM__DV_AT(t, st, es, b, tt, h, j, f) \
-    ((char *)(t)->data + ((b) * (st)[0] + (tt) * (st)[1] + (h) * (st)[2] + (j) * (st)[3] + (f) * (st)[4]) * (int64_t)(es))
+#define SSM__DV_AT(t, st, es, b, tt, h, j, f)                                                       \
+    ((char *)(t)->data +                                                                            \
+     ((b) * (st)[0] + (tt) * (st)[1] + (h) * (st)[2] + (j) * (st)[3] + (f) * (st)[4]) * (int64_t)(es))
 #define SSM__DV_ALIGN(b) (((b) + 63u) & ~(size_t)63u)
 
 /* A state S [K,V] at ptr with row / column element strides. */
@@ -3801,7 +3803,9 @@ static void ssm__dv_token(ssm__dv *D, ssm__dv_mat S, int64_t tt, ssm_tensor *o) 
 }
 
 /* Scratch vectors at the start of the workspace (doubles). */
-static size_t ssm__dv_vec_bytes(const ssm_delta_plan *p) { return SSM__DV_ALIGN(sizeof(double) * (size_t)(3 * p->K + 3 * p->V)); }
+static size_t ssm__dv_vec_bytes(const ssm_delta_plan *p) {
+    return SSM__DV_ALIGN(sizeof(double) * (size_t)(3 * p->K + 3 * p->V));
+}
 static void ssm__dv_init(ssm__dv *D, const ssm_delta_plan *p, const ssm_tensor *q, const ssm_tensor *k,
                          const ssm_tensor *v, const ssm_tensor *beta, const ssm_tensor *g, void *ws) {
     double *d = (double *)ws;
@@ -3870,10 +3874,14 @@ static int64_t ssm__dv_chunks(const ssm_delta_plan *p, int64_t C) {
     return L > 0 ? (L + C - 1) / C : 1;
 }
 
+/* The forward packs and solves SSM__DELTA_SEG chunks at a time (the batched GEMMs stay large,
+   the scratch stays in cache and does not grow with T); the backward keeps a whole sequence. */
+#define SSM__DELTA_SEG 16
+
 /* Carves the chunked scratch out of `base` (NULL: only counts); returns the bytes. */
 static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w, int backward) {
     size_t es = ssm__esize(p->dtype), off = ssm__dv_vec_bytes(p);
-    int64_t C = p->chunk, NC = ssm__dv_chunks(p, C), Lp = NC * C, K = p->K, V = p->V;
+    int64_t C = p->chunk, NC = ssm__dv_chunks(p, C), Lp, K = p->K, V = p->V;
 #define SSM__DV_TAKE(field, n, size)                                          \
     do {                                                                      \
         if (w) w->field = (base + off);                                       \
@@ -3884,6 +3892,8 @@ static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w, 
         if (w) w->field = (double *)(void *)(base + off);                     \
         off += SSM__DV_ALIGN((size_t)(n) * sizeof(double));                   \
     } while (0)
+    if (!backward && NC > SSM__DELTA_SEG) NC = SSM__DELTA_SEG; /* the forward works a segment at a time */
+    Lp = NC * C;
     if (w) memset(w, 0, sizeof *w), w->C = C, w->NC = NC, w->Lp = Lp;
     SSM__DV_TAKED(bt, Lp);
     SSM__DV_TAKED(G, Lp);
@@ -3939,41 +3949,42 @@ static ssm_result ssm__dv_gemm(ssm_ctx *ctx, ssm_dtype dt, int64_t M, int64_t N,
                         ssm__mb(C, ldc, 1));
 }
 
-/* Packs sub-tokens [0, Lp) of the current sequence-head (and, in the backward, raw v and
-   dO = scale * dout on the readout rows). */
-static void ssm__dvc_pack(ssm__dv *D, ssm__dvc *w, int64_t L, const ssm_tensor *dout) {
+/* Packs sub-tokens [s0, s0 + Lp) of the current sequence-head (L of them real), chunk-aligned
+   (and, in the backward, raw v and dO = scale * dout on the readout rows). */
+static void ssm__dvc_pack(ssm__dv *D, ssm__dvc *w, int64_t s0, int64_t L, const ssm_tensor *dout) {
     const ssm_delta_plan *p = D->p;
     const ssm_dtype dt = p->dtype;
     const size_t es = D->es;
     const int64_t K = p->K, V = p->V, nh = p->n_h, C = w->C;
-    int64_t s, f;
-    for (s = 0; s < w->Lp; ++s) {
-        int64_t tt = s / nh, j = s % nh;
+    int64_t r, s, f;
+    for (r = 0; r < w->Lp; ++r) {
+        int64_t tt, j;
+        s = s0 + r, tt = s / nh, j = s % nh;
         double gs = 0.0, xs;
         int readout = s < L && j == nh - 1;
         if (s < L) {
             ssm__dv_load(D, D->k, p->st.k, tt, j, K, D->x1);
             ssm__dv_load(D, D->v, p->st.v, tt, j, V, D->vv);
-            w->bt[s] = ssm__dv_scalar(D, D->beta, p->st.beta, tt, j);
+            w->bt[r] = ssm__dv_scalar(D, D->beta, p->st.beta, tt, j);
             if (D->g && j == 0) gs = ssm__dv_scalar(D, D->g, p->st.g, tt, 0);
         } else {
             for (f = 0; f < K; ++f) D->x1[f] = 0.0;
             for (f = 0; f < V; ++f) D->vv[f] = 0.0;
-            w->bt[s] = 0.0;
+            w->bt[r] = 0.0;
         }
         if (readout) ssm__dv_load(D, D->q, p->st.q, tt, 0, K, D->x2);
         else for (f = 0; f < K; ++f) D->x2[f] = 0.0;
-        w->G[s] = (s % C ? w->G[s - 1] : 0.0) + gs;
-        xs = w->bt[s] * (D->g ? exp(w->G[s]) : 1.0);
-        ssm__dv_put_row(dt, SSM__DV_E(w->Kc, s * K), D->x1, K, 1.0);
-        ssm__dv_put_row(dt, SSM__DV_E(w->Qc, s * K), D->x2, K, 1.0);
-        ssm__dv_put_row(dt, SSM__DV_E(w->X, s * K), D->x1, K, xs);
-        ssm__dv_put_row(dt, SSM__DV_E(w->Vc, s * V), D->vv, V, w->bt[s]);
-        if (w->Vr) ssm__dv_put_row(dt, SSM__DV_E(w->Vr, s * V), D->vv, V, 1.0);
+        w->G[r] = (r % C ? w->G[r - 1] : 0.0) + gs;
+        xs = w->bt[r] * (D->g ? exp(w->G[r]) : 1.0);
+        ssm__dv_put_row(dt, SSM__DV_E(w->Kc, r * K), D->x1, K, 1.0);
+        ssm__dv_put_row(dt, SSM__DV_E(w->Qc, r * K), D->x2, K, 1.0);
+        ssm__dv_put_row(dt, SSM__DV_E(w->X, r * K), D->x1, K, xs);
+        ssm__dv_put_row(dt, SSM__DV_E(w->Vc, r * V), D->vv, V, w->bt[r]);
+        if (w->Vr) ssm__dv_put_row(dt, SSM__DV_E(w->Vr, r * V), D->vv, V, 1.0);
         if (w->dO) {
             if (readout && dout) ssm__dv_load(D, dout, p->st.dout, tt, 0, V, D->w);
             else for (f = 0; f < V; ++f) D->w[f] = 0.0;
-            ssm__dv_put_row(dt, SSM__DV_E(w->dO, s * V), D->w, V, p->scale);
+            ssm__dv_put_row(dt, SSM__DV_E(w->dO, r * V), D->w, V, p->scale);
         }
     }
 }
@@ -4091,7 +4102,7 @@ static ssm_result ssm__delta_chunked(ssm_ctx *ctx, const ssm_delta_plan *p, cons
     void *ws;
     ssm__dv D;
     ssm__dvc w;
-    int64_t n, len, s, c, i, f, C;
+    int64_t n, len, s, s0s, c, i, f, C;
     SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
     ssm__dv_init(&D, p, q, k, v, beta, g, ws);
     ssm__dvc_layout(p, (char *)ws, &w, 0);
@@ -4104,28 +4115,30 @@ static ssm_result ssm__delta_chunked(ssm_ctx *ctx, const ssm_delta_plan *p, cons
             if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
             ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, S);
             L = len * nh;
-            if (L > 0) {
-                w.NC = (L + C - 1) / C, w.Lp = w.NC * C;
-                ssm__dvc_pack(&D, &w, L, NULL);
+            for (s0s = 0; s0s < L; s0s += SSM__DELTA_SEG * C) {
+                w.NC = SSM__MIN(SSM__DELTA_SEG, (L - s0s + C - 1) / C), w.Lp = w.NC * C;
+                ssm__dvc_pack(&D, &w, s0s, L, NULL);
                 SSM__TRY(ssm__dvc_prepare(ctx, dt, &w, K, V, g != NULL));
-            }
-            for (c = 0; L > 0 && c < w.NC; ++c) { /* the state pass, chunk by chunk */
-                char *Uc = SSM__DV_E(w.U, c * C * V), *Pc = SSM__DV_E(w.P, c * C * C);
-                /* N = U - W S (into U) */
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w.W, c * C * K), K, 1, w.S, V, 1, 1.0, Uc, V));
-                /* o = e^G Q S + P N on the readout rows */
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, 1.0, SSM__DV_E(w.Qc, c * C * K), K, 1, w.S, V, 1, 0.0, w.Ob, V));
-                if (g)
-                    for (i = 0; i < C; ++i) ssm__dv_scale_row(dt, SSM__DV_E(w.Ob, i * V), V, exp(w.G[c * C + i]));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, C, 1, Uc, V, 1, 1.0, w.Ob, V));
-                for (i = 0; i < C; ++i) {
-                    s = c * C + i;
-                    if (s >= L || s % nh != nh - 1) continue;
-                    for (f = 0; f < V; ++f) D.w[f] = SSM__DV_GET(w.Ob, i * V + f);
-                    ssm__dv_store(&D, o, p->st.o, s / nh, 0, V, p->scale, D.w);
+                for (c = 0; c < w.NC; ++c) { /* the state pass, chunk by chunk */
+                    char *Uc = SSM__DV_E(w.U, c * C * V), *Pc = SSM__DV_E(w.P, c * C * C);
+                    /* N = U - W S (into U) */
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w.W, c * C * K), K, 1, w.S, V, 1, 1.0,
+                                          Uc, V));
+                    /* o = e^G Q S + P N on the readout rows */
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, 1.0, SSM__DV_E(w.Qc, c * C * K), K, 1, w.S, V, 1, 0.0,
+                                          w.Ob, V));
+                    if (g)
+                        for (i = 0; i < C; ++i) ssm__dv_scale_row(dt, SSM__DV_E(w.Ob, i * V), V, exp(w.G[c * C + i]));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, C, 1, Uc, V, 1, 1.0, w.Ob, V));
+                    for (i = 0; i < C; ++i) {
+                        s = s0s + c * C + i;
+                        if (s >= L || s % nh != nh - 1) continue;
+                        for (f = 0; f < V; ++f) D.w[f] = SSM__DV_GET(w.Ob, i * V + f);
+                        ssm__dv_store(&D, o, p->st.o, s / nh, 0, V, p->scale, D.w);
+                    }
+                    /* the keys' X rows of this chunk are spent: they take the decayed keys */
+                    SSM__TRY(ssm__dvc_advance(ctx, dt, &w, c, K, V, g != NULL, SSM__DV_E(w.X, c * C * K), Uc, w.S));
                 }
-                /* the keys' X rows of this chunk are spent: they take the decayed keys */
-                SSM__TRY(ssm__dvc_advance(ctx, dt, &w, c, K, V, g != NULL, SSM__DV_E(w.X, c * C * K), Uc, w.S));
             }
             if (sT) ssm__dv_copy(dt, K, V, &S, ssm__dv_state(sT, p->st.sT, n, D.h, D.es));
         }
@@ -4169,22 +4182,25 @@ static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan
             ssm__dv_copy(dt, K, V, dsT ? &m0 : NULL, dS);
             if (L > 0) {
                 w.NC = (L + C - 1) / C, w.Lp = w.NC * C;
-                ssm__dvc_pack(&D, &w, L, dout);
+                ssm__dvc_pack(&D, &w, 0, L, dout);
                 SSM__TRY(ssm__dvc_prepare(ctx, dt, &w, K, V, gated));
                 if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
                 ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, ssm__dv_mat_make(w.ck, V, 1));
                 for (c = 0; c < w.NC; ++c) { /* chunk-start states; U becomes N */
                     char *Sc = SSM__DV_E(w.ck, c * KV), *Uc = SSM__DV_E(w.U, c * C * V);
-                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w.W, c * C * K), K, 1, Sc, V, 1, 1.0, Uc, V));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w.W, c * C * K), K, 1, Sc, V, 1, 1.0,
+                                          Uc, V));
                     memcpy(SSM__DV_E(w.ck, (c + 1) * KV), Sc, (size_t)KV * es);
                     SSM__TRY(ssm__dvc_advance(ctx, dt, &w, c, K, V, gated, w.Kd, Uc, SSM__DV_E(w.ck, (c + 1) * KV)));
                 }
             }
             for (c = L > 0 ? w.NC - 1 : -1; c >= 0; --c) {
-                char *Kc = SSM__DV_E(w.Kc, c * C * K), *Qc = SSM__DV_E(w.Qc, c * C * K), *Xc = SSM__DV_E(w.X, c * C * K);
-                char *Wc = SSM__DV_E(w.W, c * C * K), *Nc = SSM__DV_E(w.U, c * C * V), *Yc = SSM__DV_E(w.Vc, c * C * V);
-                char *Vr = SSM__DV_E(w.Vr, c * C * V), *dOc = SSM__DV_E(w.dO, c * C * V), *S0 = SSM__DV_E(w.ck, c * KV);
-                char *Tm = SSM__DV_E(w.Am, c * C * C), *Pc = SSM__DV_E(w.P, c * C * C), *KKc = SSM__DV_E(w.KK, c * C * C);
+                char *Kc = SSM__DV_E(w.Kc, c * C * K), *Qc = SSM__DV_E(w.Qc, c * C * K);
+                char *Xc = SSM__DV_E(w.X, c * C * K), *Wc = SSM__DV_E(w.W, c * C * K);
+                char *Nc = SSM__DV_E(w.U, c * C * V), *Yc = SSM__DV_E(w.Vc, c * C * V);
+                char *Vr = SSM__DV_E(w.Vr, c * C * V), *dOc = SSM__DV_E(w.dO, c * C * V);
+                char *Tm = SSM__DV_E(w.Am, c * C * C), *Pc = SSM__DV_E(w.P, c * C * C);
+                char *KKc = SSM__DV_E(w.KK, c * C * C), *S0 = SSM__DV_E(w.ck, c * KV);
                 const double *G = w.G + c * C, *bt = w.bt + c * C;
                 const double gl = G[C - 1], gC = gated ? exp(gl) : 1.0;
                 double *dG = w.dG;
@@ -4275,8 +4291,9 @@ static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan
                 for (i = 0; i < C; ++i) {
                     double lam = gated ? exp(gl - G[i]) : 1.0, xs = bt[i] * (gated ? exp(G[i]) : 1.0);
                     for (f = 0; f < K; ++f)
-                        SSM__DV_PUT(w.dK, i * K + f, SSM__DV_GET(w.dK, i * K + f) + lam * SSM__DV_GET(w.Kd, i * K + f) +
-                                                         xs * SSM__DV_GET(w.dX, i * K + f));
+                        SSM__DV_PUT(w.dK, i * K + f,
+                                    SSM__DV_GET(w.dK, i * K + f) + lam * SSM__DV_GET(w.Kd, i * K + f) +
+                                        xs * SSM__DV_GET(w.dX, i * K + f));
                 }
                 /* the rows of this chunk to the gradient tensors; dg = suffix sums of dG */
                 for (i = C - 1; i >= 0; --i) {
@@ -4295,7 +4312,8 @@ static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan
                         for (f = 0; f < V; ++f) D.w[f] = SSM__DV_GET(w.dY, i * V + f);
                         ssm__dv_store(&D, dv, p->st.dv, tt, jf, V, bt[i], D.w);
                     }
-                    if (dbeta) SSM__STORE(dt, SSM__DV_AT(dbeta, p->st.dbeta, es, D.b, D.t0 + tt, D.h, jf, 0), w.tmp[i]);
+                    if (dbeta)
+                        SSM__STORE(dt, SSM__DV_AT(dbeta, p->st.dbeta, es, D.b, D.t0 + tt, D.h, jf, 0), w.tmp[i]);
                     if (dg && jf == 0) SSM__STORE(dt, SSM__DV_AT(dg, p->st.dg, es, D.b, D.t0 + tt, D.h, 0, 0), dG[i]);
                 }
                 memcpy(w.dS, w.dS0, (size_t)KV * es);
@@ -4354,7 +4372,8 @@ static ssm_result ssm__delta_replay_backward(ssm_ctx *ctx, const ssm_delta_plan 
             if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
             ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, ssm__dv_mat_make(ck, V, 1));
             for (c = 0; c + 1 < NC; ++c) { /* checkpoints */
-                ssm__dv_mat S = ssm__dv_mat_make(ck + (size_t)(c + 1) * sbytes, V, 1), Sp = ssm__dv_mat_make(ck + (size_t)c * sbytes, V, 1);
+                ssm__dv_mat S = ssm__dv_mat_make(ck + (size_t)(c + 1) * sbytes, V, 1);
+                ssm__dv_mat Sp = ssm__dv_mat_make(ck + (size_t)c * sbytes, V, 1);
                 ssm__dv_copy(dt, K, V, &Sp, S);
                 for (s = c * C; s < (c + 1) * C; ++s) ssm__dv_substep(&D, S, s);
             }

@@ -771,6 +771,10 @@ void suite_delta(void) {
     dl_forward_case(&c);
     c = dl_base(SSM_F64), c.bmax = 2.0, c.T = 80;
     dl_forward_case(&c);
+    c = dl_base(SSM_F64), c.T = 100, c.chunk = 4, c.gated = 1, c.nh = 2; /* 50 chunks: several segments */
+    dl_forward_case(&c);
+    c = dl_base(SSM_F32), c.T = 70, c.chunk = 4, c.B = 1, c.nseq = 3, c.layout = LAYOUT_REVERSED;
+    dl_forward_case(&c);
     c = dl_base(SSM_F32), c.T = 0, c.gated = 1; /* no tokens: sT = s0 */
     dl_forward_case(&c);
     /* gradients: every input, chunk boundaries inside the sequence, all variants */
