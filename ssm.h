@@ -563,10 +563,10 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
    DeltaProduct runs the chunked form on the T n_h sub-tokens (readout rows only at the last
    factor of each token). fla's interleaved DeltaProduct layout k [B, T*n_h, H, K] is the view
    [B,T,H,n_h,K] with strides (T n_h H K, n_h H K, K, H K, 1).
-   Scratch (host backends, one sequence-head at a time): CHUNKED forward about
-   L' (4K + 2V + 2C) elements with L' = min(T n_h, 16 C) (it works 16 chunks at a time), the
-   backward about 2 L (4K + 4V + 3C) + (L/C + 1) K V for the longest sequence's L = T n_h
-   sub-tokens (rounded up to whole chunks); RECURRENT a state.
+   Scratch (host backends, one sequence-head at a time; L' = min(T n_h, 16 C) sub-tokens, 16
+   chunks at a time): CHUNKED forward about L' (4K + 2V + 2C) elements, backward about
+   L' (4K + 4V + 3C) + (17 + T n_h / 16C) K V; RECURRENT forward a state, backward
+   (C + 2 + T n_h / C) states.
    ------------------------------------------------------------------------------------------ */
 typedef enum ssm_delta_method {
     SSM_DELTA_AUTO = 0,      /* the backend picks by shape            */
@@ -602,7 +602,9 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc,
                                     ssm_tensor *sT);
 /* Gradients from dout [B,T,H,V] and dsT [N,H,K,V] (either may be NULL = zero). Recomputes the
    forward (no saved activations). CHUNKED: the chunk quantities and the state pass again, then
-   per chunk in reverse the adjoint of the WY form on the GEMM (about 3x the forward's FLOPs).
+   per chunk in reverse the adjoint of the WY form on the GEMM (about 3x the forward's FLOPs,
+   4x when a sequence spans more than 16 chunks: the states at every 16th chunk come from one
+   more forward pass, which keeps the scratch independent of T).
    RECURRENT: the states at chunk starts are kept, each chunk is replayed and differentiated
    sub-token by sub-token (O(T n_h K V), about 4x the recurrent forward). Every gradient output
    is optional (NULL = not wanted); dg needs g. Shapes equal the corresponding inputs' (ds0 is
@@ -3863,10 +3865,11 @@ typedef struct ssm__dvc {
     /* dtype buffers. Both passes: Kc, Qc [Lp,K] (q on readout rows only), X = diag(beta e^G) K,
        W [Lp,K], Vc = diag(beta) V, U [Lp,V], Am [NC,C,C] (K K^T, then Tm), P [NC,C,C], S [K,V],
        Ob [C,V]. Backward only: KK [NC,C,C], Vr [Lp,V] (raw
-       v), dO [Lp,V], ck [NC+1,K,V] (chunk-start states), dS, dS0 [K,V], C x C: dP, dA, dT, tc;
-       C x K: dQ, dK, dW, dX, Kd; C x V: dN, dY, R1. */
+       v), dO [Lp,V], ck [NC+1,K,V] (the segment's chunk-start states), dS, dS0 [K,V], C x C: dP, dA, dT, tc;
+       C x K: dQ, dK, dW, dX, Kd; C x V: dN, dY, R1; cs: the states at segment starts. Lp covers
+       one segment of at most SSM__DELTA_SEG chunks. */
     char *Kc, *Qc, *X, *W, *Vc, *U, *Am, *P, *S, *Ob;
-    char *KK, *Vr, *dO, *ck, *dS, *dS0, *dP, *dA, *dT, *tc, *dQ, *dK, *dW, *dX, *Kd, *dN, *dY, *R1;
+    char *KK, *Vr, *dO, *ck, *cs, *dS, *dS0, *dP, *dA, *dT, *tc, *dQ, *dK, *dW, *dX, *Kd, *dN, *dY, *R1;
 } ssm__dvc;
 
 static int64_t ssm__dv_chunks(const ssm_delta_plan *p, int64_t C) {
@@ -3874,8 +3877,9 @@ static int64_t ssm__dv_chunks(const ssm_delta_plan *p, int64_t C) {
     return L > 0 ? (L + C - 1) / C : 1;
 }
 
-/* The forward packs and solves SSM__DELTA_SEG chunks at a time (the batched GEMMs stay large,
-   the scratch stays in cache and does not grow with T); the backward keeps a whole sequence. */
+/* Both passes pack and solve SSM__DELTA_SEG chunks at a time: the batched GEMMs stay large and
+   the scratch stays in cache and does not grow with T (the backward keeps one state per
+   segment start, and recomputes each segment before differentiating it). */
 #define SSM__DELTA_SEG 16
 
 /* Carves the chunked scratch out of `base` (NULL: only counts); returns the bytes. */
@@ -3892,7 +3896,8 @@ static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w, 
         if (w) w->field = (double *)(void *)(base + off);                     \
         off += SSM__DV_ALIGN((size_t)(n) * sizeof(double));                   \
     } while (0)
-    if (!backward && NC > SSM__DELTA_SEG) NC = SSM__DELTA_SEG; /* the forward works a segment at a time */
+    const int64_t nseg = (NC + SSM__DELTA_SEG - 1) / SSM__DELTA_SEG;
+    if (NC > SSM__DELTA_SEG) NC = SSM__DELTA_SEG; /* both passes work a segment at a time */
     Lp = NC * C;
     if (w) memset(w, 0, sizeof *w), w->C = C, w->NC = NC, w->Lp = Lp;
     SSM__DV_TAKED(bt, Lp);
@@ -3916,6 +3921,7 @@ static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w, 
     SSM__DV_TAKE(Vr, Lp * V, es);
     SSM__DV_TAKE(dO, Lp * V, es);
     SSM__DV_TAKE(ck, (NC + 1) * K * V, es);
+    SSM__DV_TAKE(cs, (nseg + 1) * K * V, es);
     SSM__DV_TAKE(dS, K * V, es);
     SSM__DV_TAKE(dS0, K * V, es);
     SSM__DV_TAKE(dP, C * C, es);
@@ -4145,15 +4151,39 @@ static ssm_result ssm__delta_chunked(ssm_ctx *ctx, const ssm_delta_plan *p, cons
     return SSM_OK;
 }
 
-/* Chunked backward: recompute the forward's chunk quantities (batched), the chunk-start states
-   and N = U - W S (the state pass), then chunk by chunk in reverse, with dS the adjoint of the
-   chunk-end state and dO = scale * dout on the readout rows:
+/* One segment of the state pass from sub-token sb: pack, prepare, then per chunk N = U - W S
+   (into U) and the state's advance; S is the running state, or with ck the chunk-start states
+   are kept (ck[0] given, ck[c+1] written). */
+static ssm_result ssm__dvc_segment(ssm_ctx *ctx, ssm__dv *D, ssm__dvc *w, int64_t sb, int64_t L,
+                                   const ssm_tensor *dout, char *S, char *ck) {
+    const ssm_dtype dt = D->dt;
+    const size_t es = D->es;
+    const int64_t K = D->p->K, V = D->p->V, KV = K * V, C = w->C;
+    int64_t c;
+    w->NC = SSM__MIN(SSM__DELTA_SEG, (L - sb + C - 1) / C), w->Lp = w->NC * C;
+    ssm__dvc_pack(D, w, sb, L, dout);
+    SSM__TRY(ssm__dvc_prepare(ctx, dt, w, K, V, D->g != NULL));
+    for (c = 0; c < w->NC; ++c) {
+        char *Sc = ck ? SSM__DV_E(ck, c * KV) : S, *Uc = SSM__DV_E(w->U, c * C * V);
+        SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w->W, c * C * K), K, 1, Sc, V, 1, 1.0, Uc, V));
+        if (ck) memcpy(SSM__DV_E(ck, (c + 1) * KV), Sc, (size_t)KV * es);
+        SSM__TRY(ssm__dvc_advance(ctx, dt, w, c, K, V, D->g != NULL, w->Kd, Uc, ck ? SSM__DV_E(ck, (c + 1) * KV) : S));
+    }
+    return SSM_OK;
+}
+
+/* Chunked backward, a segment of SSM__DELTA_SEG chunks at a time: a forward state pass keeps the
+   states at segment starts (skipped for a one-segment sequence); then each segment, last first,
+   is recomputed (its batched chunk quantities, chunk-start states and N = U - W S) and its chunks
+   differentiated in reverse, with dS the adjoint of the chunk-end state and dO = scale * dout on
+   the readout rows:
      dN  = P^T dO + Kd dS                          dS' = e^(G_C) dS + Q^T diag(e^G) dO - W^T dN
      dQ  = diag(e^G) dO S'^T + (dO N^T . M) K       M = tril . e^(G_i - G_j)
      dW  = -dN S'^T,  dX = Tm^T dW,  dY = Tm^T dN,  dTm = dW X^T + dN Y^T,  dA = -Tm^T dTm Tm^T
      dK  = (dO N^T . M)^T Q + diag(e^(G_C - G)) N dS^T + diag(beta e^G) dX + (dA')K + (dA')^T K
      dV  = diag(beta) dY,  dbeta and dG from the same terms, dg = the in-chunk suffix sums of dG
-   with dA'_ij = dA_ij beta_i e^(G_i - G_j) (i > j). About 3x the forward's GEMM work. */
+   with dA'_ij = dA_ij beta_i e^(G_i - G_j) (i > j). About 3x the forward's GEMM work (4x for
+   sequences over one segment). */
 static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
                                               const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
                                               const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
@@ -4167,7 +4197,7 @@ static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan
     void *ws;
     ssm__dv D;
     ssm__dvc w;
-    int64_t n, len, c, i, j, f, C;
+    int64_t n, len, c, i, j, f, C, sg, nseg;
     SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
     ssm__dv_init(&D, p, q, k, v, beta, g, ws);
     ssm__dvc_layout(p, (char *)ws, &w, 1);
@@ -4180,143 +4210,143 @@ static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan
             L = len * nh;
             if (dsT) m0 = ssm__dv_state(dsT, p->st.dsT, n, D.h, D.es);
             ssm__dv_copy(dt, K, V, dsT ? &m0 : NULL, dS);
-            if (L > 0) {
-                w.NC = (L + C - 1) / C, w.Lp = w.NC * C;
-                ssm__dvc_pack(&D, &w, 0, L, dout);
-                SSM__TRY(ssm__dvc_prepare(ctx, dt, &w, K, V, gated));
-                if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
-                ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, ssm__dv_mat_make(w.ck, V, 1));
-                for (c = 0; c < w.NC; ++c) { /* chunk-start states; U becomes N */
-                    char *Sc = SSM__DV_E(w.ck, c * KV), *Uc = SSM__DV_E(w.U, c * C * V);
-                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w.W, c * C * K), K, 1, Sc, V, 1, 1.0,
-                                          Uc, V));
-                    memcpy(SSM__DV_E(w.ck, (c + 1) * KV), Sc, (size_t)KV * es);
-                    SSM__TRY(ssm__dvc_advance(ctx, dt, &w, c, K, V, gated, w.Kd, Uc, SSM__DV_E(w.ck, (c + 1) * KV)));
-                }
+            nseg = L > 0 ? ((L + C - 1) / C + SSM__DELTA_SEG - 1) / SSM__DELTA_SEG : 0;
+            if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
+            ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, ssm__dv_mat_make(w.cs, V, 1));
+            for (sg = 0; sg + 1 < nseg; ++sg) { /* the states at segment starts */
+                memcpy(SSM__DV_E(w.cs, (sg + 1) * KV), SSM__DV_E(w.cs, sg * KV), (size_t)KV * es);
+                SSM__TRY(ssm__dvc_segment(ctx, &D, &w, sg * SSM__DELTA_SEG * C, L, NULL, SSM__DV_E(w.cs, (sg + 1) * KV),
+                                          NULL));
             }
-            for (c = L > 0 ? w.NC - 1 : -1; c >= 0; --c) {
-                char *Kc = SSM__DV_E(w.Kc, c * C * K), *Qc = SSM__DV_E(w.Qc, c * C * K);
-                char *Xc = SSM__DV_E(w.X, c * C * K), *Wc = SSM__DV_E(w.W, c * C * K);
-                char *Nc = SSM__DV_E(w.U, c * C * V), *Yc = SSM__DV_E(w.Vc, c * C * V);
-                char *Vr = SSM__DV_E(w.Vr, c * C * V), *dOc = SSM__DV_E(w.dO, c * C * V);
-                char *Tm = SSM__DV_E(w.Am, c * C * C), *Pc = SSM__DV_E(w.P, c * C * C);
-                char *KKc = SSM__DV_E(w.KK, c * C * C), *S0 = SSM__DV_E(w.ck, c * KV);
-                const double *G = w.G + c * C, *bt = w.bt + c * C;
-                const double gl = G[C - 1], gC = gated ? exp(gl) : 1.0;
-                double *dG = w.dG;
-                for (i = 0; i < C; ++i) dG[i] = 0.0;
-                /* R1 = Kd dS, dN = R1 + P^T dO; the state term of dG: z_i = R1_i . N_i */
-                if (gated) ssm__dvc_decayed_keys(dt, &w, c, K, w.Kd);
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, 1.0, gated ? w.Kd : Kc, K, 1, w.dS, V, 1, 0.0, w.R1, V));
-                if (gated) {
-                    double zs = ssm__dv_dot(dt, w.dS, S0, KV) * gC;
+            for (sg = nseg - 1; sg >= 0; --sg) { /* recompute a segment (U becomes N), then its chunks in reverse */
+                const int64_t sb = sg * SSM__DELTA_SEG * C;
+                memcpy(w.ck, SSM__DV_E(w.cs, sg * KV), (size_t)KV * es);
+                SSM__TRY(ssm__dvc_segment(ctx, &D, &w, sb, L, dout, NULL, w.ck));
+                for (c = w.NC - 1; c >= 0; --c) {
+                    char *Kc = SSM__DV_E(w.Kc, c * C * K), *Qc = SSM__DV_E(w.Qc, c * C * K);
+                    char *Xc = SSM__DV_E(w.X, c * C * K), *Wc = SSM__DV_E(w.W, c * C * K);
+                    char *Nc = SSM__DV_E(w.U, c * C * V), *Yc = SSM__DV_E(w.Vc, c * C * V);
+                    char *Vr = SSM__DV_E(w.Vr, c * C * V), *dOc = SSM__DV_E(w.dO, c * C * V);
+                    char *Tm = SSM__DV_E(w.Am, c * C * C), *Pc = SSM__DV_E(w.P, c * C * C);
+                    char *KKc = SSM__DV_E(w.KK, c * C * C), *S0 = SSM__DV_E(w.ck, c * KV);
+                    const double *G = w.G + c * C, *bt = w.bt + c * C;
+                    const double gl = G[C - 1], gC = gated ? exp(gl) : 1.0;
+                    double *dG = w.dG;
+                    for (i = 0; i < C; ++i) dG[i] = 0.0;
+                    /* R1 = Kd dS, dN = R1 + P^T dO; the state term of dG: z_i = R1_i . N_i */
+                    if (gated) ssm__dvc_decayed_keys(dt, &w, c, K, w.Kd);
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, 1.0, gated ? w.Kd : Kc, K, 1, w.dS, V, 1, 0.0, w.R1, V));
+                    if (gated) {
+                        double zs = ssm__dv_dot(dt, w.dS, S0, KV) * gC;
+                        for (i = 0; i < C; ++i) {
+                            double z = 0.0;
+                            for (f = 0; f < V; ++f) z += SSM__DV_GET(w.R1, i * V + f) * SSM__DV_GET(Nc, i * V + f);
+                            dG[i] -= z, zs += z;
+                        }
+                        dG[C - 1] += zs;
+                    }
+                    memcpy(w.dN, w.R1, (size_t)(C * V) * es);
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, 1, C, dOc, V, 1, 1.0, w.dN, V));
+                    /* dP = dO N^T . M (and the gates' share: rows minus columns of dP . P) */
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, V, 1.0, dOc, V, 1, Nc, 1, V, 0.0, w.dP, C));
+                    if (gated) ssm__dvc_steps(&w, c);
                     for (i = 0; i < C; ++i) {
-                        double z = 0.0;
-                        for (f = 0; f < V; ++f) z += SSM__DV_GET(w.R1, i * V + f) * SSM__DV_GET(Nc, i * V + f);
-                        dG[i] -= z, zs += z;
-                    }
-                    dG[C - 1] += zs;
-                }
-                memcpy(w.dN, w.R1, (size_t)(C * V) * es);
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, 1, C, dOc, V, 1, 1.0, w.dN, V));
-                /* dP = dO N^T . M (and the gates' share: rows minus columns of dP . P) */
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, V, 1.0, dOc, V, 1, Nc, 1, V, 0.0, w.dP, C));
-                if (gated) ssm__dvc_steps(&w, c);
-                for (i = 0; i < C; ++i) {
-                    if (gated) ssm__dvc_gamma_row(&w, i);
-                    for (j = 0; j < C; ++j) {
-                        double x = j > i ? 0.0 : SSM__DV_GET(w.dP, i * C + j);
-                        if (gated && j <= i) {
-                            double z = x * SSM__DV_GET(Pc, i * C + j);
-                            dG[i] += z, dG[j] -= z;
-                            x *= w.gr[j];
+                        if (gated) ssm__dvc_gamma_row(&w, i);
+                        for (j = 0; j < C; ++j) {
+                            double x = j > i ? 0.0 : SSM__DV_GET(w.dP, i * C + j);
+                            if (gated && j <= i) {
+                                double z = x * SSM__DV_GET(Pc, i * C + j);
+                                dG[i] += z, dG[j] -= z;
+                                x *= w.gr[j];
+                            }
+                            SSM__DV_PUT(w.dP, i * C + j, x);
                         }
-                        SSM__DV_PUT(w.dP, i * C + j, x);
                     }
-                }
-                /* dQ = diag(e^G) dO S'^T + dP K (the O term of dG: e^G_i q_i . (dO S'^T)_i) */
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, 1.0, dOc, V, 1, S0, 1, V, 0.0, w.dQ, K));
-                if (gated)
+                    /* dQ = diag(e^G) dO S'^T + dP K (the O term of dG: e^G_i q_i . (dO S'^T)_i) */
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, 1.0, dOc, V, 1, S0, 1, V, 0.0, w.dQ, K));
+                    if (gated)
+                        for (i = 0; i < C; ++i) {
+                            double e = exp(G[i]), z = 0.0;
+                            for (f = 0; f < K; ++f) {
+                                double r = SSM__DV_GET(w.dQ, i * K + f);
+                                z += r * SSM__DV_GET(Qc, i * K + f);
+                                SSM__DV_PUT(w.dQ, i * K + f, e * r);
+                            }
+                            dG[i] += e * z;
+                        }
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dP, C, 1, Kc, K, 1, 1.0, w.dQ, K));
+                    /* dS' = e^(G_C) dS + Q^T diag(e^G) dO - W^T dN (R1 <- diag(e^G) dO) */
                     for (i = 0; i < C; ++i) {
-                        double e = exp(G[i]), z = 0.0;
-                        for (f = 0; f < K; ++f) {
-                            double r = SSM__DV_GET(w.dQ, i * K + f);
-                            z += r * SSM__DV_GET(Qc, i * K + f);
-                            SSM__DV_PUT(w.dQ, i * K + f, e * r);
+                        double e = gated ? exp(G[i]) : 1.0;
+                        for (f = 0; f < V; ++f) SSM__DV_PUT(w.R1, i * V + f, e * SSM__DV_GET(dOc, i * V + f));
+                    }
+                    for (i = 0; i < KV; ++i) SSM__DV_PUT(w.dS0, i, gC * SSM__DV_GET(w.dS, i));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, K, V, C, 1.0, Qc, 1, K, w.R1, V, 1, 1.0, w.dS0, V));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, K, V, C, -1.0, Wc, 1, K, w.dN, V, 1, 1.0, w.dS0, V));
+                    /* dW = -dN S'^T, dX = Tm^T dW, dY = Tm^T dN, dTm = dW X^T + dN Y^T, dA = -Tm^T dTm Tm^T */
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, -1.0, w.dN, V, 1, S0, 1, V, 0.0, w.dW, K));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, Tm, 1, C, w.dW, K, 1, 0.0, w.dX, K));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Tm, 1, C, w.dN, V, 1, 0.0, w.dY, V));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, K, 1.0, w.dW, K, 1, Xc, 1, K, 0.0, w.dT, C));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, V, 1.0, w.dN, V, 1, Yc, 1, V, 1.0, w.dT, C));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, C, 1.0, Tm, 1, C, w.dT, C, 1, 0.0, w.tc, C));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, C, -1.0, w.tc, C, 1, Tm, 1, C, 0.0, w.dA, C));
+                    /* dbeta and dG from X = diag(beta e^G) K, Y = diag(beta) V and A; dA <- dA' */
+                    for (i = 0; i < C; ++i) {
+                        double e = gated ? exp(G[i]) : 1.0, xk = 0.0, yv = 0.0, ak = 0.0;
+                        if (gated) ssm__dvc_gamma_row(&w, i);
+                        for (f = 0; f < K; ++f) xk += SSM__DV_GET(w.dX, i * K + f) * SSM__DV_GET(Kc, i * K + f);
+                        for (f = 0; f < V; ++f) yv += SSM__DV_GET(w.dY, i * V + f) * SSM__DV_GET(Vr, i * V + f);
+                        for (j = 0; j < C; ++j) {
+                            double a = j < i ? SSM__DV_GET(w.dA, i * C + j) : 0.0, ga = gated && j < i ? w.gr[j] : 1.0;
+                            double kk = SSM__DV_GET(KKc, i * C + j);
+                            ak += a * ga * kk;
+                            if (gated && j < i) {
+                                double z = a * bt[i] * ga * kk;
+                                dG[i] += z, dG[j] -= z;
+                            }
+                            SSM__DV_PUT(w.dA, i * C + j, a * bt[i] * ga);
                         }
-                        dG[i] += e * z;
+                        D.w[0] = e * xk + yv + ak; /* dbeta_i */
+                        if (gated) dG[i] += bt[i] * e * xk;
+                        w.tmp[i] = D.w[0];
                     }
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dP, C, 1, Kc, K, 1, 1.0, w.dQ, K));
-                /* dS' = e^(G_C) dS + Q^T diag(e^G) dO - W^T dN (R1 <- diag(e^G) dO) */
-                for (i = 0; i < C; ++i) {
-                    double e = gated ? exp(G[i]) : 1.0;
-                    for (f = 0; f < V; ++f) SSM__DV_PUT(w.R1, i * V + f, e * SSM__DV_GET(dOc, i * V + f));
-                }
-                for (i = 0; i < KV; ++i) SSM__DV_PUT(w.dS0, i, gC * SSM__DV_GET(w.dS, i));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, K, V, C, 1.0, Qc, 1, K, w.R1, V, 1, 1.0, w.dS0, V));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, K, V, C, -1.0, Wc, 1, K, w.dN, V, 1, 1.0, w.dS0, V));
-                /* dW = -dN S'^T, dX = Tm^T dW, dY = Tm^T dN, dTm = dW X^T + dN Y^T, dA = -Tm^T dTm Tm^T */
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, -1.0, w.dN, V, 1, S0, 1, V, 0.0, w.dW, K));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, Tm, 1, C, w.dW, K, 1, 0.0, w.dX, K));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Tm, 1, C, w.dN, V, 1, 0.0, w.dY, V));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, K, 1.0, w.dW, K, 1, Xc, 1, K, 0.0, w.dT, C));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, V, 1.0, w.dN, V, 1, Yc, 1, V, 1.0, w.dT, C));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, C, 1.0, Tm, 1, C, w.dT, C, 1, 0.0, w.tc, C));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, C, -1.0, w.tc, C, 1, Tm, 1, C, 0.0, w.dA, C));
-                /* dbeta and dG from X = diag(beta e^G) K, Y = diag(beta) V and A; dA <- dA' */
-                for (i = 0; i < C; ++i) {
-                    double e = gated ? exp(G[i]) : 1.0, xk = 0.0, yv = 0.0, ak = 0.0;
-                    if (gated) ssm__dvc_gamma_row(&w, i);
-                    for (f = 0; f < K; ++f) xk += SSM__DV_GET(w.dX, i * K + f) * SSM__DV_GET(Kc, i * K + f);
-                    for (f = 0; f < V; ++f) yv += SSM__DV_GET(w.dY, i * V + f) * SSM__DV_GET(Vr, i * V + f);
-                    for (j = 0; j < C; ++j) {
-                        double a = j < i ? SSM__DV_GET(w.dA, i * C + j) : 0.0, ga = gated && j < i ? w.gr[j] : 1.0;
-                        double kk = SSM__DV_GET(KKc, i * C + j);
-                        ak += a * ga * kk;
-                        if (gated && j < i) {
-                            double z = a * bt[i] * ga * kk;
-                            dG[i] += z, dG[j] -= z;
+                    /* dK = dP^T Q + diag(e^(G_C - G)) N dS^T + diag(beta e^G) dX + dA' K + dA'^T K */
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dP, 1, C, Qc, K, 1, 0.0, w.dK, K));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dA, C, 1, Kc, K, 1, 1.0, w.dK, K));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dA, 1, C, Kc, K, 1, 1.0, w.dK, K));
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, 1.0, Nc, V, 1, w.dS, 1, V, 0.0, w.Kd, K));
+                    for (i = 0; i < C; ++i) {
+                        double lam = gated ? exp(gl - G[i]) : 1.0, xs = bt[i] * (gated ? exp(G[i]) : 1.0);
+                        for (f = 0; f < K; ++f)
+                            SSM__DV_PUT(w.dK, i * K + f,
+                                        SSM__DV_GET(w.dK, i * K + f) + lam * SSM__DV_GET(w.Kd, i * K + f) +
+                                            xs * SSM__DV_GET(w.dX, i * K + f));
+                    }
+                    /* the rows of this chunk to the gradient tensors; dg = suffix sums of dG */
+                    for (i = C - 1; i >= 0; --i) {
+                        int64_t s = sb + c * C + i, tt = s / nh, jf = s % nh;
+                        if (i < C - 1) dG[i] += dG[i + 1];
+                        if (s >= L) continue;
+                        if (dq && jf == nh - 1) {
+                            for (f = 0; f < K; ++f) D.x1[f] = SSM__DV_GET(w.dQ, i * K + f);
+                            ssm__dv_store(&D, dq, p->st.dq, tt, 0, K, 1.0, D.x1);
                         }
-                        SSM__DV_PUT(w.dA, i * C + j, a * bt[i] * ga);
+                        if (dk) {
+                            for (f = 0; f < K; ++f) D.x1[f] = SSM__DV_GET(w.dK, i * K + f);
+                            ssm__dv_store(&D, dk, p->st.dk, tt, jf, K, 1.0, D.x1);
+                        }
+                        if (dv) {
+                            for (f = 0; f < V; ++f) D.w[f] = SSM__DV_GET(w.dY, i * V + f);
+                            ssm__dv_store(&D, dv, p->st.dv, tt, jf, V, bt[i], D.w);
+                        }
+                        if (dbeta)
+                            SSM__STORE(dt, SSM__DV_AT(dbeta, p->st.dbeta, es, D.b, D.t0 + tt, D.h, jf, 0), w.tmp[i]);
+                        if (dg && jf == 0)
+                            SSM__STORE(dt, SSM__DV_AT(dg, p->st.dg, es, D.b, D.t0 + tt, D.h, 0, 0), dG[i]);
                     }
-                    D.w[0] = e * xk + yv + ak; /* dbeta_i */
-                    if (gated) dG[i] += bt[i] * e * xk;
-                    w.tmp[i] = D.w[0];
+                    memcpy(w.dS, w.dS0, (size_t)KV * es);
                 }
-                /* dK = dP^T Q + diag(e^(G_C - G)) N dS^T + diag(beta e^G) dX + dA' K + dA'^T K */
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dP, 1, C, Qc, K, 1, 0.0, w.dK, K));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dA, C, 1, Kc, K, 1, 1.0, w.dK, K));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dA, 1, C, Kc, K, 1, 1.0, w.dK, K));
-                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, 1.0, Nc, V, 1, w.dS, 1, V, 0.0, w.Kd, K));
-                for (i = 0; i < C; ++i) {
-                    double lam = gated ? exp(gl - G[i]) : 1.0, xs = bt[i] * (gated ? exp(G[i]) : 1.0);
-                    for (f = 0; f < K; ++f)
-                        SSM__DV_PUT(w.dK, i * K + f,
-                                    SSM__DV_GET(w.dK, i * K + f) + lam * SSM__DV_GET(w.Kd, i * K + f) +
-                                        xs * SSM__DV_GET(w.dX, i * K + f));
-                }
-                /* the rows of this chunk to the gradient tensors; dg = suffix sums of dG */
-                for (i = C - 1; i >= 0; --i) {
-                    int64_t s = c * C + i, tt = s / nh, jf = s % nh;
-                    if (i < C - 1) dG[i] += dG[i + 1];
-                    if (s >= L) continue;
-                    if (dq && jf == nh - 1) {
-                        for (f = 0; f < K; ++f) D.x1[f] = SSM__DV_GET(w.dQ, i * K + f);
-                        ssm__dv_store(&D, dq, p->st.dq, tt, 0, K, 1.0, D.x1);
-                    }
-                    if (dk) {
-                        for (f = 0; f < K; ++f) D.x1[f] = SSM__DV_GET(w.dK, i * K + f);
-                        ssm__dv_store(&D, dk, p->st.dk, tt, jf, K, 1.0, D.x1);
-                    }
-                    if (dv) {
-                        for (f = 0; f < V; ++f) D.w[f] = SSM__DV_GET(w.dY, i * V + f);
-                        ssm__dv_store(&D, dv, p->st.dv, tt, jf, V, bt[i], D.w);
-                    }
-                    if (dbeta)
-                        SSM__STORE(dt, SSM__DV_AT(dbeta, p->st.dbeta, es, D.b, D.t0 + tt, D.h, jf, 0), w.tmp[i]);
-                    if (dg && jf == 0) SSM__STORE(dt, SSM__DV_AT(dg, p->st.dg, es, D.b, D.t0 + tt, D.h, 0, 0), dG[i]);
-                }
-                memcpy(w.dS, w.dS0, (size_t)KV * es);
             }
             if (ds0) ssm__dv_copy(dt, K, V, &dS, ssm__dv_state(ds0, p->st.ds0, n, D.h, D.es));
         }

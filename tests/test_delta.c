@@ -623,7 +623,7 @@ static void dl_errors(void) {
 
 /* the chunked backward (GEMMs) == the replay backward, f32 and f64, at sizes past the
    finite-difference cases; and the f32 gradients near the f64 ones */
-static void dl_backward_methods(int gated, int64_t nh, int64_t nseq) {
+static void dl_backward_methods(int gated, int64_t nh, int64_t nseq, int64_t chunk) {
     char name[160];
     ssm_ctx *ctx;
     dl_case c;
@@ -633,9 +633,10 @@ static void dl_backward_methods(int gated, int64_t nh, int64_t nseq) {
     int di, mi, fac;
     memset(&c, 0, sizeof c);
     c.B = nseq ? 1 : 2, c.T = 100, c.H = 2, c.K = 17, c.V = 33, c.nh = nh, c.gated = gated, c.use_s0 = 1, c.use_sT = 1;
-    c.layout = LAYOUT_PADDED, c.chunk = 16, c.nseq = nseq, c.gmin = -2.0, c.bmax = 1.0;
+    c.layout = LAYOUT_PADDED, c.chunk = chunk, c.nseq = nseq, c.gmin = -2.0, c.bmax = 1.0;
     fac = nh > 1;
-    sprintf(name, "delta bwd chunked == replay, f32 ~ f64: g%d nh%lld seqs%lld", gated, (long long)nh, (long long)nseq);
+    sprintf(name, "delta bwd chunked == replay, f32 ~ f64: g%d nh%lld seqs%lld C%lld", gated, (long long)nh, (long long)nseq,
+            (long long)chunk);
     test_begin(name);
     ctx = test_ctx();
     so[0] = sq[0] = sk[0] = sv[0] = sb[0] = c.B, so[1] = sq[1] = sk[1] = sv[1] = sb[1] = c.T;
@@ -791,14 +792,17 @@ void suite_delta(void) {
     dl_backward_case(&c);
     c = dl_base(SSM_F64), c.T = 9, c.K = 3, c.V = 4, c.gated = 1, c.gmin = -20, c.chunk = 4;
     dl_backward_case(&c);
+    c = dl_base(SSM_F64), c.B = 1, c.H = 1, c.T = 40, c.K = 3, c.V = 2, c.gated = 1, c.chunk = 1; /* 3 segments */
+    dl_backward_case(&c);
     c = dl_base(SSM_F64), c.T = 0, c.K = 3, c.V = 2, c.gated = 1; /* no tokens: ds0 = dsT */
     dl_backward_case(&c);
     /* varlen == separate runs, halves == whole; decode steps */
     for (v = 0; v < 4; ++v)
         dl_split_case(v % 2 ? SSM_F32 : SSM_F64, v < 2 ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT, v % 3 != 0, v == 3 ? 2 : 1);
-    dl_backward_methods(1, 1, 0);
-    dl_backward_methods(0, 2, 0);
-    dl_backward_methods(1, 2, 5);
+    dl_backward_methods(1, 1, 0, 16);
+    dl_backward_methods(0, 2, 0, 16);
+    dl_backward_methods(1, 2, 5, 16);
+    dl_backward_methods(1, 2, 0, 4); /* 50 chunks a sequence: several segments */
     dl_step_case(SSM_F64, 1, 1);
     dl_step_case(SSM_F32, 0, 2);
     dl_errors();
