@@ -2113,6 +2113,11 @@ static const ssm_backend ssm__cuda_backend = {
     /* .linrec_backward = */ NULL,
     /* .decay_forward = */ ssm__cu_decay_forward,
     /* .decay_backward = */ ssm__cu_decay_backward,
+    /* .delta_forward = */ NULL, /* the generic chunked algorithm on cuBLAS */
+    /* .delta_backward = */ NULL,
+    /* .delta_step = */ NULL,
+    /* .delta_pick = */ NULL,
+    /* .delta_workspace = */ NULL,
     /* .reserved = */ {NULL}};
 
 extern "C" SSMDEF const ssm_backend *ssm_cuda_backend(void) { return &ssm__cuda_backend; }

@@ -272,6 +272,7 @@ static void run_suites(const char *label) {
     suite_proj();
     suite_reliab();
     suite_cases();
+    suite_delta();
 }
 
 int main(void) {
