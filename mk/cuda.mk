@@ -6,7 +6,7 @@ SSM_NVFLAGS ?= -O3 $(SSM_NVARCH) -I. -std=c++17 -Xcompiler -Wall
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
-.PHONY: compile-cuda test-cuda test-python bench-cuda lib run-cuda
+.PHONY: compile-cuda test-cuda bench-cuda lib run-cuda
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
@@ -16,7 +16,7 @@ EXTRA_RUN += run-cuda
 endif
 endif
 
-compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/quickstart_cuda $(BUILD)/libssm.so \
+compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/quickstart_cuda $(BUILD)/libssmh.so \
               $(BUILD)/cuda_decay_variants $(BUILD)/cuda_linrec_perf
 
 $(BUILD)/test_main_cuda.o: tests/test_main.c tests/test.h ssm.h | $(BUILD)
@@ -42,15 +42,12 @@ bench-cuda: $(BUILD)/cuda_bench
 $(BUILD)/quickstart_cuda: examples/quickstart_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) $< $(CUDALIBS) -o $@
 
-# A shared library of the headers (C ABI), for python/ssm.py and other FFI callers.
-$(BUILD)/libssm.so: python/libssm.cu ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -Xcompiler -fPIC -shared $< $(CUDALIBS) -o $@
+# The Python package's shared library (C ABI; pip install . builds the same for sm_80/sm_90).
+$(BUILD)/libssmh.so: python/ssmh/csrc/ssmh.c python/ssmh/csrc/ssmh_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
+	$(CC) -std=c99 -O2 -fPIC -I. -c python/ssmh/csrc/ssmh.c -o $(BUILD)/ssmh.o
+	$(NVCC) $(SSM_NVFLAGS) -Xcompiler -fPIC -shared python/ssmh/csrc/ssmh_cuda.cu $(BUILD)/ssmh.o $(CUDALIBS) -o $@
 
-lib: $(BUILD)/libssm.so
-
-# The ctypes shim on torch tensors: forward and autograd gradients against PyTorch loops.
-test-python: $(BUILD)/libssm.so
-	cd python && SSM_LIB=../$(BUILD)/libssm.so python3 test_ssm.py
+lib: $(BUILD)/libssmh.so
 
 run-cuda: $(BUILD)/quickstart_cuda $(BUILD)/cuda_bench
 	@echo "== CUDA quickstart"

@@ -101,7 +101,7 @@ def build_library(out_dir):
         if nvcc:
             archs = os.environ.get("SSMH_CUDA_ARCHS", "80;90")
             cuda_lib = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "lib64")
-            _run([nvcc, "-O3", "-std=c++17", *_gencode(archs), "-I", ROOT, "-Xcompiler", "-fPIC", "-shared",
+            _run([nvcc, "-O3", "-std=c++17", "--threads", "0", *_gencode(archs), "-I", ROOT, "-Xcompiler", "-fPIC", "-shared",
                   os.path.join(HERE, "ssmh", "csrc", "ssmh_cuda.cu"), obj, "-lcublas", *libs,
                   "-Xlinker", "-rpath", "-Xlinker", cuda_lib, "-o", out])
             what = f"cpu={'blas' if blis else 'reference'} cuda=sm_{archs}"
