@@ -291,6 +291,28 @@ def final_state_gradients(dev):
         close(a, r, tol(dev) * 100, f"decay d{n} via hT")
 
 
+@test
+def cuda_half_precision(dev):
+    """f16 / bf16 inputs (f32 accumulation and state) against the f64 reference."""
+    if dev != "cuda":
+        raise Skip("CUDA only")
+    for dt, tl in ((torch.float16, 5e-3), (torch.bfloat16, 3e-2)):
+        for method in ssmh.METHODS:
+            A, b, h0 = linrec_inputs(dev, dt, S=3, T=77, n=16, m=2)
+            h = ssmh.linrec(A, b, h0, method=method)
+            close(h, ref_linrec(A.double(), b.double(), h0.double())[0], tl, f"linrec {method} {dt}")
+        ld, x, h0 = decay_inputs(dev, torch.float32, False, B=2, T=300, R=4, Cc=16)
+        x, h0 = x.to(dt), h0.to(dt)
+        out = ssmh.decay(ld.to(dt), x, h0)
+        close(out, ref_decay(ld.to(dt).double(), x.double(), h0.double(), False)[0], tl, f"decay {dt}")
+        A, b, h0 = linrec_inputs(dev, dt, S=2, T=40, n=8, m=2, grad=True)
+        ssmh.linrec(A, b, h0).float().square().sum().backward()
+        Ad, bd, h0d = (t.detach().double().requires_grad_() for t in (A, b, h0))
+        ref_linrec(Ad, bd, h0d)[0].square().sum().backward()
+        close(A.grad, Ad.grad, tl * 10, f"linrec dA {dt}")
+        close(b.grad, bd.grad, tl * 10, f"linrec db {dt}")
+
+
 # ---- gradcheck (f64, CPU) -------------------------------------------------------------------
 
 def cpu_only(dev):
@@ -433,6 +455,7 @@ def opcheck_outchain(dev):
 
 def _model_step(A, b, h0, ld, x):
     h, hT = ssmh.linrec(A, b, h0, method="chunked", output_final_state=True)
+    h = h + ssmh.linrec(A, b, h0, method="cr")  # batched GEMMs (cuBLAS on the GPU)
     out, dT = ssmh.decay(ld, x, output_final_state=True)
     s = ssmh.scan(torch.sigmoid(x[..., 0].transpose(1, 2)), x[..., 1].transpose(1, 2))
     return (h.square().sum() + hT.sum() + (out * out).sum() + dT.sum() + s.sum())
@@ -493,11 +516,9 @@ def cuda_graph_capture_replay(dev):
             step()
     torch.cuda.current_stream().wait_stream(s)
     for t in static:
-        t.grad = torch.zeros_like(t)
+        t.grad = None
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for t in static:
-            t.grad = None
         static_loss = _model_step(*static)
         static_loss.backward()
     static_grads = [t.grad for t in static]
