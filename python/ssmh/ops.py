@@ -264,7 +264,7 @@ def bell_transpose_index(col_idx, C):
     torch ops so it also runs on the GPU and inside graphs)."""
     flat = col_idx.reshape(-1).long()
     t_slots = torch.sort(flat, stable=True).indices.to(torch.int32)
-    counts = torch.bincount(flat, minlength=C)
+    counts = torch.zeros(C, dtype=torch.long, device=flat.device).scatter_add_(0, flat, torch.ones_like(flat))
     t_offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(torch.int32)
     return t_offsets, t_slots
 

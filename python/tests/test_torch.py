@@ -475,7 +475,11 @@ def compile_fullgraph(dev):
     close(loss, loss_e, 1e-5, "compiled loss")
     for a, r in zip(g, ge):
         close(a, r, 1e-5, "compiled grad")
-    # the other op families, compiled without graph breaks (forward + backward)
+
+
+@test
+def compile_fullgraph_layers(dev):
+    """The other op families through their modules, compiled without graph breaks (fwd + bwd)."""
     R, Cb, K, B = 3, 5, 2, 4
     layer = ssmh.BlockSparseLinear(Cb * B, R * B, B, k=K, device=dev)
     pc = ssmh.ProjectionChain(11, SEGS, device=dev)
