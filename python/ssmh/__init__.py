@@ -4,6 +4,7 @@
     h = ssmh.linrec(A, b, h0, method="auto")                  # torch tensors, differentiable
     out, hT = ssmh.decay(log_decay, x, output_final_state=True)
     h = ssmh.scan(gates, tokens)                              # accelerated-scan's signature
+    o, S = ssmh.chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True)  # fla's signature
     layer = ssmh.BlockSparseLinear(1024, 4096, block_size=32, density=0.25)
     q, k, v = ssmh.ProjectionChain(512, [(256, "silu", 0, False, 64), ...])(x)
     y = ssmh.OutputChain(256, 512, head_dim=64)(o, g)
@@ -27,6 +28,8 @@ except ImportError:
     torch = None
 
 if torch is not None:
-    from .ops import (ACTS, GATES, bell_transpose_index, block_sparse_linear, decay, linrec,  # noqa: F401
-                      output_chain, projection_chain, scan)
+    from .ops import (ACTS, GATES, bell_transpose_index, block_sparse_linear, chunk_delta_rule,  # noqa: F401
+                      chunk_gated_delta_product, chunk_gated_delta_rule, decay, delta_rule, delta_step,
+                      fused_recurrent_delta_rule, fused_recurrent_gated_delta_rule, linrec, output_chain,
+                      projection_chain, scan)
     from .nn import BlockSparseLinear, OutputChain, ProjectionChain  # noqa: F401

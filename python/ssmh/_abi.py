@@ -84,11 +84,20 @@ class BellTopologyReport(ctypes.Structure):
                 ("rows_changed", _i64), ("churn", _dbl), ("prune_frac", _dbl), ("checksum", _u64)]
 
 
+class DeltaStats(ctypes.Structure):
+    _fields_ = [("method", _int), ("chunk", _i64), ("flops", _dbl), ("workspace_bytes", _sz)]
+
+
+class DeltaDesc(ctypes.Structure):
+    _fields_ = [("method", _int), ("chunk", _i64), ("scale", _dbl), ("stats", ctypes.POINTER(DeltaStats))]
+
+
 STRUCTS = {"ssm_device": Device, "ssm_dtype": DType, "ssm_tensor": Tensor, "ssm_linrec_stats": LinrecStats,
            "ssm_linrec_desc": LinrecDesc, "ssm_decay_desc": DecayDesc, "ssm_proj_segment": ProjSegment,
            "ssm_proj_stats": ProjStats, "ssm_proj_desc": ProjDesc, "ssm_outchain_desc": OutchainDesc,
            "ssm_allocator": Allocator, "ssm_bell_topology_config": BellTopologyConfig,
-           "ssm_bell_topology": BellTopology, "ssm_bell_topology_report": BellTopologyReport}
+           "ssm_bell_topology": BellTopology, "ssm_bell_topology_report": BellTopologyReport,
+           "ssm_delta_stats": DeltaStats, "ssm_delta_desc": DeltaDesc}
 
 lib.ssmh_abi.restype = ctypes.c_char_p
 lib.ssmh_build_info.restype = ctypes.c_char_p
@@ -132,6 +141,7 @@ C = c_layout()[2]  # enum values as compiled
 
 METHODS = {"auto": C["SSM_LINREC_AUTO"], "seq": C["SSM_LINREC_SEQUENTIAL"], "scan_hs": C["SSM_LINREC_SCAN_HS"],
            "blelloch": C["SSM_LINREC_BLELLOCH"], "cr": C["SSM_LINREC_CR"], "chunked": C["SSM_LINREC_CHUNKED"]}
+DELTA_METHODS = {"auto": C["SSM_DELTA_AUTO"], "recurrent": C["SSM_DELTA_RECURRENT"], "chunked": C["SSM_DELTA_CHUNKED"]}
 
 # ---- prototypes --------------------------------------------------------------------------
 _T = ctypes.POINTER(Tensor)
@@ -166,6 +176,12 @@ _PROTOS = {
                                       ctypes.POINTER(_T), _int, ctypes.POINTER(BellTopologyReport)]),
     "ssm_proj_forward": (_int, [_P, ctypes.POINTER(ProjDesc), _T, _T, _T, _T, _T, _T]),
     "ssm_proj_backward": (_int, [_P, ctypes.POINTER(ProjDesc), _T, _T, _T, _T, _T, _T, _T, _T, _T, _T]),
+    "ssm_delta_desc_init": (DeltaDesc, []),
+    "ssm_delta_method_name": (ctypes.c_char_p, [_int]),
+    "ssm_delta_forward": (_int, [_P, ctypes.POINTER(DeltaDesc), _T, _T, _T, _T, _T, _T, _T, _T, _T]),
+    "ssm_delta_backward": (_int, [_P, ctypes.POINTER(DeltaDesc), _T, _T, _T, _T, _T, _T, _T, _T, _T, _T, _T, _T, _T,
+                                  _T, _T]),
+    "ssm_delta_step": (_int, [_P, ctypes.POINTER(DeltaDesc), _T, _T, _T, _T, _T, _T, _T]),
     "ssm_outchain_forward": (_int, [_P, ctypes.POINTER(OutchainDesc), _T, _T, _T, _T, _T, _T]),
     "ssm_outchain_backward": (_int, [_P, ctypes.POINTER(OutchainDesc), _T, _T, _T, _T, _T, _T, _T, _T, _T, _T]),
 }
@@ -223,7 +239,7 @@ def make_tensor(ptr, dtype, shape, strides, device=(1, 0)):
     return v
 
 
-_NP_CODES = {"f4": (2, 32), "f8": (2, 64), "f2": (2, 16), "i4": (0, 32)}
+_NP_CODES = {"f4": (2, 32), "f8": (2, 64), "f2": (2, 16), "i4": (0, 32), "i8": (0, 64)}
 
 
 def numpy_view(a):

@@ -20,11 +20,11 @@ import torch
 from torch import Tensor
 
 from . import _abi
-from ._abi import C, METHODS, SSMError, lib
+from ._abi import C, DELTA_METHODS, METHODS, SSMError, lib
 
 _CODES = {torch.float32: (C["SSM_DTYPE_FLOAT"], 32), torch.float64: (C["SSM_DTYPE_FLOAT"], 64),
           torch.float16: (C["SSM_DTYPE_FLOAT"], 16), torch.bfloat16: (C["SSM_DTYPE_BFLOAT"], 16),
-          torch.int32: (C["SSM_DTYPE_INT"], 32)}
+          torch.int32: (C["SSM_DTYPE_INT"], 32), torch.int64: (C["SSM_DTYPE_INT"], 64)}
 _byref = ctypes.byref
 
 
@@ -506,3 +506,152 @@ def output_chain(o, g, W_o, weight=None, gate="silu", head_dim=0, eps=0.0):
     D = o.shape[-1]
     y, _ = outchain_fwd(o.reshape(-1, D), g.reshape(-1, D), weight, W_o, GATES[gate], int(head_dim), float(eps))
     return y.reshape(*o.shape[:-1], W_o.shape[0])
+
+
+# ---- delta rule (DeltaNet, Gated DeltaNet, DeltaProduct) -------------------------------------
+
+def _delta_desc(method, chunk, scale):
+    d = lib.ssm_delta_desc_init()
+    d.method, d.chunk, d.scale = method, chunk, scale
+    return d
+
+
+def _delta_state_shape(q, v, cu_seqlens):
+    N = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else q.shape[0]
+    return (N, q.shape[2], q.shape[3], v.shape[-1])
+
+
+@torch.library.custom_op("ssmh::delta_fwd", mutates_args=())
+def delta_fwd(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Optional[Tensor], s0: Optional[Tensor],
+              cu_seqlens: Optional[Tensor], method: int, chunk: int, scale: float) -> Tuple[Tensor, Tensor]:
+    """S <- alpha (I - beta k k^T) S + beta k v^T per factor, o = scale S^T q: q [B,T,H,K],
+    k [B,T,H,K] or [B,T,H,n_h,K], v [B,T,H,V] or [B,T,H,n_h,V], beta [B,T,H(,n_h)], g [B,T,H],
+    s0 [N,H,K,V], cu_seqlens [N+1] (B = 1). -> (o [B,T,H,V], sT [N,H,K,V])."""
+    o = _empty(q.shape[:3] + v.shape[-1:], q)
+    sT = _empty(_delta_state_shape(q, v, cu_seqlens), q)
+    d = _delta_desc(method, chunk, scale)
+    _call(lambda c, *a: lib.ssm_delta_forward(c, _byref(d), *a), q, k, v, beta, g, s0, cu_seqlens, o, sT)
+    return o, sT
+
+
+@delta_fwd.register_fake
+def _(q, k, v, beta, g, s0, cu_seqlens, method, chunk, scale):
+    return q.new_empty(q.shape[:3] + v.shape[-1:]), q.new_empty(_delta_state_shape(q, v, cu_seqlens))
+
+
+@torch.library.custom_op("ssmh::delta_bwd", mutates_args=())
+def delta_bwd(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Optional[Tensor], s0: Optional[Tensor],
+              cu_seqlens: Optional[Tensor], dout: Tensor, dsT: Optional[Tensor], method: int, chunk: int,
+              scale: float) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """-> (dq, dk, dv, dbeta, dg or empty, ds0 [N,H,K,V]); recomputes the forward."""
+    dq, dk, dv, db = _empty(q.shape, q), _empty(k.shape, k), _empty(v.shape, v), _empty(beta.shape, beta)
+    dg = _empty(g.shape if g is not None else (0,), q)
+    ds0 = _empty(_delta_state_shape(q, v, cu_seqlens), q)
+    d = _delta_desc(method, chunk, scale)
+    _call(lambda c, *a: lib.ssm_delta_backward(c, _byref(d), *a), q, k, v, beta, g, s0, cu_seqlens, dout, dsT,
+          dq, dk, dv, db, dg if g is not None else None, ds0)
+    return dq, dk, dv, db, dg, ds0
+
+
+@delta_bwd.register_fake
+def _(q, k, v, beta, g, s0, cu_seqlens, dout, dsT, method, chunk, scale):
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), beta.new_empty(beta.shape),
+            q.new_empty(g.shape if g is not None else (0,)), q.new_empty(_delta_state_shape(q, v, cu_seqlens)))
+
+
+def _delta_setup(ctx, inputs, output):
+    q, k, v, beta, g, s0, cu, method, chunk, scale = inputs
+    ctx.save_for_backward(q, k, v, beta, g, s0, cu)
+    ctx.cfg = (method, chunk, scale)
+
+
+def _delta_grad(ctx, do, dsT):
+    q, k, v, beta, g, s0, cu = ctx.saved_tensors
+    if do is None:
+        do = q.new_zeros(q.shape[:3] + v.shape[-1:])
+    dq, dk, dv, db, dg, ds0 = delta_bwd(q, k, v, beta, g, s0, cu, do, dsT, *ctx.cfg)
+    return dq, dk, dv, db, (dg if g is not None else None), (ds0 if s0 is not None else None), None, None, None, None
+
+
+delta_fwd.register_autograd(_delta_grad, setup_context=_delta_setup)
+
+
+@torch.library.custom_op("ssmh::delta_step", mutates_args=("state",))
+def delta_step_op(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Optional[Tensor], state: Tensor,
+                  scale: float) -> Tensor:
+    """One decode step, state [B,H,K,V] updated in place: q [B,H,K], k/v [B,H(,n_h),K/V],
+    beta [B,H(,n_h)], g [B,H]. -> o [B,H,V]."""
+    o = _empty(q.shape[:2] + v.shape[-1:], q)
+    d = _delta_desc(0, 0, scale)
+    _call(lambda c, *a: lib.ssm_delta_step(c, _byref(d), *a), q, k, v, beta, g, state, o)
+    return o
+
+
+@delta_step_op.register_fake
+def _(q, k, v, beta, g, state, scale):
+    return q.new_empty(q.shape[:2] + v.shape[-1:])
+
+
+def _l2norm(x):
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+
+def delta_rule(q, k, v, beta, g=None, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None,
+               method="auto", chunk=0, use_qk_l2norm_in_kernel=False):
+    """The delta-rule family with fla's conventions: q, k [B,T,H,K], v [B,T,H,V], beta [B,T,H],
+    g [B,T,H] log gate (Gated DeltaNet) or None (DeltaNet); k/v [B,T,H,n_h,K/V] with beta
+    [B,T,H,n_h] is DeltaProduct. scale None = 1/sqrt(K); initial_state [N,H,K,V]; cu_seqlens
+    [N+1] (B = 1) for packed variable-length batches. Returns (o [B,T,H,V], final_state or None);
+    both carry gradients. method: auto, recurrent, chunked."""
+    if use_qk_l2norm_in_kernel:  # fla's flag; here a separate (differentiable) torch op
+        q, k = _l2norm(q), _l2norm(k)
+    o, sT = delta_fwd(q, k, v, beta, g, initial_state, cu_seqlens, DELTA_METHODS[method], int(chunk),
+                      float(scale) if scale else 0.0)
+    return o, (sT if output_final_state else None)
+
+
+def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None,
+                     use_qk_l2norm_in_kernel=False, **_):
+    """fla.ops.delta_rule.chunk_delta_rule's signature."""
+    return delta_rule(q, k, v, beta, None, scale, initial_state, output_final_state, cu_seqlens, "chunked", 0,
+                      use_qk_l2norm_in_kernel)
+
+
+def fused_recurrent_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False,
+                               cu_seqlens=None, use_qk_l2norm_in_kernel=False, **_):
+    """fla.ops.delta_rule.fused_recurrent_delta_rule's signature."""
+    return delta_rule(q, k, v, beta, None, scale, initial_state, output_final_state, cu_seqlens, "recurrent", 0,
+                      use_qk_l2norm_in_kernel)
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                           cu_seqlens=None, use_qk_l2norm_in_kernel=False, **_):
+    """fla.ops.gated_delta_rule.chunk_gated_delta_rule's signature (g before beta, as fla)."""
+    return delta_rule(q, k, v, beta, g, scale, initial_state, output_final_state, cu_seqlens, "chunked", 0,
+                      use_qk_l2norm_in_kernel)
+
+
+def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                                     cu_seqlens=None, use_qk_l2norm_in_kernel=False, **_):
+    """fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule's signature."""
+    return delta_rule(q, k, v, beta, g, scale, initial_state, output_final_state, cu_seqlens, "recurrent", 0,
+                      use_qk_l2norm_in_kernel)
+
+
+def chunk_gated_delta_product(q, k, v, g, beta, num_householder, scale=None, initial_state=None,
+                              output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=False, **_):
+    """fla.ops.gated_delta_product's layout: k, v [B, T*n_h, H, D], beta [B, T*n_h, H] (the n_h
+    factors of token t at rows t*n_h ..), g [B,T,H] or None. Passed as strided views
+    [B,T,H,n_h,D] (no copy)."""
+    B, Tn, H = k.shape[:3]
+    n = num_householder
+    k5 = k.unflatten(1, (Tn // n, n)).transpose(2, 3)
+    v5 = v.unflatten(1, (Tn // n, n)).transpose(2, 3)
+    b4 = beta.unflatten(1, (Tn // n, n)).transpose(2, 3)
+    return delta_rule(q, k5, v5, b4, g, scale, initial_state, output_final_state, cu_seqlens, "auto", 0,
+                      use_qk_l2norm_in_kernel)
+
+
+def delta_step(q, k, v, beta, state, g=None, scale=None):
+    """One decode step (recurrent), the state [B,H,K,V] updated in place; returns o [B,H,V]."""
+    return delta_step_op(q, k, v, beta, g, state, float(scale) if scale else 0.0)

@@ -179,6 +179,98 @@ def oc_inputs(dev, dt, M=7, H=3, hd=4, dout=5, grad=False):
             rand(dout, D, dev=dev, dt=dt, scale=0.3, grad=grad))
 
 
+def ref_delta(q, k, v, beta, g, s0, scale=None, cu=None):
+    """The delta rule token by token (f64): per factor S <- alpha (I - b k k^T) S + b k v^T."""
+    B, T, H, K = q.shape
+    kk = k if k.dim() == 5 else k.unsqueeze(3)
+    vv = v if v.dim() == 5 else v.unsqueeze(3)
+    bb = beta if beta.dim() == 4 else beta.unsqueeze(-1)
+    V, n = vv.shape[-1], kk.shape[3]
+    scale = scale or K ** -0.5
+    seqs = [(0, int(cu[i]), int(cu[i + 1])) for i in range(len(cu) - 1)] if cu is not None else \
+        [(b, 0, T) for b in range(B)]
+    o = [[None] * T for _ in range(B)]
+    finals = []
+    for i, (b, t0, t1) in enumerate(seqs):
+        S = s0[i] if s0 is not None else q.new_zeros(H, K, V)
+        for t in range(t0, t1):
+            if g is not None:
+                S = torch.exp(g[b, t])[:, None, None] * S
+            for j in range(n):
+                kj, vj, bj = kk[b, t, :, j], vv[b, t, :, j], bb[b, t, :, j]
+                S = S - bj[:, None, None] * kj[:, :, None] * torch.einsum("hk,hkv->hv", kj, S)[:, None, :]
+                S = S + bj[:, None, None] * kj[:, :, None] * vj[:, None, :]
+            o[b][t] = scale * torch.einsum("hkv,hk->hv", S, q[b, t])
+        finals.append(S)
+    return torch.stack([torch.stack(r) for r in o]), torch.stack(finals)
+
+
+def delta_inputs(dev, dt, B=2, T=9, H=2, K=5, V=3, n_h=1, gated=True, grad=False, cu=None):
+    f = lambda x: x.to(dev, dt).requires_grad_(grad)  # noqa: E731
+    kshape = (B, T, H, n_h, K) if n_h > 1 else (B, T, H, K)
+    vshape = (B, T, H, n_h, V) if n_h > 1 else (B, T, H, V)
+    k = torch.nn.functional.normalize(torch.randn(*kshape, dtype=torch.float64), dim=-1)
+    N = len(cu) - 1 if cu is not None else B
+    return dict(q=f(torch.randn(B, T, H, K, dtype=torch.float64)), k=f(k), v=f(torch.randn(*vshape, dtype=torch.float64)),
+                beta=f(torch.rand(*kshape[:-1], dtype=torch.float64) * 0.9 + 0.05),
+                g=f(-torch.rand(B, T, H, dtype=torch.float64) * 0.5) if gated else None,
+                initial_state=f(torch.randn(N, H, K, V, dtype=torch.float64) * 0.5),
+                cu_seqlens=torch.tensor(cu, dtype=torch.int64, device=dev) if cu is not None else None)
+
+
+def _delta(d, **kw):
+    return ssmh.delta_rule(d["q"], d["k"], d["v"], d["beta"], d["g"], initial_state=d["initial_state"],
+                           output_final_state=True, cu_seqlens=d["cu_seqlens"], **kw)
+
+
+@test
+def delta_forward(dev):
+    dt = fdt(dev)
+    for n_h, gated, cu in ((1, False, None), (1, True, None), (2, True, None), (3, False, None),
+                           (1, True, [0, 4, 11, 17]), (2, True, [0, 7, 17])):
+        B = 1 if cu else 2
+        T = 17 if cu else 23
+        d = delta_inputs(dev, dt, B=B, T=T, H=3, K=6, V=5, n_h=n_h, gated=gated, cu=cu)
+        ref = ref_delta(*(d[n].double() if d[n] is not None else None
+                          for n in ("q", "k", "v", "beta", "g", "initial_state")), cu=cu)
+        for method, chunk in (("recurrent", 0), ("chunked", 4), ("chunked", 0), ("auto", 0)):
+            o, sT = unsupported_on(dev, lambda: _delta(d, method=method, chunk=chunk))
+            close(o, ref[0], tol(dev) * 100, f"delta o n_h={n_h} g={gated} cu={cu} {method}/{chunk}")
+            close(sT, ref[1], tol(dev) * 100, f"delta sT n_h={n_h} g={gated} cu={cu} {method}/{chunk}")
+
+
+@test
+def delta_fla_signatures_and_step(dev):
+    dt = fdt(dev)
+    d = delta_inputs(dev, dt, B=2, T=12, H=2, K=4, V=3)
+    o, sT = unsupported_on(dev, lambda: _delta(d))
+    q, k, v, g, beta, s0 = d["q"], d["k"], d["v"], d["g"], d["beta"], d["initial_state"]
+    for fn in (ssmh.chunk_gated_delta_rule, ssmh.fused_recurrent_gated_delta_rule):
+        o2, s2 = fn(q, k, v, g, beta, initial_state=s0, output_final_state=True)
+        close(o2, o, tol(dev) * 100, fn.__name__)
+        close(s2, sT, tol(dev) * 100, fn.__name__)
+    o3, none = ssmh.chunk_delta_rule(q, k, v, beta, scale=0.3)
+    assert none is None
+    close(o3, ref_delta(q.double(), k.double(), v.double(), beta.double(), None, None, 0.3)[0], tol(dev) * 100, "scale")
+    # fla's DeltaProduct layout: k, v [B, T*n_h, H, D], beta [B, T*n_h, H]
+    d = delta_inputs(dev, dt, B=2, T=6, H=2, K=4, V=3, n_h=2)
+    kf, vf = d["k"].transpose(2, 3).flatten(1, 2), d["v"].transpose(2, 3).flatten(1, 2)
+    bf = d["beta"].transpose(2, 3).flatten(1, 2)
+    o4, s4 = ssmh.chunk_gated_delta_product(d["q"], kf, vf, d["g"], bf, 2, initial_state=d["initial_state"],
+                                            output_final_state=True)
+    o5, s5 = _delta(d)
+    close(o4, o5, tol(dev) * 100, "delta product layout")
+    close(s4, s5, tol(dev) * 100, "delta product state")
+    # decode: one step at a time equals the sequence
+    d = delta_inputs(dev, dt, B=2, T=5, H=2, K=4, V=3)
+    o, sT = _delta(d)
+    S = d["initial_state"].clone()
+    for t in range(5):
+        ot = ssmh.delta_step(d["q"][:, t], d["k"][:, t], d["v"][:, t], d["beta"][:, t], S, g=d["g"][:, t])
+        close(ot, o[:, t], tol(dev) * 100, f"step {t}")
+    close(S, sT, tol(dev) * 100, "step state")
+
+
 # ---- forward correctness, final states, strided views -----------------------------------------
 
 @test
@@ -367,6 +459,24 @@ def gradcheck_proj(dev):
 
 
 @test
+def gradcheck_delta(dev):
+    cpu_only(dev)
+    names = ("q", "k", "v", "beta", "g", "initial_state")
+    for n_h, gated, cu, method, chunk in ((1, True, None, "recurrent", 0), (1, True, None, "chunked", 2),
+                                          (1, False, None, "chunked", 3), (2, True, None, "chunked", 2),
+                                          (1, True, [0, 2, 7], "chunked", 2), (2, False, [0, 3, 7], "recurrent", 0)):
+        d = delta_inputs(dev, torch.float64, B=1 if cu else 2, T=7 if cu else 5, H=2, K=3, V=2, n_h=n_h,
+                         gated=gated, grad=True, cu=cu)
+        args = tuple(d[n] for n in names if d[n] is not None)
+
+        def f(*a):
+            kw = dict(zip([n for n in names if d[n] is not None], a))
+            return ssmh.delta_rule(kw["q"], kw["k"], kw["v"], kw["beta"], kw.get("g"), initial_state=kw["initial_state"],
+                                   output_final_state=True, cu_seqlens=d["cu_seqlens"], method=method, chunk=chunk)
+        assert torch.autograd.gradcheck(f, args), (n_h, gated, cu, method)
+
+
+@test
 def gradcheck_outchain(dev):
     cpu_only(dev)
     for gate in ("silu", "sigmoid"):
@@ -451,6 +561,25 @@ def opcheck_outchain(dev):
     opcheck(ops.outchain_bwd, (o, g, None, W_o, None, torch.randn_like(y), 1, 4, 0.0))
 
 
+@test
+def opcheck_delta(dev):
+    dt = torch.float32
+    for n_h, gated, cu in ((1, True, None), (2, False, None), (1, True, [0, 3, 9])):
+        d = delta_inputs(dev, dt, B=1 if cu else 2, T=9, H=2, K=4, V=3, n_h=n_h, gated=gated, grad=True, cu=cu)
+        a = (d["q"], d["k"], d["v"], d["beta"], d["g"], d["initial_state"], d["cu_seqlens"])
+        unsupported_on(dev, lambda: ops.delta_fwd(*a, 0, 0, 0.0))
+        for method, chunk in ((1, 0), (2, 4)):
+            opcheck(ops.delta_fwd, (*a, method, chunk, 0.0))
+        a = tuple(t.detach() if t is not None else None for t in a)
+        o, sT = ops.delta_fwd(*a, 2, 4, 0.0)
+        opcheck(ops.delta_bwd, (*a, torch.randn_like(o), torch.randn_like(sT), 2, 4, 0.0))
+        opcheck(ops.delta_bwd, (*a, torch.randn_like(o), None, 1, 0, 0.5))
+    d = delta_inputs(dev, dt, B=2, T=1, H=2, K=4, V=3)
+    S = d["initial_state"].detach().clone()
+    opcheck(ops.delta_step_op, (d["q"][:, 0].detach(), d["k"][:, 0].detach(), d["v"][:, 0].detach(),
+                                d["beta"][:, 0].detach(), d["g"][:, 0].detach(), S, 0.0))
+
+
 # ---- torch.compile, CUDA graphs ---------------------------------------------------------------
 
 def _model_step(A, b, h0, ld, x):
@@ -485,15 +614,24 @@ def compile_fullgraph_layers(dev):
     pc = ssmh.ProjectionChain(11, SEGS, device=dev)
     oc = ssmh.OutputChain(12, 5, head_dim=4, device=dev)
 
-    def other(xb, xp, o, g):
+    d = delta_inputs(dev, torch.float32, B=2, T=9, H=2, K=4, V=3, grad=True)
+
+    def other(xb, xp, o, g, q, k, v, beta, gg, s0):
         ys = pc(xp)
-        return layer(xb).square().sum() + sum(y.sum() for y in ys) + oc(o, g).square().sum()
+        od, sT = ssmh.chunk_gated_delta_rule(q, k, v, gg, beta, initial_state=s0, output_final_state=True)
+        return (layer(xb).square().sum() + sum(y.sum() for y in ys) + oc(o, g).square().sum()
+                + od.square().sum() + sT.sum())
     xb, xp = torch.randn(2, 3, Cb * B, device=dev), torch.randn(7, 11, device=dev)
     o, g = torch.randn(7, 12, device=dev), torch.randn(7, 12, device=dev)
-    le = unsupported_on(dev, lambda: other(xb, xp, o, g))
+    args = (xb, xp, o, g, d["q"], d["k"], d["v"], d["beta"], d["g"], d["initial_state"])
+    le = unsupported_on(dev, lambda: other(*args))
+    ge = torch.autograd.grad(le, args[4:])
     torch._dynamo.reset()
-    lc = torch.compile(other, fullgraph=True)(xb, xp, o, g)
-    close(lc, le, 1e-5, "compiled bell/proj/outchain")
+    lc = torch.compile(other, fullgraph=True)(*args)
+    close(lc, le, 1e-5, "compiled bell/proj/outchain/delta")
+    gc = torch.autograd.grad(lc, args[4:], retain_graph=True)
+    for a, r in zip(gc, ge):
+        close(a, r, 1e-5, "compiled delta grads")
     lc.backward()
     assert layer.values.grad is not None and pc.weight.grad is not None and oc.o_proj.grad is not None
 

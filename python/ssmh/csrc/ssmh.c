@@ -86,6 +86,12 @@ const char *ssmh_abi(void) {
     SSMH_FIELD(ssm_bell_topology_report, explored), SSMH_FIELD(ssm_bell_topology_report, rejected);
     SSMH_FIELD(ssm_bell_topology_report, rows_changed), SSMH_FIELD(ssm_bell_topology_report, churn);
     SSMH_FIELD(ssm_bell_topology_report, prune_frac), SSMH_FIELD(ssm_bell_topology_report, checksum);
+    SSMH_SIZE(ssm_delta_stats), SSMH_FIELD(ssm_delta_stats, method), SSMH_FIELD(ssm_delta_stats, chunk);
+    SSMH_FIELD(ssm_delta_stats, flops), SSMH_FIELD(ssm_delta_stats, workspace_bytes);
+    SSMH_SIZE(ssm_delta_desc), SSMH_FIELD(ssm_delta_desc, method), SSMH_FIELD(ssm_delta_desc, chunk);
+    SSMH_FIELD(ssm_delta_desc, scale), SSMH_FIELD(ssm_delta_desc, stats);
+    SSMH_CONST(SSM_DELTA_AUTO), SSMH_CONST(SSM_DELTA_RECURRENT), SSMH_CONST(SSM_DELTA_CHUNKED);
+    SSMH_CONST(SSM_DELTA_METHOD_COUNT);
     SSMH_CONST(SSM_MAX_DIMS), SSMH_CONST(SSM_PROJ_MAX_SEGMENTS);
     SSMH_CONST(SSM_DEVICE_CPU), SSMH_CONST(SSM_DEVICE_CUDA);
     SSMH_CONST(SSM_DTYPE_INT), SSMH_CONST(SSM_DTYPE_FLOAT), SSMH_CONST(SSM_DTYPE_BFLOAT);
