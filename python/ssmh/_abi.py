@@ -225,18 +225,21 @@ def cpu_ctx(threads=0):
     return ctx
 
 
+# One struct.pack per view (half the cost of filling the ctypes fields one by one); the
+# format is checked here against the ctypes mirror, itself checked against the compiler above.
+_PACK = __import__("struct").Struct("<Q ii i BBH 8q 8q")
+_ZEROS = (0,) * 8
+if (_PACK.size, Tensor.shape.offset, Tensor.strides.offset) != (ctypes.sizeof(Tensor), 24, 88):
+    raise ImportError("ssmh: ssm_tensor's packed layout disagrees with its ctypes mirror")
+
+
 def make_tensor(ptr, dtype, shape, strides, device=(1, 0)):
     """An ssm_tensor view: dtype (code, bits), shape/strides in elements."""
-    if len(shape) > 8:
+    n = len(shape)
+    if n > 8:
         raise ValueError("ssmh: more than 8 dimensions")
-    v = Tensor()
-    v.data = ptr
-    v.device = Device(*device)
-    v.ndim = len(shape)
-    v.dtype = DType(dtype[0], dtype[1], 1)
-    for i, (n, s) in enumerate(zip(shape, strides)):
-        v.shape[i], v.strides[i] = n, s
-    return v
+    return Tensor.from_buffer_copy(_PACK.pack(ptr or 0, device[0], device[1], n, dtype[0], dtype[1], 1, *shape,
+                                              *_ZEROS[n:], *strides, *_ZEROS[n:]))
 
 
 _NP_CODES = {"f4": (2, 32), "f8": (2, 64), "f2": (2, 16), "i4": (0, 32), "i8": (0, 64)}
@@ -251,4 +254,4 @@ def numpy_view(a):
         raise TypeError(f"ssmh: unsupported numpy dtype {a.dtype}")
     if any(s % a.itemsize for s in a.strides):
         raise ValueError("ssmh: strides are not multiples of the element size")
-    return ctypes.pointer(make_tensor(a.ctypes.data, _NP_CODES[key], a.shape, [s // a.itemsize for s in a.strides]))
+    return ctypes.byref(make_tensor(a.ctypes.data, _NP_CODES[key], a.shape, [s // a.itemsize for s in a.strides]))

@@ -26,6 +26,7 @@ _CODES = {torch.float32: (C["SSM_DTYPE_FLOAT"], 32), torch.float64: (C["SSM_DTYP
           torch.float16: (C["SSM_DTYPE_FLOAT"], 16), torch.bfloat16: (C["SSM_DTYPE_BFLOAT"], 16),
           torch.int32: (C["SSM_DTYPE_INT"], 32), torch.int64: (C["SSM_DTYPE_INT"], 64)}
 _byref = ctypes.byref
+_CUDA, _CPU = C["SSM_DEVICE_CUDA"], (C["SSM_DEVICE_CPU"], 0)
 
 
 def _v(t):
@@ -34,8 +35,8 @@ def _v(t):
         return None
     if t.dtype not in _CODES:
         raise TypeError(f"ssmh: unsupported dtype {t.dtype}")
-    dev = (C["SSM_DEVICE_CUDA"], t.device.index or 0) if t.is_cuda else (C["SSM_DEVICE_CPU"], 0)
-    return ctypes.pointer(_abi.make_tensor(t.data_ptr(), _CODES[t.dtype], tuple(t.shape), t.stride(), dev))
+    dev = (_CUDA, t.device.index or 0) if t.is_cuda else _CPU
+    return _byref(_abi.make_tensor(t.data_ptr(), _CODES[t.dtype], t.shape, t.stride(), dev))
 
 
 # ---- contexts ---------------------------------------------------------------------------------
