@@ -8,7 +8,7 @@ from torch import nn
 
 from . import _abi
 from ._abi import lib
-from .ops import _segments, _v, bell_transpose_index, block_sparse_linear, output_chain, projection_chain
+from .ops import _segments, _v, _view, bell_transpose_index, block_sparse_linear, output_chain, projection_chain
 
 
 class BlockSparseLinear(nn.Module):
@@ -50,16 +50,38 @@ class BlockSparseLinear(nn.Module):
                 self.bias.uniform_(-bound, bound)
         self._topo = None
         self._x = self._dy = None
-        if topology is not None:
-            cfg = lib.ssm_bell_topology_config_init()
-            for key, val in topology.items():
-                if not hasattr(cfg, key) or key in ("allreduce", "allreduce_user"):
-                    raise ValueError(f"ssmh: unknown topology option {key!r}")
-                setattr(cfg, key, val)
-            ptr = ctypes.POINTER(_abi.BellTopology)()
-            ctx = _abi.cpu_ctx()
-            _abi.check(ctx, lib.ssm_bell_topology_create(ctx, ctypes.byref(cfg), R, Cb, k, ctypes.byref(ptr)))
-            self._topo = ptr
+        self.topology = dict(topology) if topology is not None else None
+        self._make_topology()
+
+    def _make_topology(self):
+        if self.topology is None:
+            return
+        cfg = lib.ssm_bell_topology_config_init()
+        for key, val in self.topology.items():
+            if not hasattr(cfg, key) or key in ("allreduce", "allreduce_user"):
+                raise ValueError(f"ssmh: unknown topology option {key!r}")
+            setattr(cfg, key, val)
+        ptr = ctypes.POINTER(_abi.BellTopology)()
+        ctx = _abi.cpu_ctx()
+        R, K = self.col_idx.shape
+        Cb = self.in_features // self.block_size
+        _abi.check(ctx, lib.ssm_bell_topology_create(ctx, ctypes.byref(cfg), R, Cb, K, ctypes.byref(ptr)))
+        self._topo = ptr
+
+    # copy.deepcopy / pickle: the C scores travel as extra state, the copy gets its own buffers
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_topo_state"] = self.get_extra_state()
+        state["_topo"] = None
+        state["_x"] = state["_dy"] = None
+        return state
+
+    def __setstate__(self, state):
+        topo_state = state.pop("_topo_state", None)
+        super().__setstate__(state)
+        self._topo = None
+        self._make_topology()
+        self.set_extra_state(topo_state)
 
     def __del__(self):
         if getattr(self, "_topo", None):
@@ -108,7 +130,7 @@ class BlockSparseLinear(nn.Module):
                       if k in st and torch.is_tensor(st[k]) and st[k].shape == self.values.shape]
         tensors = [self.values, self.col_idx, self.t_offsets, self.t_slots] + states
         host = [t if t.device.type == "cpu" and t.is_contiguous() else t.detach().cpu().contiguous() for t in tensors]
-        opt = (ctypes.POINTER(_abi.Tensor) * max(1, len(states)))(*[_v(t) for t in host[4:]])
+        opt = (ctypes.POINTER(_abi.Tensor) * max(1, len(states)))(*[ctypes.pointer(_view(t)) for t in host[4:]])
         rep = _abi.BellTopologyReport()
         ctx = _abi.cpu_ctx()
         _abi.check(ctx, lib.ssm_bell_topology_step(ctx, self._topo, int(global_step), _v(host[0]), _v(host[1]),

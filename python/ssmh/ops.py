@@ -29,14 +29,17 @@ _byref = ctypes.byref
 _CUDA, _CPU = C["SSM_DEVICE_CUDA"], (C["SSM_DEVICE_CPU"], 0)
 
 
-def _v(t):
-    """An ssm_tensor view of a torch tensor (None -> NULL)."""
-    if t is None:
-        return None
+def _view(t):
+    """The ssm_tensor struct viewing a torch tensor."""
     if t.dtype not in _CODES:
         raise TypeError(f"ssmh: unsupported dtype {t.dtype}")
     dev = (_CUDA, t.device.index or 0) if t.is_cuda else _CPU
-    return _byref(_abi.make_tensor(t.data_ptr(), _CODES[t.dtype], t.shape, t.stride(), dev))
+    return _abi.make_tensor(t.data_ptr(), _CODES[t.dtype], t.shape, t.stride(), dev)
+
+
+def _v(t):
+    """An ssm_tensor argument viewing a torch tensor (None -> NULL)."""
+    return None if t is None else _byref(_view(t))
 
 
 # ---- contexts ---------------------------------------------------------------------------------

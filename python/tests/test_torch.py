@@ -740,6 +740,16 @@ def block_sparse_linear_topology_adamw(dev):
     layer2.load_state_dict(sd)
     assert torch.equal(layer2.col_idx, layer.col_idx)
     assert torch.equal(layer2.get_extra_state()["keep_score"], layer.get_extra_state()["keep_score"])
+    import copy
+    layer3 = copy.deepcopy(layer)  # own score buffers (no double free), same scores
+    assert layer3._topo is not None and ctypes_addr(layer3._topo) != ctypes_addr(layer._topo)
+    assert torch.equal(layer3.get_extra_state()["grow_score"], layer.get_extra_state()["grow_score"])
+    del layer3
+
+
+def ctypes_addr(p):
+    import ctypes
+    return ctypes.cast(p, ctypes.c_void_p).value
 
 
 @test
