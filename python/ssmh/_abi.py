@@ -191,6 +191,7 @@ for _name, (_res, _args) in _PROTOS.items():
 
 ALLOC_FN = ctypes.CFUNCTYPE(_P, _P, _sz, _P)
 FREE_FN = ctypes.CFUNCTYPE(None, _P, _P, _P)
+ALLREDUCE_FN = ctypes.CFUNCTYPE(_int, _P, _P, _i64)  # ssm_bell_allreduce_fn
 HAS_CUDA = hasattr(lib, "ssmh_cuda_ctx")
 if HAS_CUDA:
     lib.ssmh_cuda_ctx.restype = _P

@@ -23,10 +23,12 @@ class BlockSparseLinear(nn.Module):
     `period` steps, prunes and regrows tiles; the optimizer's per-element states of `values`
     (Adam/AdamW exp_avg, exp_avg_sq, max_exp_avg_sq) move with their tiles and restart at zero
     for new ones. The topology code runs on the CPU (a CUDA layer's tensors are copied over).
+    process_group: a torch.distributed group (or "default") to average the scores over before
+    each update, so data-parallel ranks agree on the topology (ssm.h's all-reduce hook).
     """
 
     def __init__(self, in_features, out_features, block_size, density=None, k=None, bias=True, topology=None,
-                 seed=0, device=None, dtype=None):
+                 seed=0, process_group=None, device=None, dtype=None):
         super().__init__()
         B = block_size
         if in_features % B or out_features % B:
@@ -51,6 +53,7 @@ class BlockSparseLinear(nn.Module):
         self._topo = None
         self._x = self._dy = None
         self.topology = dict(topology) if topology is not None else None
+        self.process_group = process_group
         self._make_topology()
 
     def _make_topology(self):
@@ -61,6 +64,10 @@ class BlockSparseLinear(nn.Module):
             if not hasattr(cfg, key) or key in ("allreduce", "allreduce_user"):
                 raise ValueError(f"ssmh: unknown topology option {key!r}")
             setattr(cfg, key, val)
+        self._allreduce = None
+        if self.process_group is not None:
+            self._allreduce = _abi.ALLREDUCE_FN(_make_allreduce(self.process_group))
+            cfg.allreduce = ctypes.cast(self._allreduce, ctypes.c_void_p)
         ptr = ctypes.POINTER(_abi.BellTopology)()
         ctx = _abi.cpu_ctx()
         R, K = self.col_idx.shape
@@ -72,7 +79,7 @@ class BlockSparseLinear(nn.Module):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_topo_state"] = self.get_extra_state()
-        state["_topo"] = None
+        state["_topo"] = state["_allreduce"] = None
         state["_x"] = state["_dy"] = None
         return state
 
@@ -160,6 +167,29 @@ class BlockSparseLinear(nn.Module):
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, block_size={self.block_size}, "
                 f"k={self.k}, bias={self.bias is not None}, topology={self._topo is not None}")
+
+
+def _make_allreduce(group):
+    """The topology's all-reduce hook over a torch.distributed group ("default" = the world):
+    averages the score buffers in place (through a device copy for NCCL), so every rank picks
+    the same topology."""
+    import torch.distributed as dist
+
+    def allreduce(user, data, count):
+        try:
+            g = None if group == "default" else group
+            buf = torch.frombuffer((ctypes.c_double * count).from_address(data), dtype=torch.float64)
+            if dist.get_backend(g) == "nccl":
+                t = buf.to(torch.device("cuda", torch.cuda.current_device()))
+                dist.all_reduce(t, group=g)
+                buf.copy_(t.cpu())
+            else:
+                dist.all_reduce(buf, group=g)
+            buf /= dist.get_world_size(g)
+            return 0
+        except Exception:  # noqa: BLE001 (reported as a backend error by the C side)
+            return _abi.C["SSM_ERROR_BACKEND"]
+    return allreduce
 
 
 class ProjectionChain(nn.Module):

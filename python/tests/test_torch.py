@@ -753,6 +753,47 @@ def ctypes_addr(p):
 
 
 @test
+def block_sparse_linear_allreduce_hook(dev):
+    """process_group= wires torch.distributed into the topology's all-reduce hook (one-rank
+    gloo group through a file store: exercises the callback, the scores stay the same)."""
+    import tempfile
+    import torch.distributed as dist
+    if dev != "cpu":
+        raise Skip("the hook runs on the CPU scores; one device is enough")
+    if not dist.is_available():
+        raise Skip("torch.distributed unavailable")
+    import ssmh.nn as snn
+    hooked = []
+    orig = snn._make_allreduce
+
+    def counting(group):
+        inner = orig(group)
+        return lambda user, data, count: hooked.append(count) or inner(user, data, count)
+    with tempfile.TemporaryDirectory() as d:
+        dist.init_process_group("gloo", init_method=f"file://{d}/store", rank=0, world_size=1)
+        snn._make_allreduce = counting
+        try:
+            calls = []
+            layers = []
+            for pg in ("default", None):
+                torch.manual_seed(3)
+                layers.append(ssmh.BlockSparseLinear(32, 24, 4, k=3, process_group=pg,
+                                                     topology=dict(period=2, prune_frac=0.5, epsilon=0.0)))
+            x = torch.randn(8, 32)
+            for step in (1, 2):
+                for layer in layers:
+                    layer(x).square().sum().backward()
+                    calls.append(layer.topology_step(step)["updated"])
+                    layer.zero_grad()
+            assert calls == [0, 0, 1, 1], calls
+            assert torch.equal(layers[0].col_idx, layers[1].col_idx), "one-rank average changed the topology"
+            assert hooked == [6 * 3, 6 * 8], f"all-reduce hook calls (keep, grow score counts): {hooked}"
+        finally:
+            snn._make_allreduce = orig
+            dist.destroy_process_group()
+
+
+@test
 def modules_match_functional(dev):
     dt = fdt(dev)
     pc = ssmh.ProjectionChain(11, SEGS, device=dev, dtype=dt)
