@@ -614,39 +614,53 @@ def delta_rule(q, k, v, beta, g=None, scale=None, initial_state=None, output_fin
     return o, (sT if output_final_state else None)
 
 
+def _fla_extra(kw):
+    """fla keywords with no effect here are accepted; anything that would change the result is not."""
+    for key, val in kw.items():
+        if key == "head_first" and not val:
+            continue
+        raise TypeError(f"ssmh: unsupported fla argument {key}={val!r} (head-first tensors: pass "
+                        "q.transpose(1, 2) etc., they go in as strided views)")
+
+
 def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None,
-                     use_qk_l2norm_in_kernel=False, **_):
+                     use_qk_l2norm_in_kernel=False, **kw):
     """fla.ops.delta_rule.chunk_delta_rule's signature."""
+    _fla_extra(kw)
     return delta_rule(q, k, v, beta, None, scale, initial_state, output_final_state, cu_seqlens, "chunked", 0,
                       use_qk_l2norm_in_kernel)
 
 
 def fused_recurrent_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False,
-                               cu_seqlens=None, use_qk_l2norm_in_kernel=False, **_):
+                               cu_seqlens=None, use_qk_l2norm_in_kernel=False, **kw):
     """fla.ops.delta_rule.fused_recurrent_delta_rule's signature."""
+    _fla_extra(kw)
     return delta_rule(q, k, v, beta, None, scale, initial_state, output_final_state, cu_seqlens, "recurrent", 0,
                       use_qk_l2norm_in_kernel)
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-                           cu_seqlens=None, use_qk_l2norm_in_kernel=False, **_):
+                           cu_seqlens=None, use_qk_l2norm_in_kernel=False, **kw):
     """fla.ops.gated_delta_rule.chunk_gated_delta_rule's signature (g before beta, as fla)."""
+    _fla_extra(kw)
     return delta_rule(q, k, v, beta, g, scale, initial_state, output_final_state, cu_seqlens, "chunked", 0,
                       use_qk_l2norm_in_kernel)
 
 
 def fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-                                     cu_seqlens=None, use_qk_l2norm_in_kernel=False, **_):
+                                     cu_seqlens=None, use_qk_l2norm_in_kernel=False, **kw):
     """fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule's signature."""
+    _fla_extra(kw)
     return delta_rule(q, k, v, beta, g, scale, initial_state, output_final_state, cu_seqlens, "recurrent", 0,
                       use_qk_l2norm_in_kernel)
 
 
 def chunk_gated_delta_product(q, k, v, g, beta, num_householder, scale=None, initial_state=None,
-                              output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=False, **_):
+                              output_final_state=False, cu_seqlens=None, use_qk_l2norm_in_kernel=False, **kw):
     """fla.ops.gated_delta_product's layout: k, v [B, T*n_h, H, D], beta [B, T*n_h, H] (the n_h
     factors of token t at rows t*n_h ..), g [B,T,H] or None. Passed as strided views
     [B,T,H,n_h,D] (no copy)."""
+    _fla_extra(kw)
     B, Tn, H = k.shape[:3]
     n = num_householder
     k5 = k.unflatten(1, (Tn // n, n)).transpose(2, 3)
