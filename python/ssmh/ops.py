@@ -9,8 +9,8 @@ Why it composes with torch.compile and CUDA graphs:
   - a CUDA call builds a light context on the caller's current stream with PyTorch's cuBLAS
     handle and PyTorch's caching allocator as the workspace hooks: no cudaMalloc, no sync, so
     it captures into a CUDA graph (workspace comes from the graph's private pool);
-  - tensors go in as strided views (no .contiguous()); only when the C side rejects a stride
-    pattern (SSM_ERROR_INVALID_STRIDE) is the call retried on contiguous copies of the inputs.
+  - tensors go in as strided views (no .contiguous()); only when the C side refuses a call
+    with non-contiguous inputs is it retried once on contiguous copies (see _call).
 Final states are outputs like any other and carry gradients.
 """
 import ctypes
@@ -27,6 +27,7 @@ _CODES = {torch.float32: (C["SSM_DTYPE_FLOAT"], 32), torch.float64: (C["SSM_DTYP
           torch.int32: (C["SSM_DTYPE_INT"], 32), torch.int64: (C["SSM_DTYPE_INT"], 64)}
 _byref = ctypes.byref
 _CUDA, _CPU = C["SSM_DEVICE_CUDA"], (C["SSM_DEVICE_CPU"], 0)
+_UNSUPPORTED = C["SSM_ERROR_UNSUPPORTED"]
 
 
 def _view(t):
@@ -104,12 +105,14 @@ class _Ctx:
 
 
 def _call(fn, *ins):
-    """fn(ctx, *views of ins) on the device of the first input; retried on contiguous copies
-    of the inputs when the backend rejects their strides."""
+    """fn(ctx, *views of ins) on the device of the first input. Views go in as they are; only
+    when the backend refuses a call that has non-contiguous tensors (a stride or alignment
+    pattern it cannot take) is it retried once on contiguous copies (outputs are ours and
+    contiguous already); the retry's error, if any, is the one raised."""
     dev_t = next(t for t in ins if t is not None)
     with _Ctx(dev_t) as ctx:
         r = fn(ctx, *(_v(t) for t in ins))
-        if r == C["SSM_ERROR_INVALID_STRIDE"]:
+        if r not in (0, _UNSUPPORTED) and any(t is not None and not t.is_contiguous() for t in ins):
             ins = [t.contiguous() if t is not None else None for t in ins]
             r = fn(ctx, *(_v(t) for t in ins))
         _abi.check(ctx, r)
