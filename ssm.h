@@ -539,7 +539,7 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
      k          [B,T,H,K]          or [B,T,H,n_h,K] (DeltaProduct; rank 5 sets n_h)
      v          [B,T,H,V]          or [B,T,H,n_h,V]
      beta       [B,T,H]            or [B,T,H,n_h]
-     g          [B,T,H]            optional per-step log gate (NULL = DeltaNet, alpha = 1)
+     g          [B,T,H]            optional per-step log gate, finite (NULL = DeltaNet, alpha = 1)
      s0         [N,H,K,V]          optional initial state (NULL = zeros)
      o          [B,T,H,V]          output
      sT         [N,H,K,V]          optional final state out
@@ -558,9 +558,14 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
                 S <- e^(G_C) S + (e^(G_C - G) K)^T N. All products run on the backend's batched
                 GEMM (ssm_ctx_gemm), so BLIS / cuBLAS carry the work; exp(G_i - G_j) is formed
                 only for i >= j, so strong gates underflow to 0 instead of overflowing.
-     AUTO       the backend picks (the CPU backends: CHUNKED when T >= 2C, else RECURRENT).
+     AUTO       the backend picks (the CPU backends: CHUNKED once the longest sequence spans
+                two chunks, T n_h >= 2C; else RECURRENT).
    DeltaProduct runs the chunked form on the T n_h sub-tokens (readout rows only at the last
-   factor of each token).
+   factor of each token). fla's interleaved DeltaProduct layout k [B, T*n_h, H, K] is the view
+   [B,T,H,n_h,K] with strides (T n_h H K, n_h H K, K, H K, 1).
+   Scratch (host backends, one sequence-head at a time): CHUNKED forward about
+   L (4K + 2V) + 2 L C elements for the longest sequence's L = T n_h sub-tokens (rounded up to
+   whole chunks), the backward about twice that plus a state per chunk; RECURRENT a state.
    ------------------------------------------------------------------------------------------ */
 typedef enum ssm_delta_method {
     SSM_DELTA_AUTO = 0,      /* the backend picks by shape            */
@@ -573,7 +578,7 @@ SSMDEF const char *ssm_delta_method_name(ssm_delta_method m);
 /* What a call did (filled on success when desc.stats is set). */
 typedef struct ssm_delta_stats {
     ssm_delta_method method; /* the method actually run (resolves AUTO)     */
-    int64_t chunk;           /* chunk length used (0 for RECURRENT)          */
+    int64_t chunk;           /* chunk length used (RECURRENT: 0 forward, the backward's checkpoint interval) */
     double flops;            /* multiply-adds x 2 of the method, nominal     */
     size_t workspace_bytes;  /* scratch the call used                        */
 } ssm_delta_stats;
@@ -595,11 +600,13 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc,
                                     const ssm_tensor *cu_seqlens, ssm_tensor *o,
                                     ssm_tensor *sT);
 /* Gradients from dout [B,T,H,V] and dsT [N,H,K,V] (either may be NULL = zero). Recomputes the
-   forward (no saved activations): the states at chunk boundaries are kept in the workspace,
-   then each chunk is replayed and differentiated in reverse, O(T n_h K V) per head beyond the
-   forward. Every gradient output is optional (NULL = not wanted); dg needs g. Shapes equal
-   the corresponding inputs' (ds0 is [N,H,K,V] also when s0 is NULL: the gradient at zero).
-   Deterministic: fixed reduction order, no atomics. */
+   forward (no saved activations). CHUNKED: the chunk quantities and the state pass again, then
+   per chunk in reverse the adjoint of the WY form on the GEMM (about 3x the forward's FLOPs).
+   RECURRENT: the states at chunk starts are kept, each chunk is replayed and differentiated
+   sub-token by sub-token (O(T n_h K V), about 4x the recurrent forward). Every gradient output
+   is optional (NULL = not wanted); dg needs g. Shapes equal the corresponding inputs' (ds0 is
+   [N,H,K,V] also when s0 is NULL: the gradient at zero). Deterministic: fixed reduction order,
+   no atomics. */
 SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc,
                                      const ssm_tensor *q, const ssm_tensor *k,
                                      const ssm_tensor *v, const ssm_tensor *beta,
@@ -3545,19 +3552,22 @@ static ssm_result ssm__delta_inputs(ssm_ctx *ctx, const char *op, const ssm_delt
     return SSM_OK;
 }
 
+/* Nominal FLOPs (2 per multiply-add) per sub-token: recurrent 3KV MACs; chunked
+   C(3K + 2V) + 3KV + C^2/6 (every chunk GEMM counted whole, the triangular solve C^2/6); the
+   chunked backward recomputes the forward's batched part and state pass and adds
+   C(6K + 4V) + 7KV + 2C^2; the replay backward about 12KV. */
 static void ssm__delta_stats(const ssm_delta_desc *d, const ssm_delta_plan *p, int pass) {
-    double L = (double)p->B * (double)p->T * (double)p->n_h * (double)p->H, KV = (double)p->K * (double)p->V;
-    double f;
+    double L = (double)p->B * (double)p->T * (double)p->n_h * (double)p->H, K = (double)p->K, V = (double)p->V;
+    double C = (double)p->chunk, m;
     if (!d->stats) return;
-    if (p->method == SSM_DELTA_CHUNKED) /* per sub-token: K K^T, W, U, Q K^T rows of C; W S, Q S, P N, K^T N */
-        f = 2.0 * L * ((double)p->chunk * (2.0 * (double)p->K + (double)p->V) + 0.5 * (double)p->chunk * (double)p->V + 3.0 * KV +
-                       (double)p->chunk * (double)p->chunk / 6.0);
+    if (p->method == SSM_DELTA_CHUNKED)
+        m = pass == 1 ? C * (9.0 * K + 6.0 * V) + 9.0 * K * V + 2.0 * C * C + C * C / 6.0
+                      : C * (3.0 * K + 2.0 * V) + 3.0 * K * V + C * C / 6.0;
     else
-        f = 2.0 * L * 3.0 * KV;
-    if (pass == 1) f = 2.0 * L * 3.0 * KV * 3.0; /* replayed forward twice + 6 KV-passes of reverse mode */
+        m = pass == 1 ? 12.0 * K * V : 3.0 * K * V;
     d->stats->method = p->method;
     d->stats->chunk = p->chunk;
-    d->stats->flops = f;
+    d->stats->flops = 2.0 * L * m;
     d->stats->workspace_bytes = p->workspace_bytes;
 }
 
@@ -3588,7 +3598,10 @@ static ssm__dv_mat ssm__dv_mat_make(void *ptr, int64_t rs, int64_t cs) {
     for (r = 0; r < K; ++r) {                                              \
         const T *row = (const T *)S.ptr + r * S.rs;                        \
         const double xr = x[r];                                            \
-        if (xr != 0.0)                                                     \
+        if (xr == 0.0) continue;                                           \
+        if (S.cs == 1) /* unit stride: vectorizes */                       \
+            for (c = 0; c < V; ++c) y[c] += xr * (double)row[c];           \
+        else                                                               \
             for (c = 0; c < V; ++c) y[c] += xr * (double)row[c * S.cs];    \
     }
 static void ssm__dv_stx(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, const double *x, double *y) {
@@ -3597,12 +3610,39 @@ static void ssm__dv_stx(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, const
     else { SSM__DV_STX(float) }
 }
 
+/* y = S^T x and z = S^T u in one sweep over S */
+#define SSM__DV_STX2(T)                                                    \
+    for (c = 0; c < V; ++c) y[c] = z[c] = 0.0;                             \
+    for (r = 0; r < K; ++r) {                                              \
+        const T *row = (const T *)S.ptr + r * S.rs;                        \
+        const double xr = x[r], ur = u[r];                                 \
+        if (S.cs == 1)                                                     \
+            for (c = 0; c < V; ++c) {                                      \
+                const double e = (double)row[c];                           \
+                y[c] += xr * e, z[c] += ur * e;                            \
+            }                                                              \
+        else                                                               \
+            for (c = 0; c < V; ++c) {                                      \
+                const double e = (double)row[c * S.cs];                    \
+                y[c] += xr * e, z[c] += ur * e;                            \
+            }                                                              \
+    }
+static void ssm__dv_stx2(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, const double *x, const double *u,
+                         double *y, double *z) {
+    int64_t r, c;
+    if (dt.bits == 64) { SSM__DV_STX2(double) }
+    else { SSM__DV_STX2(float) }
+}
+
 /* y = S x (y [K]) */
 #define SSM__DV_SX(T)                                                      \
     for (r = 0; r < K; ++r) {                                              \
         const T *row = (const T *)S.ptr + r * S.rs;                        \
         double acc = 0.0;                                                  \
-        for (c = 0; c < V; ++c) acc += (double)row[c * S.cs] * x[c];       \
+        if (S.cs == 1)                                                     \
+            for (c = 0; c < V; ++c) acc += (double)row[c] * x[c];          \
+        else                                                               \
+            for (c = 0; c < V; ++c) acc += (double)row[c * S.cs] * x[c];   \
         y[r] = acc;                                                        \
     }
 static void ssm__dv_sx(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, const double *x, double *y) {
@@ -3616,7 +3656,11 @@ static void ssm__dv_sx(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, const 
     for (r = 0; r < K; ++r) {                                                          \
         T *row = (T *)S.ptr + r * S.rs;                                                \
         const double ar = a[r];                                                        \
-        if (alpha == 1.0)                                                              \
+        if (S.cs == 1 && alpha == 1.0)                                                 \
+            for (c = 0; c < V; ++c) row[c] = (T)((double)row[c] + ar * b[c]);          \
+        else if (S.cs == 1)                                                            \
+            for (c = 0; c < V; ++c) row[c] = (T)(alpha * (double)row[c] + ar * b[c]);  \
+        else if (alpha == 1.0)                                                         \
             for (c = 0; c < V; ++c) row[c * S.cs] = (T)((double)row[c * S.cs] + ar * b[c]); \
         else                                                                           \
             for (c = 0; c < V; ++c) row[c * S.cs] = (T)(alpha * (double)row[c * S.cs] + ar * b[c]); \
@@ -3675,13 +3719,39 @@ typedef struct ssm__dv {
 
 static void ssm__dv_load(const ssm__dv *D, const ssm_tensor *t, const int64_t st[5], int64_t tt, int64_t j,
                          int64_t n, double *dst) {
+    const char *base = SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, 0);
+    const int64_t s = st[4];
     int64_t f;
-    for (f = 0; f < n; ++f) dst[f] = SSM__LOAD(D->dt, SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, f));
+    if (D->dt.bits == 64)
+        for (f = 0; f < n; ++f) dst[f] = ((const double *)(const void *)base)[f * s];
+    else
+        for (f = 0; f < n; ++f) dst[f] = (double)((const float *)(const void *)base)[f * s];
 }
 static void ssm__dv_store(const ssm__dv *D, ssm_tensor *t, const int64_t st[5], int64_t tt, int64_t j, int64_t n,
                           double scale, const double *src) {
+    char *base = SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, 0);
+    const int64_t s = st[4];
     int64_t f;
-    for (f = 0; f < n; ++f) SSM__STORE(D->dt, SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, f), scale * src[f]);
+    if (D->dt.bits == 64)
+        for (f = 0; f < n; ++f) ((double *)(void *)base)[f * s] = scale * src[f];
+    else
+        for (f = 0; f < n; ++f) ((float *)(void *)base)[f * s] = (float)(scale * src[f]);
+}
+/* dst[f] = scale * src[f] into a contiguous dtype row */
+static void ssm__dv_put_row(ssm_dtype dt, char *dst, const double *src, int64_t n, double scale) {
+    int64_t f;
+    if (dt.bits == 64)
+        for (f = 0; f < n; ++f) ((double *)(void *)dst)[f] = scale * src[f];
+    else
+        for (f = 0; f < n; ++f) ((float *)(void *)dst)[f] = (float)(scale * src[f]);
+}
+/* row[f] *= scale on a contiguous dtype row */
+static void ssm__dv_scale_row(ssm_dtype dt, char *row, int64_t n, double scale) {
+    int64_t f;
+    if (dt.bits == 64)
+        for (f = 0; f < n; ++f) ((double *)(void *)row)[f] *= scale;
+    else
+        for (f = 0; f < n; ++f) ((float *)(void *)row)[f] = (float)(scale * ((float *)(void *)row)[f]);
 }
 static double ssm__dv_scalar(const ssm__dv *D, const ssm_tensor *t, const int64_t st[5], int64_t tt, int64_t j) {
     return SSM__LOAD(D->dt, SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, 0));
@@ -3704,11 +3774,29 @@ static void ssm__dv_substep(ssm__dv *D, ssm__dv_mat S, int64_t s) {
     ssm__dv_rank1(D->dt, S, p->K, p->V, a, D->kv, D->w);
 }
 
-/* o_t = scale S^T q_t after the last factor of token tt */
-static void ssm__dv_readout(ssm__dv *D, ssm__dv_mat S, int64_t tt, ssm_tensor *o) {
+/* Token tt: its factors, then o_t = scale S^T q_t. The last factor and the readout share one
+   sweep over S: with S' = a S + k w^T, S'^T q = a S^T q + w (k.q), so S is read once for
+   S^T k and S^T q, then read and written once by the update (the decode step's floor is one
+   read and one write of the state). */
+static void ssm__dv_token(ssm__dv *D, ssm__dv_mat S, int64_t tt, ssm_tensor *o) {
     const ssm_delta_plan *p = D->p;
+    const int64_t j = p->n_h - 1;
+    int64_t s, c;
+    double a, bt, kq = 0.0;
+    for (s = tt * p->n_h; s < tt * p->n_h + j; ++s) ssm__dv_substep(D, S, s);
+    a = ssm__dv_alpha(D, tt, j), bt = ssm__dv_scalar(D, D->beta, p->st.beta, tt, j);
+    ssm__dv_load(D, D->k, p->st.k, tt, j, p->K, D->kv);
+    ssm__dv_load(D, D->v, p->st.v, tt, j, p->V, D->vv);
     ssm__dv_load(D, D->q, p->st.q, tt, 0, p->K, D->x1);
-    ssm__dv_stx(D->dt, S, p->K, p->V, D->x1, D->w);
+    ssm__dv_stx2(D->dt, S, p->K, p->V, D->kv, D->x1, D->r, D->w);
+    for (c = 0; c < p->K; ++c) kq += D->kv[c] * D->x1[c];
+    /* D->w holds S^T q; D->r holds S^T k */
+    for (c = 0; c < p->V; ++c) {
+        const double wc = bt * (D->vv[c] - a * D->r[c]);
+        D->vv[c] = wc;                              /* the update's column vector */
+        D->w[c] = a * D->w[c] + wc * kq;            /* S'^T q                     */
+    }
+    ssm__dv_rank1(D->dt, S, p->K, p->V, a, D->kv, D->vv);
     ssm__dv_store(D, o, p->st.o, tt, 0, p->V, p->scale, D->w);
 }
 
@@ -3741,10 +3829,7 @@ static ssm_result ssm__delta_recurrent(ssm_ctx *ctx, const ssm_delta_plan *p, co
             ssm__dv_seq(p, cu, n, &D.b, &D.t0, &len);
             if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
             ssm__dv_copy(p->dtype, p->K, p->V, s0 ? &m0 : NULL, S);
-            for (s = 0; s < len * p->n_h; ++s) {
-                ssm__dv_substep(&D, S, s);
-                if (s % p->n_h == p->n_h - 1) ssm__dv_readout(&D, S, s / p->n_h, o);
-            }
+            for (s = 0; s < len; ++s) ssm__dv_token(&D, S, s, o);
             if (sT) ssm__dv_copy(p->dtype, p->K, p->V, &S, ssm__dv_state(sT, p->st.sT, n, D.h, D.es));
         }
     return SSM_OK;
@@ -3755,23 +3840,29 @@ static ssm_result ssm__delta_step_generic(ssm_ctx *ctx, const ssm_delta_plan *p,
                                           const ssm_tensor *g, ssm_tensor *state, ssm_tensor *o) {
     void *ws;
     ssm__dv D;
-    int64_t s;
     SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
     ssm__dv_init(&D, p, q, k, v, beta, g, ws);
     for (D.b = 0; D.b < p->B; ++D.b)
         for (D.h = 0; D.h < p->H; ++D.h) {
             ssm__dv_mat S = ssm__dv_state(state, p->st.s0, D.b, D.h, D.es); /* in place */
-            for (s = 0; s < p->n_h; ++s) ssm__dv_substep(&D, S, s);
-            ssm__dv_readout(&D, S, 0, o);
+            ssm__dv_token(&D, S, 0, o);
         }
     return SSM_OK;
 }
 
-/* Chunked forward (WY/UT form) of one sequence-head on the backend's GEMM; see the header. */
+/* Chunked WY/UT form of one sequence-head on the backend's GEMM (see the header). The
+   sub-tokens are packed into zero-padded whole chunks (k = v = beta = g = 0 there: identity
+   steps); every product is a GEMM, batched over the chunks where nothing carries across them. */
 typedef struct ssm__dvc {
     int64_t C, NC, Lp;
-    double *bt, *G, *tmp;      /* Lp, Lp, C                                          */
-    char *Kc, *Qc, *Vc, *X, *W, *U, *Am, *S, *Ob; /* dtype: Lp*K x2, Lp*V, Lp*K x2, Lp*V, NC*C*C, K*V, C*V */
+    double *bt, *G, *tmp, *dG, *ga, *gr; /* Lp, Lp, C x 4 (doubles)                         */
+    /* dtype buffers. Both passes: Kc, Qc [Lp,K] (q on readout rows only), X = diag(beta e^G) K,
+       W [Lp,K], Vc = diag(beta) V, U [Lp,V], Am [NC,C,C] (K K^T, then Tm), P [NC,C,C], S [K,V],
+       Ob [C,V]. Backward only: KK [NC,C,C], Vr [Lp,V] (raw
+       v), dO [Lp,V], ck [NC+1,K,V] (chunk-start states), dS, dS0 [K,V], C x C: dP, dA, dT, tc;
+       C x K: dQ, dK, dW, dX, Kd; C x V: dN, dY, R1. */
+    char *Kc, *Qc, *X, *W, *Vc, *U, *Am, *P, *S, *Ob;
+    char *KK, *Vr, *dO, *ck, *dS, *dS0, *dP, *dA, *dT, *tc, *dQ, *dK, *dW, *dX, *Kd, *dN, *dY, *R1;
 } ssm__dvc;
 
 static int64_t ssm__dv_chunks(const ssm_delta_plan *p, int64_t C) {
@@ -3779,68 +3870,216 @@ static int64_t ssm__dv_chunks(const ssm_delta_plan *p, int64_t C) {
     return L > 0 ? (L + C - 1) / C : 1;
 }
 
-static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w) {
+/* Carves the chunked scratch out of `base` (NULL: only counts); returns the bytes. */
+static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w, int backward) {
     size_t es = ssm__esize(p->dtype), off = ssm__dv_vec_bytes(p);
-    int64_t C = p->chunk, NC = ssm__dv_chunks(p, C), Lp = NC * C;
-#define SSM__DV_TAKE(field, T, n)                                  \
-    do {                                                           \
-        if (w) w->field = (T *)(void *)(base + off);               \
-        off += SSM__DV_ALIGN((size_t)(n) * sizeof(T));             \
+    int64_t C = p->chunk, NC = ssm__dv_chunks(p, C), Lp = NC * C, K = p->K, V = p->V;
+#define SSM__DV_TAKE(field, n, size)                                          \
+    do {                                                                      \
+        if (w) w->field = (base + off);                                       \
+        off += SSM__DV_ALIGN((size_t)(n) * (size));                           \
     } while (0)
-    if (w) w->C = C, w->NC = NC, w->Lp = Lp;
-    SSM__DV_TAKE(bt, double, Lp);
-    SSM__DV_TAKE(G, double, Lp);
-    SSM__DV_TAKE(tmp, double, C);
-    if (w) w->Kc = base + off;
-    off += SSM__DV_ALIGN((size_t)(Lp * p->K) * es);
-    if (w) w->Qc = base + off;
-    off += SSM__DV_ALIGN((size_t)(Lp * p->K) * es);
-    if (w) w->X = base + off;
-    off += SSM__DV_ALIGN((size_t)(Lp * p->K) * es);
-    if (w) w->W = base + off;
-    off += SSM__DV_ALIGN((size_t)(Lp * p->K) * es);
-    if (w) w->Vc = base + off;
-    off += SSM__DV_ALIGN((size_t)(Lp * p->V) * es);
-    if (w) w->U = base + off;
-    off += SSM__DV_ALIGN((size_t)(Lp * p->V) * es);
-    if (w) w->Am = base + off;
-    off += SSM__DV_ALIGN((size_t)(NC * C * C) * es);
-    if (w) w->S = base + off;
-    off += SSM__DV_ALIGN((size_t)(p->K * p->V) * es);
-    if (w) w->Ob = base + off;
-    off += SSM__DV_ALIGN((size_t)(C * p->V) * es);
+#define SSM__DV_TAKED(field, n)                                               \
+    do {                                                                      \
+        if (w) w->field = (double *)(void *)(base + off);                     \
+        off += SSM__DV_ALIGN((size_t)(n) * sizeof(double));                   \
+    } while (0)
+    if (w) memset(w, 0, sizeof *w), w->C = C, w->NC = NC, w->Lp = Lp;
+    SSM__DV_TAKED(bt, Lp);
+    SSM__DV_TAKED(G, Lp);
+    SSM__DV_TAKED(tmp, C);
+    SSM__DV_TAKED(dG, C);
+    SSM__DV_TAKED(ga, C);
+    SSM__DV_TAKED(gr, C);
+    SSM__DV_TAKE(Kc, Lp * K, es);
+    SSM__DV_TAKE(Qc, Lp * K, es);
+    SSM__DV_TAKE(X, Lp * K, es);
+    SSM__DV_TAKE(W, Lp * K, es);
+    SSM__DV_TAKE(Vc, Lp * V, es);
+    SSM__DV_TAKE(U, Lp * V, es);
+    SSM__DV_TAKE(Am, NC * C * C, es);
+    SSM__DV_TAKE(S, K * V, es);
+    SSM__DV_TAKE(Ob, C * V, es);
+    SSM__DV_TAKE(P, NC * C * C, es);
+    if (!backward) return off;
+    SSM__DV_TAKE(KK, NC * C * C, es);
+    SSM__DV_TAKE(Vr, Lp * V, es);
+    SSM__DV_TAKE(dO, Lp * V, es);
+    SSM__DV_TAKE(ck, (NC + 1) * K * V, es);
+    SSM__DV_TAKE(dS, K * V, es);
+    SSM__DV_TAKE(dS0, K * V, es);
+    SSM__DV_TAKE(dP, C * C, es);
+    SSM__DV_TAKE(dA, C * C, es);
+    SSM__DV_TAKE(dT, C * C, es);
+    SSM__DV_TAKE(tc, C * C, es);
+    SSM__DV_TAKE(dQ, C * K, es);
+    SSM__DV_TAKE(dK, C * K, es);
+    SSM__DV_TAKE(dW, C * K, es);
+    SSM__DV_TAKE(dX, C * K, es);
+    SSM__DV_TAKE(Kd, C * K, es);
+    SSM__DV_TAKE(dN, C * V, es);
+    SSM__DV_TAKE(dY, C * V, es);
+    SSM__DV_TAKE(R1, C * V, es);
 #undef SSM__DV_TAKE
+#undef SSM__DV_TAKED
     return off;
-}
-
-/* (I + A)^-1 by forward substitution, in place, for every chunk: on entry Am holds K K^T, and
-   A_ij = beta_i e^(G_i - G_j) k_i.k_j for i > j is formed on the fly; on exit Am holds the
-   lower-triangular Tm (unit diagonal, zeros above). */
-#define SSM__DV_TRI(T)                                                                      \
-    for (c = 0; c < w->NC; ++c) {                                                           \
-        T *A = (T *)(void *)w->Am + c * C * C;                                              \
-        const double *bt = w->bt + c * C, *G = w->G + c * C;                                \
-        for (i = 0; i < C; ++i) {                                                           \
-            for (jj = 0; jj < i; ++jj) w->tmp[jj] = 0.0;                                    \
-            for (j = 0; j < i; ++j) {                                                       \
-                double a = bt[i] * (double)A[i * C + j];                                    \
-                if (gated) a *= exp(G[i] - G[j]);                                           \
-                if (a == 0.0) continue;                                                     \
-                for (jj = 0; jj <= j; ++jj) w->tmp[jj] -= a * (double)A[j * C + jj];        \
-            }                                                                               \
-            for (jj = 0; jj < i; ++jj) A[i * C + jj] = (T)w->tmp[jj];                       \
-            A[i * C + i] = (T)1;                                                            \
-            for (jj = i + 1; jj < C; ++jj) A[i * C + jj] = (T)0;                            \
-        }                                                                                   \
-    }
-static void ssm__dvc_tri(ssm_dtype dt, ssm__dvc *w, int gated) {
-    int64_t c, i, j, jj, C = w->C;
-    if (dt.bits == 64) { SSM__DV_TRI(double) }
-    else { SSM__DV_TRI(float) }
 }
 
 /* element i of a dtype buffer */
 #define SSM__DV_E(buf, i) ((buf) + (int64_t)(i) * (int64_t)es)
+#define SSM__DV_GET(buf, i) SSM__LOAD(dt, SSM__DV_E(buf, i))
+#define SSM__DV_PUT(buf, i, x) SSM__STORE(dt, SSM__DV_E(buf, i), x)
+
+/* C = alpha A B + beta C for one row-major product: A is M x Kd with strides (ars, acs), B is
+   Kd x N with (brs, bcs), C is M x N with leading dimension ldc. */
+static ssm_result ssm__dv_gemm(ssm_ctx *ctx, ssm_dtype dt, int64_t M, int64_t N, int64_t Kd, double alpha,
+                               const char *A, int64_t ars, int64_t acs, const char *B, int64_t brs, int64_t bcs,
+                               double beta, char *C, int64_t ldc) {
+    return ssm_ctx_gemm(ctx, dt, 1, M, N, Kd, alpha, ssm__mb((void *)A, ars, acs), ssm__mb((void *)B, brs, bcs), beta,
+                        ssm__mb(C, ldc, 1));
+}
+
+/* Packs sub-tokens [0, Lp) of the current sequence-head (and, in the backward, raw v and
+   dO = scale * dout on the readout rows). */
+static void ssm__dvc_pack(ssm__dv *D, ssm__dvc *w, int64_t L, const ssm_tensor *dout) {
+    const ssm_delta_plan *p = D->p;
+    const ssm_dtype dt = p->dtype;
+    const size_t es = D->es;
+    const int64_t K = p->K, V = p->V, nh = p->n_h, C = w->C;
+    int64_t s, f;
+    for (s = 0; s < w->Lp; ++s) {
+        int64_t tt = s / nh, j = s % nh;
+        double gs = 0.0, xs;
+        int readout = s < L && j == nh - 1;
+        if (s < L) {
+            ssm__dv_load(D, D->k, p->st.k, tt, j, K, D->x1);
+            ssm__dv_load(D, D->v, p->st.v, tt, j, V, D->vv);
+            w->bt[s] = ssm__dv_scalar(D, D->beta, p->st.beta, tt, j);
+            if (D->g && j == 0) gs = ssm__dv_scalar(D, D->g, p->st.g, tt, 0);
+        } else {
+            for (f = 0; f < K; ++f) D->x1[f] = 0.0;
+            for (f = 0; f < V; ++f) D->vv[f] = 0.0;
+            w->bt[s] = 0.0;
+        }
+        if (readout) ssm__dv_load(D, D->q, p->st.q, tt, 0, K, D->x2);
+        else for (f = 0; f < K; ++f) D->x2[f] = 0.0;
+        w->G[s] = (s % C ? w->G[s - 1] : 0.0) + gs;
+        xs = w->bt[s] * (D->g ? exp(w->G[s]) : 1.0);
+        ssm__dv_put_row(dt, SSM__DV_E(w->Kc, s * K), D->x1, K, 1.0);
+        ssm__dv_put_row(dt, SSM__DV_E(w->Qc, s * K), D->x2, K, 1.0);
+        ssm__dv_put_row(dt, SSM__DV_E(w->X, s * K), D->x1, K, xs);
+        ssm__dv_put_row(dt, SSM__DV_E(w->Vc, s * V), D->vv, V, w->bt[s]);
+        if (w->Vr) ssm__dv_put_row(dt, SSM__DV_E(w->Vr, s * V), D->vv, V, 1.0);
+        if (w->dO) {
+            if (readout && dout) ssm__dv_load(D, dout, p->st.dout, tt, 0, V, D->w);
+            else for (f = 0; f < V; ++f) D->w[f] = 0.0;
+            ssm__dv_put_row(dt, SSM__DV_E(w->dO, s * V), D->w, V, p->scale);
+        }
+    }
+}
+
+/* The per-step factors of chunk c, ga[i] = e^(G_i - G_(i-1)), so a row of
+   Gamma_ij = e^(G_i - G_j) (j <= i) is a running product: one exp per sub-token instead of one
+   per pair, and a strong gate underflows the product to 0 (never inf * 0). */
+static void ssm__dvc_steps(ssm__dvc *w, int64_t c) {
+    const double *G = w->G + c * w->C;
+    int64_t i;
+    w->ga[0] = 1.0;
+    for (i = 1; i < w->C; ++i) w->ga[i] = exp(G[i] - G[i - 1]);
+}
+static void ssm__dvc_gamma_row(ssm__dvc *w, int64_t i) {
+    int64_t j;
+    w->gr[i] = 1.0;
+    for (j = i - 1; j >= 0; --j) w->gr[j] = w->gr[j + 1] * w->ga[j + 1];
+}
+
+/* Per chunk: P = tril(P . Gamma); A_ij = beta_i Gamma_ij (K K^T)_ij below the diagonal; then
+   Tm = (I + A)^-1 in place by forward substitution (row i of Tm from rows j < i). */
+#define SSM__DV_PREP(T)                                                                        \
+    for (i = 0; i < C; ++i) {                                                                  \
+        T *prow = P + i * C, *arow = A + i * C;                                                \
+        if (gated) ssm__dvc_gamma_row(w, i);                                                   \
+        for (j = 0; j <= i; ++j) {                                                             \
+            double gm = gated ? w->gr[j] : 1.0;                                                \
+            prow[j] = (T)(gm * (double)prow[j]);                                               \
+            if (j < i) arow[j] = (T)(bt[i] * gm * (double)arow[j]);                            \
+        }                                                                                      \
+        for (j = i + 1; j < C; ++j) prow[j] = (T)0;                                            \
+    }                                                                                          \
+    for (i = 0; i < C; ++i) {                                                                  \
+        T *arow = A + i * C;                                                                   \
+        for (jj = 0; jj < i; ++jj) w->tmp[jj] = 0.0;                                           \
+        for (j = 0; j < i; ++j) {                                                              \
+            const double a = (double)arow[j];                                                  \
+            const T *trow = A + j * C;                                                         \
+            if (a == 0.0) continue;                                                            \
+            for (jj = 0; jj <= j; ++jj) w->tmp[jj] -= a * (double)trow[jj];                    \
+        }                                                                                      \
+        for (jj = 0; jj < i; ++jj) arow[jj] = (T)w->tmp[jj];                                   \
+        arow[i] = (T)1;                                                                        \
+        for (jj = i + 1; jj < C; ++jj) arow[jj] = (T)0;                                        \
+    }
+static void ssm__dvc_solve(ssm_dtype dt, ssm__dvc *w, int64_t c, int gated) {
+    const int64_t C = w->C;
+    const double *bt = w->bt + c * C;
+    int64_t i, j, jj;
+    if (gated) ssm__dvc_steps(w, c);
+    if (dt.bits == 64) {
+        double *A = (double *)(void *)w->Am + c * C * C, *P = (double *)(void *)w->P + c * C * C;
+        SSM__DV_PREP(double)
+    } else {
+        float *A = (float *)(void *)w->Am + c * C * C, *P = (float *)(void *)w->P + c * C * C;
+        SSM__DV_PREP(float)
+    }
+}
+
+/* Am = K K^T (kept in KK for the backward) and P = Q K^T, batched over the chunks; per chunk
+   the gates and Tm = (I + A)^-1; then W = Tm X and U = Tm diag(beta) V, batched. */
+static ssm_result ssm__dvc_prepare(ssm_ctx *ctx, ssm_dtype dt, ssm__dvc *w, int64_t K, int64_t V, int gated) {
+    const size_t es = ssm__esize(dt);
+    const int64_t C = w->C, NC = w->NC;
+    int64_t c;
+    ssm_matrix_batch mA, mB, mC;
+    mA = ssm__mb(w->Kc, K, 1), mA.bs = C * K;
+    mB = ssm__mb(w->Kc, 1, K), mB.bs = C * K;
+    mC = ssm__mb(w->Am, C, 1), mC.bs = C * C;
+    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, C, K, 1.0, mA, mB, 0.0, mC));
+    if (w->KK) memcpy(w->KK, w->Am, (size_t)(NC * C * C) * es);
+    mA = ssm__mb(w->Qc, K, 1), mA.bs = C * K;
+    mC = ssm__mb(w->P, C, 1), mC.bs = C * C;
+    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, C, K, 1.0, mA, mB, 0.0, mC));
+    for (c = 0; c < NC; ++c) ssm__dvc_solve(dt, w, c, gated);
+    mA = ssm__mb(w->Am, C, 1), mA.bs = C * C;
+    mB = ssm__mb(w->X, K, 1), mB.bs = C * K;
+    mC = ssm__mb(w->W, K, 1), mC.bs = C * K;
+    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, K, C, 1.0, mA, mB, 0.0, mC));
+    mB = ssm__mb(w->Vc, V, 1), mB.bs = C * V;
+    mC = ssm__mb(w->U, V, 1), mC.bs = C * V;
+    return ssm_ctx_gemm(ctx, dt, NC, C, V, C, 1.0, mA, mB, 0.0, mC);
+}
+
+/* dst = diag(e^(G_last - G_i)) K of chunk c: the keys as they reach the chunk's end. */
+static void ssm__dvc_decayed_keys(ssm_dtype dt, const ssm__dvc *w, int64_t c, int64_t K, char *dst) {
+    const size_t es = ssm__esize(dt);
+    const int64_t C = w->C;
+    const double gl = w->G[c * C + C - 1];
+    int64_t i;
+    memcpy(dst, SSM__DV_E(w->Kc, c * C * K), (size_t)(C * K) * es);
+    for (i = 0; i < C; ++i) ssm__dv_scale_row(dt, SSM__DV_E(dst, i * K), K, exp(gl - w->G[c * C + i]));
+}
+
+/* S <- e^(G_last) S + Kd^T N with Kd the decayed keys (the chunk's keys when ungated). */
+static ssm_result ssm__dvc_advance(ssm_ctx *ctx, ssm_dtype dt, const ssm__dvc *w, int64_t c, int64_t K, int64_t V,
+                                   int gated, char *Kd, const char *N, char *S) {
+    const size_t es = ssm__esize(dt);
+    if (gated) {
+        ssm__dv_scale_row(dt, S, K * V, exp(w->G[c * w->C + w->C - 1]));
+        ssm__dvc_decayed_keys(dt, w, c, K, Kd);
+    } else {
+        Kd = SSM__DV_E(w->Kc, c * w->C * K);
+    }
+    return ssm__dv_gemm(ctx, dt, K, V, w->C, 1.0, Kd, 1, K, N, V, 1, 1.0, S, V);
+}
 
 static ssm_result ssm__delta_chunked(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
                                      const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
@@ -3855,116 +4094,219 @@ static ssm_result ssm__delta_chunked(ssm_ctx *ctx, const ssm_delta_plan *p, cons
     int64_t n, len, s, c, i, f, C;
     SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
     ssm__dv_init(&D, p, q, k, v, beta, g, ws);
-    ssm__dvc_layout(p, (char *)ws, &w);
+    ssm__dvc_layout(p, (char *)ws, &w, 0);
     C = w.C;
     for (n = 0; n < p->N; ++n)
         for (D.h = 0; D.h < p->H; ++D.h) {
             ssm__dv_mat S = ssm__dv_mat_make(w.S, V, 1), m0;
-            int64_t L, NC, Lp;
-            ssm_matrix_batch mA, mB, mC;
+            int64_t L;
             ssm__dv_seq(p, cu, n, &D.b, &D.t0, &len);
             if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
             ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, S);
             L = len * nh;
-            if (L == 0) goto done;
-            NC = (L + C - 1) / C;
-            Lp = NC * C;
-            /* pack the sub-tokens, zero-padded to whole chunks (k = v = beta = g = 0 there:
-               identity steps); q only on the readout rows; G = in-chunk cumulative gate */
-            for (s = 0; s < Lp; ++s) {
-                int64_t tt = s / nh, j = s % nh;
-                double gs = 0.0;
-                if (s < L) {
-                    ssm__dv_load(&D, k, p->st.k, tt, j, K, D.x1);
-                    ssm__dv_load(&D, v, p->st.v, tt, j, V, D.vv);
-                    w.bt[s] = ssm__dv_scalar(&D, beta, p->st.beta, tt, j);
-                    if (g && j == 0) gs = ssm__dv_scalar(&D, g, p->st.g, tt, 0);
-                    if (j == nh - 1) ssm__dv_load(&D, q, p->st.q, tt, 0, K, D.x2);
-                    else for (f = 0; f < K; ++f) D.x2[f] = 0.0;
-                } else {
-                    for (f = 0; f < K; ++f) D.x1[f] = D.x2[f] = 0.0;
-                    for (f = 0; f < V; ++f) D.vv[f] = 0.0;
-                    w.bt[s] = 0.0;
-                }
-                w.G[s] = (s % C ? w.G[s - 1] : 0.0) + gs;
-                for (f = 0; f < K; ++f) {
-                    SSM__STORE(dt, SSM__DV_E(w.Kc, s * K + f), D.x1[f]);
-                    SSM__STORE(dt, SSM__DV_E(w.Qc, s * K + f), D.x2[f]);
-                    SSM__STORE(dt, SSM__DV_E(w.X, s * K + f), w.bt[s] * (g ? exp(w.G[s]) : 1.0) * D.x1[f]);
-                }
-                for (f = 0; f < V; ++f) SSM__STORE(dt, SSM__DV_E(w.Vc, s * V + f), w.bt[s] * D.vv[f]);
+            if (L > 0) {
+                w.NC = (L + C - 1) / C, w.Lp = w.NC * C;
+                ssm__dvc_pack(&D, &w, L, NULL);
+                SSM__TRY(ssm__dvc_prepare(ctx, dt, &w, K, V, g != NULL));
             }
-            /* Am = K K^T per chunk, then Tm = (I + A)^-1; W = Tm diag(beta e^G) K, U = Tm diag(beta) V */
-            mA = ssm__mb(w.Kc, K, 1), mA.bs = C * K;
-            mB = ssm__mb(w.Kc, 1, K), mB.bs = C * K;
-            mC = ssm__mb(w.Am, C, 1), mC.bs = C * C;
-            SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, C, K, 1.0, mA, mB, 0.0, mC));
-            ssm__dvc_tri(dt, &w, g != NULL);
-            mA = ssm__mb(w.Am, C, 1), mA.bs = C * C;
-            mB = ssm__mb(w.X, K, 1), mB.bs = C * K;
-            mC = ssm__mb(w.W, K, 1), mC.bs = C * K;
-            SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, K, C, 1.0, mA, mB, 0.0, mC));
-            mB = ssm__mb(w.Vc, V, 1), mB.bs = C * V;
-            mC = ssm__mb(w.U, V, 1), mC.bs = C * V;
-            SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, V, C, 1.0, mA, mB, 0.0, mC));
-            /* Am = tril(Q K^T . e^(G_i - G_j)) per chunk */
-            mA = ssm__mb(w.Qc, K, 1), mA.bs = C * K;
-            mB = ssm__mb(w.Kc, 1, K), mB.bs = C * K;
-            mC = ssm__mb(w.Am, C, 1), mC.bs = C * C;
-            SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, C, K, 1.0, mA, mB, 0.0, mC));
-            for (c = 0; c < NC; ++c)
-                for (i = 0; i < C; ++i)
-                    for (f = 0; f < C; ++f) {
-                        char *e = SSM__DV_E(w.Am, (c * C + i) * C + f);
-                        if (f > i) SSM__STORE(dt, e, 0.0);
-                        else if (g) SSM__STORE(dt, e, SSM__LOAD(dt, e) * exp(w.G[c * C + i] - w.G[c * C + f]));
-                    }
-            /* the state pass, chunk by chunk */
-            for (c = 0; c < NC; ++c) {
-                char *Wc = SSM__DV_E(w.W, c * C * K), *Uc = SSM__DV_E(w.U, c * C * V);
-                char *Qcc = SSM__DV_E(w.Qc, c * C * K), *Kcc = SSM__DV_E(w.Kc, c * C * K);
-                char *Xc = SSM__DV_E(w.X, c * C * K), *Pc = SSM__DV_E(w.Am, c * C * C);
-                double gl = w.G[c * C + C - 1];
+            for (c = 0; L > 0 && c < w.NC; ++c) { /* the state pass, chunk by chunk */
+                char *Uc = SSM__DV_E(w.U, c * C * V), *Pc = SSM__DV_E(w.P, c * C * C);
                 /* N = U - W S (into U) */
-                SSM__TRY(ssm_ctx_gemm(ctx, dt, 1, C, V, K, -1.0, ssm__mb(Wc, K, 1), ssm__mb(w.S, V, 1), 1.0,
-                                      ssm__mb(Uc, V, 1)));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w.W, c * C * K), K, 1, w.S, V, 1, 1.0, Uc, V));
                 /* o = e^G Q S + P N on the readout rows */
-                SSM__TRY(ssm_ctx_gemm(ctx, dt, 1, C, V, K, 1.0, ssm__mb(Qcc, K, 1), ssm__mb(w.S, V, 1), 0.0,
-                                      ssm__mb(w.Ob, V, 1)));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, 1.0, SSM__DV_E(w.Qc, c * C * K), K, 1, w.S, V, 1, 0.0, w.Ob, V));
                 if (g)
-                    for (i = 0; i < C; ++i) {
-                        double e = exp(w.G[c * C + i]);
-                        for (f = 0; f < V; ++f) {
-                            char *x = SSM__DV_E(w.Ob, i * V + f);
-                            SSM__STORE(dt, x, e * SSM__LOAD(dt, x));
-                        }
-                    }
-                SSM__TRY(ssm_ctx_gemm(ctx, dt, 1, C, V, C, 1.0, ssm__mb(Pc, C, 1), ssm__mb(Uc, V, 1), 1.0,
-                                      ssm__mb(w.Ob, V, 1)));
+                    for (i = 0; i < C; ++i) ssm__dv_scale_row(dt, SSM__DV_E(w.Ob, i * V), V, exp(w.G[c * C + i]));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, C, 1, Uc, V, 1, 1.0, w.Ob, V));
                 for (i = 0; i < C; ++i) {
                     s = c * C + i;
                     if (s >= L || s % nh != nh - 1) continue;
-                    for (f = 0; f < V; ++f) D.w[f] = SSM__LOAD(dt, SSM__DV_E(w.Ob, i * V + f));
+                    for (f = 0; f < V; ++f) D.w[f] = SSM__DV_GET(w.Ob, i * V + f);
                     ssm__dv_store(&D, o, p->st.o, s / nh, 0, V, p->scale, D.w);
                 }
-                /* S <- e^(G_C) S + (e^(G_C - G) K)^T N */
-                if (g) {
-                    double e = exp(gl);
-                    for (i = 0; i < K * V; ++i) SSM__STORE(dt, SSM__DV_E(w.S, i), e * SSM__LOAD(dt, SSM__DV_E(w.S, i)));
-                    for (i = 0; i < C; ++i) {
-                        double d = exp(gl - w.G[c * C + i]);
-                        for (f = 0; f < K; ++f)
-                            SSM__STORE(dt, SSM__DV_E(Xc, i * K + f), d * SSM__LOAD(dt, SSM__DV_E(Kcc, i * K + f)));
-                    }
-                }
-                SSM__TRY(ssm_ctx_gemm(ctx, dt, 1, K, V, C, 1.0, ssm__mb(g ? Xc : Kcc, 1, K), ssm__mb(Uc, V, 1), 1.0,
-                                      ssm__mb(w.S, V, 1)));
+                /* the keys' X rows of this chunk are spent: they take the decayed keys */
+                SSM__TRY(ssm__dvc_advance(ctx, dt, &w, c, K, V, g != NULL, SSM__DV_E(w.X, c * C * K), Uc, w.S));
             }
-        done:
             if (sT) ssm__dv_copy(dt, K, V, &S, ssm__dv_state(sT, p->st.sT, n, D.h, D.es));
         }
     return SSM_OK;
 }
+
+/* Chunked backward: recompute the forward's chunk quantities (batched), the chunk-start states
+   and N = U - W S (the state pass), then chunk by chunk in reverse, with dS the adjoint of the
+   chunk-end state and dO = scale * dout on the readout rows:
+     dN  = P^T dO + Kd dS                          dS' = e^(G_C) dS + Q^T diag(e^G) dO - W^T dN
+     dQ  = diag(e^G) dO S'^T + (dO N^T . M) K       M = tril . e^(G_i - G_j)
+     dW  = -dN S'^T,  dX = Tm^T dW,  dY = Tm^T dN,  dTm = dW X^T + dN Y^T,  dA = -Tm^T dTm Tm^T
+     dK  = (dO N^T . M)^T Q + diag(e^(G_C - G)) N dS^T + diag(beta e^G) dX + (dA')K + (dA')^T K
+     dV  = diag(beta) dY,  dbeta and dG from the same terms, dg = the in-chunk suffix sums of dG
+   with dA'_ij = dA_ij beta_i e^(G_i - G_j) (i > j). About 3x the forward's GEMM work. */
+static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                              const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                              const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                              const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                              ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                              ssm_tensor *ds0) {
+    const ssm_dtype dt = p->dtype;
+    const size_t es = ssm__esize(dt);
+    const int64_t K = p->K, V = p->V, nh = p->n_h, KV = p->K * p->V;
+    const int gated = g != NULL;
+    void *ws;
+    ssm__dv D;
+    ssm__dvc w;
+    int64_t n, len, c, i, j, f, C;
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
+    ssm__dv_init(&D, p, q, k, v, beta, g, ws);
+    ssm__dvc_layout(p, (char *)ws, &w, 1);
+    C = w.C;
+    for (n = 0; n < p->N; ++n)
+        for (D.h = 0; D.h < p->H; ++D.h) {
+            ssm__dv_mat dS = ssm__dv_mat_make(w.dS, V, 1), m0;
+            int64_t L;
+            ssm__dv_seq(p, cu, n, &D.b, &D.t0, &len);
+            L = len * nh;
+            if (dsT) m0 = ssm__dv_state(dsT, p->st.dsT, n, D.h, D.es);
+            ssm__dv_copy(dt, K, V, dsT ? &m0 : NULL, dS);
+            if (L > 0) {
+                w.NC = (L + C - 1) / C, w.Lp = w.NC * C;
+                ssm__dvc_pack(&D, &w, L, dout);
+                SSM__TRY(ssm__dvc_prepare(ctx, dt, &w, K, V, gated));
+                if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
+                ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, ssm__dv_mat_make(w.ck, V, 1));
+                for (c = 0; c < w.NC; ++c) { /* chunk-start states; U becomes N */
+                    char *Sc = SSM__DV_E(w.ck, c * KV), *Uc = SSM__DV_E(w.U, c * C * V);
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w.W, c * C * K), K, 1, Sc, V, 1, 1.0, Uc, V));
+                    memcpy(SSM__DV_E(w.ck, (c + 1) * KV), Sc, (size_t)KV * es);
+                    SSM__TRY(ssm__dvc_advance(ctx, dt, &w, c, K, V, gated, w.Kd, Uc, SSM__DV_E(w.ck, (c + 1) * KV)));
+                }
+            }
+            for (c = L > 0 ? w.NC - 1 : -1; c >= 0; --c) {
+                char *Kc = SSM__DV_E(w.Kc, c * C * K), *Qc = SSM__DV_E(w.Qc, c * C * K), *Xc = SSM__DV_E(w.X, c * C * K);
+                char *Wc = SSM__DV_E(w.W, c * C * K), *Nc = SSM__DV_E(w.U, c * C * V), *Yc = SSM__DV_E(w.Vc, c * C * V);
+                char *Vr = SSM__DV_E(w.Vr, c * C * V), *dOc = SSM__DV_E(w.dO, c * C * V), *S0 = SSM__DV_E(w.ck, c * KV);
+                char *Tm = SSM__DV_E(w.Am, c * C * C), *Pc = SSM__DV_E(w.P, c * C * C), *KKc = SSM__DV_E(w.KK, c * C * C);
+                const double *G = w.G + c * C, *bt = w.bt + c * C;
+                const double gl = G[C - 1], gC = gated ? exp(gl) : 1.0;
+                double *dG = w.dG;
+                for (i = 0; i < C; ++i) dG[i] = 0.0;
+                /* R1 = Kd dS, dN = R1 + P^T dO; the state term of dG: z_i = R1_i . N_i */
+                if (gated) ssm__dvc_decayed_keys(dt, &w, c, K, w.Kd);
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, 1.0, gated ? w.Kd : Kc, K, 1, w.dS, V, 1, 0.0, w.R1, V));
+                if (gated) {
+                    double zs = ssm__dv_dot(dt, w.dS, S0, KV) * gC;
+                    for (i = 0; i < C; ++i) {
+                        double z = 0.0;
+                        for (f = 0; f < V; ++f) z += SSM__DV_GET(w.R1, i * V + f) * SSM__DV_GET(Nc, i * V + f);
+                        dG[i] -= z, zs += z;
+                    }
+                    dG[C - 1] += zs;
+                }
+                memcpy(w.dN, w.R1, (size_t)(C * V) * es);
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, 1, C, dOc, V, 1, 1.0, w.dN, V));
+                /* dP = dO N^T . M (and the gates' share: rows minus columns of dP . P) */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, V, 1.0, dOc, V, 1, Nc, 1, V, 0.0, w.dP, C));
+                if (gated) ssm__dvc_steps(&w, c);
+                for (i = 0; i < C; ++i) {
+                    if (gated) ssm__dvc_gamma_row(&w, i);
+                    for (j = 0; j < C; ++j) {
+                        double x = j > i ? 0.0 : SSM__DV_GET(w.dP, i * C + j);
+                        if (gated && j <= i) {
+                            double z = x * SSM__DV_GET(Pc, i * C + j);
+                            dG[i] += z, dG[j] -= z;
+                            x *= w.gr[j];
+                        }
+                        SSM__DV_PUT(w.dP, i * C + j, x);
+                    }
+                }
+                /* dQ = diag(e^G) dO S'^T + dP K (the O term of dG: e^G_i q_i . (dO S'^T)_i) */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, 1.0, dOc, V, 1, S0, 1, V, 0.0, w.dQ, K));
+                if (gated)
+                    for (i = 0; i < C; ++i) {
+                        double e = exp(G[i]), z = 0.0;
+                        for (f = 0; f < K; ++f) {
+                            double r = SSM__DV_GET(w.dQ, i * K + f);
+                            z += r * SSM__DV_GET(Qc, i * K + f);
+                            SSM__DV_PUT(w.dQ, i * K + f, e * r);
+                        }
+                        dG[i] += e * z;
+                    }
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dP, C, 1, Kc, K, 1, 1.0, w.dQ, K));
+                /* dS' = e^(G_C) dS + Q^T diag(e^G) dO - W^T dN (R1 <- diag(e^G) dO) */
+                for (i = 0; i < C; ++i) {
+                    double e = gated ? exp(G[i]) : 1.0;
+                    for (f = 0; f < V; ++f) SSM__DV_PUT(w.R1, i * V + f, e * SSM__DV_GET(dOc, i * V + f));
+                }
+                for (i = 0; i < KV; ++i) SSM__DV_PUT(w.dS0, i, gC * SSM__DV_GET(w.dS, i));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, K, V, C, 1.0, Qc, 1, K, w.R1, V, 1, 1.0, w.dS0, V));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, K, V, C, -1.0, Wc, 1, K, w.dN, V, 1, 1.0, w.dS0, V));
+                /* dW = -dN S'^T, dX = Tm^T dW, dY = Tm^T dN, dTm = dW X^T + dN Y^T, dA = -Tm^T dTm Tm^T */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, -1.0, w.dN, V, 1, S0, 1, V, 0.0, w.dW, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, Tm, 1, C, w.dW, K, 1, 0.0, w.dX, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Tm, 1, C, w.dN, V, 1, 0.0, w.dY, V));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, K, 1.0, w.dW, K, 1, Xc, 1, K, 0.0, w.dT, C));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, V, 1.0, w.dN, V, 1, Yc, 1, V, 1.0, w.dT, C));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, C, 1.0, Tm, 1, C, w.dT, C, 1, 0.0, w.tc, C));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, C, -1.0, w.tc, C, 1, Tm, 1, C, 0.0, w.dA, C));
+                /* dbeta and dG from X = diag(beta e^G) K, Y = diag(beta) V and A; dA <- dA' */
+                for (i = 0; i < C; ++i) {
+                    double e = gated ? exp(G[i]) : 1.0, xk = 0.0, yv = 0.0, ak = 0.0;
+                    if (gated) ssm__dvc_gamma_row(&w, i);
+                    for (f = 0; f < K; ++f) xk += SSM__DV_GET(w.dX, i * K + f) * SSM__DV_GET(Kc, i * K + f);
+                    for (f = 0; f < V; ++f) yv += SSM__DV_GET(w.dY, i * V + f) * SSM__DV_GET(Vr, i * V + f);
+                    for (j = 0; j < C; ++j) {
+                        double a = j < i ? SSM__DV_GET(w.dA, i * C + j) : 0.0, ga = gated && j < i ? w.gr[j] : 1.0;
+                        double kk = SSM__DV_GET(KKc, i * C + j);
+                        ak += a * ga * kk;
+                        if (gated && j < i) {
+                            double z = a * bt[i] * ga * kk;
+                            dG[i] += z, dG[j] -= z;
+                        }
+                        SSM__DV_PUT(w.dA, i * C + j, a * bt[i] * ga);
+                    }
+                    D.w[0] = e * xk + yv + ak; /* dbeta_i */
+                    if (gated) dG[i] += bt[i] * e * xk;
+                    w.tmp[i] = D.w[0];
+                }
+                /* dK = dP^T Q + diag(e^(G_C - G)) N dS^T + diag(beta e^G) dX + dA' K + dA'^T K */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dP, 1, C, Qc, K, 1, 0.0, w.dK, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dA, C, 1, Kc, K, 1, 1.0, w.dK, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dA, 1, C, Kc, K, 1, 1.0, w.dK, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, 1.0, Nc, V, 1, w.dS, 1, V, 0.0, w.Kd, K));
+                for (i = 0; i < C; ++i) {
+                    double lam = gated ? exp(gl - G[i]) : 1.0, xs = bt[i] * (gated ? exp(G[i]) : 1.0);
+                    for (f = 0; f < K; ++f)
+                        SSM__DV_PUT(w.dK, i * K + f, SSM__DV_GET(w.dK, i * K + f) + lam * SSM__DV_GET(w.Kd, i * K + f) +
+                                                         xs * SSM__DV_GET(w.dX, i * K + f));
+                }
+                /* the rows of this chunk to the gradient tensors; dg = suffix sums of dG */
+                for (i = C - 1; i >= 0; --i) {
+                    int64_t s = c * C + i, tt = s / nh, jf = s % nh;
+                    if (i < C - 1) dG[i] += dG[i + 1];
+                    if (s >= L) continue;
+                    if (dq && jf == nh - 1) {
+                        for (f = 0; f < K; ++f) D.x1[f] = SSM__DV_GET(w.dQ, i * K + f);
+                        ssm__dv_store(&D, dq, p->st.dq, tt, 0, K, 1.0, D.x1);
+                    }
+                    if (dk) {
+                        for (f = 0; f < K; ++f) D.x1[f] = SSM__DV_GET(w.dK, i * K + f);
+                        ssm__dv_store(&D, dk, p->st.dk, tt, jf, K, 1.0, D.x1);
+                    }
+                    if (dv) {
+                        for (f = 0; f < V; ++f) D.w[f] = SSM__DV_GET(w.dY, i * V + f);
+                        ssm__dv_store(&D, dv, p->st.dv, tt, jf, V, bt[i], D.w);
+                    }
+                    if (dbeta) SSM__STORE(dt, SSM__DV_AT(dbeta, p->st.dbeta, es, D.b, D.t0 + tt, D.h, jf, 0), w.tmp[i]);
+                    if (dg && jf == 0) SSM__STORE(dt, SSM__DV_AT(dg, p->st.dg, es, D.b, D.t0 + tt, D.h, 0, 0), dG[i]);
+                }
+                memcpy(w.dS, w.dS0, (size_t)KV * es);
+            }
+            if (ds0) ssm__dv_copy(dt, K, V, &dS, ssm__dv_state(ds0, p->st.ds0, n, D.h, D.es));
+        }
+    return SSM_OK;
+}
+
+#undef SSM__DV_GET
+#undef SSM__DV_PUT
 
 static ssm_result ssm__delta_forward_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
                                              const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
@@ -3981,12 +4323,12 @@ static ssm_result ssm__delta_forward_generic(ssm_ctx *ctx, const ssm_delta_plan 
      da = <dS, S'> - b (dS^T k).r    dv = b dS^T k    db = (dS^T k).(v - a r)
      dk = b dS (v - a r) - a b S' (dS^T k)           dS' = a (dS - b k (dS^T k)^T)
    and dg = a da at a token's first factor. */
-static ssm_result ssm__delta_backward_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
-                                              const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
-                                              const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
-                                              const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
-                                              ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
-                                              ssm_tensor *ds0) {
+static ssm_result ssm__delta_replay_backward(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                             const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                             const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                             const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                             ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                             ssm_tensor *ds0) {
     const ssm_dtype dt = p->dtype;
     const size_t es = ssm__esize(dt), sbytes = SSM__DV_ALIGN((size_t)(p->K * p->V) * es);
     const int64_t K = p->K, V = p->V, nh = p->n_h, C = p->chunk;
@@ -4075,13 +4417,25 @@ static ssm_result ssm__delta_backward_generic(ssm_ctx *ctx, const ssm_delta_plan
     return SSM_OK;
 }
 
+static ssm_result ssm__delta_backward_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                              const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                              const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                              const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                              ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                              ssm_tensor *ds0) {
+    if (p->method == SSM_DELTA_CHUNKED)
+        return ssm__delta_chunked_backward(ctx, p, q, k, v, beta, g, s0, cu, dout, dsT, dq, dk, dv, dbeta, dg, ds0);
+    return ssm__delta_replay_backward(ctx, p, q, k, v, beta, g, s0, cu, dout, dsT, dq, dk, dv, dbeta, dg, ds0);
+}
+
 static size_t ssm__delta_ws_generic(const ssm_delta_plan *p, int pass) {
     size_t es = ssm__esize(p->dtype), sbytes = SSM__DV_ALIGN((size_t)(p->K * p->V) * es);
     if (pass == 2) return ssm__dv_vec_bytes(p);
+    if (pass == 1 && p->method == SSM_DELTA_CHUNKED) return ssm__dvc_layout(p, NULL, NULL, 1);
     if (pass == 1)
         return ssm__dv_vec_bytes(p) + SSM__DV_ALIGN(sizeof(double) * (size_t)(SSM__MAX(p->K, p->V) + p->V)) +
                sbytes * (size_t)(1 + p->chunk + 1 + ssm__dv_chunks(p, p->chunk));
-    if (p->method == SSM_DELTA_CHUNKED) return ssm__dvc_layout(p, NULL, NULL);
+    if (p->method == SSM_DELTA_CHUNKED) return ssm__dvc_layout(p, NULL, NULL, 0);
     return ssm__dv_vec_bytes(p) + sbytes;
 }
 

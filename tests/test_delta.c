@@ -314,7 +314,7 @@ static void dl_backward_case(const dl_case *c) {
             double num = 0, den = 0;
             for (i = 0; i < cnt; ++i) num += (got[i] - fd[i]) * (got[i] - fd[i]), den += fd[i] * fd[i];
             e = sqrt(num);
-            CHECK(got[0] == got[0] && e <= 1e-6 * sqrt(den) + 1e-8 * sqrt((double)cnt),
+            CHECK(e <= 1e-6 * sqrt(den) + 1e-8 * sqrt((double)cnt),
                   "%s vs finite differences: |err| %.3e, |fd| %.3e", names[a], e, sqrt(den));
         }
         free(got), free(fd);
@@ -621,6 +621,113 @@ static void dl_errors(void) {
     test_end();
 }
 
+/* the chunked backward (GEMMs) == the replay backward, f32 and f64, at sizes past the
+   finite-difference cases; and the f32 gradients near the f64 ones */
+static void dl_backward_methods(int gated, int64_t nh, int64_t nseq) {
+    char name[160];
+    ssm_ctx *ctx;
+    dl_case c;
+    dl_data d[2];
+    int64_t so[4], ss[4], sq[4], sk[5], sv[5], sb[4], a, cnt[6];
+    double *res[2][2][6]; /* [dtype][method][gradient] */
+    int di, mi, fac;
+    memset(&c, 0, sizeof c);
+    c.B = nseq ? 1 : 2, c.T = 100, c.H = 2, c.K = 17, c.V = 33, c.nh = nh, c.gated = gated, c.use_s0 = 1, c.use_sT = 1;
+    c.layout = LAYOUT_PADDED, c.chunk = 16, c.nseq = nseq, c.gmin = -2.0, c.bmax = 1.0;
+    fac = nh > 1;
+    sprintf(name, "delta bwd chunked == replay, f32 ~ f64: g%d nh%lld seqs%lld", gated, (long long)nh, (long long)nseq);
+    test_begin(name);
+    ctx = test_ctx();
+    so[0] = sq[0] = sk[0] = sv[0] = sb[0] = c.B, so[1] = sq[1] = sk[1] = sv[1] = sb[1] = c.T;
+    so[2] = sq[2] = sk[2] = sv[2] = sb[2] = c.H, so[3] = c.V, sq[3] = c.K, sk[3] = fac ? nh : c.K, sv[3] = fac ? nh : c.V;
+    sk[4] = c.K, sv[4] = c.V, sb[3] = nh;
+    ss[0] = dl_N(&c), ss[1] = c.H, ss[2] = c.K, ss[3] = c.V;
+    for (di = 0; di < 2; ++di) {
+        unsigned long long seed = test_run_seed() ^ 0x5eedull;
+        c.dt = di ? SSM_F32 : SSM_F64;
+        test_seed(seed); /* the same draws for both dtypes */
+        dl_make(&c, &d[di]);
+    }
+    for (di = 0; di < 2; ++di)
+        for (mi = 0; mi < 2; ++mi) {
+            tbuf tWo, tWs, tg[6];
+            ssm_delta_desc desc = ssm_delta_desc_init();
+            ssm_delta_stats st;
+            size_t wsb = 0;
+            double *Wo, *Ws;
+            int64_t i;
+            c.dt = di ? SSM_F32 : SSM_F64;
+            test_seed(7);
+            tWo = tb_random(c.dt, 4, so, LAYOUT_CONTIGUOUS, 1.0, &Wo), tWs = tb_random(c.dt, 4, ss, LAYOUT_REVERSED, 1.0, &Ws);
+            tg[0] = tb_new(c.dt, 4, sq, LAYOUT_REVERSED), tg[1] = tb_new(c.dt, fac ? 5 : 4, sk, LAYOUT_PADDED);
+            tg[2] = tb_new(c.dt, fac ? 5 : 4, sv, LAYOUT_CONTIGUOUS), tg[3] = tb_new(c.dt, fac ? 4 : 3, sb, LAYOUT_PADDED);
+            tg[4] = tb_new(c.dt, 3, sb, LAYOUT_CONTIGUOUS), tg[5] = tb_new(c.dt, 4, ss, LAYOUT_PADDED);
+            desc.method = mi ? SSM_DELTA_RECURRENT : SSM_DELTA_CHUNKED, desc.chunk = c.chunk, desc.stats = &st;
+            CHECK_OK(ssm_delta_backward(ctx, &desc, &d[di].tq.t, &d[di].tk.t, &d[di].tv.t, &d[di].tbeta.t,
+                                        gated ? &d[di].tg.t : NULL, &d[di].ts0.t, nseq ? &d[di].tcu.t : NULL, &tWo.t,
+                                        &tWs.t, &tg[0].t, &tg[1].t, &tg[2].t, &tg[3].t, gated ? &tg[4].t : NULL, &tg[5].t),
+                     ctx);
+            CHECK(st.method == desc.method, "stats.method");
+            CHECK_OK(ssm_delta_workspace_size(ctx, &desc, c.dt, c.B, c.T, c.H, c.K, c.V, nh, 1, &wsb), ctx);
+            CHECK(wsb >= st.workspace_bytes && (nseq || wsb == st.workspace_bytes), "backward workspace_size %zu, used %zu",
+                  wsb, st.workspace_bytes);
+            for (a = 0; a < 6; ++a) {
+                cnt[a] = tb_numel(&tg[a]);
+                res[di][mi][a] = (double *)malloc(sizeof(double) * (size_t)cnt[a]);
+                if (a == 4 && !gated) {
+                    CHECK(tb_untouched(&tg[a]), "dg written");
+                    for (i = 0; i < cnt[a]; ++i) res[di][mi][a][i] = 0;
+                } else {
+                    tb_get(&tg[a], res[di][mi][a]);
+                    CHECK(tb_outside_untouched(&tg[a]), "gradient %d outside its view", (int)a);
+                }
+                tb_free(&tg[a]);
+            }
+            tb_free(&tWo), tb_free(&tWs), free(Wo), free(Ws);
+        }
+    for (a = 0; a < 6; ++a) {
+        double e1 = rel_err(res[0][0][a], res[0][1][a], cnt[a]), e2 = rel_err(res[1][0][a], res[1][1][a], cnt[a]);
+        double e3 = rel_err(res[1][0][a], res[0][0][a], cnt[a]);
+        CHECK(e1 <= 1e-10, "gradient %d: f64 chunked vs replay rel err %.3e", (int)a, e1);
+        CHECK(e2 <= 1e-4, "gradient %d: f32 chunked vs replay rel err %.3e", (int)a, e2);
+        CHECK(e3 <= 1e-4, "gradient %d: f32 vs f64 rel err %.3e", (int)a, e3);
+        for (di = 0; di < 2; ++di)
+            for (mi = 0; mi < 2; ++mi) free(res[di][mi][a]);
+    }
+    dl_free(&d[0]), dl_free(&d[1]);
+    ssm_ctx_destroy(ctx);
+    test_end();
+}
+
+/* A device backend without delta kernels answers UNSUPPORTED (never runs host loops on device
+   pointers) and writes nothing. */
+static void dl_no_kernel(void) {
+    static ssm_backend fake;
+    ssm_ctx *ctx = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    int64_t sq[4] = {1, 3, 1, 2}, sb[3] = {1, 3, 1};
+    tbuf tq, tk, tv, tb, to;
+    ssm_delta_desc desc = ssm_delta_desc_init();
+    ssm_result r;
+    test_begin("delta on a device backend without delta kernels: UNSUPPORTED");
+    memset(&fake, 0, sizeof fake);
+    fake.name = "fake-gpu", fake.device_type = SSM_DEVICE_CUDA;
+    cfg.backend = &fake;
+    CHECK_OK(ssm_ctx_create(&cfg, &ctx), ctx);
+    tq = tb_new(SSM_F32, 4, sq, LAYOUT_CONTIGUOUS), tk = tb_new(SSM_F32, 4, sq, LAYOUT_CONTIGUOUS);
+    tv = tb_new(SSM_F32, 4, sq, LAYOUT_CONTIGUOUS), tb = tb_new(SSM_F32, 3, sb, LAYOUT_CONTIGUOUS);
+    to = tb_new(SSM_F32, 4, sq, LAYOUT_CONTIGUOUS);
+    tq.t.device = tk.t.device = tv.t.device = tb.t.device = to.t.device = ssm_cuda_device(0);
+    r = ssm_delta_forward(ctx, &desc, &tq.t, &tk.t, &tv.t, &tb.t, NULL, NULL, NULL, &to.t, NULL);
+    CHECK(r == SSM_ERROR_UNSUPPORTED && tb_untouched(&to), "forward -> %s", ssm_result_string(r));
+    r = ssm_delta_backward(ctx, &desc, &tq.t, &tk.t, &tv.t, &tb.t, NULL, NULL, NULL, &to.t, NULL, NULL, NULL, NULL, NULL,
+                           NULL, NULL);
+    CHECK(r == SSM_ERROR_UNSUPPORTED, "backward -> %s", ssm_result_string(r));
+    tb_free(&tq), tb_free(&tk), tb_free(&tv), tb_free(&tb), tb_free(&to);
+    ssm_ctx_destroy(ctx);
+    test_end();
+}
+
 static dl_case dl_base(ssm_dtype dt) {
     dl_case c;
     memset(&c, 0, sizeof c);
@@ -664,6 +771,8 @@ void suite_delta(void) {
     dl_forward_case(&c);
     c = dl_base(SSM_F64), c.bmax = 2.0, c.T = 80;
     dl_forward_case(&c);
+    c = dl_base(SSM_F32), c.T = 0, c.gated = 1; /* no tokens: sT = s0 */
+    dl_forward_case(&c);
     /* gradients: every input, chunk boundaries inside the sequence, all variants */
     for (v = 0; v < 6; ++v) {
         c = dl_base(SSM_F64);
@@ -678,10 +787,16 @@ void suite_delta(void) {
     dl_backward_case(&c);
     c = dl_base(SSM_F64), c.T = 9, c.K = 3, c.V = 4, c.gated = 1, c.gmin = -20, c.chunk = 4;
     dl_backward_case(&c);
+    c = dl_base(SSM_F64), c.T = 0, c.K = 3, c.V = 2, c.gated = 1; /* no tokens: ds0 = dsT */
+    dl_backward_case(&c);
     /* varlen == separate runs, halves == whole; decode steps */
     for (v = 0; v < 4; ++v)
         dl_split_case(v % 2 ? SSM_F32 : SSM_F64, v < 2 ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT, v % 3 != 0, v == 3 ? 2 : 1);
+    dl_backward_methods(1, 1, 0);
+    dl_backward_methods(0, 2, 0);
+    dl_backward_methods(1, 2, 5);
     dl_step_case(SSM_F64, 1, 1);
     dl_step_case(SSM_F32, 0, 2);
     dl_errors();
+    dl_no_kernel();
 }
