@@ -3,6 +3,9 @@
 #               as a user would (the build backend compiles libssmh.so from the headers), then
 #               the numpy smoke test through the C ABI (python/tests/test_abi.py). The build is
 #               CPU-only here (SSMH_CUDA=0): the CUDA half compiles in compile-cuda.
+#               PyTorch is not installed for CI: its PyPI wheel pulls the CUDA runtime wheels
+#               (4.7 GB installed, ~3 min here) and the CPU torch suite adds ~3 min on 2 cores,
+#               over this step's 3-minute budget; the torch suite runs where torch is (below).
 #   test-python the torch suite (python/tests/test_torch.py: opcheck, gradcheck, compile, CUDA
 #               graphs) against the python that has torch; installs offline (--no-deps
 #               --no-build-isolation) into $(BUILD)/pyssmh, with CUDA when nvcc is present.
