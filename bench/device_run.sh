@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU session, in two parts (each one device call of under 10 minutes):
-#   bash bench/device_run.sh tests   # quickstart, make test-cuda, python shim, compute-sanitizer
+#   bash bench/device_run.sh tests   # quickstart, make test-cuda, make test-python, compute-sanitizer
 #   bash bench/device_run.sh bench   # make bench-cuda and the PyTorch peers, JSON rows
 # Uses the binaries in build/ when present (`make compile-cuda` on a machine with nvcc, carried
 # along), else builds them. Logs and results go under $OUT (at most 8 files).
@@ -19,8 +19,8 @@ if [ "$part" = tests ]; then
     ./build/quickstart_cuda >> "$OUT/run_tests.log" 2>&1
     (timeout 240 ./build/test_cuda; echo "test_cuda rc=$?") > "$OUT/test_cuda.log" 2>&1
     grep -E "^FAIL|passed|rc=" "$OUT/test_cuda.log" | tail -20
-    (cd python && SSM_LIB=../build/libssm.so timeout 120 python3 test_ssm.py) > "$OUT/python_shim.log" 2>&1
-    tail -3 "$OUT/python_shim.log"
+    (timeout 300 make test-python; echo "test-python rc=$?") > "$OUT/python_torch.log" 2>&1
+    tail -3 "$OUT/python_torch.log"
     {
         for suite in decay linrec; do
             echo "== memcheck: test_cuda, CUDA $suite suite"

@@ -11,7 +11,7 @@ SSM_LIBARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
-.PHONY: compile-cuda test-cuda test-python bench-cuda lib run-cuda
+.PHONY: compile-cuda test-cuda bench-cuda lib run-cuda
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
@@ -25,7 +25,7 @@ endif
 DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
 
 # (examples/quickstart_cuda.cu is built by check-examples with its first-line command)
-compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/libssm.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
+compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
 
 $(BUILD)/compile_cuda_sm80.o: tests/compile_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) -arch=sm_80 -I. -c $< -o $@
@@ -54,15 +54,12 @@ bench-cuda: $(BUILD)/cuda_bench
 $(BUILD)/quickstart_cuda: examples/quickstart_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) $< $(CUDALIBS) -o $@
 
-# A shared library of the headers (C ABI), for python/ssm.py and other FFI callers.
-$(BUILD)/libssm.so: python/libssm.cu ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVBASE) $(SSM_LIBARCH) -Xcompiler -fPIC -shared $< $(CUDALIBS) -o $@
+# The Python package's shared library (C ABI; pip install . builds the same).
+$(BUILD)/libssmh.so: python/ssmh/csrc/ssmh.c python/ssmh/csrc/ssmh_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
+	$(CC) -std=c99 -O2 -fPIC -I. -c python/ssmh/csrc/ssmh.c -o $(BUILD)/ssmh.o
+	$(NVCC) $(SSM_NVBASE) $(SSM_LIBARCH) -Xcompiler -fPIC -shared python/ssmh/csrc/ssmh_cuda.cu $(BUILD)/ssmh.o $(CUDALIBS) -o $@
 
-lib: $(BUILD)/libssm.so
-
-# The ctypes shim on torch tensors: forward and autograd gradients against PyTorch loops.
-test-python: $(BUILD)/libssm.so
-	cd python && SSM_LIB=../$(BUILD)/libssm.so python3 test_ssm.py
+lib: $(BUILD)/libssmh.so
 
 # `make run` on a GPU machine: the CUDA quickstart (the full tables: make bench-cuda).
 run-cuda: $(BUILD)/quickstart_cuda
