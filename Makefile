@@ -14,6 +14,9 @@ LIBS    := -lm
 
 .PHONY: test test-suites run examples check-examples bench clean compile-checks test-fast fuzz fuzz-libfuzzer
 
+# How to run a built program: ./build/x, or an absolute BUILD as is.
+B := $(if $(filter /%,$(BUILD)),,./)$(BUILD)
+
 # Backend makefiles (mk/*.mk) add their own targets and may append to these hooks.
 EXTRA_TEST_DEPS :=
 EXTRA_RUN :=
@@ -33,12 +36,12 @@ test: fuzz test-suites
 
 test-suites: compile-checks check-examples $(EXTRA_TEST_DEPS) $(BUILD)/test_asan $(BUILD)/test
 	@echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer"
-	ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/test_asan
+	ASAN_OPTIONS=detect_leaks=1 $(B)/test_asan
 	@echo "== test suite (optimized build)"
-	./$(BUILD)/test
+	$(B)/test
 
 test-fast: $(BUILD)/test
-	./$(BUILD)/test
+	$(B)/test
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -110,7 +113,7 @@ $(BUILD)/cpu_%: bench/cpu_%.c bench/bench.h $(HEADERS) | $(BUILD)
 
 # The full tables (minutes on a 2-core machine); rows are appended to bench/results/*.jsonl.
 bench: $(BENCHES)
-	@for b in $(BENCHES); do echo "== $$b"; $(LINEBUF) ./$$b || exit 1; done
+	@for b in $(BENCHES); do echo "== $$b"; $(LINEBUF) $(if $(filter /%,$(BUILD)),,./)$$b || exit 1; done
 	@for t in $(EXTRA_BENCH); do $(MAKE) --no-print-directory $$t || exit 1; done
 
 # The quickstart, then a few small rows of every CPU benchmark (no JSON written): under two
@@ -118,11 +121,11 @@ bench: $(BENCHES)
 SMOKE := BENCH_QUICK=1 BENCH_NO_JSON=1
 run: $(BUILD)/quickstart $(BENCHES)
 	@echo "== quickstart"
-	./$(BUILD)/quickstart
+	$(B)/quickstart
 	@echo "== benchmark smoke (small rows, nothing appended to bench/results; full tables: make bench)"
-	$(SMOKE) SSM_BENCH_N=32 $(LINEBUF) ./$(BUILD)/cpu_linrec
-	$(SMOKE) BENCH_N=32 BENCH_N_BLIS=512 $(LINEBUF) ./$(BUILD)/cpu_bell
-	$(SMOKE) BENCH_M=8 BENCH_M_BLIS=64 $(LINEBUF) ./$(BUILD)/cpu_proj
+	$(SMOKE) SSM_BENCH_N=32 $(LINEBUF) $(B)/cpu_linrec
+	$(SMOKE) BENCH_N=32 BENCH_N_BLIS=512 $(LINEBUF) $(B)/cpu_bell
+	$(SMOKE) BENCH_M=8 BENCH_M_BLIS=64 $(LINEBUF) $(B)/cpu_proj
 	@for t in $(EXTRA_RUN); do $(MAKE) --no-print-directory $$t || exit 1; done
 
 clean:

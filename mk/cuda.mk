@@ -38,7 +38,7 @@ $(BUILD)/test_cuda: tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CPUTESTS) tes
 	$(NVCC) $(SSM_NVFLAGS) -g -Itests tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(addprefix $(BUILD)/,$(notdir $(CPUTESTS:.c=.o))) $(CUDALIBS) -o $@
 
 test-cuda: $(BUILD)/test_cuda
-	./$(BUILD)/test_cuda
+	$(B)/test_cuda
 
 $(BUILD)/cuda_bench: bench/cuda_bench.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
@@ -49,7 +49,7 @@ $(BUILD)/dev_%: dev/cuda/%.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 
 bench-cuda: $(BUILD)/cuda_bench
-	./$(BUILD)/cuda_bench
+	$(B)/cuda_bench
 
 $(BUILD)/quickstart_cuda: examples/quickstart_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) $< $(CUDALIBS) -o $@
@@ -64,4 +64,4 @@ lib: $(BUILD)/libssmh.so
 # `make run` on a GPU machine: the CUDA quickstart (the full tables: make bench-cuda).
 run-cuda: $(BUILD)/quickstart_cuda
 	@echo "== CUDA quickstart (full GPU benchmark tables: make bench-cuda)"
-	./$(BUILD)/quickstart_cuda
+	$(B)/quickstart_cuda

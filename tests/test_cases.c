@@ -3,6 +3,7 @@
    arrays, written without ssm.h), guard-poisoned outputs, gradients against the oracle's
    adjoint and finite differences. */
 #include "cases.h"
+#include <stdarg.h>
 
 int cases_gpu;
 const char *cases_label;
@@ -14,8 +15,35 @@ static ssm_dtype dtype_of(unsigned bit) {
     return bit == CASE_F64 ? SSM_F64 : bit == CASE_F32 ? SSM_F32 : bit == CASE_F16 ? SSM_F16 : SSM_BF16;
 }
 
+/* Inputs must come back byte for byte (and the bytes around them): snapshots taken before
+   a call (a NULL-terminated list of buffers), compared by call_ok after it. */
+typedef struct snaps {
+    const tbuf *b[16];
+    unsigned char *copy[16];
+    int n;
+} snaps;
+static void snap_inputs(snaps *s, const tbuf *first, ...) {
+    va_list ap;
+    const tbuf *b = first;
+    s->n = 0;
+    va_start(ap, first);
+    for (; b && s->n < 16; b = va_arg(ap, const tbuf *)) {
+        tb_untouched(b); /* pulls the device copy into the host shadow */
+        s->b[s->n] = b;
+        s->copy[s->n] = (unsigned char *)malloc(b->bytes);
+        memcpy(s->copy[s->n++], b->mem, b->bytes);
+    }
+    va_end(ap);
+}
+
 /* Ends the case as skipped when the backend declines the op; any other error fails it. */
-static int call_ok(ssm_result r, ssm_ctx *ctx, const char *what) {
+static int call_ok(ssm_result r, ssm_ctx *ctx, const char *what, snaps *in) {
+    int i;
+    for (i = 0; i < in->n; ++i) {
+        tb_untouched(in->b[i]);
+        CHECK(!memcmp(in->copy[i], in->b[i]->mem, in->b[i]->bytes), "%s changed input %d", what, i);
+        free(in->copy[i]);
+    }
     if (r == SSM_ERROR_UNSUPPORTED) {
         test_skip();
         return 0;
@@ -180,8 +208,10 @@ static void run_linrec(const op_case *c, ssm_dtype dt) {
     d.stats = &st;
     memset(&st, 0, sizeof st);
     if (c->dir == CASE_FWD) {
+        snaps in;
+        snap_inputs(&in, &tA, &tb, &th0, (const tbuf *)NULL);
         if (call_ok(ssm_linrec_forward(ctx, &d, &tA.t, &tb.t, use_h0 ? &th0.t : NULL, &th.t, use_hT ? &thT.t : NULL), ctx,
-                    "ssm_linrec_forward")) {
+                    "ssm_linrec_forward", &in)) {
             check_out("h", &th, href, tol);
             if (use_hT) check_out("hT", &thT, hTref, tol);
             else CHECK(tb_untouched(&thT), "hT written though not requested");
@@ -198,8 +228,10 @@ static void run_linrec(const op_case *c, ssm_dtype dt) {
         tbuf tdA = tb_new(dt, 4, sA, c->layout), tdb = tb_new(dt, rank, sb, c->layout), tdh0 = tb_new(dt, rank - 1, s0, c->layout);
         tb_set(&th, href);
         ref_linrec_adjoint(S, T, n, m, A, use_h0 ? h0 : NULL, href, W, use_hT ? WT : NULL, rev, rA, rb, r0);
+        snaps in;
+        snap_inputs(&in, &tA, &th0, &th, &tW, &tWT, (const tbuf *)NULL);
         if (call_ok(ssm_linrec_backward(ctx, &d, &tA.t, use_h0 ? &th0.t : NULL, &th.t, &tW.t, use_hT ? &tWT.t : NULL,
-                                        &tdA.t, &tdb.t, &tdh0.t), ctx, "ssm_linrec_backward")) {
+                                        &tdA.t, &tdb.t, &tdh0.t), ctx, "ssm_linrec_backward", &in)) {
             check_out("dA", &tdA, rA, tol);
             check_out("db", &tdb, rb, tol);
             check_out("dh0", &tdh0, r0, tol);
@@ -330,8 +362,10 @@ static void run_decay(const op_case *c, ssm_dtype dt) {
     ref_decay(c, ld, x, use_h0 ? h0 : NULL, ref, refT);
     d.input = (c->flags & CASE_PER_STEP) ? SSM_DECAY_PER_STEP : SSM_DECAY_CUMULATIVE;
     if (c->dir == CASE_FWD) {
+        snaps in;
+        snap_inputs(&in, &tl, &tx, &th0, (const tbuf *)NULL);
         if (call_ok(ssm_decay_forward(ctx, &d, &tl.t, &tx.t, use_h0 ? &th0.t : NULL, &tout.t, use_hT ? &thT.t : NULL), ctx,
-                    "ssm_decay_forward")) {
+                    "ssm_decay_forward", &in)) {
             check_out("out", &tout, ref, tol);
             if (use_hT) check_out("hT", &thT, refT, tol);
             else CHECK(tb_untouched(&thT), "hT written though not requested");
@@ -343,8 +377,10 @@ static void run_decay(const op_case *c, ssm_dtype dt) {
         tb_set(&tout, ref);
         tb_get(&tout, ref); /* the forward output as the op reads it */
         ref_decay_adjoint(c, ld, use_h0 ? h0 : NULL, ref, W, use_hT ? WT : NULL, rx, rl, r0);
+        snaps in;
+        snap_inputs(&in, &tl, &th0, &tout, &tW, &tWT, (const tbuf *)NULL);
         if (call_ok(ssm_decay_backward(ctx, &d, &tl.t, use_h0 ? &th0.t : NULL, &tout.t, &tW.t, use_hT ? &tWT.t : NULL,
-                                       &tdx.t, &tdl.t, &td0.t), ctx, "ssm_decay_backward")) {
+                                       &tdx.t, &tdl.t, &td0.t), ctx, "ssm_decay_backward", &in)) {
             check_out("dx", &tdx, rx, tol);
             check_out("dlog_decay", &tdl, rl, 4 * tol);
             check_out("dh0", &td0, r0, tol);
@@ -443,7 +479,10 @@ static void run_bell(const op_case *c, ssm_dtype dt) {
     bell_dense(R, C, K, B, v, cols, W);
     ref_bell(N, nin, nout, x, W, use_bias ? bias : NULL, yr);
     if (c->dir == CASE_FWD) {
-        if (call_ok(ssm_bell_forward(ctx, &tx.t, &tv.t, &tci.t, use_bias ? &tbias.t : NULL, &ty.t), ctx, "ssm_bell_forward"))
+        snaps in;
+        snap_inputs(&in, &tx, &tv, &tci, &tbias, (const tbuf *)NULL);
+        if (call_ok(ssm_bell_forward(ctx, &tx.t, &tv.t, &tci.t, use_bias ? &tbias.t : NULL, &ty.t), ctx, "ssm_bell_forward",
+                    &in))
             check_out("y", &ty, yr, tol);
     } else {
         double *dy, *dxr = vec(N * nin), *dvr = vec(nv), *dbr = vec(nout);
@@ -466,8 +505,10 @@ static void run_bell(const op_case *c, ssm_dtype dt) {
                     }
         for (o = 0; o < nout; ++o)
             for (n = 0; n < N; ++n) dbr[o] += dy[n * nout + o];
+        snaps in;
+        snap_inputs(&in, &tx, &tv, &tci, &toff, &tsl, &tdy, (const tbuf *)NULL);
         if (call_ok(ssm_bell_backward(ctx, &tx.t, &tv.t, &tci.t, &toff.t, &tsl.t, &tdy.t, &tdx.t, &tdv.t, &tdb.t), ctx,
-                    "ssm_bell_backward")) {
+                    "ssm_bell_backward", &in)) {
             tbuf tdx2 = tb_new(dt, 2, sx, c->layout);
             check_out("dx", &tdx, dxr, tol);
             check_out("dvalues", &tdv, dvr, tol);
@@ -607,8 +648,10 @@ static void run_proj(const op_case *c, ssm_dtype dt) {
     d.stats = &st;
     ref_proj(&p, yr, pr);
     if (c->dir == CASE_FWD) {
+        snaps in;
+        snap_inputs(&in, &tx, &tW, &tb, &tal, (const tbuf *)NULL);
         if (call_ok(ssm_proj_forward(ctx, &d, &tx.t, &tW.t, &tb.t, &tal.t, &ty.t, save ? &tpre.t : NULL), ctx,
-                    "ssm_proj_forward")) {
+                    "ssm_proj_forward", &in)) {
             check_out("y", &ty, yr, tol);
             if (save) check_out("pre", &tpre, pr, tol);
             else CHECK(tb_untouched(&tpre), "pre written under SAVE_NONE");
@@ -622,8 +665,10 @@ static void run_proj(const op_case *c, ssm_dtype dt) {
         double *g = vec(N * dim > M * dim ? N * dim : M * dim), *fd, e;
         int64_t i, k;
         if (save) tb_set(&tpre, pr);
+        snaps in;
+        snap_inputs(&in, &tx, &tW, &tb, &tal, &tpre, &tdy, (const tbuf *)NULL);
         if (call_ok(ssm_proj_backward(ctx, &d, &tx.t, &tW.t, &tb.t, &tal.t, save ? &tpre.t : NULL, &tdy.t, &tdx.t, &tdW.t,
-                                      &tdb.t, &tdal.t), ctx, "ssm_proj_backward")) {
+                                      &tdb.t, &tdal.t), ctx, "ssm_proj_backward", &in)) {
             if (!test_mem && M > 0)
                 CHECK(st.gemm_calls == (d.path == SSM_PROJ_FUSED ? 2 : 2 * d.nseg) + (save ? 0 : 1),
                       "backward made %lld GEMM calls", (long long)st.gemm_calls);
@@ -709,8 +754,10 @@ static void run_outchain(const op_case *c, ssm_dtype dt) {
     tdy = tb_random(dt, 2, sy, c->layout, 1.0, &q.dy);
     ref_outchain(&q, yr, rr);
     if (c->dir == CASE_FWD) {
+        snaps in;
+        snap_inputs(&in, &to, &tg, &tw, &tWo, (const tbuf *)NULL);
         if (call_ok(ssm_outchain_forward(ctx, &d, &to.t, &tg.t, use_w ? &tw.t : NULL, &tWo.t, &ty.t, use_r ? &tr.t : NULL),
-                    ctx, "ssm_outchain_forward")) {
+                    ctx, "ssm_outchain_forward", &in)) {
             check_out("y", &ty, yr, tol);
             if (use_r) check_out("rstd", &tr, rr, tol);
             else CHECK(tb_untouched(&tr), "rstd written though not requested");
@@ -720,9 +767,11 @@ static void run_outchain(const op_case *c, ssm_dtype dt) {
         tbuf tdWo = tb_new(dt, 2, sWo, c->layout);
         double *g = vec(M * D > dout * D ? M * D : dout * D), *fd, e;
         int64_t i, k;
+        snaps in;
         if (use_r) tb_set(&tr, rr);
+        snap_inputs(&in, &to, &tg, &tw, &tWo, &tr, &tdy, (const tbuf *)NULL);
         if (call_ok(ssm_outchain_backward(ctx, &d, &to.t, &tg.t, use_w ? &tw.t : NULL, &tWo.t, use_r ? &tr.t : NULL, &tdy.t,
-                                          &tdo.t, &tdg.t, use_w ? &tdw.t : NULL, &tdWo.t), ctx, "ssm_outchain_backward")) {
+                                          &tdo.t, &tdg.t, use_w ? &tdw.t : NULL, &tdWo.t), ctx, "ssm_outchain_backward", &in)) {
             for (k = 0; k < 4; ++k) {
                 const tbuf *out = k == 0 ? &tdo : k == 1 ? &tdg : k == 2 ? &tdWo : &tdw;
                 double *xv = k == 0 ? q.o : k == 1 ? q.g : k == 2 ? q.Wo : q.w;
@@ -977,7 +1026,7 @@ static void build(void) {
         }
     oc_rows(CASE_F64 | CASE_F32, LAYOUT_NEGATIVE, 5, 9, 3, 4, 0, CASE_WEIGHT | CASE_RSTD, 2);
     oc_rows(CASE_F64 | CASE_F32, LAYOUT_PADDED, 6, 10, 0, 3, 1, CASE_WEIGHT, 0);
-    oc_rows(CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, 1, 2, 2, 1, 0, CASE_WEIGHT | CASE_RSTD, 0);
+    oc_rows(CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, 1, 3, 3, 1, 0, CASE_WEIGHT | CASE_RSTD, 0);
     oc_rows(CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, 0, 8, 4, 3, 0, CASE_WEIGHT | CASE_RSTD, 0);
 }
 
