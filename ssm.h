@@ -760,7 +760,7 @@ typedef struct ssm_delta_plan {
     int64_t N;             /* independent sequences: B, or cu_seqlens' N (then B = 1)     */
     int64_t max_len;       /* tokens of the longest sequence (T when the lengths are on the device) */
     ssm_delta_method method; /* resolved: never AUTO                                      */
-    int64_t chunk;         /* CHUNKED chunk length (sub-tokens); 0 for RECURRENT          */
+    int64_t chunk;         /* chunk length (sub-tokens); RECURRENT: 0, or the backward's checkpoint interval */
     double scale;          /* resolved readout scale                                      */
     int gated;             /* g given                                                      */
     int cu_bits;           /* 32 or 64: cu_seqlens' integer width; 0 = no cu_seqlens      */
