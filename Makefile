@@ -61,7 +61,7 @@ FUZZ_SEED    ?= $(shell date +%s)
 FUZZ_ASAN    := ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1
 fuzz: $(BUILD)/fuzz_api
 	@echo "== API fuzzer: $(FUZZ_SECONDS) s under AddressSanitizer + UndefinedBehaviorSanitizer"
-	$(FUZZ_ASAN) ./$(BUILD)/fuzz_api $(FUZZ_SECONDS) $(FUZZ_SEED)
+	$(FUZZ_ASAN) $(B)/fuzz_api $(FUZZ_SECONDS) $(FUZZ_SEED)
 
 $(BUILD)/fuzz_api: tests/fuzz_api.c $(HEADERS) $(TEST_STAMP) | $(BUILD)
 	$(CC) $(STRICT) $(SAN) $(FUZZ_FLAGS) tests/fuzz_api.c $(LIBS) -o $@
@@ -72,7 +72,7 @@ fuzz-libfuzzer: | $(BUILD)
 	clang -std=c99 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DSSM_FUZZ_LIBFUZZER \
 		-D_POSIX_C_SOURCE=200809L tests/fuzz_api.c -lm -o $(BUILD)/fuzz_libfuzzer
 	@mkdir -p $(BUILD)/fuzz_corpus
-	$(FUZZ_ASAN) ./$(BUILD)/fuzz_libfuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)/fuzz_corpus
+	$(FUZZ_ASAN) $(B)/fuzz_libfuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)/fuzz_corpus
 
 # Every header compiles as C99 (strict), as C++ and through nvcc (when present).
 compile-checks: | $(BUILD)
