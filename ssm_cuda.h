@@ -605,20 +605,9 @@ __global__ void ssm__cu_rec_kernel(int64_t s0, int n, int m, int64_t T, int64_t 
     }
     for (int64_t u = 0; u < len; ++u) {
         const int64_t au = a0 + u * A.ts;
-        /* A_u into shared memory, 8 independent loads in flight per thread (a load-store loop
-           would wait one memory latency per element) */
-        for (int e0 = tid; e0 < n * n; e0 += 8 * nt) {
-            float v[8];
-#pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                int e = e0 + k * nt;
-                v[k] = e < n * n ? ssm__cu_ld(A.p, A.dt, au + (e / n) * A.rs + (e % n) * A.cs) : 0.f;
-            }
-#pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                int e = e0 + k * nt;
-                if (e < n * n) As[(e / n) * np + e % n] = v[k];
-            }
+        for (int e = tid; e < n * n; e += nt) {
+            int i = e / n, j = e % n;
+            As[i * np + j] = ssm__cu_ld(A.p, A.dt, au + i * A.rs + j * A.cs);
         }
         __syncthreads();
         for (int e = tid; e < n * m; e += nt) {
