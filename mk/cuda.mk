@@ -17,7 +17,7 @@ endif
 endif
 
 compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/quickstart_cuda $(BUILD)/libssm.so \
-              $(BUILD)/cuda_decay_variants $(BUILD)/cuda_linrec_perf
+              $(BUILD)/cuda_decay_variants $(BUILD)/cuda_linrec_perf $(BUILD)/cuda_bell $(BUILD)/dev_bell
 
 $(BUILD)/test_main_cuda.o: tests/test_main.c tests/test.h ssm.h | $(BUILD)
 	$(CC) -std=c99 -O2 -g -Dmain=ssm_test_cpu_main -c $< -o $@
@@ -32,12 +32,21 @@ test-cuda: $(BUILD)/test_cuda
 $(BUILD)/cuda_bench: bench/cuda_bench.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 
+# Block-ELL benchmark: cuSPARSE Blocked-ELL is a peer.
+$(BUILD)/cuda_bell: bench/cuda_bell.cu bench/cuda_common.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -lcusparse -o $@
+
+# Dev harnesses (llm.c style: kernel variants by argv, checked against an f64 CPU reference).
+$(BUILD)/dev_%: dev/cuda/%.cu bench/cuda_common.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) $< $(CUDALIBS) -o $@
+
 # Kernel-variant harnesses (time each variant beside the default and check it against it).
 $(BUILD)/cuda_%: bench/cuda_%.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 
-bench-cuda: $(BUILD)/cuda_bench
+bench-cuda: $(BUILD)/cuda_bench $(BUILD)/cuda_bell
 	./$(BUILD)/cuda_bench
+	./$(BUILD)/cuda_bell
 
 $(BUILD)/quickstart_cuda: examples/quickstart_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) $< $(CUDALIBS) -o $@
