@@ -2474,8 +2474,8 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *d, 
    tiles used untransposed): the sum over the slots of a column runs in ascending r, a fixed
    order, with no atomics. dvalues is a sampled dense-dense product: a CTA owns a 128 x 128
    region of W (G x G blocks), streams 32-token slabs of dy and x through shared memory and
-   computes only the active blocks (warps take the region's active 32x32 / 16x16 units round
-   robin); token splits (to fill the GPU) add partials in a fixed order. dbias: column sums
+   computes only the active blocks (warps take the region's active 32 x 32 units round robin);
+   token splits (to fill the GPU) add partials in a fixed order. dbias: column sums
    by token splits, added in a fixed order. 16-bit inputs use mma.sync m16n8k16 with f32
    accumulation; f32 runs on CUDA cores in f32 (exact f32 products, f32 sums).
    The index tables (per group: slot of each (input block, member) pair, and the compacted
@@ -2513,38 +2513,43 @@ __global__ void ssm__bl_dx_table_kernel(const int *toff, int64_t os, const int *
         if (slot >= 0 && slot < R * K) tab[((int64_t)(c / G) * R + slot / K) * G + c % G] = slot;
     }
 }
-/* dvalues regions: rtab[((r/G)*ncg + c/G)*G*G + (r%G)*G + c%G] = slot. */
-__global__ void ssm__bl_dw_table_kernel(const int *ci, int64_t cs0, int64_t cs1, int R, int K, int C, int G, int ncg,
+/* dvalues regions (G x G blocks) cut into 16 units of 32 x 32: utab[(region*16 + unit)*4 + q] =
+   slot of the unit's block q (B = 16: 2 x 2 blocks, q = (g%2)*2 + h%2; B >= 32: q = 0). */
+__global__ void ssm__bl_dw_table_kernel(const int *ci, int64_t cs0, int64_t cs1, int R, int K, int C, int B, int ncg,
                                         int *tab) {
-    int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int G = SSM__BL_BN / B;
     if (s >= (int64_t)R * K) return;
-    int r = (int)(s / K), k = (int)(s % K), c = ci[r * cs0 + k * cs1];
-    if (c >= 0 && c < C) tab[((int64_t)(r / G) * ncg + c / G) * G * G + (r % G) * G + c % G] = (int)s;
+    const int r = (int)(s / K), k = (int)(s % K), c = ci[r * cs0 + k * cs1];
+    if (c < 0 || c >= C) return;
+    const int64_t base = ((int64_t)(r / G) * ncg + c / G) * 16;
+    const int g = r % G, h = c % G;
+    if (B == 16) {
+        tab[(base + (g / 2) * 4 + h / 2) * 4 + (g % 2) * 2 + h % 2] = (int)s;
+    } else {
+        const int per = B / 32; /* units per block side */
+        for (int a = 0; a < per; ++a)
+            for (int b = 0; b < per; ++b) tab[(base + (g * per + a) * 4 + h * per + b) * 4] = (int)s;
+    }
 }
 /* One warp per group: the items (L of them, E table entries each) with an active entry, in
-   ascending order. mode 0: list[j] = item; mode 1 (dvalues, E = 1): nsub unit codes per
-   active item, (slot << 8) | (item << 2) | sub. */
-__global__ void ssm__bl_compact_kernel(const int *tab, int L, int E, int mode, int nsub, int64_t lstride, int *list,
-                                       int *count) {
+   ascending order: list[j] = item. */
+__global__ void ssm__bl_compact_kernel(const int *tab, int L, int E, int64_t lstride, int *list, int *count) {
     const int grp = blockIdx.x, lane = threadIdx.x;
     const int *t = tab + (int64_t)grp * L * E;
     int *out = list + (int64_t)grp * lstride, base = 0;
     for (int j0 = 0; j0 < L; j0 += 32) {
-        int j = j0 + lane, slot = -1;
+        const int j = j0 + lane;
+        int slot = -1;
         if (j < L)
             for (int e = 0; e < E; ++e) slot = max(slot, t[(int64_t)j * E + e]);
-        int n = slot >= 0 ? (mode ? nsub : 1) : 0, pre = n;
+        const int n = slot >= 0 ? 1 : 0;
+        int pre = n;
         for (int o = 1; o < 32; o <<= 1) {
-            int v = __shfl_up_sync(0xffffffffu, pre, o);
+            const int v = __shfl_up_sync(0xffffffffu, pre, o);
             if (lane >= o) pre += v;
         }
-        int at = base + pre - n;
-        if (slot >= 0) {
-            if (mode)
-                for (int u = 0; u < nsub; ++u) out[at + u] = (slot << 8) | (j << 2) | u;
-            else
-                out[at] = j;
-        }
+        if (slot >= 0) out[base + pre - 1] = j;
         base += __shfl_sync(0xffffffffu, pre, 31);
     }
     if (lane == 0) count[grp] = base;
@@ -2554,18 +2559,21 @@ __global__ void ssm__bl_compact_kernel(const int *tab, int L, int E, int mode, i
    in[n, e*B + j] * Wt(slot(grp, e, m))[j, i] (+ bias), Wt = W^T (TRANS = 0, forward) or W
    (TRANS = 1, dx). NW warps x 32 tokens; NST-deep cp.async ring. VEC: 16-byte aligned rows of
    in and values (cp.async); else element loads (any strides). */
-template <int BF, int B, int NW, int NST, int TRANS, int VEC>
+#define SSM__BL_WIN 128 /* list entries per shared-memory window (two windows, refilled in turn) */
+template <int BF, int B, int NW, int NST, int EPS, int TRANS, int VEC>
 __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, int K, int nout, ssm__bl_mat in,
                                                              ssm__bl_vals w, const int *tab, const int *list,
                                                              const int *count, ssm__bl_mat bias, ssm__bl_mat out,
                                                              int outv) {
-    constexpr int G = SSM__BL_BN / B, BM = NW * 32, LD = SSM__BL_LD(B), CPR = B / 8;
+    constexpr int G = SSM__BL_BN / B, BM = NW * 32, LD = SSM__BL_LD(B), CPR = B / 8, WIN = SSM__BL_WIN;
+    constexpr int XT = BM * LD, WT = G * B * LD, ST = EPS * (XT + WT); /* halfs per x tile, per W group, per stage */
     typedef unsigned short h16;
     extern __shared__ __align__(16) unsigned char ssm__bl_smem[];
-    h16 *xs = (h16 *)ssm__bl_smem, *wsm = xs + NST * BM * LD;
+    h16 *ring = (h16 *)ssm__bl_smem;
+    int *went = (int *)(ring + NST * ST), *wslot = went + 2 * WIN; /* [2][WIN], [2][WIN][G] */
     const int grp = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t tok0 = (int64_t)blockIdx.x * BM;
-    const int cnt = count[grp];
+    const int cnt = count[grp], nst = (cnt + EPS - 1) / EPS;
     const int *lst = list + (int64_t)grp * L, *tg = tab + (int64_t)grp * L * G;
     const h16 *src = (const h16 *)in.p, *wv = (const h16 *)w.p;
     float acc[G][B / 8][2][4];
@@ -2578,77 +2586,106 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[g][n][m][q] = 0.f;
 
-    auto load = [&](int j, int st) {
-        const int e = lst[j];
-        h16 *xd = xs + st * BM * LD, *wd = wsm + st * G * B * LD;
-        for (int q = tid; q < BM * CPR; q += NW * 32) {
-            int row = q / CPR, ch = q % CPR;
-            int64_t n = tok0 + row;
-            bool ok = n < N;
-            if (VEC)
-                ssm__cu_dkt_cp<16>(xd + row * LD + ch * 8, src + (ok ? n : 0) * in.rs + (int64_t)e * B + ch * 8, ok);
-            else
-#pragma unroll
-                for (int u = 0; u < 8; ++u)
-                    xd[row * LD + ch * 8 + u] = ok ? src[n * in.rs + ((int64_t)e * B + ch * 8 + u) * in.cs] : (h16)0;
+    /* the list and slots of entries [b*WIN, (b+1)*WIN) into window b % 2: the ring's address
+       math then reads shared memory only (a global round trip per entry stalled every stage) */
+    auto fill = [&](int b) {
+        int *e = went + (b & 1) * WIN, *s = wslot + (b & 1) * WIN * G;
+        for (int q = tid; q < WIN; q += NW * 32) {
+            const int i = b * WIN + q;
+            e[q] = i < cnt ? lst[i] : 0;
         }
+        for (int q = tid; q < WIN * G; q += NW * 32) {
+            const int i = b * WIN + q / G;
+            s[q] = i < cnt ? tg[lst[i] * G + q % G] : -1;
+        }
+        __syncthreads();
+    };
+    auto load = [&](int j, int st) {
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
-            const int slot = tg[e * G + g];
-            if (slot < 0) continue;
-            const h16 *wp = wv + (int64_t)(slot / K) * w.s0 + (int64_t)(slot % K) * w.s1;
-            for (int q = tid; q < B * CPR; q += NW * 32) {
-                int row = q / CPR, ch = q % CPR;
+        for (int u = 0; u < EPS; ++u) {
+            const int i = j * EPS + u;
+            if (i >= cnt) break;
+            const int wb = (i / WIN) & 1, wi = i % WIN, e = went[wb * WIN + wi];
+            h16 *xd = ring + st * ST + u * (XT + WT), *wd = xd + XT;
+            for (int q = tid; q < BM * CPR; q += NW * 32) {
+                const int row = q / CPR, ch = q % CPR;
+                const int64_t n = tok0 + row;
+                const bool ok = n < N;
                 if (VEC)
-                    ssm__cu_dkt_cp<16>(wd + (g * B + row) * LD + ch * 8, wp + row * w.s2 + ch * 8, true);
+                    ssm__cu_dkt_cp<16>(xd + row * LD + ch * 8, src + (ok ? n : 0) * in.rs + (int64_t)e * B + ch * 8, ok);
                 else
 #pragma unroll
-                    for (int u = 0; u < 8; ++u) wd[(g * B + row) * LD + ch * 8 + u] = wp[row * w.s2 + (ch * 8 + u) * w.s3];
+                    for (int v = 0; v < 8; ++v)
+                        xd[row * LD + ch * 8 + v] = ok ? src[n * in.rs + ((int64_t)e * B + ch * 8 + v) * in.cs] : (h16)0;
+            }
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                const int slot = wslot[(wb * WIN + wi) * G + g];
+                if (slot < 0) continue;
+                const h16 *wp = wv + (int64_t)(slot / K) * w.s0 + (int64_t)(slot % K) * w.s1;
+                for (int q = tid; q < B * CPR; q += NW * 32) {
+                    const int row = q / CPR, ch = q % CPR;
+                    if (VEC)
+                        ssm__cu_dkt_cp<16>(wd + (g * B + row) * LD + ch * 8, wp + row * w.s2 + ch * 8, true);
+                    else
+#pragma unroll
+                        for (int v = 0; v < 8; ++v) wd[(g * B + row) * LD + ch * 8 + v] = wp[row * w.s2 + (ch * 8 + v) * w.s3];
+                }
             }
         }
     };
 
+    if (cnt > 0) fill(0);
 #pragma unroll
     for (int j = 0; j < NST - 1; ++j) {
-        if (j < cnt) load(j, j);
+        if (j < nst) load(j, j);
         ssm__cu_dkt_commit();
     }
-    for (int j = 0; j < cnt; ++j) {
+    for (int j = 0; j < nst; ++j) {
         ssm__cu_dkt_wait<NST - 2>();
         __syncthreads();
         {
             const int jn = j + NST - 1;
-            if (jn < cnt) load(jn, jn % NST);
+            if (jn < nst) {
+                if ((jn * EPS) % WIN < EPS && jn * EPS >= WIN) fill(jn * EPS / WIN); /* first stage of a window */
+                load(jn, jn % NST);
+            }
             ssm__cu_dkt_commit();
         }
-        const int st = j % NST, e = lst[j];
-        const h16 *xd = xs + st * BM * LD, *wd = wsm + st * G * B * LD;
-        unsigned a[2][B / 16][4];
+        const h16 *sb = ring + (j % NST) * ST;
 #pragma unroll
-        for (int m = 0; m < 2; ++m)
+        for (int u = 0; u < EPS; ++u) {
+            const int i = j * EPS + u;
+            if (i >= cnt) break;
+            const int *sl = wslot + (((i / WIN) & 1) * WIN + i % WIN) * G;
+            const h16 *xd = sb + u * (XT + WT), *wd = xd + XT;
+            unsigned a[2][B / 16][4];
 #pragma unroll
-            for (int kk = 0; kk < B / 16; ++kk)
-                ssm__tc_ldm4(a[m][kk], xd + (warp * 32 + m * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+            for (int m = 0; m < 2; ++m)
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
-            if (tg[e * G + g] < 0) continue;
+                for (int kk = 0; kk < B / 16; ++kk)
+                    ssm__tc_ldm4(a[m][kk], xd + (warp * 32 + m * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
-            for (int np = 0; np < B / 16; ++np)
+            for (int g = 0; g < G; ++g) {
+                if (sl[g] < 0) continue;
 #pragma unroll
-                for (int kk = 0; kk < B / 16; ++kk) {
-                    unsigned b[4];
-                    if (!TRANS)
-                        ssm__tc_ldm4(b, wd + (g * B + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
-                                            (((lane >> 3) & 1) << 3));
-                    else
-                        ssm__tc_ldm4t(b, wd + (g * B + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + np * 16 +
-                                             ((lane >> 4) << 3));
+                for (int np = 0; np < B / 16; ++np)
 #pragma unroll
-                    for (int m = 0; m < 2; ++m) {
-                        ssm__tc_mma<BF>(acc[g][2 * np][m], a[m][kk], b[0], b[1]);
-                        ssm__tc_mma<BF>(acc[g][2 * np + 1][m], a[m][kk], b[2], b[3]);
+                    for (int kk = 0; kk < B / 16; ++kk) {
+                        unsigned b[4];
+                        if (!TRANS)
+                            ssm__tc_ldm4(b, wd + (g * B + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
+                                                (((lane >> 3) & 1) << 3));
+                        else
+                            ssm__tc_ldm4t(b, wd + (g * B + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + np * 16 +
+                                                 ((lane >> 4) << 3));
+#pragma unroll
+                        for (int m = 0; m < 2; ++m) {
+                            ssm__tc_mma<BF>(acc[g][2 * np][m], a[m][kk], b[0], b[1]);
+                            ssm__tc_mma<BF>(acc[g][2 * np + 1][m], a[m][kk], b[2], b[3]);
+                        }
                     }
-                }
+            }
         }
     }
     ssm__cu_dkt_wait<0>();
@@ -2747,17 +2784,19 @@ __global__ void __launch_bounds__(256) ssm__bl_mm32_kernel(int64_t N, int L, int
     }
 }
 
-/* dvalues on tensor cores: region blockIdx.x (G x G blocks), tokens of split blockIdx.y.
-   Unit u (< count) of the region goes to warp u % 8; UT x UT outputs per unit. */
-#define SSM__BL_DW_BK 32
-#define SSM__BL_DW_NST 4
+/* dvalues on tensor cores: region blockIdx.x (128 x 128 features of W: G x G blocks), tokens of
+   split blockIdx.y. The region is cut into 16 units of 32 x 32; a unit holds 2 x 2 blocks of
+   16, one block of 32 or a quarter of a block of 64, and its table row lists the slots of its
+   (up to 4) blocks, -1 when inactive. The region's active units go round robin to the 8 warps
+   (at most 2 each); per 16-token step a unit costs 4 ldmatrix and up to 8 mma. */
+#define SSM__BL_DW_BK 64 /* tokens a stage: 3 x 2 x 17 KiB */
+#define SSM__BL_DW_NST 3
 #define SSM__BL_DW_LD (SSM__BL_BN + 8)
 template <int BF, int B, int VEC>
 __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps, int R, int C, int K, int ncg,
-                                                         ssm__bl_mat dy, ssm__bl_mat x, const int *ulist,
-                                                         const int *ucount, int64_t lstride, ssm__bl_vals dw,
+                                                         ssm__bl_mat dy, ssm__bl_mat x, const int *utab,
+                                                         const int *ulist, const int *ucount, ssm__bl_vals dw,
                                                          float *part, int64_t nslots) {
-    constexpr int G = SSM__BL_BN / B, UT = B < 32 ? B : 32, NSUB = B / UT, UPW = G * G * NSUB * NSUB / 8;
     constexpr int BK = SSM__BL_DW_BK, NST = SSM__BL_DW_NST, LD = SSM__BL_DW_LD;
     typedef unsigned short h16;
     extern __shared__ __align__(16) unsigned char ssm__bl_smem[];
@@ -2766,18 +2805,19 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
     const int rg = region / ncg, cg = region % ncg, cnt = ucount[region];
     if (cnt == 0) return;
     const int64_t n_lo = (int64_t)blockIdx.y * tps, n_hi = min(N, n_lo + tps);
-    const int *ul = ulist + (int64_t)region * lstride;
     const h16 *dyp = (const h16 *)dy.p, *xp = (const h16 *)x.p;
     const int64_t dyw = (int64_t)R * B, xw = (int64_t)C * B;
-    int code[UPW];
-    float acc[UPW][UT / 16][UT / 8][4];
+    int unit[2], slot[2][4];
+    float acc[2][2][4][4]; /* unit, 16-row half, 8-column tile, fragment */
 #pragma unroll
-    for (int u = 0; u < UPW; ++u) {
-        code[u] = warp + 8 * u < cnt ? ul[warp + 8 * u] : -1;
+    for (int u = 0; u < 2; ++u) {
+        unit[u] = warp + 8 * u < cnt ? ulist[region * 16 + warp + 8 * u] : -1;
 #pragma unroll
-        for (int a = 0; a < UT / 16; ++a)
+        for (int q = 0; q < 4; ++q) slot[u][q] = unit[u] >= 0 ? utab[((int64_t)region * 16 + unit[u]) * 4 + q] : -1;
 #pragma unroll
-            for (int b = 0; b < UT / 8; ++b)
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[u][a][b][q] = 0.f;
     }
@@ -2813,54 +2853,56 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
         }
         const h16 *dd = ds + (j % NST) * BK * LD, *xd = xs + (j % NST) * BK * LD;
 #pragma unroll
-        for (int u = 0; u < UPW; ++u) {
-            if (code[u] < 0) continue;
-            const int item = (code[u] >> 2) & 63, sub = code[u] & 3;
-            const int i0 = (item / G) * B + (sub / NSUB) * UT, j0 = (item % G) * B + (sub % NSUB) * UT;
+        for (int u = 0; u < 2; ++u) {
+            if (unit[u] < 0) continue;
+            const int i0 = (unit[u] >> 2) * 32, j0 = (unit[u] & 3) * 32;
 #pragma unroll
             for (int kk = 0; kk < BK / 16; ++kk) {
-                unsigned a[UT / 16][4];
+                unsigned a[2][4], b[2][4];
 #pragma unroll
-                for (int mi = 0; mi < UT / 16; ++mi)
+                for (int mi = 0; mi < 2; ++mi)
                     ssm__tc_ldm4t(a[mi], dd + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + i0 + mi * 16 +
                                              (((lane >> 3) & 1) << 3));
 #pragma unroll
-                for (int np = 0; np < UT / 16; ++np) {
-                    unsigned b[4];
-                    ssm__tc_ldm4t(b, xd + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + j0 + np * 16 +
-                                         ((lane >> 4) << 3));
+                for (int nj = 0; nj < 2; ++nj)
+                    ssm__tc_ldm4t(b[nj], xd + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + j0 + nj * 16 +
+                                             ((lane >> 4) << 3));
 #pragma unroll
-                    for (int mi = 0; mi < UT / 16; ++mi) {
-                        ssm__tc_mma<BF>(acc[u][mi][2 * np], a[mi], b[0], b[1]);
-                        ssm__tc_mma<BF>(acc[u][mi][2 * np + 1], a[mi], b[2], b[3]);
+                for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                    for (int nj = 0; nj < 2; ++nj) {
+                        if (B == 16 && slot[u][mi * 2 + nj] < 0) continue; /* inactive 16-block */
+                        ssm__tc_mma<BF>(acc[u][mi][2 * nj], a[mi], b[nj][0], b[nj][1]);
+                        ssm__tc_mma<BF>(acc[u][mi][2 * nj + 1], a[mi], b[nj][2], b[nj][3]);
                     }
-                }
             }
         }
     }
     ssm__cu_dkt_wait<0>();
 #pragma unroll
-    for (int u = 0; u < UPW; ++u) {
-        if (code[u] < 0) continue;
-        const int slot = code[u] >> 8, sub = code[u] & 3;
-        const int ib = (sub / NSUB) * UT, jb = (sub % NSUB) * UT;
+    for (int u = 0; u < 2; ++u) {
+        if (unit[u] < 0) continue;
+        const int i0 = (unit[u] >> 2) * 32, j0 = (unit[u] & 3) * 32;
 #pragma unroll
-        for (int mi = 0; mi < UT / 16; ++mi)
+        for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-            for (int nt = 0; nt < UT / 8; ++nt)
+            for (int nt = 0; nt < 4; ++nt) {
+                const int s = B == 16 ? slot[u][mi * 2 + nt / 2] : slot[u][0];
+                if (s < 0) continue;
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const int i = ib + mi * 16 + (lane >> 2) + h * 8, jc = jb + nt * 8 + 2 * (lane & 3);
+                    const int i = (i0 + mi * 16 + (lane >> 2) + h * 8) % B, jc = (j0 + nt * 8 + 2 * (lane & 3)) % B;
                     const float v0 = acc[u][mi][nt][2 * h], v1 = acc[u][mi][nt][2 * h + 1];
                     if (part) {
-                        *(float2 *)(part + ((int64_t)blockIdx.y * nslots + slot) * B * B + i * B + jc) = make_float2(v0, v1);
+                        *(float2 *)(part + ((int64_t)blockIdx.y * nslots + s) * B * B + i * B + jc) = make_float2(v0, v1);
                     } else {
-                        h16 *d = (h16 *)dw.p + (int64_t)(slot / K) * dw.s0 + (int64_t)(slot % K) * dw.s1 + i * dw.s2;
-                        unsigned pv = ssm__tc_pack<BF>(v0, v1);
+                        h16 *d = (h16 *)dw.p + (int64_t)(s / K) * dw.s0 + (int64_t)(s % K) * dw.s1 + i * dw.s2;
+                        const unsigned pv = ssm__tc_pack<BF>(v0, v1);
                         d[jc * dw.s3] = (h16)(pv & 0xffffu);
                         d[(jc + 1) * dw.s3] = (h16)(pv >> 16);
                     }
                 }
+            }
     }
 }
 
@@ -2940,29 +2982,30 @@ __global__ void ssm__bl_dbias_reduce_kernel(int64_t width, int S, const float *p
 
 static int ssm__bl_nw = 0, ssm__bl_nst = 0; /* dev/cuda/bell.cu overrides; 0 = the defaults below */
 
-template <int BF, int B, int NW, int NST, int TRANS, int VEC>
+template <int BF, int B, int NW, int NST, int EPS, int TRANS, int VEC>
 static cudaError_t ssm__bl_mm_launch(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
                                      ssm__bl_vals w, const int *tab, const int *list, const int *count,
                                      ssm__bl_mat bias, ssm__bl_mat out, int outv) {
-    constexpr int BM = NW * 32;
-    const size_t smem = (size_t)NST * (BM + SSM__BL_BN) * SSM__BL_LD(B) * 2;
-    cudaError_t e = cudaFuncSetAttribute(ssm__bl_mm_kernel<BF, B, NW, NST, TRANS, VEC>,
+    constexpr int BM = NW * 32, G = SSM__BL_BN / B;
+    const size_t smem = (size_t)NST * EPS * (BM + SSM__BL_BN) * SSM__BL_LD(B) * 2 + (size_t)2 * SSM__BL_WIN * (1 + G) * 4;
+    cudaError_t e = cudaFuncSetAttribute(ssm__bl_mm_kernel<BF, B, NW, NST, EPS, TRANS, VEC>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)((N + BM - 1) / BM), (unsigned)ngroups);
-    ssm__bl_mm_kernel<BF, B, NW, NST, TRANS, VEC><<<grid, NW * 32, smem, st>>>(N, L, K, nout, in, w, tab, list, count,
-                                                                              bias, out, outv);
+    ssm__bl_mm_kernel<BF, B, NW, NST, EPS, TRANS, VEC><<<grid, NW * 32, smem, st>>>(N, L, K, nout, in, w, tab, list,
+                                                                                   count, bias, out, outv);
     return cudaGetLastError();
 }
 
-/* Defaults (H200, dev/cuda/bell.cu): 4 warps x 32 tokens; ring depth 4 (B = 64: 3, 110 KiB). */
+/* Defaults (H200, dev/cuda/bell.cu): 4 warps x 32 tokens; B = 16: two input blocks a stage
+   (a stage of one 16-wide block is too little work between barriers). */
 template <int BF, int B, int TRANS, int VEC>
 static cudaError_t ssm__bl_mm_go(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
                                  ssm__bl_vals w, const int *tab, const int *list, const int *count, ssm__bl_mat bias,
                                  ssm__bl_mat out, int outv) {
-    constexpr int NST = B == 64 ? 3 : 4;
-    return ssm__bl_mm_launch<BF, B, 4, NST, TRANS, VEC>(st, N, L, K, nout, ngroups, in, w, tab, list, count, bias, out,
-                                                         outv);
+    constexpr int NST = B == 64 ? 3 : (B == 32 ? 4 : 3), EPS = B == 16 ? 2 : 1;
+    return ssm__bl_mm_launch<BF, B, 4, NST, EPS, TRANS, VEC>(st, N, L, K, nout, ngroups, in, w, tab, list, count, bias,
+                                                              out, outv);
 }
 
 static ssm__bl_mat ssm__bl_mat_of(const ssm_tensor *t) {
@@ -3020,7 +3063,7 @@ static size_t ssm__bl_al(size_t b) { return (b + 255) & ~(size_t)255; }
 
 typedef struct ssm__bl_ws { /* byte sizes of the pieces of one call */
     size_t tab, list, count, dtab, dlist, dcount, part, bpart;
-    int G, ngr, ngc, nsub, S, Sb;
+    int G, ngr, ngc, S, Sb;
     int64_t tps, tpsb;
 } ssm__bl_ws;
 
@@ -3029,7 +3072,6 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
     const int64_t B = p->B, G = SSM__BL_BN / B, nslots = p->R * p->K, width = p->R * B;
     memset(&w, 0, sizeof w);
     w.G = (int)G, w.ngr = (int)((p->R + G - 1) / G), w.ngc = (int)((p->C + G - 1) / G);
-    w.nsub = B == 64 ? 4 : 1;
     if (p->N == 0) return w; /* nothing but zero gradients */
     if (!backward) { /* forward tables: groups of output rows, lists over input columns */
         w.tab = ssm__bl_al((size_t)w.ngr * p->C * G * 4), w.list = ssm__bl_al((size_t)w.ngr * p->C * 4);
@@ -3051,7 +3093,7 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
         w.S = (int)((p->N + w.tps - 1) / w.tps);
         if (w.S < 1) w.S = 1;
         if (p->dtype.bits != 32) {
-            w.dtab = ssm__bl_al((size_t)regions * G * G * 4), w.dlist = ssm__bl_al((size_t)regions * G * G * w.nsub * 4);
+            w.dtab = ssm__bl_al((size_t)regions * 16 * 4 * 4), w.dlist = ssm__bl_al((size_t)regions * 16 * 4);
             w.dcount = ssm__bl_al((size_t)regions * 4);
         }
         if (w.S > 1) w.part = ssm__bl_al((size_t)w.S * nslots * B * B * 4);
@@ -3098,17 +3140,15 @@ static cudaError_t ssm__bl_tables(cudaStream_t st, const ssm_bell_plan *p, int d
     if (dir == 0) {
         ssm__bl_fwd_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st>>>(
             (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, G, tab);
-        ssm__bl_compact_kernel<<<ngr, 32, 0, st>>>(tab, C, G, 0, 1, C, list, count);
+        ssm__bl_compact_kernel<<<ngr, 32, 0, st>>>(tab, C, G, C, list, count);
     } else if (dir == 1) {
         ssm__bl_dx_table_kernel<<<(C + 127) / 128, 128, 0, st>>>((const int *)toff->data, toff->strides[0],
                                                                   (const int *)tsl->data, tsl->strides[0], R, K, C, G, tab);
-        ssm__bl_compact_kernel<<<ngc, 32, 0, st>>>(tab, R, G, 0, 1, R, list, count);
+        ssm__bl_compact_kernel<<<ngc, 32, 0, st>>>(tab, R, G, R, list, count);
     } else {
-        const int nsub = B == 64 ? 4 : 1;
         ssm__bl_dw_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st>>>(
-            (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, G, ngc, tab);
-        ssm__bl_compact_kernel<<<(unsigned)ngr * ngc, 32, 0, st>>>(tab, G * G, 1, 1, nsub, (int64_t)G * G * nsub, list,
-                                                                   count);
+            (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, B, ngc, tab);
+        ssm__bl_compact_kernel<<<(unsigned)ngr * ngc, 32, 0, st>>>(tab, 16, 4, 16, list, count);
     }
     return cudaGetLastError();
 }
@@ -3195,7 +3235,6 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
         } else {
             int *tab = (int *)cur, *list = (int *)(cur + w.dtab), *count = (int *)(cur + w.dtab + w.dlist);
             const int vec = ssm__bl_vec_mat(mdy) && ssm__bl_vec_mat(mx), bf = p->dtype.code == SSM_DTYPE_BFLOAT;
-            const int64_t lstride = (int64_t)w.G * w.G * w.nsub;
             const size_t smem = (size_t)2 * SSM__BL_DW_NST * SSM__BL_DW_BK * SSM__BL_DW_LD * 2;
             dim3 grid((unsigned)w.ngr * w.ngc, (unsigned)w.S);
             SSM__BL_CU(ctx, "block-ELL region tables", ssm__bl_tables(s, p, 2, col_idx, NULL, NULL, tab, w.dtab, list, count));
@@ -3203,7 +3242,7 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
     do {                                                                                                              \
         SSM__BL_CU(ctx, "cudaFuncSetAttribute", cudaFuncSetAttribute(ssm__bl_dw_kernel<BF_, B_, V_>,                  \
                                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); \
-        ssm__bl_dw_kernel<BF_, B_, V_><<<grid, 256, smem, s>>>(p->N, w.tps, R, C, K, w.ngc, mdy, mx, list, count, lstride, \
+        ssm__bl_dw_kernel<BF_, B_, V_><<<grid, 256, smem, s>>>(p->N, w.tps, R, C, K, w.ngc, mdy, mx, tab, list, count, \
                                                                dv, part, nslots);                                     \
     } while (0)
 #define SSM__BL_DW_V(BF_, B_) do { if (vec) SSM__BL_DW(BF_, B_, 1); else SSM__BL_DW(BF_, B_, 0); } while (0)

@@ -2,7 +2,8 @@
    the forward gather-GEMM, each checked against an f64 CPU reference and timed on a large
    shape beside the library's default and dense cuBLAS.
      nvcc -O3 -arch=sm_90 -std=c++17 -I. dev/cuda/bell.cu -lcublas -o build/dev_bell
-     ./build/dev_bell [variant]     variants: default nw4s2 nw4s3 nw4s4 nw8s2 nw8s3 all (default: all) */
+     ./build/dev_bell [variant] | prof B     variants: default e1s2 e1s4 e2s2 e2s3 e4s2 nw8e1s3 all (default: all);
+     eE sS: E input blocks a stage, S stages; nw8: 8 warps (256 tokens a CTA) */
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
 #include "../../ssm_cuda.h"
@@ -15,11 +16,12 @@ typedef cudaError_t (*mm_fn)(cudaStream_t, int64_t, int, int, int, int, ssm__bl_
                              const int *, const int *, ssm__bl_mat, ssm__bl_mat, int);
 template <int B> static mm_fn variant(const char *name) {
     if (!strcmp(name, "default")) return ssm__bl_mm_go<1, B, 0, 1>;
-    if (!strcmp(name, "nw4s2")) return ssm__bl_mm_launch<1, B, 4, 2, 0, 1>;
-    if (!strcmp(name, "nw4s3")) return ssm__bl_mm_launch<1, B, 4, 3, 0, 1>;
-    if (!strcmp(name, "nw4s4")) return B == 64 ? NULL : ssm__bl_mm_launch<1, B, 4, 4, 0, 1>;
-    if (!strcmp(name, "nw8s2")) return ssm__bl_mm_launch<1, B, 8, 2, 0, 1>;
-    if (!strcmp(name, "nw8s3")) return B == 64 ? NULL : ssm__bl_mm_launch<1, B, 8, 3, 0, 1>;
+    if (!strcmp(name, "e1s2")) return ssm__bl_mm_launch<1, B, 4, 2, 1, 0, 1>;
+    if (!strcmp(name, "e1s4")) return ssm__bl_mm_launch<1, B, 4, 4, 1, 0, 1>;
+    if (!strcmp(name, "e2s2")) return ssm__bl_mm_launch<1, B, 4, 2, 2, 0, 1>;
+    if (!strcmp(name, "e2s3")) return ssm__bl_mm_launch<1, B, 4, 3, 2, 0, 1>;
+    if (!strcmp(name, "e4s2")) return B == 64 ? NULL : ssm__bl_mm_launch<1, B, 4, 2, 4, 0, 1>;
+    if (!strcmp(name, "nw8e1s3")) return B == 64 ? NULL : ssm__bl_mm_launch<1, B, 8, 3, 1, 0, 1>;
     return NULL;
 }
 static mm_fn variant_b(int B, const char *name) {
@@ -94,9 +96,48 @@ static double check(mm_fn f, int64_t B) {
     return sqrt(num / den);
 }
 
+/* "prof B": one library forward and backward (dx, dvalues) at 2048 -> 8192, N = 32768, bf16,
+   50% density: the launches to profile under ncu. */
+static int prof(int64_t B) {
+    layer L;
+    layer_make(L, 32768, 2048, 8192, B, 0.5, 3);
+    ssm_ctx *cu = NULL, *host = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    ssm_ctx_create(&cfg, &host);
+    cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
+    ssm_ctx_create(&cfg, &cu);
+    std::vector<int32_t> toff((size_t)L.C + 1), tsl(L.ci.size());
+    int64_t sci[2] = {L.R, L.K}, sto = L.C + 1, sts = L.R * L.K, sv[4] = {L.R, L.K, B, B}, sx[2] = {L.N, L.in},
+            sy[2] = {L.N, L.out};
+    ssm_tensor hci = ssm_tensor_make(L.ci.data(), SSM_I32, ssm_cpu(), 2, sci, NULL);
+    ssm_tensor hto = ssm_tensor_make(toff.data(), SSM_I32, ssm_cpu(), 1, &sto, NULL);
+    ssm_tensor hts = ssm_tensor_make(tsl.data(), SSM_I32, ssm_cpu(), 1, &sts, NULL);
+    ssm_bell_transpose_index(host, &hci, &hto, &hts);
+    int *dto, *dts;
+    cudaMalloc(&dto, toff.size() * 4), cudaMalloc(&dts, tsl.size() * 4);
+    cudaMemcpy(dto, toff.data(), toff.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dts, tsl.data(), tsl.size() * 4, cudaMemcpyHostToDevice);
+    void *dy = dev_random(SSM_BF16, L.N * L.out, 1.f, 5), *dx = dev_random(SSM_BF16, L.N * L.in, 0.f, 6);
+    void *dv = dev_random(SSM_BF16, L.R * L.K * B * B, 0.f, 7);
+    ssm_device d0 = ssm_cuda_device(0);
+    ssm_tensor tx = ssm_tensor_make(L.x, SSM_BF16, d0, 2, sx, NULL), tv = ssm_tensor_make(L.v, SSM_BF16, d0, 4, sv, NULL);
+    ssm_tensor ty = ssm_tensor_make(L.y, SSM_BF16, d0, 2, sy, NULL), tdy = ssm_tensor_make(dy, SSM_BF16, d0, 2, sy, NULL);
+    ssm_tensor tdx = ssm_tensor_make(dx, SSM_BF16, d0, 2, sx, NULL), tdv = ssm_tensor_make(dv, SSM_BF16, d0, 4, sv, NULL);
+    ssm_tensor tci = ssm_tensor_make(L.dci, SSM_I32, d0, 2, sci, NULL), tto = ssm_tensor_make(dto, SSM_I32, d0, 1, &sto, NULL);
+    ssm_tensor tts = ssm_tensor_make(dts, SSM_I32, d0, 1, &sts, NULL);
+    ssm_result r = ssm_bell_forward(cu, &tx, &tv, &tci, NULL, &ty);
+    if (r == SSM_OK) r = ssm_bell_backward(cu, &tx, &tv, &tci, &tto, &tts, &tdy, &tdx, &tdv, NULL);
+    cudaDeviceSynchronize();
+    printf("prof B%lld: %s\n", (long long)B, r == SSM_OK ? "ok" : ssm_ctx_last_error(cu));
+    ssm_ctx_destroy(cu), ssm_ctx_destroy(host);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *names[] = {"default", "nw4s2", "nw4s3", "nw4s4", "nw8s2", "nw8s3"};
+    const char *names[] = {"default", "e1s2", "e1s4", "e2s2", "e2s3", "e4s2", "nw8e1s3"};
     const char *want = argc > 1 ? argv[1] : "all";
+    if (!strcmp(want, "prof")) return prof(argc > 2 ? atoll(argv[2]) : 16);
     cublasHandle_t h;
     cublasCreate(&h);
     static const int64_t shapes[2][3] = {{32768, 2048, 8192}, {8192, 4096, 4096}};
