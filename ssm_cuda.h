@@ -2559,7 +2559,7 @@ __global__ void ssm__bl_compact_kernel(const int *tab, int L, int E, int64_t lst
    in[n, e*B + j] * Wt(slot(grp, e, m))[j, i] (+ bias), Wt = W^T (TRANS = 0, forward) or W
    (TRANS = 1, dx). NW warps x 32 tokens; NST-deep cp.async ring. VEC: 16-byte aligned rows of
    in and values (cp.async); else element loads (any strides). */
-#define SSM__BL_WIN 128 /* list entries per shared-memory window (two windows, refilled in turn) */
+#define SSM__BL_WIN 64 /* list entries per shared-memory window (two windows, refilled in turn) */
 template <int BF, int B, int NW, int NST, int EPS, int TRANS, int VEC>
 __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, int K, int nout, ssm__bl_mat in,
                                                              ssm__bl_vals w, const int *tab, const int *list,
@@ -2570,7 +2570,10 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
     typedef unsigned short h16;
     extern __shared__ __align__(16) unsigned char ssm__bl_smem[];
     h16 *ring = (h16 *)ssm__bl_smem;
-    int *went = (int *)(ring + NST * ST), *wslot = went + 2 * WIN; /* [2][WIN], [2][WIN][G] */
+    /* windows: tile offsets [2][WIN][G] (element offset of the member's tile in values, -1:
+       inactive) and input blocks [2][WIN] */
+    long long *woff = (long long *)(ring + NST * ST);
+    int *went = (int *)(woff + 2 * WIN * G);
     const int grp = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t tok0 = (int64_t)blockIdx.x * BM;
     const int cnt = count[grp], nst = (cnt + EPS - 1) / EPS;
@@ -2586,17 +2589,19 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[g][n][m][q] = 0.f;
 
-    /* the list and slots of entries [b*WIN, (b+1)*WIN) into window b % 2: the ring's address
-       math then reads shared memory only (a global round trip per entry stalled every stage) */
+    /* entries [b*WIN, (b+1)*WIN) of the list, with their members' tile offsets, into window
+       b % 2: the ring's address math then reads shared memory only (a global round trip and
+       a division by K per entry and member stalled every stage) */
     auto fill = [&](int b) {
-        int *e = went + (b & 1) * WIN, *s = wslot + (b & 1) * WIN * G;
+        int *e = went + (b & 1) * WIN;
+        long long *o = woff + (b & 1) * WIN * G;
         for (int q = tid; q < WIN; q += NW * 32) {
             const int i = b * WIN + q;
             e[q] = i < cnt ? lst[i] : 0;
         }
         for (int q = tid; q < WIN * G; q += NW * 32) {
-            const int i = b * WIN + q / G;
-            s[q] = i < cnt ? tg[lst[i] * G + q % G] : -1;
+            const int i = b * WIN + q / G, slot = i < cnt ? tg[lst[i] * G + q % G] : -1;
+            o[q] = slot < 0 ? -1ll : (long long)(slot / K) * w.s0 + (long long)(slot % K) * w.s1;
         }
         __syncthreads();
     };
@@ -2618,19 +2623,17 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
                     for (int v = 0; v < 8; ++v)
                         xd[row * LD + ch * 8 + v] = ok ? src[n * in.rs + ((int64_t)e * B + ch * 8 + v) * in.cs] : (h16)0;
             }
+            const long long *of = woff + (wb * WIN + wi) * G;
+            for (int q = tid; q < G * B * CPR; q += NW * 32) { /* all members' chunks, flat */
+                const int g = q / (B * CPR), row = (q / CPR) % B, ch = q % CPR;
+                const long long off = of[g];
+                if (off < 0) continue;
+                const h16 *wp = wv + off;
+                if (VEC)
+                    ssm__cu_dkt_cp<16>(wd + (g * B + row) * LD + ch * 8, wp + row * w.s2 + ch * 8, true);
+                else
 #pragma unroll
-            for (int g = 0; g < G; ++g) {
-                const int slot = wslot[(wb * WIN + wi) * G + g];
-                if (slot < 0) continue;
-                const h16 *wp = wv + (int64_t)(slot / K) * w.s0 + (int64_t)(slot % K) * w.s1;
-                for (int q = tid; q < B * CPR; q += NW * 32) {
-                    const int row = q / CPR, ch = q % CPR;
-                    if (VEC)
-                        ssm__cu_dkt_cp<16>(wd + (g * B + row) * LD + ch * 8, wp + row * w.s2 + ch * 8, true);
-                    else
-#pragma unroll
-                        for (int v = 0; v < 8; ++v) wd[(g * B + row) * LD + ch * 8 + v] = wp[row * w.s2 + (ch * 8 + v) * w.s3];
-                }
+                    for (int v = 0; v < 8; ++v) wd[(g * B + row) * LD + ch * 8 + v] = wp[row * w.s2 + (ch * 8 + v) * w.s3];
             }
         }
     };
@@ -2657,7 +2660,7 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
         for (int u = 0; u < EPS; ++u) {
             const int i = j * EPS + u;
             if (i >= cnt) break;
-            const int *sl = wslot + (((i / WIN) & 1) * WIN + i % WIN) * G;
+            const long long *sl = woff + (((i / WIN) & 1) * WIN + i % WIN) * G;
             const h16 *xd = sb + u * (XT + WT), *wd = xd + XT;
             unsigned a[2][B / 16][4];
 #pragma unroll
@@ -2987,7 +2990,7 @@ static cudaError_t ssm__bl_mm_launch(cudaStream_t st, int64_t N, int L, int K, i
                                      ssm__bl_vals w, const int *tab, const int *list, const int *count,
                                      ssm__bl_mat bias, ssm__bl_mat out, int outv) {
     constexpr int BM = NW * 32, G = SSM__BL_BN / B;
-    const size_t smem = (size_t)NST * EPS * (BM + SSM__BL_BN) * SSM__BL_LD(B) * 2 + (size_t)2 * SSM__BL_WIN * (1 + G) * 4;
+    const size_t smem = (size_t)NST * EPS * (BM + SSM__BL_BN) * SSM__BL_LD(B) * 2 + (size_t)2 * SSM__BL_WIN * (2 * G + 1) * 4;
     cudaError_t e = cudaFuncSetAttribute(ssm__bl_mm_kernel<BF, B, NW, NST, EPS, TRANS, VEC>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
@@ -2997,13 +3000,14 @@ static cudaError_t ssm__bl_mm_launch(cudaStream_t st, int64_t N, int L, int K, i
     return cudaGetLastError();
 }
 
-/* Defaults (H200, dev/cuda/bell.cu): 4 warps x 32 tokens; B = 16: two input blocks a stage
-   (a stage of one 16-wide block is too little work between barriers). */
+/* Defaults (H200, dev/cuda/bell.cu, 2048 -> 8192, N = 32768, bf16, 50%): 4 warps x 32 tokens,
+   one input block a stage; ring depth 2 at B = 16 / 32 (10.1 / 4.4 ms against 15.5 / 5.4 with
+   two blocks a stage or 4 deep), 3 at B = 64 (2.7 ms). */
 template <int BF, int B, int TRANS, int VEC>
 static cudaError_t ssm__bl_mm_go(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
                                  ssm__bl_vals w, const int *tab, const int *list, const int *count, ssm__bl_mat bias,
                                  ssm__bl_mat out, int outv) {
-    constexpr int NST = B == 64 ? 3 : (B == 32 ? 4 : 3), EPS = B == 16 ? 2 : 1;
+    constexpr int NST = B == 64 ? 3 : 2, EPS = 1;
     return ssm__bl_mm_launch<BF, B, 4, NST, EPS, TRANS, VEC>(st, N, L, K, nout, ngroups, in, w, tab, list, count, bias,
                                                               out, outv);
 }
