@@ -1,4 +1,4 @@
-/* ssm_cuda.h - v0.1.0 - CUDA backend of ssm.h (dense linear recurrences, decay scans) - MIT license
+/* ssm_cuda.h - v0.2.0 - CUDA backend of ssm.h (dense linear recurrences, decay scans, block-ELL layers) - MIT license
 
    USAGE
      In exactly one .cu file (compiled by nvcc), after ssm.h's implementation lives somewhere
@@ -20,7 +20,9 @@
 
    WHAT IT DOES
      Every op of ssm.h's linrec / decay families runs on the GPU: f32, f16 and bf16 inputs,
-     f32 accumulation and f32 state. Calls are asynchronous on the context's stream; errors
+     f32 accumulation and f32 state. The block-ELL layer's forward and backward run on the GPU
+     for B = 16, 32, 64 (f16/bf16 on tensor cores, f32 in f32 on CUDA cores; the index ops and
+     the topology ops read col_idx on the host and need a CPU context). Calls are asynchronous on the context's stream; errors
      that can be found before launch (shapes, dtypes, host pointers, wrong device, misaligned
      data) return an error and write nothing. CUDA / cuBLAS failures return SSM_ERROR_BACKEND
      with the native error string in ssm_ctx_last_error().
@@ -53,7 +55,16 @@
                when S >= 2*SMs or T <= 64, cr when S <= SMs/8 (cr 1.34 ms vs chunked 2.7 at
                S1 T8192 n64, CUDA cores), else chunked with chunk ~ sqrt(T).
 
+   BLOCK-ELL (ssm_bell_forward / ssm_bell_backward; the bell section below says how)
+     H200, 50% density, bf16, ratio to cuBLAS dense of the same shape (forward / fwd+bwd):
+     B=64 0.37-0.47x / 0.36-0.45x, B=32 0.26-0.34x / 0.25-0.34x, B=16 0.18-0.22x / 0.17-0.23x;
+     to cuSPARSE Blocked-ELL (forward): 0.64-0.83x at B=64, 0.45-0.58x at B=32, 0.82-0.95x at
+     B=16 (bench/results/cuda_bell.jsonl). mma.sync at 8 warps per SM (acc 128 floats a
+     thread): L2-to-SM traffic (x once per group of 128 outputs, W once per 128 tokens) and
+     low occupancy bound it; wgmma tiles of 256 tokens would be the next step.
+
    VERSION HISTORY
+     0.2.0  block-ELL forward and backward (gather-GEMM, SDDMM dvalues), deterministic
      0.1.0  first version: linrec (all methods) and decay scan, forward and backward
 */
 #ifndef SSM_CUDA_H_INCLUDED
