@@ -769,6 +769,14 @@ typedef struct ssm_delta_plan {
     size_t workspace_bytes; /* host scratch the generic algorithm needs (CPU backends)    */
 } ssm_delta_plan;
 
+/* A validated block-ELL call (ssm_bell_forward / ssm_bell_backward) as a backend sees it:
+   N tokens, R block-rows, K slots per row, tile B, C block-columns; which outputs are wanted. */
+typedef struct ssm_bell_plan {
+    ssm_dtype dtype;
+    int64_t N, R, K, B, C;
+    int has_bias, want_dx, want_dvalues, want_dbias;
+} ssm_bell_plan;
+
 struct ssm_backend {
     const char *name;
     int32_t device_type; /* SSM_DEVICE_CPU or SSM_DEVICE_CUDA: where tensors must live */
@@ -845,6 +853,16 @@ struct ssm_backend {
     ssm_delta_method (*delta_pick)(const ssm_ctx *ctx, const ssm_delta_plan *p);
     ssm_result (*delta_workspace)(const ssm_ctx *ctx, const ssm_delta_plan *p, int pass,
                                   size_t *bytes);
+    /* Block-ELL layer on device tensors (col_idx and the transposed index are not read on the
+       host: their contents are the caller's contract there). NULL = the host code (CPU only). */
+    ssm_result (*bell_forward)(ssm_ctx *ctx, const ssm_bell_plan *p, const ssm_tensor *x,
+                               const ssm_tensor *values, const ssm_tensor *col_idx,
+                               const ssm_tensor *bias, ssm_tensor *y);
+    ssm_result (*bell_backward)(ssm_ctx *ctx, const ssm_bell_plan *p, const ssm_tensor *x,
+                                const ssm_tensor *values, const ssm_tensor *col_idx,
+                                const ssm_tensor *t_offsets, const ssm_tensor *t_slots,
+                                const ssm_tensor *dy, ssm_tensor *dx, ssm_tensor *dvalues,
+                                ssm_tensor *dbias);
     void *reserved[16];
 };
 
@@ -2379,7 +2397,9 @@ typedef struct ssm__bell_shape {
     (*(int32_t *)((char *)(t)->data + ((r) * (t)->strides[0] + (k) * (t)->strides[1]) * 4))
 #define SSM__BELL_I1(t, i) (*(int32_t *)((char *)(t)->data + (i) * (t)->strides[0] * 4))
 
-/* The generic code runs host loops: only a CPU backend can run it. */
+/* The generic code runs host loops: only a CPU backend can run it. Device backends run the
+   ops they have slots for (bell_forward, bell_backward); the index and topology ops read
+   col_idx on the host, so they need a CPU context (copy the index to the host). */
 static ssm_result ssm__bell_cpu(ssm_ctx *ctx, const char *op) {
     ssm_op which = strstr(op, "backward") ? SSM_OP_BELL_BACKWARD
                    : strstr(op, "forward") ? SSM_OP_BELL_FORWARD : SSM_OP_BELL_TOPOLOGY;
@@ -2410,7 +2430,6 @@ static ssm_result ssm__bell_check_index(ssm_ctx *ctx, const char *op, const ssm_
    known yet (only B is needed to derive it), the K <= C check waits for the second call. */
 static ssm_result ssm__bell_check_layer(ssm_ctx *ctx, const char *op, const ssm_tensor *values,
                                         const ssm_tensor *col_idx, int64_t C, ssm__bell_shape *s) {
-    SSM__TRY(ssm__bell_cpu(ctx, op));
     SSM__TRY(ssm__check_float_dtype(ctx, op, values));
     SSM__TRY(ssm__check(ctx, op, "values", values, values->dtype, 4, 4, NULL));
     s->R = values->shape[0], s->K = values->shape[1], s->B = values->shape[2], s->C = C;
@@ -2529,6 +2548,7 @@ SSMDEF ssm_result ssm_bell_validate(ssm_ctx *ctx, const ssm_tensor *values, cons
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
     if (!values) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: values is NULL", op);
+    SSM__TRY(ssm__bell_cpu(ctx, op));
     SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, C, &s));
     return ssm__bell_check_index(ctx, op, col_idx, &s);
 }
@@ -2573,6 +2593,7 @@ SSMDEF ssm_result ssm_bell_from_dense(ssm_ctx *ctx, const ssm_tensor *dense, con
     ctx->message[0] = 0;
     if (!dense || !mask || !values || !col_idx)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: dense, mask, values and col_idx are required", op);
+    SSM__TRY(ssm__bell_cpu(ctx, op));
     SSM__TRY(ssm__check(ctx, op, "mask", mask, SSM_I32, 2, 2, NULL));
     SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, mask->shape[1], &s));
     shape[0] = s.R, shape[1] = s.K;
@@ -2616,6 +2637,7 @@ SSMDEF ssm_result ssm_bell_to_dense(ssm_ctx *ctx, const ssm_tensor *values, cons
     ctx->message[0] = 0;
     if (!values || !col_idx || !dense)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: values, col_idx and dense are required", op);
+    SSM__TRY(ssm__bell_cpu(ctx, op));
     SSM__TRY(ssm__check(ctx, op, "dense", dense, values->dtype, 2, 2, NULL));
     SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, -1, &s));
     SSM__TRY(ssm__bell_blocks(ctx, op, "dense", dense->shape[1], s.B, &C));
@@ -2638,6 +2660,13 @@ SSMDEF ssm_result ssm_bell_to_dense(ssm_ctx *ctx, const ssm_tensor *values, cons
     return SSM_OK;
 }
 
+static void ssm__bell_plan_of(ssm_bell_plan *p, ssm_dtype dt, int64_t N, const ssm__bell_shape *s, int bias, int dx,
+                              int dvalues, int dbias) {
+    memset(p, 0, sizeof *p);
+    p->dtype = dt, p->N = N, p->R = s->R, p->K = s->K, p->B = s->B, p->C = s->C;
+    p->has_bias = bias, p->want_dx = dx, p->want_dvalues = dvalues, p->want_dbias = dbias;
+}
+
 /* x [N, C*B] against a layer: fills s and N. */
 static ssm_result ssm__bell_check_x(ssm_ctx *ctx, const char *op, const ssm_tensor *x, const ssm_tensor *values,
                                     const ssm_tensor *col_idx, ssm__bell_shape *s, int64_t *N) {
@@ -2648,6 +2677,11 @@ static ssm_result ssm__bell_check_x(ssm_ctx *ctx, const char *op, const ssm_tens
     SSM__TRY(ssm__bell_blocks(ctx, op, "x", x->shape[1], s->B, &C));
     SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, C, s));
     *N = x->shape[0];
+    if (ctx->backend->device_type != SSM_DEVICE_CPU) { /* device memory: the shape only */
+        int64_t shape[2];
+        shape[0] = s->R, shape[1] = s->K;
+        return ssm__check(ctx, op, "col_idx", col_idx, SSM_I32, 2, 2, shape);
+    }
     return ssm__bell_check_index(ctx, op, col_idx, s);
 }
 
@@ -2662,6 +2696,7 @@ SSMDEF ssm_result ssm_bell_forward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_
     ctx->message[0] = 0;
     if (!x || !values || !col_idx || !y)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: x, values, col_idx and y are required", op);
+    if (!ctx->backend->bell_forward) SSM__TRY(ssm__bell_cpu(ctx, op));
     SSM__TRY(ssm__bell_check_x(ctx, op, x, values, col_idx, &s, &N));
     es = ssm__esize(values->dtype);
     shape[0] = N, shape[1] = s.R * s.B, nb = s.R * s.B;
@@ -2674,6 +2709,12 @@ SSMDEF ssm_result ssm_bell_forward(ssm_ctx *ctx, const ssm_tensor *x, const ssm_
     ssm__arg_set(&args[4], "y", y, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
     if (N == 0) return SSM_OK;
+    if (ctx->backend->bell_forward) {
+        ssm_bell_plan p;
+        ssm__bell_plan_of(&p, values->dtype, N, &s, bias != NULL, 0, 0, 0);
+        SSM__TRY(ssm__supported(ctx, op, SSM_OP_BELL_FORWARD, &p));
+        return ctx->backend->bell_forward(ctx, &p, x, values, col_idx, bias, y);
+    }
     /* y_r = sum_k x_{c(r,k)} W_{r,k}^T: one n x B x B GEMM per active tile and chunk of n
        tokens. Chunking keeps a chunk's x rows in L2 and each y_r block in L1 while its K tiles
        accumulate (unchunked, y streams through memory K times: 7x slower on BLIS at N=8192). */
@@ -2709,6 +2750,7 @@ SSMDEF ssm_result ssm_bell_backward(ssm_ctx *ctx, const ssm_tensor *x, const ssm
     ctx->message[0] = 0;
     if (!x || !values || !col_idx || !dy)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: x, values, col_idx and dy are required", op);
+    if (!ctx->backend->bell_backward) SSM__TRY(ssm__bell_cpu(ctx, op));
     SSM__TRY(ssm__bell_check_x(ctx, op, x, values, col_idx, &s, &N));
     shape[0] = N, shape[1] = s.R * s.B, nb = s.R * s.B;
     SSM__TRY(ssm__check(ctx, op, "dy", dy, values->dtype, 2, 2, shape));
@@ -2717,7 +2759,13 @@ SSMDEF ssm_result ssm_bell_backward(ssm_ctx *ctx, const ssm_tensor *x, const ssm
         SSM__TRY(ssm__check(ctx, op, "dx", dx, values->dtype, 2, 2, shape));
         if (!t_offsets || !t_slots)
             return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: dx needs the transposed index (t_offsets, t_slots)", op);
-        SSM__TRY(ssm__bell_check_tindex(ctx, op, col_idx, t_offsets, t_slots, &s));
+        if (ctx->backend->device_type == SSM_DEVICE_CPU) {
+            SSM__TRY(ssm__bell_check_tindex(ctx, op, col_idx, t_offsets, t_slots, &s));
+        } else { /* device memory: the shapes only */
+            int64_t so = s.C + 1, ss = s.R * s.K;
+            SSM__TRY(ssm__check(ctx, op, "t_offsets", t_offsets, SSM_I32, 1, 1, &so));
+            SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
+        }
     }
     if (dvalues) {
         shape[0] = s.R, shape[1] = s.K, shape[2] = s.B, shape[3] = s.B;
@@ -2734,6 +2782,12 @@ SSMDEF ssm_result ssm_bell_backward(ssm_ctx *ctx, const ssm_tensor *x, const ssm
     ssm__arg_set(&args[7], "dvalues", dvalues, 1);
     ssm__arg_set(&args[8], "dbias", dbias, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
+    if (ctx->backend->bell_backward) {
+        ssm_bell_plan p;
+        ssm__bell_plan_of(&p, values->dtype, N, &s, 0, dx != NULL, dvalues != NULL, dbias != NULL);
+        SSM__TRY(ssm__supported(ctx, op, SSM_OP_BELL_BACKWARD, &p));
+        return ctx->backend->bell_backward(ctx, &p, x, values, col_idx, t_offsets, t_slots, dy, dx, dvalues, dbias);
+    }
     es = ssm__esize(values->dtype);
     /* Both by chunks of tokens (as the forward): dW_{r,k} = sum over chunks of dy_r^T x_c
        (B x B x n, accumulated in chunk order), dx_c = sum over the slots using c, ascending
@@ -3026,6 +3080,7 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
     if (n_opt < 0 || n_opt > MAX_OPT || (n_opt > 0 && !opt_states))
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: n_opt must be in [0, %d] with opt_states set", op, MAX_OPT);
     if (global_step < 0) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: global_step < 0", op);
+    SSM__TRY(ssm__bell_cpu(ctx, op));
     SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, topo->C, &s));
     SSM__TRY(ssm__bell_check_topo(ctx, op, topo, &s));
     SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
@@ -5117,7 +5172,7 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
 /* C++ has no designated initializers before C++20: slots in declaration order. */
 static const ssm_backend ssm__reference_backend = {
     "reference", SSM_DEVICE_CPU, NULL, NULL, NULL, NULL, NULL, NULL, ssm__ref_gemm2,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
 #else
 static const ssm_backend ssm__reference_backend = {
     .name = "reference",

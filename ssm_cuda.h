@@ -1,4 +1,4 @@
-/* ssm_cuda.h - v0.1.0 - CUDA backend of ssm.h (dense linear recurrences, decay scans) - MIT license
+/* ssm_cuda.h - v0.2.0 - CUDA backend of ssm.h (dense linear recurrences, decay scans, block-ELL layers) - MIT license
 
    USAGE
      In exactly one .cu file (compiled by nvcc), after ssm.h's implementation lives somewhere
@@ -20,7 +20,9 @@
 
    WHAT IT DOES
      Every op of ssm.h's linrec / decay families runs on the GPU: f32, f16 and bf16 inputs,
-     f32 accumulation and f32 state. Calls are asynchronous on the context's stream; errors
+     f32 accumulation and f32 state. The block-ELL layer's forward and backward run on the GPU
+     for B = 16, 32, 64 (f16/bf16 on tensor cores, f32 in f32 on CUDA cores; the index ops and
+     the topology ops read col_idx on the host and need a CPU context). Calls are asynchronous on the context's stream; errors
      that can be found before launch (shapes, dtypes, host pointers, wrong device, misaligned
      data) return an error and write nothing. CUDA / cuBLAS failures return SSM_ERROR_BACKEND
      with the native error string in ssm_ctx_last_error().
@@ -69,7 +71,16 @@
                when S >= 2*SMs or T <= 64, cr when S <= SMs/8 (cr 1.34 ms vs chunked 2.7 at
                S1 T8192 n64, CUDA cores), else chunked with chunk ~ sqrt(T).
 
+   BLOCK-ELL (ssm_bell_forward / ssm_bell_backward; the bell section below says how)
+     H200, 50% density, bf16, ratio to cuBLAS dense of the same shape (forward / fwd+bwd):
+     B=64 0.37-0.47x / 0.36-0.45x, B=32 0.26-0.34x / 0.25-0.34x, B=16 0.18-0.22x / 0.17-0.23x;
+     to cuSPARSE Blocked-ELL (forward): 0.64-0.83x at B=64, 0.45-0.58x at B=32, 0.82-0.95x at
+     B=16 (bench/results/cuda_bell.jsonl). mma.sync at 8 warps per SM (acc 128 floats a
+     thread): L2-to-SM traffic (x once per group of 128 outputs, W once per 128 tokens) and
+     low occupancy bound it; wgmma tiles of 256 tokens would be the next step.
+
    VERSION HISTORY
+     0.2.0  block-ELL forward and backward (gather-GEMM, SDDMM dvalues), deterministic
      0.1.0  first version: linrec (all methods) and decay scan, forward and backward
 */
 #ifndef SSM_CUDA_H_INCLUDED
@@ -313,7 +324,7 @@ static int ssm__cu_dt(ssm_dtype t) { return t.bits == 32 ? 0 : (t.code == SSM_DT
 static int ssm__cu_supports(const ssm_ctx *ctx, ssm_op op, const void *plan) {
     (void)ctx, (void)plan;
     return op == SSM_OP_LINREC_FORWARD || op == SSM_OP_LINREC_BACKWARD || op == SSM_OP_DECAY_FORWARD ||
-           op == SSM_OP_DECAY_BACKWARD;
+           op == SSM_OP_DECAY_BACKWARD || op == SSM_OP_BELL_FORWARD || op == SSM_OP_BELL_BACKWARD;
 }
 
 /* The check_tensor slot: device id, element alignment, and device (or managed) memory. */
@@ -2082,6 +2093,813 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_plan *d, 
     return SSM_OK;
 }
 
+/* ---- block-ELL sparse layer ------------------------------------------------------------------
+   y = x W^T + bias with W in block-ELL (values [R,K,B,B], col_idx [R,K]); B = 16, 32 or 64.
+   Forward and dx are one gather-GEMM kernel: a CTA owns BM tokens and a group of G = 128/B
+   output blocks (128 output features), walks the sorted list of input blocks any of its G
+   blocks uses, and per input block stages the x tile once (cp.async) and the (up to G) active
+   weight tiles, then multiplies only the active ones. Loading x once per group instead of once
+   per output block makes x traffic that of a dense GEMM with 128-wide tiles, whatever B is.
+   dx is the same kernel over the transposed index (input = dy, output blocks = columns c, the
+   tiles used untransposed): the sum over the slots of a column runs in ascending r, a fixed
+   order, with no atomics. dvalues is a sampled dense-dense product: a CTA owns a 128 x 128
+   region of W (G x G blocks), streams 32-token slabs of dy and x through shared memory and
+   computes only the active blocks (warps take the region's active 32 x 32 units round robin);
+   token splits (to fill the GPU) add partials in a fixed order. dbias: column sums
+   by token splits, added in a fixed order. 16-bit inputs use mma.sync m16n8k16 with f32
+   accumulation; f32 runs on CUDA cores in f32 (exact f32 products, f32 sums).
+   The index tables (per group: slot of each (input block, member) pair, and the compacted
+   list of input blocks) are built on the device in the workspace by three small kernels per
+   call, so col_idx and the transposed index are never read on the host. Out-of-range
+   entries are skipped (no memory fault), but their contents are not validated on the GPU. */
+
+#define SSM__BL_BN 128 /* output features per CTA (G blocks of B) */
+#define SSM__BL_LD(B) ((B) + 8) /* padded smem row (halfs): conflict-free ldmatrix */
+
+typedef struct ssm__bl_mat { /* a 2-D operand: element (n, f) at p[n*rs + f*cs] */
+    const void *p;
+    int64_t rs, cs;
+} ssm__bl_mat;
+typedef struct ssm__bl_vals { /* values / dvalues [R,K,B,B] */
+    const void *p;
+    int64_t s0, s1, s2, s3;
+} ssm__bl_vals;
+
+/* tab[(grp*L + e)*G + m] = slot (r*K + k) of member m of group grp with input block e. */
+__global__ void ssm__bl_fwd_table_kernel(const int *ci, int64_t cs0, int64_t cs1, int R, int K, int C, int G, int *tab) {
+    int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= (int64_t)R * K) return;
+    int r = (int)(s / K), k = (int)(s % K), c = ci[r * cs0 + k * cs1];
+    if (c >= 0 && c < C) tab[((int64_t)(r / G) * C + c) * G + r % G] = (int)s;
+}
+/* dx groups: columns c (members), inputs r, from the transposed index. */
+__global__ void ssm__bl_dx_table_kernel(const int *toff, int64_t os, const int *tsl, int64_t ss, int R, int K, int C,
+                                        int G, int *tab) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    int lo = max(toff[c * os], 0), hi = min(toff[(c + 1) * os], R * K);
+    for (int i = lo; i < hi; ++i) {
+        int slot = tsl[i * ss];
+        if (slot >= 0 && slot < R * K) tab[((int64_t)(c / G) * R + slot / K) * G + c % G] = slot;
+    }
+}
+/* dvalues regions (G x G blocks) cut into 16 units of 32 x 32: utab[(region*16 + unit)*4 + q] =
+   slot of the unit's block q (B = 16: 2 x 2 blocks, q = (g%2)*2 + h%2; B >= 32: q = 0). */
+__global__ void ssm__bl_dw_table_kernel(const int *ci, int64_t cs0, int64_t cs1, int R, int K, int C, int B, int ncg,
+                                        int *tab) {
+    const int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int G = SSM__BL_BN / B;
+    if (s >= (int64_t)R * K) return;
+    const int r = (int)(s / K), k = (int)(s % K), c = ci[r * cs0 + k * cs1];
+    if (c < 0 || c >= C) return;
+    const int64_t base = ((int64_t)(r / G) * ncg + c / G) * 16;
+    const int g = r % G, h = c % G;
+    if (B == 16) {
+        tab[(base + (g / 2) * 4 + h / 2) * 4 + (g % 2) * 2 + h % 2] = (int)s;
+    } else {
+        const int per = B / 32; /* units per block side */
+        for (int a = 0; a < per; ++a)
+            for (int b = 0; b < per; ++b) tab[(base + (g * per + a) * 4 + h * per + b) * 4] = (int)s;
+    }
+}
+/* One warp per group: the items (L of them, E table entries each) with an active entry, in
+   ascending order: list[j] = item. */
+__global__ void ssm__bl_compact_kernel(const int *tab, int L, int E, int64_t lstride, int *list, int *count) {
+    const int grp = blockIdx.x, lane = threadIdx.x;
+    const int *t = tab + (int64_t)grp * L * E;
+    int *out = list + (int64_t)grp * lstride, base = 0;
+    for (int j0 = 0; j0 < L; j0 += 32) {
+        const int j = j0 + lane;
+        int slot = -1;
+        if (j < L)
+            for (int e = 0; e < E; ++e) slot = max(slot, t[(int64_t)j * E + e]);
+        const int n = slot >= 0 ? 1 : 0;
+        int pre = n;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, pre, o);
+            if (lane >= o) pre += v;
+        }
+        if (slot >= 0) out[base + pre - 1] = j;
+        base += __shfl_sync(0xffffffffu, pre, 31);
+    }
+    if (lane == 0) count[grp] = base;
+}
+
+/* Gather-GEMM on tensor cores. out[n, (grp*G+m)*B + i] = sum over listed e of
+   in[n, e*B + j] * Wt(slot(grp, e, m))[j, i] (+ bias), Wt = W^T (TRANS = 0, forward) or W
+   (TRANS = 1, dx). NW warps x 32 tokens; NST-deep cp.async ring. VEC: 16-byte aligned rows of
+   in and values (cp.async); else element loads (any strides). */
+#define SSM__BL_WIN 64 /* list entries per shared-memory window (two windows, refilled in turn) */
+template <int BF, int B, int NW, int NST, int EPS, int TRANS, int VEC>
+__global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, int K, int nout, ssm__bl_mat in,
+                                                             ssm__bl_vals w, const int *tab, const int *list,
+                                                             const int *count, ssm__bl_mat bias, ssm__bl_mat out,
+                                                             int outv) {
+    constexpr int G = SSM__BL_BN / B, BM = NW * 32, LD = SSM__BL_LD(B), CPR = B / 8, WIN = SSM__BL_WIN;
+    constexpr int XT = BM * LD, WT = G * B * LD, ST = EPS * (XT + WT); /* halfs per x tile, per W group, per stage */
+    typedef unsigned short h16;
+    extern __shared__ __align__(16) unsigned char ssm__bl_smem[];
+    h16 *ring = (h16 *)ssm__bl_smem;
+    /* windows: tile offsets [2][WIN][G] (element offset of the member's tile in values, -1:
+       inactive) and input blocks [2][WIN] */
+    long long *woff = (long long *)(ring + NST * ST);
+    int *went = (int *)(woff + 2 * WIN * G);
+    const int grp = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t tok0 = (int64_t)blockIdx.x * BM;
+    const int cnt = count[grp], nst = (cnt + EPS - 1) / EPS;
+    const int *lst = list + (int64_t)grp * L, *tg = tab + (int64_t)grp * L * G;
+    const h16 *src = (const h16 *)in.p, *wv = (const h16 *)w.p;
+    float acc[G][B / 8][2][4];
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int n = 0; n < B / 8; ++n)
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[g][n][m][q] = 0.f;
+
+    /* entries [b*WIN, (b+1)*WIN) of the list, with their members' tile offsets, into window
+       b % 2: the ring's address math then reads shared memory only (a global round trip and
+       a division by K per entry and member stalled every stage) */
+    auto fill = [&](int b) {
+        int *e = went + (b & 1) * WIN;
+        long long *o = woff + (b & 1) * WIN * G;
+        for (int q = tid; q < WIN; q += NW * 32) {
+            const int i = b * WIN + q;
+            e[q] = i < cnt ? lst[i] : 0;
+        }
+        for (int q = tid; q < WIN * G; q += NW * 32) {
+            const int i = b * WIN + q / G, slot = i < cnt ? tg[lst[i] * G + q % G] : -1;
+            o[q] = slot < 0 ? -1ll : (long long)(slot / K) * w.s0 + (long long)(slot % K) * w.s1;
+        }
+        __syncthreads();
+    };
+    auto load = [&](int j, int st) {
+#pragma unroll
+        for (int u = 0; u < EPS; ++u) {
+            const int i = j * EPS + u;
+            if (i >= cnt) break;
+            const int wb = (i / WIN) & 1, wi = i % WIN, e = went[wb * WIN + wi];
+            h16 *xd = ring + st * ST + u * (XT + WT), *wd = xd + XT;
+            for (int q = tid; q < BM * CPR; q += NW * 32) {
+                const int row = q / CPR, ch = q % CPR;
+                const int64_t n = tok0 + row;
+                const bool ok = n < N;
+                if (VEC)
+                    ssm__cu_dkt_cp<16>(xd + row * LD + ch * 8, src + (ok ? n : 0) * in.rs + (int64_t)e * B + ch * 8, ok);
+                else
+#pragma unroll
+                    for (int v = 0; v < 8; ++v)
+                        xd[row * LD + ch * 8 + v] = ok ? src[n * in.rs + ((int64_t)e * B + ch * 8 + v) * in.cs] : (h16)0;
+            }
+            const long long *of = woff + (wb * WIN + wi) * G;
+            for (int q = tid; q < G * B * CPR; q += NW * 32) { /* all members' chunks, flat */
+                const int g = q / (B * CPR), row = (q / CPR) % B, ch = q % CPR;
+                const long long off = of[g];
+                if (off < 0) continue;
+                const h16 *wp = wv + off;
+                if (VEC)
+                    ssm__cu_dkt_cp<16>(wd + (g * B + row) * LD + ch * 8, wp + row * w.s2 + ch * 8, true);
+                else
+#pragma unroll
+                    for (int v = 0; v < 8; ++v) wd[(g * B + row) * LD + ch * 8 + v] = wp[row * w.s2 + (ch * 8 + v) * w.s3];
+            }
+        }
+    };
+
+    if (cnt > 0) fill(0);
+#pragma unroll
+    for (int j = 0; j < NST - 1; ++j) {
+        if (j < nst) load(j, j);
+        ssm__cu_dkt_commit();
+    }
+    for (int j = 0; j < nst; ++j) {
+        ssm__cu_dkt_wait<NST - 2>();
+        __syncthreads();
+        {
+            const int jn = j + NST - 1;
+            if (jn < nst) {
+                if ((jn * EPS) % WIN < EPS && jn * EPS >= WIN) fill(jn * EPS / WIN); /* first stage of a window */
+                load(jn, jn % NST);
+            }
+            ssm__cu_dkt_commit();
+        }
+        const h16 *sb = ring + (j % NST) * ST;
+#pragma unroll
+        for (int u = 0; u < EPS; ++u) {
+            const int i = j * EPS + u;
+            if (i >= cnt) break;
+            const long long *sl = woff + (((i / WIN) & 1) * WIN + i % WIN) * G;
+            const h16 *xd = sb + u * (XT + WT), *wd = xd + XT;
+            unsigned a[2][B / 16][4];
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+                for (int kk = 0; kk < B / 16; ++kk)
+                    ssm__tc_ldm4(a[m][kk], xd + (warp * 32 + m * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                if (sl[g] < 0) continue;
+#pragma unroll
+                for (int np = 0; np < B / 16; ++np)
+#pragma unroll
+                    for (int kk = 0; kk < B / 16; ++kk) {
+                        unsigned b[4];
+                        if (!TRANS)
+                            ssm__tc_ldm4(b, wd + (g * B + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
+                                                (((lane >> 3) & 1) << 3));
+                        else
+                            ssm__tc_ldm4t(b, wd + (g * B + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + np * 16 +
+                                                 ((lane >> 4) << 3));
+#pragma unroll
+                        for (int m = 0; m < 2; ++m) {
+                            ssm__tc_mma<BF>(acc[g][2 * np][m], a[m][kk], b[0], b[1]);
+                            ssm__tc_mma<BF>(acc[g][2 * np + 1][m], a[m][kk], b[2], b[3]);
+                        }
+                    }
+            }
+        }
+    }
+    ssm__cu_dkt_wait<0>();
+    /* epilogue: (+ bias), round, store; outv: unit column stride and 4-byte aligned pairs */
+    h16 *dst = (h16 *)out.p;
+    const h16 *bp = (const h16 *)bias.p;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        const int ob = grp * G + g;
+        if (ob >= nout) continue;
+#pragma unroll
+        for (int nt = 0; nt < B / 8; ++nt) {
+            const int64_t col = (int64_t)ob * B + nt * 8 + 2 * (lane & 3);
+            float b0 = 0.f, b1 = 0.f;
+            if (bp) {
+                unsigned short u0 = bp[col * bias.cs], u1 = bp[(col + 1) * bias.cs];
+                float2 f = ssm__tc_f2<BF>((unsigned)u0 | ((unsigned)u1 << 16));
+                b0 = f.x, b1 = f.y;
+            }
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int64_t n = tok0 + warp * 32 + m * 16 + (lane >> 2) + h * 8;
+                    if (n >= N) continue;
+                    unsigned v = ssm__tc_pack<BF>(acc[g][nt][m][2 * h] + b0, acc[g][nt][m][2 * h + 1] + b1);
+                    if (outv) {
+                        *(unsigned *)(dst + n * out.rs + col) = v;
+                    } else {
+                        dst[n * out.rs + col * out.cs] = (h16)(v & 0xffffu);
+                        dst[n * out.rs + (col + 1) * out.cs] = (h16)(v >> 16);
+                    }
+                }
+        }
+    }
+}
+
+/* The same gather-GEMM in f32 on CUDA cores: 32 tokens x 128 features per CTA, 4 x 4 per thread. */
+template <int B, int TRANS>
+__global__ void __launch_bounds__(256) ssm__bl_mm32_kernel(int64_t N, int L, int K, int nout, ssm__bl_mat in,
+                                                           ssm__bl_vals w, const int *tab, const int *list,
+                                                           const int *count, ssm__bl_mat bias, ssm__bl_mat out) {
+    constexpr int G = SSM__BL_BN / B, BM = 32, LW = B + 1;
+    __shared__ float xs[BM][B];
+    __shared__ float wsm[G][B][LW];
+    const int grp = blockIdx.y, tid = threadIdx.x, tx = tid & 31, ty = tid >> 5;
+    const int64_t tok0 = (int64_t)blockIdx.x * BM;
+    const int cnt = count[grp], g = (tx * 4) / B, i0 = (tx * 4) % B;
+    const int *lst = list + (int64_t)grp * L, *tg = tab + (int64_t)grp * L * G;
+    const float *src = (const float *)in.p, *wv = (const float *)w.p;
+    float acc[4][4] = {};
+    for (int j = 0; j < cnt; ++j) {
+        const int e = lst[j];
+        __syncthreads();
+        for (int q = tid; q < BM * B; q += 256) {
+            int row = q / B, col = q % B;
+            int64_t n = tok0 + row;
+            xs[row][col] = n < N ? src[n * in.rs + ((int64_t)e * B + col) * in.cs] : 0.f;
+        }
+        for (int m = 0; m < G; ++m) {
+            const int slot = tg[e * G + m];
+            if (slot < 0) continue;
+            const float *wp = wv + (int64_t)(slot / K) * w.s0 + (int64_t)(slot % K) * w.s1;
+            for (int q = tid; q < B * B; q += 256) {
+                int row = q / B, col = q % B;
+                wsm[m][row][col] = wp[row * w.s2 + col * w.s3];
+            }
+        }
+        __syncthreads();
+        if (tg[e * G + g] < 0) continue;
+        for (int jj = 0; jj < B; ++jj) {
+            float wr[4], xr[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) wr[q] = TRANS ? wsm[g][jj][i0 + q] : wsm[g][i0 + q][jj];
+#pragma unroll
+            for (int t = 0; t < 4; ++t) xr[t] = xs[ty * 4 + t][jj];
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[t][q] = fmaf(xr[t], wr[q], acc[t][q]);
+        }
+    }
+    const int ob = grp * G + g;
+    if (ob >= nout) return;
+    float *dst = (float *)out.p;
+    const float *bp = (const float *)bias.p;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+        const int64_t n = tok0 + ty * 4 + t;
+        if (n >= N) continue;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int64_t col = (int64_t)ob * B + i0 + q;
+            dst[n * out.rs + col * out.cs] = acc[t][q] + (bp ? bp[col * bias.cs] : 0.f);
+        }
+    }
+}
+
+/* dvalues on tensor cores: region blockIdx.x (128 x 128 features of W: G x G blocks), tokens of
+   split blockIdx.y. The region is cut into 16 units of 32 x 32; a unit holds 2 x 2 blocks of
+   16, one block of 32 or a quarter of a block of 64, and its table row lists the slots of its
+   (up to 4) blocks, -1 when inactive. The region's active units go round robin to the 8 warps
+   (at most 2 each); per 16-token step a unit costs 4 ldmatrix and up to 8 mma. */
+#define SSM__BL_DW_BK 64 /* tokens a stage: 3 x 2 x 17 KiB */
+#define SSM__BL_DW_NST 3
+#define SSM__BL_DW_LD (SSM__BL_BN + 8)
+template <int BF, int B, int VEC>
+__global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps, int R, int C, int K, int ncg,
+                                                         ssm__bl_mat dy, ssm__bl_mat x, const int *utab,
+                                                         const int *ulist, const int *ucount, ssm__bl_vals dw,
+                                                         float *part, int64_t nslots) {
+    constexpr int BK = SSM__BL_DW_BK, NST = SSM__BL_DW_NST, LD = SSM__BL_DW_LD;
+    typedef unsigned short h16;
+    extern __shared__ __align__(16) unsigned char ssm__bl_smem[];
+    h16 *ds = (h16 *)ssm__bl_smem, *xs = ds + NST * BK * LD;
+    const int region = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int rg = region / ncg, cg = region % ncg, cnt = ucount[region];
+    if (cnt == 0) return;
+    const int64_t n_lo = (int64_t)blockIdx.y * tps, n_hi = min(N, n_lo + tps);
+    const h16 *dyp = (const h16 *)dy.p, *xp = (const h16 *)x.p;
+    const int64_t dyw = (int64_t)R * B, xw = (int64_t)C * B;
+    int unit[2], slot[2][4];
+    float acc[2][2][4][4]; /* unit, 16-row half, 8-column tile, fragment */
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+        unit[u] = warp + 8 * u < cnt ? ulist[region * 16 + warp + 8 * u] : -1;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) slot[u][q] = unit[u] >= 0 ? utab[((int64_t)region * 16 + unit[u]) * 4 + q] : -1;
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+            for (int b = 0; b < 4; ++b)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[u][a][b][q] = 0.f;
+    }
+    auto load = [&](int64_t t0, int st) {
+        h16 *dd = ds + st * BK * LD, *xd = xs + st * BK * LD;
+        for (int q = tid; q < 2 * BK * 16; q += 256) {
+            const int which = q / (BK * 16), row = (q / 16) % BK, ch = q % 16;
+            const int64_t n = t0 + row, f = (int64_t)(which ? cg : rg) * SSM__BL_BN + ch * 8;
+            const ssm__bl_mat &m = which ? x : dy;
+            const h16 *p = which ? xp : dyp;
+            h16 *d = (which ? xd : dd) + row * LD + ch * 8;
+            const bool ok = n < n_hi && f < (which ? xw : dyw);
+            if (VEC)
+                ssm__cu_dkt_cp<16>(d, p + (ok ? n * m.rs + f : 0), ok);
+            else
+#pragma unroll
+                for (int u = 0; u < 8; ++u) d[u] = ok ? p[n * m.rs + (f + u) * m.cs] : (h16)0;
+        }
+    };
+    const int steps = (int)((n_hi - n_lo + BK - 1) / BK);
+#pragma unroll
+    for (int j = 0; j < NST - 1; ++j) {
+        if (j < steps) load(n_lo + (int64_t)j * BK, j);
+        ssm__cu_dkt_commit();
+    }
+    for (int j = 0; j < steps; ++j) {
+        ssm__cu_dkt_wait<NST - 2>();
+        __syncthreads();
+        {
+            const int jn = j + NST - 1;
+            if (jn < steps) load(n_lo + (int64_t)jn * BK, jn % NST);
+            ssm__cu_dkt_commit();
+        }
+        const h16 *dd = ds + (j % NST) * BK * LD, *xd = xs + (j % NST) * BK * LD;
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            if (unit[u] < 0) continue;
+            const int i0 = (unit[u] >> 2) * 32, j0 = (unit[u] & 3) * 32;
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) {
+                unsigned a[2][4], b[2][4];
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi)
+                    ssm__tc_ldm4t(a[mi], dd + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + i0 + mi * 16 +
+                                             (((lane >> 3) & 1) << 3));
+#pragma unroll
+                for (int nj = 0; nj < 2; ++nj)
+                    ssm__tc_ldm4t(b[nj], xd + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + j0 + nj * 16 +
+                                             ((lane >> 4) << 3));
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                    for (int nj = 0; nj < 2; ++nj) {
+                        if (B == 16 && slot[u][mi * 2 + nj] < 0) continue; /* inactive 16-block */
+                        ssm__tc_mma<BF>(acc[u][mi][2 * nj], a[mi], b[nj][0], b[nj][1]);
+                        ssm__tc_mma<BF>(acc[u][mi][2 * nj + 1], a[mi], b[nj][2], b[nj][3]);
+                    }
+            }
+        }
+    }
+    ssm__cu_dkt_wait<0>();
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+        if (unit[u] < 0) continue;
+        const int i0 = (unit[u] >> 2) * 32, j0 = (unit[u] & 3) * 32;
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                const int s = B == 16 ? slot[u][mi * 2 + nt / 2] : slot[u][0];
+                if (s < 0) continue;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int i = (i0 + mi * 16 + (lane >> 2) + h * 8) % B, jc = (j0 + nt * 8 + 2 * (lane & 3)) % B;
+                    const float v0 = acc[u][mi][nt][2 * h], v1 = acc[u][mi][nt][2 * h + 1];
+                    if (part) {
+                        *(float2 *)(part + ((int64_t)blockIdx.y * nslots + s) * B * B + i * B + jc) = make_float2(v0, v1);
+                    } else {
+                        h16 *d = (h16 *)dw.p + (int64_t)(s / K) * dw.s0 + (int64_t)(s % K) * dw.s1 + i * dw.s2;
+                        const unsigned pv = ssm__tc_pack<BF>(v0, v1);
+                        d[jc * dw.s3] = (h16)(pv & 0xffffu);
+                        d[(jc + 1) * dw.s3] = (h16)(pv >> 16);
+                    }
+                }
+            }
+    }
+}
+
+/* dvalues in f32 on CUDA cores: one CTA per (slot, token split), B*B/256 outputs a thread. */
+template <int B>
+__global__ void __launch_bounds__(256) ssm__bl_dw32_kernel(int64_t N, int64_t tps, int K, const int *ci, int64_t cs0,
+                                                           int64_t cs1, int C, ssm__bl_mat dy, ssm__bl_mat x,
+                                                           ssm__bl_vals dw, float *part, int64_t nslots) {
+    constexpr int BK = 32, PT = B * B / 256 > 0 ? B * B / 256 : 1;
+    __shared__ float dys[BK][B], xsm[BK][B + 1];
+    const int slot = blockIdx.x, tid = threadIdx.x, r = slot / K, k = slot % K;
+    const int c = ci[r * cs0 + k * cs1];
+    const int64_t n_lo = (int64_t)blockIdx.y * tps, n_hi = min(N, n_lo + tps);
+    const float *dyp = (const float *)dy.p, *xp = (const float *)x.p;
+    float acc[PT] = {};
+    if (c < 0 || c >= C) return;
+    for (int64_t t0 = n_lo; t0 < n_hi; t0 += BK) {
+        __syncthreads();
+        for (int q = tid; q < BK * B; q += 256) {
+            const int row = q / B, col = q % B;
+            const int64_t n = t0 + row;
+            dys[row][col] = n < n_hi ? dyp[n * dy.rs + ((int64_t)r * B + col) * dy.cs] : 0.f;
+            xsm[row][col] = n < n_hi ? xp[n * x.rs + ((int64_t)c * B + col) * x.cs] : 0.f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int p = 0; p < PT; ++p) {
+            const int e = tid + 256 * p;
+            if (e >= B * B) break;
+            const int i = e / B, j = e % B;
+            float s = acc[p];
+            for (int t = 0; t < BK; ++t) s = fmaf(dys[t][i], xsm[t][j], s);
+            acc[p] = s;
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < PT; ++p) {
+        const int e = tid + 256 * p;
+        if (e >= B * B) break;
+        if (part) part[((int64_t)blockIdx.y * nslots + slot) * B * B + e] = acc[p];
+        else ((float *)dw.p)[r * dw.s0 + k * dw.s1 + (e / B) * dw.s2 + (e % B) * dw.s3] = acc[p];
+    }
+}
+
+/* dvalues[slot] = sum over splits s = 0..S-1 in order of part[s][slot]. */
+__global__ void ssm__bl_dw_reduce_kernel(int64_t nslots, int B, int K, int S, const float *part, ssm__bl_vals dw, int dt) {
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, per = (int64_t)B * B;
+    if (e >= nslots * per) return;
+    float s = 0.f;
+    for (int q = 0; q < S; ++q) s += part[q * nslots * per + e];
+    const int64_t slot = e / per, i = (e % per) / B, j = e % B;
+    ssm__cu_stv((void *)dw.p, dt, (slot / K) * dw.s0 + (slot % K) * dw.s1 + i * dw.s2 + j * dw.s3, s);
+}
+
+/* dbias: column sums of dy over token splits (64 columns x 4 lanes a CTA, fixed order). */
+__global__ void __launch_bounds__(256) ssm__bl_dbias_kernel(int64_t N, int64_t tps, int64_t width, ssm__bl_mat dy,
+                                                            int dt, float *part) {
+    __shared__ float red[4][64];
+    const int cl = threadIdx.x & 63, lane4 = threadIdx.x >> 6;
+    const int64_t col = (int64_t)blockIdx.x * 64 + cl, n_lo = (int64_t)blockIdx.y * tps, n_hi = min(N, n_lo + tps);
+    float s = 0.f;
+    if (col < width)
+        for (int64_t n = n_lo + lane4; n < n_hi; n += 4) s += ssm__cu_ld(dy.p, dt, n * dy.rs + col * dy.cs);
+    red[lane4][cl] = s;
+    __syncthreads();
+    if (lane4 == 0 && col < width) part[blockIdx.y * width + col] = ((red[0][cl] + red[1][cl]) + red[2][cl]) + red[3][cl];
+}
+__global__ void ssm__bl_dbias_reduce_kernel(int64_t width, int S, const float *part, void *db, int64_t dbs, int dt) {
+    const int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= width) return;
+    float s = 0.f;
+    for (int q = 0; q < S; ++q) s += part[q * width + col];
+    ssm__cu_stv(db, dt, col * dbs, s);
+}
+
+/* ---- block-ELL host side ---- */
+
+static int ssm__bl_nw = 0, ssm__bl_nst = 0; /* dev/cuda/bell.cu overrides; 0 = the defaults below */
+
+template <int BF, int B, int NW, int NST, int EPS, int TRANS, int VEC>
+static cudaError_t ssm__bl_mm_launch(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
+                                     ssm__bl_vals w, const int *tab, const int *list, const int *count,
+                                     ssm__bl_mat bias, ssm__bl_mat out, int outv) {
+    constexpr int BM = NW * 32, G = SSM__BL_BN / B;
+    const size_t smem = (size_t)NST * EPS * (BM + SSM__BL_BN) * SSM__BL_LD(B) * 2 + (size_t)2 * SSM__BL_WIN * (2 * G + 1) * 4;
+    cudaError_t e = cudaFuncSetAttribute(ssm__bl_mm_kernel<BF, B, NW, NST, EPS, TRANS, VEC>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    dim3 grid((unsigned)((N + BM - 1) / BM), (unsigned)ngroups);
+    ssm__bl_mm_kernel<BF, B, NW, NST, EPS, TRANS, VEC><<<grid, NW * 32, smem, st>>>(N, L, K, nout, in, w, tab, list,
+                                                                                   count, bias, out, outv);
+    return cudaGetLastError();
+}
+
+/* Defaults (H200, dev/cuda/bell.cu, 2048 -> 8192, N = 32768, bf16, 50%): 4 warps x 32 tokens,
+   one input block a stage; ring depth 2 at B = 16 / 32 (10.1 / 4.4 ms against 15.5 / 5.4 with
+   two blocks a stage or 4 deep), 3 at B = 64 (2.7 ms). */
+template <int BF, int B, int TRANS, int VEC>
+static cudaError_t ssm__bl_mm_go(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
+                                 ssm__bl_vals w, const int *tab, const int *list, const int *count, ssm__bl_mat bias,
+                                 ssm__bl_mat out, int outv) {
+    constexpr int NST = B == 64 ? 3 : 2, EPS = 1;
+    return ssm__bl_mm_launch<BF, B, 4, NST, EPS, TRANS, VEC>(st, N, L, K, nout, ngroups, in, w, tab, list, count, bias,
+                                                              out, outv);
+}
+
+static ssm__bl_mat ssm__bl_mat_of(const ssm_tensor *t) {
+    ssm__bl_mat m;
+    m.p = t ? t->data : NULL;
+    m.rs = t && t->ndim == 2 ? t->strides[0] : 0;
+    m.cs = t ? t->strides[t->ndim - 1] : 0;
+    return m;
+}
+static ssm__bl_vals ssm__bl_vals_of(const ssm_tensor *t) {
+    ssm__bl_vals v;
+    v.p = t->data, v.s0 = t->strides[0], v.s1 = t->strides[1], v.s2 = t->strides[2], v.s3 = t->strides[3];
+    return v;
+}
+static int ssm__bl_vec_mat(const ssm__bl_mat &m) { return m.cs == 1 && m.rs % 8 == 0 && (uintptr_t)m.p % 16 == 0; }
+static int ssm__bl_vec_vals(const ssm__bl_vals &v) {
+    return v.s3 == 1 && v.s2 % 8 == 0 && v.s1 % 8 == 0 && v.s0 % 8 == 0 && (uintptr_t)v.p % 16 == 0;
+}
+
+/* One gather-GEMM by dtype, B, direction and alignment. */
+static cudaError_t ssm__bl_mm(cudaStream_t st, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout,
+                              int ngroups, ssm__bl_mat in, ssm__bl_vals w, const int *tab, const int *list,
+                              const int *count, ssm__bl_mat bias, ssm__bl_mat out) {
+    const int vec = ssm__bl_vec_mat(in) && ssm__bl_vec_vals(w);
+    const int outv = out.cs == 1 && out.rs % 2 == 0 && (uintptr_t)out.p % 4 == 0;
+    const dim3 g32((unsigned)((N + 31) / 32), (unsigned)ngroups);
+#define SSM__BL_ARGS st, N, L, K, nout, ngroups, in, w, tab, list, count, bias, out, outv
+#define SSM__BL_ARGS32 N, L, K, nout, in, w, tab, list, count, bias, out
+#define SSM__BL_BY_B(BF, TR)                                                                         \
+    if (B == 16) return vec ? ssm__bl_mm_go<BF, 16, TR, 1>(SSM__BL_ARGS) : ssm__bl_mm_go<BF, 16, TR, 0>(SSM__BL_ARGS); \
+    if (B == 32) return vec ? ssm__bl_mm_go<BF, 32, TR, 1>(SSM__BL_ARGS) : ssm__bl_mm_go<BF, 32, TR, 0>(SSM__BL_ARGS); \
+    return vec ? ssm__bl_mm_go<BF, 64, TR, 1>(SSM__BL_ARGS) : ssm__bl_mm_go<BF, 64, TR, 0>(SSM__BL_ARGS);
+    if (dt.bits == 32) {
+        if (B == 16) trans ? ssm__bl_mm32_kernel<16, 1><<<g32, 256, 0, st>>>(SSM__BL_ARGS32)
+                           : ssm__bl_mm32_kernel<16, 0><<<g32, 256, 0, st>>>(SSM__BL_ARGS32);
+        else if (B == 32) trans ? ssm__bl_mm32_kernel<32, 1><<<g32, 256, 0, st>>>(SSM__BL_ARGS32)
+                                : ssm__bl_mm32_kernel<32, 0><<<g32, 256, 0, st>>>(SSM__BL_ARGS32);
+        else trans ? ssm__bl_mm32_kernel<64, 1><<<g32, 256, 0, st>>>(SSM__BL_ARGS32)
+                   : ssm__bl_mm32_kernel<64, 0><<<g32, 256, 0, st>>>(SSM__BL_ARGS32);
+        return cudaGetLastError();
+    }
+    if (dt.code == SSM_DTYPE_BFLOAT) {
+        if (trans) { SSM__BL_BY_B(1, 1) }
+        SSM__BL_BY_B(1, 0)
+    }
+    if (trans) { SSM__BL_BY_B(0, 1) }
+    SSM__BL_BY_B(0, 0)
+#undef SSM__BL_BY_B
+#undef SSM__BL_ARGS32
+#undef SSM__BL_ARGS
+}
+
+/* Workspace carving: 256-byte aligned pieces. */
+static size_t ssm__bl_al(size_t b) { return (b + 255) & ~(size_t)255; }
+
+typedef struct ssm__bl_ws { /* byte sizes of the pieces of one call */
+    size_t tab, list, count, dtab, dlist, dcount, part, bpart;
+    int G, ngr, ngc, S, Sb;
+    int64_t tps, tpsb;
+} ssm__bl_ws;
+
+static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, int backward) {
+    ssm__bl_ws w;
+    const int64_t B = p->B, G = SSM__BL_BN / B, nslots = p->R * p->K, width = p->R * B;
+    memset(&w, 0, sizeof w);
+    w.G = (int)G, w.ngr = (int)((p->R + G - 1) / G), w.ngc = (int)((p->C + G - 1) / G);
+    if (p->N == 0) return w; /* nothing but zero gradients */
+    if (!backward) { /* forward tables: groups of output rows, lists over input columns */
+        w.tab = ssm__bl_al((size_t)w.ngr * p->C * G * 4), w.list = ssm__bl_al((size_t)w.ngr * p->C * 4);
+        w.count = ssm__bl_al((size_t)w.ngr * 4);
+        return w;
+    }
+    if (p->want_dx) { /* groups of input columns, lists over output rows */
+        w.tab = ssm__bl_al((size_t)w.ngc * p->R * G * 4), w.list = ssm__bl_al((size_t)w.ngc * p->R * 4);
+        w.count = ssm__bl_al((size_t)w.ngc * 4);
+    }
+    if (p->want_dvalues) {
+        const int64_t regions = (int64_t)w.ngr * w.ngc, ctas = p->dtype.bits == 32 ? nslots : regions;
+        const int64_t maxs = (p->N + 255) / 256;
+        int64_t S = (2 * s->sms + ctas - 1) / ctas;
+        if (S > 32) S = 32;
+        if (S > maxs) S = maxs;
+        if (S < 1) S = 1;
+        w.tps = ((p->N + S - 1) / S + 31) / 32 * 32;
+        w.S = (int)((p->N + w.tps - 1) / w.tps);
+        if (w.S < 1) w.S = 1;
+        if (p->dtype.bits != 32) {
+            w.dtab = ssm__bl_al((size_t)regions * 16 * 4 * 4), w.dlist = ssm__bl_al((size_t)regions * 16 * 4);
+            w.dcount = ssm__bl_al((size_t)regions * 4);
+        }
+        if (w.S > 1) w.part = ssm__bl_al((size_t)w.S * nslots * B * B * 4);
+    }
+    if (p->want_dbias) {
+        const int64_t cb = (width + 63) / 64, maxs = (p->N + 255) / 256;
+        int64_t S = (2 * s->sms + cb - 1) / cb;
+        if (S > 64) S = 64;
+        if (S > maxs) S = maxs;
+        if (S < 1) S = 1;
+        w.tpsb = (p->N + S - 1) / S;
+        if (w.tpsb < 1) w.tpsb = 1;
+        w.Sb = (int)((p->N + w.tpsb - 1) / w.tpsb);
+        if (w.Sb < 1) w.Sb = 1;
+        w.bpart = ssm__bl_al((size_t)w.Sb * width * 4);
+    }
+    return w;
+}
+static size_t ssm__bl_ws_total(const ssm__bl_ws *w) {
+    return w->tab + w->list + w->count + w->dtab + w->dlist + w->dcount + w->part + w->bpart;
+}
+
+static ssm_result ssm__bl_supported(ssm_ctx *ctx, const char *op, const ssm_bell_plan *p) {
+    if (p->B != 16 && p->B != 32 && p->B != 64)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the CUDA backend has block-ELL kernels for B = 16, 32, 64, got B = %lld",
+                             op, (long long)p->B);
+    if (p->R * p->K >= (1 << 23) || p->R * p->B >= INT32_MAX || p->C * p->B >= INT32_MAX ||
+        (p->R + SSM__BL_BN / p->B - 1) / (SSM__BL_BN / p->B) > 65535 || (p->C + SSM__BL_BN / p->B - 1) / (SSM__BL_BN / p->B) > 65535)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the CUDA backend takes R*K < 2^23 slots and at most %lld block-rows / columns",
+                             op, (long long)65535 * (SSM__BL_BN / p->B));
+    return SSM_OK;
+}
+
+/* Device tables of one direction. dir 0: forward (groups of rows), 1: dx (groups of columns,
+   from the transposed index), 2: dvalues regions. */
+static cudaError_t ssm__bl_tables(cudaStream_t st, const ssm_bell_plan *p, int dir, const ssm_tensor *col_idx,
+                                  const ssm_tensor *toff, const ssm_tensor *tsl, int *tab, size_t tab_bytes, int *list,
+                                  int *count) {
+    const int B = (int)p->B, G = SSM__BL_BN / B, R = (int)p->R, K = (int)p->K, C = (int)p->C;
+    const int ngr = (R + G - 1) / G, ngc = (C + G - 1) / G;
+    const int64_t nslots = (int64_t)R * K;
+    cudaError_t e = cudaMemsetAsync(tab, 0xFF, tab_bytes, st); /* -1: no slot */
+    if (e != cudaSuccess) return e;
+    if (dir == 0) {
+        ssm__bl_fwd_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st>>>(
+            (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, G, tab);
+        ssm__bl_compact_kernel<<<ngr, 32, 0, st>>>(tab, C, G, C, list, count);
+    } else if (dir == 1) {
+        ssm__bl_dx_table_kernel<<<(C + 127) / 128, 128, 0, st>>>((const int *)toff->data, toff->strides[0],
+                                                                  (const int *)tsl->data, tsl->strides[0], R, K, C, G, tab);
+        ssm__bl_compact_kernel<<<ngc, 32, 0, st>>>(tab, R, G, R, list, count);
+    } else {
+        ssm__bl_dw_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st>>>(
+            (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, B, ngc, tab);
+        ssm__bl_compact_kernel<<<(unsigned)ngr * ngc, 32, 0, st>>>(tab, 16, 4, 16, list, count);
+    }
+    return cudaGetLastError();
+}
+
+#define SSM__BL_CU(ctx, what, call)                                                                 \
+    do {                                                                                            \
+        cudaError_t e_ = (call);                                                                    \
+        if (e_ != cudaSuccess)                                                                      \
+            return ssm_ctx_error(ctx, SSM_ERROR_BACKEND, "CUDA: %s failed: %s (%s)", what,          \
+                                 cudaGetErrorString(e_), cudaGetErrorName(e_));                     \
+    } while (0)
+
+static ssm_result ssm__cu_bell_forward(ssm_ctx *ctx, const ssm_bell_plan *p, const ssm_tensor *x,
+                                       const ssm_tensor *values, const ssm_tensor *col_idx, const ssm_tensor *bias,
+                                       ssm_tensor *y) {
+    static const char *op = "ssm_bell_forward";
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    ssm__bl_ws w = ssm__bl_ws_of(st, p, 0);
+    char *ws;
+    int *tab, *list, *count;
+    SSM__TRY(ssm__bl_supported(ctx, op, p));
+    SSM__TRY(ssm_ctx_workspace(ctx, ssm__bl_ws_total(&w), (void **)&ws));
+    tab = (int *)ws, list = (int *)(ws + w.tab), count = (int *)(ws + w.tab + w.list);
+    SSM__BL_CU(ctx, "block-ELL index tables", ssm__bl_tables(st->stream, p, 0, col_idx, NULL, NULL, tab, w.tab, list, count));
+    SSM__BL_CU(ctx, "ssm__bl_mm_kernel (forward)",
+               ssm__bl_mm(st->stream, p->dtype, (int)p->B, 0, p->N, (int)p->C, (int)p->K, (int)p->R, w.ngr,
+                          ssm__bl_mat_of(x), ssm__bl_vals_of(values), tab, list, count, ssm__bl_mat_of(bias),
+                          ssm__bl_mat_of(y)));
+    return SSM_OK;
+}
+
+static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, const ssm_tensor *x,
+                                        const ssm_tensor *values, const ssm_tensor *col_idx, const ssm_tensor *t_offsets,
+                                        const ssm_tensor *t_slots, const ssm_tensor *dy, ssm_tensor *dx,
+                                        ssm_tensor *dvalues, ssm_tensor *dbias) {
+    static const char *op = "ssm_bell_backward";
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    ssm__bl_ws w = ssm__bl_ws_of(st, p, 1);
+    const int B = (int)p->B, R = (int)p->R, K = (int)p->K, C = (int)p->C, dt = ssm__cu_dt(p->dtype);
+    const int64_t nslots = (int64_t)R * K, width = (int64_t)R * B;
+    cudaStream_t s = st->stream;
+    char *ws, *cur;
+    SSM__TRY(ssm__bl_supported(ctx, op, p));
+    if (p->N == 0) { /* zero gradients; dx is empty */
+        if (dvalues)
+            ssm__bl_dw_reduce_kernel<<<(unsigned)((nslots * B * B + 255) / 256), 256, 0, s>>>(nslots, B, K, 0, NULL,
+                                                                                             ssm__bl_vals_of(dvalues), dt);
+        if (dbias)
+            ssm__bl_dbias_reduce_kernel<<<(unsigned)((width + 255) / 256), 256, 0, s>>>(width, 0, NULL, dbias->data,
+                                                                                       dbias->strides[0], dt);
+        SSM__CU_LAUNCHED(ctx, "block-ELL zero gradients");
+        return SSM_OK;
+    }
+    SSM__TRY(ssm_ctx_workspace(ctx, ssm__bl_ws_total(&w), (void **)&ws));
+    cur = ws;
+    if (dx) {
+        int *tab = (int *)cur, *list = (int *)(cur + w.tab), *count = (int *)(cur + w.tab + w.list);
+        ssm__bl_mat none = {NULL, 0, 0};
+        cur += w.tab + w.list + w.count;
+        SSM__BL_CU(ctx, "block-ELL transposed tables", ssm__bl_tables(s, p, 1, col_idx, t_offsets, t_slots, tab, w.tab, list, count));
+        SSM__BL_CU(ctx, "ssm__bl_mm_kernel (dx)",
+                   ssm__bl_mm(s, p->dtype, B, 1, p->N, R, K, C, w.ngc, ssm__bl_mat_of(dy), ssm__bl_vals_of(values), tab,
+                              list, count, none, ssm__bl_mat_of(dx)));
+    }
+    if (dvalues) {
+        ssm__bl_vals dv = ssm__bl_vals_of(dvalues);
+        float *part = w.S > 1 ? (float *)(cur + w.dtab + w.dlist + w.dcount) : NULL;
+        ssm__bl_mat mdy = ssm__bl_mat_of(dy), mx = ssm__bl_mat_of(x);
+        if (p->dtype.bits == 32) {
+            dim3 grid((unsigned)nslots, (unsigned)w.S);
+            const int *ci = (const int *)col_idx->data;
+            if (B == 16) ssm__bl_dw32_kernel<16><<<grid, 256, 0, s>>>(p->N, w.tps, K, ci, col_idx->strides[0], col_idx->strides[1], C, mdy, mx, dv, part, nslots);
+            else if (B == 32) ssm__bl_dw32_kernel<32><<<grid, 256, 0, s>>>(p->N, w.tps, K, ci, col_idx->strides[0], col_idx->strides[1], C, mdy, mx, dv, part, nslots);
+            else ssm__bl_dw32_kernel<64><<<grid, 256, 0, s>>>(p->N, w.tps, K, ci, col_idx->strides[0], col_idx->strides[1], C, mdy, mx, dv, part, nslots);
+            SSM__CU_LAUNCHED(ctx, "ssm__bl_dw32_kernel");
+        } else {
+            int *tab = (int *)cur, *list = (int *)(cur + w.dtab), *count = (int *)(cur + w.dtab + w.dlist);
+            const int vec = ssm__bl_vec_mat(mdy) && ssm__bl_vec_mat(mx), bf = p->dtype.code == SSM_DTYPE_BFLOAT;
+            const size_t smem = (size_t)2 * SSM__BL_DW_NST * SSM__BL_DW_BK * SSM__BL_DW_LD * 2;
+            dim3 grid((unsigned)w.ngr * w.ngc, (unsigned)w.S);
+            SSM__BL_CU(ctx, "block-ELL region tables", ssm__bl_tables(s, p, 2, col_idx, NULL, NULL, tab, w.dtab, list, count));
+#define SSM__BL_DW(BF_, B_, V_)                                                                                       \
+    do {                                                                                                              \
+        SSM__BL_CU(ctx, "cudaFuncSetAttribute", cudaFuncSetAttribute(ssm__bl_dw_kernel<BF_, B_, V_>,                  \
+                                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); \
+        ssm__bl_dw_kernel<BF_, B_, V_><<<grid, 256, smem, s>>>(p->N, w.tps, R, C, K, w.ngc, mdy, mx, tab, list, count, \
+                                                               dv, part, nslots);                                     \
+    } while (0)
+#define SSM__BL_DW_V(BF_, B_) do { if (vec) SSM__BL_DW(BF_, B_, 1); else SSM__BL_DW(BF_, B_, 0); } while (0)
+#define SSM__BL_DW_B(BF_) do { if (B == 16) SSM__BL_DW_V(BF_, 16); else if (B == 32) SSM__BL_DW_V(BF_, 32); else SSM__BL_DW_V(BF_, 64); } while (0)
+            if (bf) SSM__BL_DW_B(1);
+            else SSM__BL_DW_B(0);
+#undef SSM__BL_DW_B
+#undef SSM__BL_DW_V
+#undef SSM__BL_DW
+            SSM__CU_LAUNCHED(ctx, "ssm__bl_dw_kernel");
+        }
+        if (part) {
+            const int64_t total = nslots * B * B;
+            ssm__bl_dw_reduce_kernel<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(nslots, B, K, w.S, part, dv, dt);
+            SSM__CU_LAUNCHED(ctx, "ssm__bl_dw_reduce_kernel");
+        }
+        cur += w.dtab + w.dlist + w.dcount + w.part;
+    }
+    if (dbias) {
+        float *part = (float *)cur;
+        dim3 grid((unsigned)((width + 63) / 64), (unsigned)w.Sb);
+        ssm__bl_dbias_kernel<<<grid, 256, 0, s>>>(p->N, w.tpsb, width, ssm__bl_mat_of(dy), dt, part);
+        ssm__bl_dbias_reduce_kernel<<<(unsigned)((width + 255) / 256), 256, 0, s>>>(width, w.Sb, part, dbias->data,
+                                                                                   dbias->strides[0], dt);
+        SSM__CU_LAUNCHED(ctx, "ssm__bl_dbias_kernel");
+    }
+    return SSM_OK;
+}
+
 /* ---- the backend ----------------------------------------------------------------------------- */
 
 /* Slots in declaration order (C++17 has no designated initializers). */
@@ -2102,11 +2920,13 @@ static const ssm_backend ssm__cuda_backend = {
     /* .linrec_backward = */ NULL,
     /* .decay_forward = */ ssm__cu_decay_forward,
     /* .decay_backward = */ ssm__cu_decay_backward,
-    /* .delta_forward = */ NULL, /* the generic chunked algorithm on cuBLAS */
+    /* .delta_forward = */ NULL, /* none yet: supports declines the delta rule */
     /* .delta_backward = */ NULL,
     /* .delta_step = */ NULL,
     /* .delta_pick = */ NULL,
     /* .delta_workspace = */ NULL,
+    /* .bell_forward = */ ssm__cu_bell_forward,
+    /* .bell_backward = */ ssm__cu_bell_backward,
     /* .reserved = */ {NULL}};
 
 extern "C" SSMDEF const ssm_backend *ssm_cuda_backend(void) { return &ssm__cuda_backend; }
