@@ -1983,7 +1983,7 @@ static ssm_result ssm__bell_check_layer(ssm_ctx *ctx, const char *op, const ssm_
     if (s->R < 1 || s->K < 1 || (C >= 0 && (C < 1 || s->K > C)))
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C (R=%lld K=%lld C=%lld)",
                              op, (long long)s->R, (long long)s->K, (long long)C);
-    if (ssm__mul64(s->R, s->K) > INT32_MAX || C > INT32_MAX) /* slots and columns are i32 */
+    if ((uint64_t)ssm__mul64(s->R, s->K) > INT32_MAX || C > INT32_MAX) /* slots and columns are i32 */
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*K = %lld*%lld and C = %lld must fit in i32", op,
                              (long long)s->R, (long long)s->K, (long long)C);
     if (!col_idx) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: col_idx is NULL", op);
@@ -2430,7 +2430,7 @@ SSMDEF ssm_result ssm_bell_topology_create(ssm_ctx *ctx, const ssm_bell_topology
     SSM__TRY(ssm__bell_check_config(ctx, op, config));
     if (R < 1 || C < 1 || K < 1 || K > C)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C", op);
-    if (ssm__mul64(R, K) > INT32_MAX || C > INT32_MAX) /* the layer's index is i32 */
+    if ((uint64_t)ssm__mul64(R, K) > INT32_MAX || C > INT32_MAX) /* the layer's index is i32 */
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*K and C must fit in i32 (R=%lld K=%lld C=%lld)", op,
                              (long long)R, (long long)K, (long long)C);
     n = ssm__szadd(ssm__szadd(sizeof *t, ssm__szmul(sizeof(double), ssm__mul64(R, K))),
