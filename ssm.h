@@ -499,6 +499,8 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
                                     const ssm_tensor *A_log, const ssm_tensor *pre,
                                     const ssm_tensor *dy, ssm_tensor *dx, ssm_tensor *dW,
                                     ssm_tensor *dbias, ssm_tensor *dA_log);
+/* Scratch bytes of a forward (backward = 0) or backward (1) call. Validates desc, dtype and
+   sizes as the op does (an error leaves the context's message); never a wrapped size. */
 SSMDEF ssm_result ssm_proj_workspace_size(const ssm_ctx *ctx, const ssm_proj_desc *desc,
                                           ssm_dtype dtype, int64_t M, int64_t d, int backward,
                                           size_t *bytes);
@@ -532,6 +534,7 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
                                         const ssm_tensor *rstd, const ssm_tensor *dy,
                                         ssm_tensor *do_, ssm_tensor *dg, ssm_tensor *dweight,
                                         ssm_tensor *dW_o);
+/* Scratch bytes of a forward / backward call (validated as ssm_proj_workspace_size). */
 SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outchain_desc *desc,
                                               ssm_dtype dtype, int64_t M, int64_t D,
                                               int64_t d_out, int backward, size_t *bytes);
