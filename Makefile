@@ -66,11 +66,12 @@ fuzz: $(BUILD)/fuzz_api
 $(BUILD)/fuzz_api: tests/fuzz_api.c $(HEADERS) $(TEST_STAMP) | $(BUILD)
 	$(CC) $(STRICT) $(SAN) $(FUZZ_FLAGS) tests/fuzz_api.c $(LIBS) -o $@
 
-# The same generator driven by libFuzzer's coverage-guided inputs (needs clang), reference
-# backend only: make fuzz-libfuzzer FUZZ_SECONDS=600
+# The same generator driven by libFuzzer's coverage-guided inputs (needs clang; BLIS without
+# OpenMP when present): make fuzz-libfuzzer FUZZ_SECONDS=600
+LF_BLIS := $(if $(filter yes,$(HAVE_BLIS)),-DSSM_FUZZ_BLAS -lblis)
 fuzz-libfuzzer: | $(BUILD)
 	clang -std=c99 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DSSM_FUZZ_LIBFUZZER \
-		-D_POSIX_C_SOURCE=200809L tests/fuzz_api.c -lm -o $(BUILD)/fuzz_libfuzzer
+		tests/fuzz_api.c $(LF_BLIS) -lm -o $(BUILD)/fuzz_libfuzzer
 	@mkdir -p $(BUILD)/fuzz_corpus
 	$(FUZZ_ASAN) $(B)/fuzz_libfuzzer -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 $(BUILD)/fuzz_corpus
 

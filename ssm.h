@@ -509,6 +509,8 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
                                     const ssm_tensor *A_log, const ssm_tensor *pre,
                                     const ssm_tensor *dy, ssm_tensor *dx, ssm_tensor *dW,
                                     ssm_tensor *dbias, ssm_tensor *dA_log);
+/* Scratch bytes of a forward (backward = 0) or backward (1) call. Validates desc, dtype and
+   sizes as the op does (an error leaves the context's message); never a wrapped size. */
 SSMDEF ssm_result ssm_proj_workspace_size(const ssm_ctx *ctx, const ssm_proj_desc *desc,
                                           ssm_dtype dtype, int64_t M, int64_t d, int backward,
                                           size_t *bytes);
@@ -542,6 +544,7 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
                                         const ssm_tensor *rstd, const ssm_tensor *dy,
                                         ssm_tensor *do_, ssm_tensor *dg, ssm_tensor *dweight,
                                         ssm_tensor *dW_o);
+/* Scratch bytes of a forward / backward call (validated as ssm_proj_workspace_size). */
 SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outchain_desc *desc,
                                               ssm_dtype dtype, int64_t M, int64_t D,
                                               int64_t d_out, int backward, size_t *bytes);
@@ -2439,7 +2442,7 @@ static ssm_result ssm__bell_check_layer(ssm_ctx *ctx, const char *op, const ssm_
     if (s->R < 1 || s->K < 1 || (C >= 0 && (C < 1 || s->K > C)))
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C (R=%lld K=%lld C=%lld)",
                              op, (long long)s->R, (long long)s->K, (long long)C);
-    if (ssm__mul64(s->R, s->K) > INT32_MAX || C > INT32_MAX) /* slots and columns are i32 */
+    if ((uint64_t)ssm__mul64(s->R, s->K) > INT32_MAX || C > INT32_MAX) /* slots and columns are i32 */
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*K = %lld*%lld and C = %lld must fit in i32", op,
                              (long long)s->R, (long long)s->K, (long long)C);
     if (!col_idx) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: col_idx is NULL", op);
@@ -2921,7 +2924,7 @@ SSMDEF ssm_result ssm_bell_topology_create(ssm_ctx *ctx, const ssm_bell_topology
     SSM__TRY(ssm__bell_check_config(ctx, op, config));
     if (R < 1 || C < 1 || K < 1 || K > C)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C", op);
-    if (ssm__mul64(R, K) > INT32_MAX || C > INT32_MAX) /* the layer's index is i32 */
+    if ((uint64_t)ssm__mul64(R, K) > INT32_MAX || C > INT32_MAX) /* the layer's index is i32 */
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*K and C must fit in i32 (R=%lld K=%lld C=%lld)", op,
                              (long long)R, (long long)K, (long long)C);
     n = ssm__szadd(ssm__szadd(sizeof *t, ssm__szmul(sizeof(double), ssm__mul64(R, K))),
