@@ -12,7 +12,9 @@ extern "C" {
 #include "cases.h"
 int ssm_test_cpu_main(void);
 }
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <vector>
 
 /* ---- test buffers in device memory (the harness keeps a host shadow) ---- */
 static void *cu_alloc(size_t n) {
@@ -457,7 +459,6 @@ int main(void) {
        table first, then every CUDA suite; the tally below counts both. */
     const char *only = getenv("SSM_TEST_CUDA_ONLY");
     const int decay = !only || !strcmp(only, "decay"), linrec = !only || !strcmp(only, "linrec");
-    const int bell = !only || !strcmp(only, "bell");
     const int bell = !only || !strcmp(only, "bell");
     if (!only) ssm_test_cpu_main();
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
