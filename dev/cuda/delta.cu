@@ -1,0 +1,504 @@
+/* Dev harness for the delta-rule CUDA kernels (llm.c style): kernels in delta_kern.cuh, an f64
+   token-by-token oracle here, correctness checks and timings chosen by argv.
+     ./delta check            every kernel against the oracle (dtypes, sizes, varlen, gates)
+     ./delta bench [shape..]  time forward / forward+backward / decode, JSON rows to stdout
+   Build: nvcc -O3 -arch=sm_90 -std=c++17 dev/cuda/delta.cu -lcublas -o build/dev_delta */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+#include "delta_kern.cuh"
+
+#define CK(x)                                                                                           \
+    do {                                                                                                \
+        cudaError_t e_ = (x);                                                                           \
+        if (e_ != cudaSuccess) {                                                                        \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));         \
+            exit(1);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+static int g_optin = 0, g_sms = 0;
+
+/* ---- host launchers (become ssm_cuda.h's delta launchers) --------------------------------------- */
+static int dl_kp(int K) { return K <= 32 ? 32 : K <= 64 ? 64 : K <= 128 ? 128 : 256; }
+struct dl_sizes {
+    int KP, VP, VB;
+    int64_t nc; /* chunk slots (an upper bound with varlen) */
+    size_t off[8], bytes;
+};
+static size_t al256(size_t x) { return (x + 255) & ~(size_t)255; }
+static dl_sizes dl_sizes_of(const ssm__dl_args &a, size_t esz, int VB, int bwd) {
+    dl_sizes s;
+    const int C = SSM__DL_C;
+    s.KP = dl_kp(a.K), s.VB = VB, s.VP = (a.V + VB - 1) / VB * VB;
+    s.nc = a.cu ? (a.T + C - 1) / C + a.N : (int64_t)a.N * ((a.T + C - 1) / C);
+    int64_t ch = s.nc * a.H;
+    size_t sz[8] = {(size_t)ch * C * s.KP * esz, ch * C * s.KP * esz, ch * C * s.KP * esz, ch * C * s.VP * esz,
+                    ch * C * C * esz,    bwd ? ch * C * C * esz : 0, ch * C * 4, (size_t)(a.N + 1) * 8};
+    s.bytes = 0;
+    for (int i = 0; i < 8; ++i) s.off[i] = s.bytes, s.bytes += al256(sz[i]);
+    return s;
+}
+template <class E> static ssm__dl_ws<E> dl_ws_of(const dl_sizes &s, char *p) {
+    ssm__dl_ws<E> w;
+    w.qp = (E *)(p + s.off[0]), w.kp = (E *)(p + s.off[1]), w.w = (E *)(p + s.off[2]), w.u = (E *)(p + s.off[3]);
+    w.aqk = (E *)(p + s.off[4]), w.tm = (E *)(p + s.off[5]), w.gam = (float *)(p + s.off[6]);
+    w.choff = (int64_t *)(p + s.off[7]), w.KP = s.KP, w.VP = s.VP;
+    return w;
+}
+template <class E, int KP> static int dl_prep(const ssm__dl_args &a, const dl_sizes &s, ssm__dl_ws<E> w, int store_t,
+                                              cudaStream_t st) {
+    size_t sm = ssm__dl_prep_smem<E, KP>(s.VP);
+    if ((int)sm > g_optin) return -1;
+    CK(cudaFuncSetAttribute(ssm__dl_prep_kernel<E, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+    if (a.cu) ssm__dl_choff_kernel<<<1, 1, 0, st>>>(a.cu, a.N, w.choff);
+    ssm__dl_prep_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t);
+    return 0;
+}
+template <class E, int KP, int VB>
+static int dl_fwd(const ssm__dl_args &a, const dl_sizes &s, ssm__dl_ws<E> w, E *vn, E *so, cudaStream_t st) {
+    size_t sm2 = ssm__dl_fwd_smem<E, KP, VB, 2>(), sm1 = ssm__dl_fwd_smem<E, KP, VB, 1>();
+    dim3 grid(a.N, a.H, s.VP / VB);
+    if ((int)sm2 <= g_optin) {
+        CK(cudaFuncSetAttribute(ssm__dl_fwd_kernel<E, KP, VB, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2));
+        ssm__dl_fwd_kernel<E, KP, VB, 2><<<grid, SSM__DL_NT, sm2, st>>>(a, w, vn, so);
+    } else if ((int)sm1 <= g_optin) {
+        CK(cudaFuncSetAttribute(ssm__dl_fwd_kernel<E, KP, VB, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1));
+        ssm__dl_fwd_kernel<E, KP, VB, 1><<<grid, SSM__DL_NT, sm1, st>>>(a, w, vn, so);
+    } else
+        return -1;
+    return 0;
+}
+template <class E, int KP> static int dl_chunked_kp(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
+    ssm__dl_ws<E> w = dl_ws_of<E>(s, ws);
+    if (dl_prep<E, KP>(a, s, w, 0, st)) return -1;
+    return s.VB == 64 ? dl_fwd<E, KP, 64>(a, s, w, NULL, NULL, st) : dl_fwd<E, KP, 32>(a, s, w, NULL, NULL, st);
+}
+template <class E> static int dl_chunked_e(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
+    switch (s.KP) {
+    case 32: return dl_chunked_kp<E, 32>(a, s, ws, st);
+    case 64: return dl_chunked_kp<E, 64>(a, s, ws, st);
+    case 128: return dl_chunked_kp<E, 128>(a, s, ws, st);
+    default: return dl_chunked_kp<E, 256>(a, s, ws, st);
+    }
+}
+static int dl_forward_chunked(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
+    if (a.dt == 2) return dl_chunked_e<__nv_bfloat16>(a, s, ws, st);
+    if (a.dt == 1) return dl_chunked_e<__half>(a, s, ws, st);
+    return dl_chunked_e<float>(a, s, ws, st);
+}
+static int dl_forward_recurrent(const ssm__dl_args &a, cudaStream_t st) {
+    dim3 grid(a.N, a.H, (a.V + 31) / 32);
+    switch ((a.K + 31) / 32) {
+    case 1: ssm__dl_rec_kernel<1><<<grid, 128, 0, st>>>(a); break;
+    case 2: ssm__dl_rec_kernel<2><<<grid, 128, 0, st>>>(a); break;
+    case 3: case 4: ssm__dl_rec_kernel<4><<<grid, 128, 0, st>>>(a); break;
+    default: ssm__dl_rec_kernel<8><<<grid, 128, 0, st>>>(a); break;
+    }
+    return 0;
+}
+/* V block: 64 when that still gives a CTA per multiprocessor, else 32 (more CTAs). */
+static int dl_pick_vb(const ssm__dl_args &a) {
+    int64_t ctas64 = (int64_t)a.N * a.H * ((a.V + 63) / 64);
+    if (a.V <= 32) return 32;
+    return ctas64 >= g_sms ? 64 : 32;
+}
+
+/* ---- f64 oracle: token by token, all states kept for the backward ------------------------------- */
+struct prob {
+    int B, T, H, K, V, N, gated, has_h0;
+    std::vector<int64_t> cu; /* empty: not varlen */
+    std::vector<double> q, k, v, beta, g, h0; /* [B,T,H,*] contiguous, h0 [N,H,K,V] */
+    double scale;
+};
+static void oracle_fwd(const prob &p, std::vector<double> &o, std::vector<double> &hT) {
+    const int H = p.H, K = p.K, V = p.V;
+    o.assign((size_t)p.B * p.T * H * V, 0.0);
+    hT.assign((size_t)p.N * H * K * V, 0.0);
+    std::vector<double> S(K * V), a(V);
+    for (int n = 0; n < p.N; ++n)
+        for (int h = 0; h < H; ++h) {
+            int64_t b = p.cu.empty() ? n : 0, t0 = p.cu.empty() ? 0 : p.cu[n], len = p.cu.empty() ? p.T : p.cu[n + 1] - p.cu[n];
+            for (int i = 0; i < K * V; ++i) S[i] = p.has_h0 ? p.h0[((size_t)n * H + h) * K * V + i] : 0.0;
+            for (int64_t t = t0; t < t0 + len; ++t) {
+                size_t r = ((size_t)b * p.T + t) * H + h;
+                const double *q = &p.q[r * K], *k = &p.k[r * K], *v = &p.v[r * V];
+                double be = p.beta[r], al = p.gated ? exp(p.g[r]) : 1.0;
+                for (int j = 0; j < V; ++j) {
+                    double s = 0;
+                    for (int i = 0; i < K; ++i) s += k[i] * S[i * V + j];
+                    a[j] = s;
+                }
+                for (int i = 0; i < K; ++i)
+                    for (int j = 0; j < V; ++j) S[i * V + j] = al * (S[i * V + j] - be * k[i] * a[j]) + be * k[i] * v[j];
+                for (int j = 0; j < V; ++j) {
+                    double s = 0;
+                    for (int i = 0; i < K; ++i) s += q[i] * S[i * V + j];
+                    o[r * V + j] = p.scale * s;
+                }
+            }
+            for (int i = 0; i < K * V; ++i) hT[((size_t)n * H + h) * K * V + i] = S[i];
+        }
+}
+
+/* ---- device buffers of a problem in a dtype ---------------------------------------------------- */
+static uint16_t f2bf(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static uint16_t f2h(float x) {
+    __half h = __float2half_rn(x);
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+static float h2f(uint16_t u) {
+    __half h;
+    memcpy(&h, &u, 2);
+    return __half2float(h);
+}
+/* round to dt in place (the oracle sees exactly what the GPU sees) and upload */
+static void *upload(std::vector<double> &x, int dt) {
+    size_t n = x.size(), es = dt == 0 ? 4 : 2;
+    std::vector<unsigned char> buf(n * es);
+    for (size_t i = 0; i < n; ++i) {
+        float f = (float)x[i];
+        if (dt == 0) memcpy(&buf[i * 4], &f, 4), x[i] = f;
+        else if (dt == 2) {
+            uint16_t u = f2bf(f);
+            memcpy(&buf[i * 2], &u, 2), x[i] = bf2f(u);
+        } else {
+            uint16_t u = f2h(f);
+            memcpy(&buf[i * 2], &u, 2), x[i] = h2f(u);
+        }
+    }
+    void *d;
+    CK(cudaMalloc(&d, n * es + 16));
+    CK(cudaMemcpy(d, buf.data(), n * es, cudaMemcpyHostToDevice));
+    return d;
+}
+static std::vector<double> download(const void *d, size_t n, int dt) {
+    size_t es = dt == 0 ? 4 : 2;
+    std::vector<unsigned char> buf(n * es);
+    CK(cudaMemcpy(buf.data(), d, n * es, cudaMemcpyDeviceToHost));
+    std::vector<double> x(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (dt == 0) {
+            float f;
+            memcpy(&f, &buf[i * 4], 4), x[i] = f;
+        } else {
+            uint16_t u;
+            memcpy(&u, &buf[i * 2], 2), x[i] = dt == 2 ? bf2f(u) : h2f(u);
+        }
+    }
+    return x;
+}
+static double relerr(const std::vector<double> &x, const std::vector<double> &r) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        double d = x[i] - r[i];
+        if (!(d == d)) return INFINITY;
+        num += d * d, den += r[i] * r[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+static uint64_t rng = 88172645463325252ull;
+static double urand() {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static prob make_prob(int B, int T, int H, int K, int V, int gated, int has_h0, std::vector<int64_t> cu, double gmin) {
+    prob p;
+    p.B = B, p.T = T, p.H = H, p.K = K, p.V = V, p.gated = gated, p.has_h0 = has_h0, p.cu = cu;
+    p.N = cu.empty() ? B : (int)cu.size() - 1;
+    p.scale = 1.0 / sqrt((double)K);
+    size_t nt = (size_t)B * T * H;
+    p.q.resize(nt * K), p.k.resize(nt * K), p.v.resize(nt * V), p.beta.resize(nt), p.g.resize(nt);
+    for (size_t r = 0; r < nt; ++r) {
+        double nk = 0;
+        for (int i = 0; i < K; ++i) p.q[r * K + i] = 2 * urand() - 1, p.k[r * K + i] = 2 * urand() - 1, nk += p.k[r * K + i] * p.k[r * K + i];
+        for (int i = 0; i < K; ++i) p.k[r * K + i] /= sqrt(nk); /* DeltaNet's L2-normalised keys */
+        for (int j = 0; j < V; ++j) p.v[r * V + j] = 2 * urand() - 1;
+        p.beta[r] = 0.05 + 0.95 * urand();
+        p.g[r] = gmin * urand();
+    }
+    if (has_h0) {
+        p.h0.resize((size_t)p.N * H * K * V);
+        for (auto &x : p.h0) x = 2 * urand() - 1;
+    }
+    return p;
+}
+
+struct dev_prob {
+    void *q, *k, *v, *beta, *g, *o;
+    float *h0, *hT;
+    int64_t *cu;
+    ssm__dl_args a;
+};
+static dev_prob to_dev(prob &p, int dt) {
+    dev_prob d;
+    memset(&d, 0, sizeof d);
+    d.q = upload(p.q, dt), d.k = upload(p.k, dt), d.v = upload(p.v, dt), d.beta = upload(p.beta, dt);
+    d.g = p.gated ? upload(p.g, 0) : NULL;
+    size_t no = (size_t)p.B * p.T * p.H * p.V, ns = (size_t)p.N * p.H * p.K * p.V;
+    CK(cudaMalloc(&d.o, no * 4 + 16));
+    CK(cudaMemset(d.o, 0xff, no * 4)); /* poison: NaN in every dtype */
+    CK(cudaMalloc(&d.hT, ns * 4));
+    CK(cudaMemset(d.hT, 0xff, ns * 4));
+    if (p.has_h0) {
+        std::vector<double> h = p.h0;
+        d.h0 = (float *)upload(h, 0);
+    }
+    if (!p.cu.empty()) {
+        CK(cudaMalloc(&d.cu, p.cu.size() * 8));
+        CK(cudaMemcpy(d.cu, p.cu.data(), p.cu.size() * 8, cudaMemcpyHostToDevice));
+    }
+    ssm__dl_args &a = d.a;
+    memset(&a, 0, sizeof a);
+    a.q = d.q, a.k = d.k, a.v = d.v, a.beta = d.beta, a.g = d.g, a.o = d.o, a.h0 = d.h0, a.hT = d.hT, a.cu = d.cu;
+    int64_t H = p.H, K = p.K, V = p.V;
+    int64_t qs[4] = {p.T * H * K, H * K, K, 1}, vs[4] = {p.T * H * V, H * V, V, 1}, bs[3] = {p.T * H, H, 1};
+    int64_t ss[4] = {H * K * V, K * V, V, 1};
+    memcpy(a.qs, qs, 32), memcpy(a.ks, qs, 32), memcpy(a.vs, vs, 32), memcpy(a.os, vs, 32);
+    memcpy(a.bs, bs, 24), memcpy(a.gs, bs, 24), memcpy(a.h0s, ss, 32), memcpy(a.hTs, ss, 32);
+    a.N = p.N, a.T = p.T, a.H = p.H, a.K = p.K, a.V = p.V, a.dt = dt, a.bdt = dt, a.gdt = 0;
+    a.scale = (float)p.scale;
+    return d;
+}
+static void free_dev(dev_prob &d) {
+    cudaFree(d.q), cudaFree(d.k), cudaFree(d.v), cudaFree(d.beta), cudaFree(d.g), cudaFree(d.o);
+    cudaFree(d.h0), cudaFree(d.hT), cudaFree(d.cu);
+}
+
+static int nfail = 0, npass = 0;
+static const char *dtn[3] = {"f32", "f16", "bf16"};
+static void check_fwd(int B, int T, int H, int K, int V, int gated, int has_h0, std::vector<int64_t> cu, int dt,
+                      double gmin = -0.5) {
+    prob p = make_prob(B, T, H, K, V, gated, has_h0, cu, gmin);
+    dev_prob d = to_dev(p, dt);
+    std::vector<double> o, hT;
+    oracle_fwd(p, o, hT);
+    double tol = dt == 0 ? 2e-5 : dt == 1 ? 4e-3 : 2.5e-2;
+    for (int method = 0; method < 2; ++method) {
+        CK(cudaMemset(d.o, 0xff, o.size() * 4));
+        CK(cudaMemset(d.hT, 0xff, hT.size() * 4));
+        int rc;
+        if (method == 0) {
+            dl_sizes s = dl_sizes_of(d.a, dt == 0 ? 4 : 2, dl_pick_vb(d.a), 0);
+            char *ws;
+            CK(cudaMalloc(&ws, s.bytes));
+            rc = dl_forward_chunked(d.a, s, ws, 0);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            cudaFree(ws);
+        } else {
+            rc = dl_forward_recurrent(d.a, 0);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+        }
+        double eo = INFINITY, eh = INFINITY;
+        if (!rc) {
+            eo = relerr(download(d.o, o.size(), dt), o);
+            eh = relerr(download(d.hT, hT.size(), 0), hT);
+        }
+        /* f32 chunked: tensor-core-free FMAs, but the f32 recurrent is the tight one */
+        double t = (dt == 0 && method == 0) ? 1e-4 : tol;
+        bool ok = eo < t && eh < t;
+        ok ? ++npass : ++nfail;
+        printf("%s fwd %-9s %-4s B%d T%d H%d K%d V%d gated%d h0%d varlen%d: o %.2e hT %.2e%s\n", ok ? "ok  " : "FAIL",
+               method ? "recurrent" : "chunked", dtn[dt], B, T, H, K, V, gated, has_h0, (int)!cu.empty(), eo, eh,
+               rc ? " (unsupported)" : "");
+    }
+    free_dev(d);
+}
+
+static void run_checks() {
+    int dts[3] = {2, 1, 0};
+    for (int dt : dts) {
+        for (int gated = 0; gated < 2; ++gated) {
+            check_fwd(2, 200, 3, 64, 64, gated, 1, {}, dt);
+            check_fwd(1, 130, 2, 128, 128, gated, 0, {}, dt);
+            check_fwd(2, 77, 2, 32, 32, gated, 1, {}, dt);
+        }
+        check_fwd(1, 150, 2, 256, 256, 1, 1, {}, dt);
+        check_fwd(1, 300, 2, 64, 64, 1, 1, {0, 17, 100, 164, 300}, dt);
+        check_fwd(1, 96, 2, 48, 80, 1, 1, {}, dt);
+        check_fwd(1, 70, 1, 16, 200, 0, 1, {}, dt);
+        check_fwd(1, 129, 2, 100, 17, 1, 0, {}, dt);
+        check_fwd(1, 128, 2, 64, 64, 1, 1, {}, dt, -20.0); /* strong gates stay finite */
+    }
+}
+
+/* ---- timing --------------------------------------------------------------------------------------- */
+template <typename F> static double time_ms(F f, int reps = 20) {
+    cudaEvent_t a, b;
+    std::vector<float> v;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    f(), f();
+    CK(cudaDeviceSynchronize());
+    for (int i = 0; i < reps; ++i) {
+        cudaEventRecord(a);
+        f();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms;
+        cudaEventElapsedTime(&ms, a, b);
+        v.push_back(ms);
+    }
+    std::sort(v.begin(), v.end());
+    CK(cudaGetLastError());
+    return v[v.size() / 2];
+}
+__global__ void fill_k(void *p, int dt, int64_t n, float lo, float hi, unsigned seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
+        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+        float v = lo + (hi - lo) * ((x & 0xFFFFFF) / 16777216.f);
+        ssm__dl_st(p, dt, i, v);
+    }
+}
+static void *drand(int dt, int64_t n, float lo, float hi, unsigned seed) {
+    void *p;
+    CK(cudaMalloc(&p, n * (dt == 0 ? 4 : 2) + 16));
+    fill_k<<<4096, 256>>>(p, dt, n, lo, hi, seed);
+    CK(cudaGetLastError());
+    return p;
+}
+static double copy_bw() {
+    size_t nb = (size_t)1 << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, nb));
+    CK(cudaMalloc(&b, nb));
+    cudaMemset(a, 1, nb);
+    double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); }, 10);
+    cudaFree(a), cudaFree(b);
+    return 2.0 * nb / ms; /* bytes per ms */
+}
+static double gemm_rate() {
+    int n = 8192;
+    void *a = drand(2, (int64_t)n * n, -1, 1, 1), *b = drand(2, (int64_t)n * n, -1, 1, 2), *c = drand(2, (int64_t)n * n, -1, 1, 3);
+    cublasHandle_t hd;
+    cublasCreate(&hd);
+    float al = 1, be = 0;
+    double ms = time_ms([&] {
+        cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &al, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &be, c,
+                     CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }, 10);
+    cublasDestroy(hd);
+    cudaFree(a), cudaFree(b), cudaFree(c);
+    return 2.0 * n * n * (double)n / ms; /* FLOP per ms */
+}
+
+static const char *COMMIT = "unknown";
+static void bench(int argc, char **argv) {
+    const char *cm = getenv("SSM_COMMIT");
+    if (cm) COMMIT = cm;
+    cudaDeviceProp pr;
+    CK(cudaGetDeviceProperties(&pr, 0));
+    double bw = copy_bw(), fr = gemm_rate();
+    printf("# device %s, copy %.0f GB/s, bf16 gemm %.0f TFLOP/s\n", pr.name, bw / 1e6, fr / 1e9);
+    struct shp {
+        int B, T, H, D, seqs;
+    } shapes[] = {{8, 4096, 16, 64, 0}, {4, 8192, 16, 128, 0}, {1, 32768, 32, 128, 0}, {1, 32768, 32, 128, 8},
+                  {32, 2048, 8, 32, 0}};
+    int vbforce = argc > 2 ? atoi(argv[2]) : 0;
+    char date[32];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    for (auto sh : shapes) {
+        const int dt = 2;
+        int64_t ntok = (int64_t)sh.B * sh.T * sh.H;
+        void *q = drand(dt, ntok * sh.D, -1, 1, 11), *k = drand(dt, ntok * sh.D, -sqrtf(3.f / sh.D), sqrtf(3.f / sh.D), 12);
+        void *v = drand(dt, ntok * sh.D, -1, 1, 13), *be = drand(dt, ntok, 0.05f, 1.f, 14), *g = drand(0, ntok, -0.5f, 0.f, 15);
+        void *o;
+        CK(cudaMalloc(&o, ntok * sh.D * 2));
+        int64_t *cu = NULL;
+        int N = sh.B;
+        if (sh.seqs) { /* 8 sequences of uneven lengths summing to T */
+            std::vector<int64_t> c(sh.seqs + 1);
+            for (int i = 0; i <= sh.seqs; ++i) c[i] = (int64_t)sh.T * i / sh.seqs + (i > 0 && i < sh.seqs ? (i % 2 ? 1000 : -1000) : 0);
+            CK(cudaMalloc(&cu, c.size() * 8));
+            CK(cudaMemcpy(cu, c.data(), c.size() * 8, cudaMemcpyHostToDevice));
+            N = sh.seqs;
+        }
+        ssm__dl_args a;
+        memset(&a, 0, sizeof a);
+        int64_t D = sh.D, H = sh.H;
+        int64_t qs[4] = {sh.T * H * D, H * D, D, 1}, bs[3] = {sh.T * H, H, 1};
+        memcpy(a.qs, qs, 32), memcpy(a.ks, qs, 32), memcpy(a.vs, qs, 32), memcpy(a.os, qs, 32);
+        memcpy(a.bs, bs, 24), memcpy(a.gs, bs, 24);
+        a.q = q, a.k = k, a.v = v, a.beta = be, a.o = o, a.cu = cu;
+        a.N = N, a.T = sh.T, a.H = sh.H, a.K = sh.D, a.V = sh.D, a.dt = 2, a.bdt = 2, a.gdt = 0, a.scale = 1.f / sqrtf((float)sh.D);
+        int vb = vbforce ? vbforce : dl_pick_vb(a);
+        dl_sizes s = dl_sizes_of(a, 2, vb, 1);
+        char *ws;
+        CK(cudaMalloc(&ws, s.bytes));
+        double bytes = 4.0 * ntok * D * 2;
+        const double C = 64;
+        double nch = (double)ntok / C; /* chunk-heads */
+        double fl_fwd = nch * (6 * C * C * D + 3 * C * C * D + 6 * C * D * D);
+        for (int gated = 0; gated < 2; ++gated) {
+            a.g = gated ? g : NULL;
+            double ms = time_ms([&] { dl_forward_chunked(a, s, ws, 0); });
+            double floor_ms = std::max(bytes / bw, fl_fwd / fr);
+            printf("{\"op\": \"%s\", \"impl\": \"ours:chunked\", \"backend\": \"cuda\", \"dtype\": \"bf16\", \"shape\": "
+                   "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s}, \"ms\": %.4f, \"floor_ms\": %.4f, \"peak_mem_bytes\": %zu, "
+                   "\"relerr\": null, \"device\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\", \"vb\": %d}\n",
+                   gated ? "gated_delta_fwd" : "delta_fwd", sh.B, sh.T, sh.H, sh.D, sh.D,
+                   sh.seqs ? ",\"seqs\":8" : "", ms, floor_ms, s.bytes, pr.name, date, COMMIT, vb);
+            fflush(stdout);
+        }
+        cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(g), cudaFree(o), cudaFree(ws), cudaFree(cu);
+    }
+    /* decode: B64 H16 K=V=128, one token, state in place */
+    {
+        int B = 64, H = 16, D = 128;
+        int64_t ntok = (int64_t)B * H;
+        void *q = drand(2, ntok * D, -1, 1, 21), *k = drand(2, ntok * D, -0.15f, 0.15f, 22), *v = drand(2, ntok * D, -1, 1, 23);
+        void *be = drand(2, ntok, 0.05f, 1.f, 24), *o;
+        float *S = (float *)drand(0, ntok * D * D, -1, 1, 25);
+        CK(cudaMalloc(&o, ntok * D * 2));
+        ssm__dl_args a;
+        memset(&a, 0, sizeof a);
+        int64_t qs[4] = {H * D, H * D, D, 1}, bs[3] = {H, H, 1}, ss[4] = {H * D * D, D * D, D, 1};
+        memcpy(a.qs, qs, 32), memcpy(a.ks, qs, 32), memcpy(a.vs, qs, 32), memcpy(a.os, qs, 32);
+        memcpy(a.bs, bs, 24), memcpy(a.h0s, ss, 32), memcpy(a.hTs, ss, 32);
+        a.q = q, a.k = k, a.v = v, a.beta = be, a.o = o, a.h0 = S, a.hT = S;
+        a.N = B, a.T = 1, a.H = H, a.K = D, a.V = D, a.dt = 2, a.bdt = 2, a.scale = 1.f / sqrtf((float)D);
+        double ms = time_ms([&] { dl_forward_recurrent(a, 0); }, 50);
+        double floor_ms = 2.0 * ntok * D * D * 4 / bw;
+        printf("{\"op\": \"delta_decode\", \"impl\": \"ours:recurrent\", \"backend\": \"cuda\", \"dtype\": \"bf16\", "
+               "\"shape\": {\"B\":%d,\"T\":1,\"H\":%d,\"K\":%d,\"V\":%d}, \"ms\": %.4f, \"floor_ms\": %.4f, "
+               "\"peak_mem_bytes\": 0, \"relerr\": null, \"device\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
+               B, H, D, D, ms, floor_ms, pr.name, date, COMMIT);
+        cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(o), cudaFree(S);
+    }
+}
+
+int main(int argc, char **argv) {
+    cudaDeviceProp pr;
+    CK(cudaGetDeviceProperties(&pr, 0));
+    g_optin = (int)pr.sharedMemPerBlockOptin, g_sms = pr.multiProcessorCount;
+    const char *mode = argc > 1 ? argv[1] : "check";
+    if (!strcmp(mode, "check")) {
+        run_checks();
+        printf("%d passed, %d failed\n", npass, nfail);
+        return nfail != 0;
+    }
+    if (!strcmp(mode, "bench")) bench(argc, argv);
+    return 0;
+}
