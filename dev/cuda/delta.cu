@@ -30,7 +30,7 @@ static int dl_kp(int K) { return K <= 32 ? 32 : K <= 64 ? 64 : K <= 128 ? 128 : 
 struct dl_sizes {
     int KP, VP, VB;
     int64_t nc; /* chunk slots (an upper bound with varlen) */
-    size_t off[8], bytes;
+    size_t off[13], bytes;
 };
 static size_t al256(size_t x) { return (x + 255) & ~(size_t)255; }
 static dl_sizes dl_sizes_of(const ssm__dl_args &a, size_t esz, int VB, int bwd) {
@@ -39,10 +39,12 @@ static dl_sizes dl_sizes_of(const ssm__dl_args &a, size_t esz, int VB, int bwd) 
     s.KP = dl_kp(a.K), s.VB = VB, s.VP = (a.V + VB - 1) / VB * VB;
     s.nc = a.cu ? (a.T + C - 1) / C + a.N : (int64_t)a.N * ((a.T + C - 1) / C);
     int64_t ch = s.nc * a.H;
-    size_t sz[8] = {(size_t)ch * C * s.KP * esz, ch * C * s.KP * esz, ch * C * s.KP * esz, ch * C * s.VP * esz,
-                    ch * C * C * esz,    bwd ? ch * C * C * esz : 0, ch * C * 4, (size_t)(a.N + 1) * 8};
+    size_t e = esz, c = (size_t)ch, b = bwd ? 1 : 0;
+    size_t sz[13] = {c * C * s.KP * e, c * C * s.KP * e, c * C * s.KP * e, c * C * s.VP * e, c * C * C * e,
+                     b * c * C * C * e, c * C * 4, (size_t)(a.N + 1) * 8, b * c * C * s.VP * e,
+                     b * c * s.KP * s.VP * e, b * c * C * s.VP * e, b * c * s.KP * s.VP * e, b * c * C * s.VP * e};
     s.bytes = 0;
-    for (int i = 0; i < 8; ++i) s.off[i] = s.bytes, s.bytes += al256(sz[i]);
+    for (int i = 0; i < 13; ++i) s.off[i] = s.bytes, s.bytes += al256(sz[i]);
     return s;
 }
 template <class E> static ssm__dl_ws<E> dl_ws_of(const dl_sizes &s, char *p) {
@@ -50,6 +52,8 @@ template <class E> static ssm__dl_ws<E> dl_ws_of(const dl_sizes &s, char *p) {
     w.qp = (E *)(p + s.off[0]), w.kp = (E *)(p + s.off[1]), w.w = (E *)(p + s.off[2]), w.u = (E *)(p + s.off[3]);
     w.aqk = (E *)(p + s.off[4]), w.tm = (E *)(p + s.off[5]), w.gam = (float *)(p + s.off[6]);
     w.choff = (int64_t *)(p + s.off[7]), w.KP = s.KP, w.VP = s.VP;
+    w.dop = (E *)(p + s.off[8]), w.s0 = (E *)(p + s.off[9]), w.vn = (E *)(p + s.off[10]);
+    w.ds1 = (E *)(p + s.off[11]), w.dvn = (E *)(p + s.off[12]);
     return w;
 }
 template <class E, int KP> static int dl_prep(const ssm__dl_args &a, const dl_sizes &s, ssm__dl_ws<E> w, int store_t,
@@ -80,6 +84,50 @@ template <class E, int KP> static int dl_chunked_kp(const ssm__dl_args &a, const
     if (dl_prep<E, KP>(a, s, w, 0, st)) return -1;
     return s.VB == 64 ? dl_fwd<E, KP, 64>(a, s, w, NULL, NULL, st) : dl_fwd<E, KP, 32>(a, s, w, NULL, NULL, st);
 }
+template <class E, int KP, int VB>
+static int dl_bwd_seq(const ssm__dl_args &a, const dl_sizes &s, ssm__dl_ws<E> w, cudaStream_t st) {
+    size_t sm2 = ssm__dl_fwd_smem<E, KP, VB, 2>(), sm1 = ssm__dl_fwd_smem<E, KP, VB, 1>();
+    dim3 grid(a.N, a.H, s.VP / VB);
+    if ((int)sm2 <= g_optin) {
+        CK(cudaFuncSetAttribute(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2));
+        ssm__dl_bwd_seq_kernel<E, KP, VB, 2><<<grid, SSM__DL_NT, sm2, st>>>(a, w);
+    } else if ((int)sm1 <= g_optin) {
+        CK(cudaFuncSetAttribute(ssm__dl_bwd_seq_kernel<E, KP, VB, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm1));
+        ssm__dl_bwd_seq_kernel<E, KP, VB, 1><<<grid, SSM__DL_NT, sm1, st>>>(a, w);
+    } else
+        return -1;
+    return 0;
+}
+template <class E, int KP> static int dl_backward_kp(const ssm__dl_args &a0, const dl_sizes &s, char *ws, cudaStream_t st) {
+    ssm__dl_ws<E> w = dl_ws_of<E>(s, ws);
+    size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
+    if ((int)smc > g_optin) return -1;
+    if (!a0.dout) CK(cudaMemsetAsync(w.dop, 0, (size_t)s.nc * a0.H * SSM__DL_C * s.VP * sizeof(E), st));
+    if (dl_prep<E, KP>(a0, s, w, 1, st)) return -1;
+    ssm__dl_args a = a0;
+    a.o = NULL, a.hT = NULL;
+    int rc = s.VB == 64 ? dl_fwd<E, KP, 64>(a, s, w, w.vn, w.s0, st) : dl_fwd<E, KP, 32>(a, s, w, w.vn, w.s0, st);
+    if (rc) return rc;
+    rc = s.VB == 64 ? dl_bwd_seq<E, KP, 64>(a, s, w, st) : dl_bwd_seq<E, KP, 32>(a, s, w, st);
+    if (rc) return rc;
+    CK(cudaFuncSetAttribute(ssm__dl_bwd_chunk_kernel<E, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smc));
+    ssm__dl_bwd_chunk_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
+    return 0;
+}
+template <class E> static int dl_backward_e(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
+    switch (s.KP) {
+    case 32: return dl_backward_kp<E, 32>(a, s, ws, st);
+    case 64: return dl_backward_kp<E, 64>(a, s, ws, st);
+    case 128: return dl_backward_kp<E, 128>(a, s, ws, st);
+    default: return dl_backward_kp<E, 256>(a, s, ws, st);
+    }
+}
+static int dl_backward(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
+    if (a.dt == 2) return dl_backward_e<__nv_bfloat16>(a, s, ws, st);
+    if (a.dt == 1) return dl_backward_e<__half>(a, s, ws, st);
+    if (s.KP > 64) return -1; /* f32 tiles beyond K = 64 exceed shared memory */
+    return s.KP == 32 ? dl_backward_kp<float, 32>(a, s, ws, st) : dl_backward_kp<float, 64>(a, s, ws, st);
+}
 template <class E> static int dl_chunked_e(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
     switch (s.KP) {
     case 32: return dl_chunked_kp<E, 32>(a, s, ws, st);
@@ -94,6 +142,15 @@ static int dl_forward_chunked(const ssm__dl_args &a, const dl_sizes &s, char *ws
     return dl_chunked_e<float>(a, s, ws, st);
 }
 static int dl_forward_recurrent(const ssm__dl_args &a, cudaStream_t st) {
+    if (a.T == 1 && !a.cu) { /* the decode step */
+        dim3 g1(a.N, a.H, (a.V + 63) / 64);
+        if (a.K <= 16) ssm__dl_step_kernel<1><<<g1, 256, 0, st>>>(a);
+        else if (a.K <= 32) ssm__dl_step_kernel<2><<<g1, 256, 0, st>>>(a);
+        else if (a.K <= 64) ssm__dl_step_kernel<4><<<g1, 256, 0, st>>>(a);
+        else if (a.K <= 128) ssm__dl_step_kernel<8><<<g1, 256, 0, st>>>(a);
+        else ssm__dl_step_kernel<16><<<g1, 256, 0, st>>>(a);
+        return 0;
+    }
     dim3 grid(a.N, a.H, (a.V + 31) / 32);
     switch ((a.K + 31) / 32) {
     case 1: ssm__dl_rec_kernel<1><<<grid, 128, 0, st>>>(a); break;
@@ -145,6 +202,67 @@ static void oracle_fwd(const prob &p, std::vector<double> &o, std::vector<double
             }
             for (int i = 0; i < K * V; ++i) hT[((size_t)n * H + h) * K * V + i] = S[i];
         }
+}
+
+/* Reverse mode of the token loop: S' = al (S - be k (k^T S)) + be k v^T, o = scale S'^T q. */
+struct grads {
+    std::vector<double> dq, dk, dv, dbeta, dg, dh0;
+};
+static grads oracle_bwd(const prob &p, const std::vector<double> &dout, const std::vector<double> &dhT) {
+    const int H = p.H, K = p.K, V = p.V;
+    grads G;
+    size_t nt = (size_t)p.B * p.T * H;
+    G.dq.assign(nt * K, 0), G.dk.assign(nt * K, 0), G.dv.assign(nt * V, 0), G.dbeta.assign(nt, 0), G.dg.assign(nt, 0);
+    G.dh0.assign((size_t)p.N * H * K * V, 0);
+    for (int n = 0; n < p.N; ++n)
+        for (int h = 0; h < H; ++h) {
+            int64_t b = p.cu.empty() ? n : 0, t0 = p.cu.empty() ? 0 : p.cu[n], len = p.cu.empty() ? p.T : p.cu[n + 1] - p.cu[n];
+            std::vector<double> Ss((size_t)(len + 1) * K * V), dS(K * V), a(V), bb(V);
+            for (int i = 0; i < K * V; ++i) Ss[i] = p.has_h0 ? p.h0[((size_t)n * H + h) * K * V + i] : 0.0;
+            for (int64_t t = 0; t < len; ++t) {
+                size_t r = ((size_t)b * p.T + t0 + t) * H + h;
+                const double *k = &p.k[r * K], *v = &p.v[r * V], *S = &Ss[t * K * V];
+                double *S1 = &Ss[(t + 1) * K * V], be = p.beta[r], al = p.gated ? exp(p.g[r]) : 1.0;
+                for (int j = 0; j < V; ++j) {
+                    double s = 0;
+                    for (int i = 0; i < K; ++i) s += k[i] * S[i * V + j];
+                    a[j] = s;
+                }
+                for (int i = 0; i < K; ++i)
+                    for (int j = 0; j < V; ++j) S1[i * V + j] = al * (S[i * V + j] - be * k[i] * a[j]) + be * k[i] * v[j];
+            }
+            for (int i = 0; i < K * V; ++i) dS[i] = dhT.empty() ? 0.0 : dhT[((size_t)n * H + h) * K * V + i];
+            for (int64_t t = len - 1; t >= 0; --t) {
+                size_t r = ((size_t)b * p.T + t0 + t) * H + h;
+                const double *q = &p.q[r * K], *k = &p.k[r * K], *v = &p.v[r * V], *S = &Ss[t * K * V], *S1 = &Ss[(t + 1) * K * V];
+                const double *dO = &dout[r * V];
+                double be = p.beta[r], al = p.gated ? exp(p.g[r]) : 1.0;
+                for (int i = 0; i < K; ++i) { /* o = scale S1^T q */
+                    double s = 0;
+                    for (int j = 0; j < V; ++j) s += S1[i * V + j] * dO[j], dS[i * V + j] += p.scale * q[i] * dO[j];
+                    G.dq[r * K + i] = p.scale * s;
+                }
+                for (int j = 0; j < V; ++j) {
+                    double s = 0, s2 = 0;
+                    for (int i = 0; i < K; ++i) s += k[i] * S[i * V + j], s2 += k[i] * dS[i * V + j];
+                    a[j] = s, bb[j] = s2;
+                }
+                double dal = 0, dbe = 0;
+                for (int i = 0; i < K; ++i)
+                    for (int j = 0; j < V; ++j) dal += dS[i * V + j] * (S[i * V + j] - be * k[i] * a[j]);
+                for (int j = 0; j < V; ++j) dbe += -al * bb[j] * a[j] + bb[j] * v[j], G.dv[r * V + j] = be * bb[j];
+                for (int i = 0; i < K; ++i) {
+                    double s = 0;
+                    for (int j = 0; j < V; ++j) s += -al * be * (dS[i * V + j] * a[j] + S[i * V + j] * bb[j]) + be * dS[i * V + j] * v[j];
+                    G.dk[r * K + i] = s;
+                }
+                G.dbeta[r] = dbe, G.dg[r] = p.gated ? al * dal : 0.0;
+                for (int i = 0; i < K; ++i)
+                    for (int j = 0; j < V; ++j) dS[i * V + j] = al * (dS[i * V + j] - be * k[i] * bb[j]);
+            }
+            for (int i = 0; i < K * V; ++i) G.dh0[((size_t)n * H + h) * K * V + i] = dS[i];
+        }
+    return G;
 }
 
 /* ---- device buffers of a problem in a dtype ---------------------------------------------------- */
@@ -244,7 +362,7 @@ static prob make_prob(int B, int T, int H, int K, int V, int gated, int has_h0, 
 }
 
 struct dev_prob {
-    void *q, *k, *v, *beta, *g, *o;
+    void *q, *k, *v, *beta, *g, *o, *dout, *dhT, *dq, *dk, *dv, *dbeta, *dg, *dh0;
     float *h0, *hT;
     int64_t *cu;
     ssm__dl_args a;
@@ -275,11 +393,15 @@ static dev_prob to_dev(prob &p, int dt) {
     int64_t ss[4] = {H * K * V, K * V, V, 1};
     memcpy(a.qs, qs, 32), memcpy(a.ks, qs, 32), memcpy(a.vs, vs, 32), memcpy(a.os, vs, 32);
     memcpy(a.bs, bs, 24), memcpy(a.gs, bs, 24), memcpy(a.h0s, ss, 32), memcpy(a.hTs, ss, 32);
-    a.N = p.N, a.T = p.T, a.H = p.H, a.K = p.K, a.V = p.V, a.dt = dt, a.bdt = dt, a.gdt = 0;
+    a.N = p.N, a.T = p.T, a.H = p.H, a.K = p.K, a.V = p.V, a.dt = dt, a.bdt = dt, a.gdt = 0, a.sdt = 0;
     a.scale = (float)p.scale;
+    memcpy(a.dos, vs, 32), memcpy(a.dqs, qs, 32), memcpy(a.dks, qs, 32), memcpy(a.dvs, vs, 32);
+    memcpy(a.dbs, bs, 24), memcpy(a.dgs, bs, 24), memcpy(a.dhTs, ss, 32), memcpy(a.dh0s, ss, 32);
     return d;
 }
 static void free_dev(dev_prob &d) {
+    cudaFree(d.dout), cudaFree(d.dhT), cudaFree(d.dq), cudaFree(d.dk), cudaFree(d.dv), cudaFree(d.dbeta);
+    cudaFree(d.dg), cudaFree(d.dh0);
     cudaFree(d.q), cudaFree(d.k), cudaFree(d.v), cudaFree(d.beta), cudaFree(d.g), cudaFree(d.o);
     cudaFree(d.h0), cudaFree(d.hT), cudaFree(d.cu);
 }
@@ -326,6 +448,80 @@ static void check_fwd(int B, int T, int H, int K, int V, int gated, int has_h0, 
     free_dev(d);
 }
 
+static void check_bwd(int B, int T, int H, int K, int V, int gated, int has_h0, std::vector<int64_t> cu, int dt,
+                      double gmin = -0.5, int with_dhT = 1) {
+    prob p = make_prob(B, T, H, K, V, gated, has_h0, cu, gmin);
+    dev_prob d = to_dev(p, dt);
+    size_t nt = (size_t)p.B * p.T * p.H, ns = (size_t)p.N * p.H * p.K * p.V;
+    std::vector<double> dout(nt * V), dhT;
+    for (auto &x : dout) x = 2 * urand() - 1;
+    if (with_dhT) {
+        dhT.resize(ns);
+        for (auto &x : dhT) x = 2 * urand() - 1;
+    }
+    d.dout = upload(dout, dt);
+    if (with_dhT) d.dhT = upload(dhT, 0);
+    grads G = oracle_bwd(p, dout, dhT);
+    size_t es = dt == 0 ? 4 : 2;
+    CK(cudaMalloc(&d.dq, nt * K * es));
+    CK(cudaMalloc(&d.dk, nt * K * es));
+    CK(cudaMalloc(&d.dv, nt * V * es));
+    CK(cudaMalloc(&d.dbeta, nt * es));
+    CK(cudaMalloc(&d.dg, nt * 4));
+    CK(cudaMalloc(&d.dh0, ns * 4));
+    ssm__dl_args a = d.a;
+    a.dout = d.dout, a.dhT = d.dhT, a.dq = d.dq, a.dk = d.dk, a.dv = d.dv, a.dbeta = d.dbeta;
+    a.dg = gated ? d.dg : NULL, a.dh0 = d.dh0;
+    dl_sizes s = dl_sizes_of(a, es, dl_pick_vb(a), 1);
+    char *ws;
+    CK(cudaMalloc(&ws, s.bytes));
+    std::vector<double> r1[6];
+    int rc = 0;
+    for (int rep = 0; rep < 2; ++rep) {
+        CK(cudaMemset(d.dq, 0xff, nt * K * es));
+        CK(cudaMemset(d.dk, 0xff, nt * K * es));
+        CK(cudaMemset(d.dv, 0xff, nt * V * es));
+        CK(cudaMemset(d.dbeta, 0xff, nt * es));
+        CK(cudaMemset(d.dg, 0xff, nt * 4));
+        CK(cudaMemset(d.dh0, 0xff, ns * 4));
+        CK(cudaMemset(ws, 0x7f, s.bytes)); /* garbage workspace: nothing may depend on it */
+        rc = dl_backward(a, s, ws, 0);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        if (rc) break;
+        std::vector<double> r[6] = {download(d.dq, nt * K, dt), download(d.dk, nt * K, dt), download(d.dv, nt * V, dt),
+                                    download(d.dbeta, nt, dt), download(d.dg, nt, 0), download(d.dh0, ns, 0)};
+        if (rep == 0)
+            for (int i = 0; i < 6; ++i) r1[i] = r[i];
+        else { /* deterministic: bitwise equal */
+            bool same = true;
+            for (int i = 0; i < 6; ++i)
+                for (size_t j = 0; j < r[i].size(); ++j)
+                    if (!(r[i][j] == r1[i][j]) && !(i == 4 && !gated)) same = false;
+            same ? ++npass : ++nfail;
+            if (!same) printf("FAIL bwd not deterministic\n");
+        }
+    }
+    double tol = dt == 0 ? 1e-4 : dt == 1 ? 1e-2 : 4e-2;
+    const char *nm[6] = {"dq", "dk", "dv", "dbeta", "dg", "dh0"};
+    std::vector<double> *ref[6] = {&G.dq, &G.dk, &G.dv, &G.dbeta, &G.dg, &G.dh0};
+    bool ok = !rc;
+    char buf[512];
+    int o = 0;
+    for (int i = 0; i < 6 && !rc; ++i) {
+        if (i == 4 && !gated) continue;
+        double e = relerr(r1[i], *ref[i]);
+        if (!(e < tol)) ok = false;
+        o += snprintf(buf + o, sizeof buf - o, " %s %.1e", nm[i], e);
+    }
+    if (rc) snprintf(buf, sizeof buf, " (unsupported)");
+    ok ? ++npass : ++nfail;
+    printf("%s bwd chunked   %-4s B%d T%d H%d K%d V%d gated%d h0%d varlen%d:%s\n", ok ? "ok  " : "FAIL", dtn[dt], B, T,
+           H, K, V, gated, has_h0, (int)!cu.empty(), buf);
+    cudaFree(ws);
+    free_dev(d);
+}
+
 static void run_checks() {
     int dts[3] = {2, 1, 0};
     for (int dt : dts) {
@@ -340,11 +536,30 @@ static void run_checks() {
         check_fwd(1, 70, 1, 16, 200, 0, 1, {}, dt);
         check_fwd(1, 129, 2, 100, 17, 1, 0, {}, dt);
         check_fwd(1, 128, 2, 64, 64, 1, 1, {}, dt, -20.0); /* strong gates stay finite */
+        check_fwd(5, 1, 3, 128, 128, 1, 1, {}, dt); /* decode steps */
+        check_fwd(3, 1, 2, 40, 100, 0, 1, {}, dt);
+        check_fwd(2, 1, 2, 256, 64, 1, 1, {}, dt);
+        for (int gated = 0; gated < 2; ++gated) {
+            check_bwd(2, 150, 2, 64, 64, gated, 1, {}, dt);
+            check_bwd(1, 130, 2, 32, 32, gated, 0, {}, dt);
+            check_bwd(1, 100, 2, 128, 128, gated, 1, {}, dt);
+        }
+        check_bwd(1, 70, 1, 256, 256, 1, 1, {}, dt);
+        check_bwd(1, 300, 2, 64, 64, 1, 1, {0, 17, 100, 164, 300}, dt);
+        check_bwd(1, 96, 2, 48, 80, 1, 1, {}, dt, -0.5, 0);
+        check_bwd(1, 129, 2, 100, 17, 1, 0, {}, dt);
+        check_bwd(1, 128, 2, 64, 64, 1, 1, {}, dt, -20.0);
     }
 }
 
 /* ---- timing --------------------------------------------------------------------------------------- */
+static int g_prof = 0; /* one call per measurement, for ncu */
 template <typename F> static double time_ms(F f, int reps = 20) {
+    if (g_prof) {
+        f();
+        CK(cudaDeviceSynchronize());
+        return 1.0;
+    }
     cudaEvent_t a, b;
     std::vector<float> v;
     cudaEventCreate(&a), cudaEventCreate(&b);
@@ -409,7 +624,8 @@ static void bench(int argc, char **argv) {
     if (cm) COMMIT = cm;
     cudaDeviceProp pr;
     CK(cudaGetDeviceProperties(&pr, 0));
-    double bw = copy_bw(), fr = gemm_rate();
+    g_prof = argc > 3 && !strcmp(argv[3], "one");
+    double bw = g_prof ? 4e9 : copy_bw(), fr = g_prof ? 8e11 : gemm_rate();
     printf("# device %s, copy %.0f GB/s, bf16 gemm %.0f TFLOP/s\n", pr.name, bw / 1e6, fr / 1e9);
     struct shp {
         int B, T, H, D, seqs;
@@ -451,10 +667,36 @@ static void bench(int argc, char **argv) {
         const double C = 64;
         double nch = (double)ntok / C; /* chunk-heads */
         double fl_fwd = nch * (6 * C * C * D + 3 * C * C * D + 6 * C * D * D);
+        void *dout = drand(dt, ntok * D, -1, 1, 16), *dq, *dk, *dv, *db, *dgg;
+        CK(cudaMalloc(&dq, ntok * D * 2));
+        CK(cudaMalloc(&dk, ntok * D * 2));
+        CK(cudaMalloc(&dv, ntok * D * 2));
+        CK(cudaMalloc(&db, ntok * 2));
+        CK(cudaMalloc(&dgg, ntok * 4));
+        memcpy(a.dos, qs, 32), memcpy(a.dqs, qs, 32), memcpy(a.dks, qs, 32), memcpy(a.dvs, qs, 32);
+        memcpy(a.dbs, bs, 24), memcpy(a.dgs, bs, 24);
+        /* backward FLOPs: replayed prep and state pass, the reverse pass, the chunk gradients */
+        double fl_bwd = fl_fwd + nch * (2 * C * C * D + 6 * C * D * D) + nch * (14 * C * C * D + 4 * C * C * C + 6 * C * D * D);
         for (int gated = 0; gated < 2; ++gated) {
             a.g = gated ? g : NULL;
+            a.dout = NULL, a.dq = a.dk = a.dv = a.dbeta = a.dg = NULL;
             double ms = time_ms([&] { dl_forward_chunked(a, s, ws, 0); });
             double floor_ms = std::max(bytes / bw, fl_fwd / fr);
+            ssm__dl_args ab = a;
+            ab.dout = dout, ab.dq = dq, ab.dk = dk, ab.dv = dv, ab.dbeta = db, ab.dg = gated ? dgg : NULL;
+            double msb = time_ms([&] { dl_forward_chunked(a, s, ws, 0); dl_backward(ab, s, ws, 0); });
+            /* fwd+bwd bytes: q,k,v,beta,o once forward; q,k,v,dout in, dq,dk,dv out backward */
+            double floor_b = std::max((bytes + 7.0 * ntok * D * 2) / bw, (fl_fwd + fl_bwd) / fr);
+            if (gated == 0 && sh.seqs == 0 && sh.D == 64) { /* where the time goes: each launch alone */
+                ssm__dl_ws<__nv_bfloat16> w = dl_ws_of<__nv_bfloat16>(s, ws);
+                double t_prep = time_ms([&] { dl_prep<__nv_bfloat16, 64>(a, s, w, 0, 0); });
+                printf("# split D%d: prep(K64 kernel) %.4f ms, full fwd %.4f ms, fwd+bwd %.4f ms\n", sh.D, t_prep, ms, msb);
+            }
+            printf("{\"op\": \"%s\", \"impl\": \"ours:chunked\", \"backend\": \"cuda\", \"dtype\": \"bf16\", \"shape\": "
+                   "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s}, \"ms\": %.4f, \"floor_ms\": %.4f, \"peak_mem_bytes\": %zu, "
+                   "\"relerr\": null, \"device\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\", \"vb\": %d}\n",
+                   gated ? "gated_delta_fwdbwd" : "delta_fwdbwd", sh.B, sh.T, sh.H, sh.D, sh.D,
+                   sh.seqs ? ",\"seqs\":8" : "", msb, floor_b, s.bytes, pr.name, date, COMMIT, vb);
             printf("{\"op\": \"%s\", \"impl\": \"ours:chunked\", \"backend\": \"cuda\", \"dtype\": \"bf16\", \"shape\": "
                    "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s}, \"ms\": %.4f, \"floor_ms\": %.4f, \"peak_mem_bytes\": %zu, "
                    "\"relerr\": null, \"device\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\", \"vb\": %d}\n",
@@ -463,6 +705,8 @@ static void bench(int argc, char **argv) {
             fflush(stdout);
         }
         cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(g), cudaFree(o), cudaFree(ws), cudaFree(cu);
+        cudaFree(dout), cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(db), cudaFree(dgg);
+        if (argc > 3 && !strcmp(argv[3], "one")) return; /* profiling: the first shape only */
     }
     /* decode: B64 H16 K=V=128, one token, state in place */
     {

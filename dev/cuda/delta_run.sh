@@ -24,6 +24,11 @@ if [ "$what" != check ]; then
         echo "# rc=$?" >> "$OUT/bench_fla.jsonl"
     fi
 fi
+if [ "$what" = all ] && command -v ncu >/dev/null; then
+    timeout 120 ncu --clock-control none -k regex:ssm__dl --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section MemoryWorkloadAnalysis ./build/dev_delta bench 0 one > "$OUT/ncu.log" 2>&1
+    echo "ncu rc=$?" >> "$OUT/ncu.log"
+fi
 echo "== summary"
 cat "$OUT/env.log" | head -4
 grep -E "FAIL|passed|rc=" "$OUT/check.log" 2>/dev/null | tail -30
@@ -44,4 +49,6 @@ for op, sh in keys:
     print("%-20s %-52s %9s %9s %9s %7s" % (op, sh, "%.4f" % o["ms"] if o else "-", "%.4f" % p["ms"] if p else "-",
           "%.4f" % o["floor_ms"] if o and o.get("floor_ms") else "-", "%.2f" % (p["ms"] / o["ms"]) if o and p else "-"))
 EOF
-tail -5 "$OUT/fla_err.log" 2>/dev/null
+tail -3 "$OUT/fla_err.log" 2>/dev/null
+grep "^#" "$OUT/bench_ours.jsonl"
+grep -E "ssm__dl_|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|ncu rc" "$OUT/ncu.log" 2>/dev/null | head -60
