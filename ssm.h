@@ -32,6 +32,8 @@
                     (scores, prune/grow, rank-consistent through an all-reduce hook)
      ssm_proj_*     fused projection chain: one wide GEMM, per-segment activations/L2 norms
      ssm_outchain_* output chain RMSNorm(o) * w * gate(g), then o_proj
+     ssm_delta_*    delta rule (DeltaNet, Gated DeltaNet, DeltaProduct): chunked WY/UT form on
+                    the GEMM, token-by-token recurrence, single-token decode step
 
    CONVENTIONS
      - Tensors are views mirroring DLPack's DLTensor (ssm_tensor_from_dlpack converts one).
@@ -520,6 +522,111 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
 /* @@end-proj-declarations@@ */
 
 /* ------------------------------------------------------------------------------------------
+   Delta rule: DeltaNet, Gated DeltaNet, DeltaProduct
+   Per batch b and head h a state S [K,V] (row = key feature, column = value feature). Each
+   token t applies n_h >= 1 generalized Householder factors j = 0..n_h-1 in order, then reads
+   out once:
+       S <- alpha_{t,j} (I - beta_{t,j} k_{t,j} k_{t,j}^T) S + beta_{t,j} k_{t,j} v_{t,j}^T
+       o_t = scale * S^T q_t
+   with alpha_{t,0} = exp(g_t) (1 without g) and alpha_{t,j>0} = 1: the gate acts once per
+   token, before its first factor.
+     n_h = 1, no g       DeltaNet          (Yang et al. 2024)
+     n_h = 1, g          Gated DeltaNet    (Yang et al. 2025); g_t <= 0 is the intended range
+                         (not enforced: g > 0 grows the state and the chunked form's exp(G_i - G_j))
+     n_h > 1             DeltaProduct      (Siems et al. 2025), with or without g
+   Tensors (any strides: [B,T,H,D] and head-first [B,H,T,D] storage are both views):
+     q          [B,T,H,K]
+     k          [B,T,H,K]          or [B,T,H,n_h,K] (DeltaProduct; rank 5 sets n_h)
+     v          [B,T,H,V]          or [B,T,H,n_h,V]
+     beta       [B,T,H]            or [B,T,H,n_h]
+     g          [B,T,H]            optional per-step log gate (NULL = DeltaNet, alpha = 1)
+     s0         [N,H,K,V]          optional initial state (NULL = zeros)
+     o          [B,T,H,V]          output
+     sT         [N,H,K,V]          optional final state out
+     cu_seqlens [N+1] i32 or i64   optional variable-length batch: B must be 1 and sequence i
+                                   is tokens [cu[i], cu[i+1]) starting from s0[i]; N = B
+                                   without it. cu[0] = 0, non-decreasing, cu[N] = T; the values
+                                   are checked when the tensor is host-resident.
+   All float tensors share one dtype: f32 or f64 on the CPU backends (state and arithmetic in
+   that dtype), f32/f16/bf16 on CUDA (f32 state and accumulation).
+   Methods:
+     RECURRENT  token by token: O(T n_h K V) per head, the state in the workspace.
+     CHUNKED    the WY/UT form per chunk of C sub-tokens (C = 64 by default):
+                  A_ij = beta_i e^(G_i - G_j) k_i.k_j (i > j, else 0),   Tm = (I + A)^-1,
+                  W = Tm diag(beta e^G) K,  U = Tm diag(beta) V   (G: in-chunk cumulative gate)
+                then per chunk in order: N = U - W S, o = e^G Q S + tril(Q K^T . e^(G_i-G_j)) N,
+                S <- e^(G_C) S + (e^(G_C - G) K)^T N. All products run on the backend's batched
+                GEMM (ssm_ctx_gemm), so BLIS / cuBLAS carry the work; exp(G_i - G_j) is formed
+                only for i >= j, so strong gates underflow to 0 instead of overflowing.
+     AUTO       the backend picks (the CPU backends: CHUNKED once the longest sequence spans
+                two chunks, T n_h >= 2C; else RECURRENT).
+   DeltaProduct runs the chunked form on the T n_h sub-tokens (readout rows only at the last
+   factor of each token).
+   ------------------------------------------------------------------------------------------ */
+typedef enum ssm_delta_method {
+    SSM_DELTA_AUTO = 0,      /* the backend picks by shape            */
+    SSM_DELTA_RECURRENT = 1, /* token by token                        */
+    SSM_DELTA_CHUNKED = 2    /* WY/UT chunks on the batched GEMM       */
+} ssm_delta_method;
+#define SSM_DELTA_METHOD_COUNT 3
+SSMDEF const char *ssm_delta_method_name(ssm_delta_method m);
+
+/* What a call did (filled on success when desc.stats is set). */
+typedef struct ssm_delta_stats {
+    ssm_delta_method method; /* the method actually run (resolves AUTO)     */
+    int64_t chunk;           /* chunk length used (0 for RECURRENT)          */
+    double flops;            /* multiply-adds x 2 of the method, nominal     */
+    size_t workspace_bytes;  /* scratch the call used                        */
+} ssm_delta_stats;
+
+typedef struct ssm_delta_desc {
+    ssm_delta_method method;
+    int64_t chunk;          /* CHUNKED chunk length in sub-tokens; 0 = 64          */
+    double scale;           /* readout scale; 0 = 1/sqrt(K)                         */
+    ssm_delta_stats *stats; /* optional out                                         */
+} ssm_delta_desc;
+
+SSMDEF ssm_delta_desc ssm_delta_desc_init(void);
+
+/* o (and sT when given) from q, k, v, beta (+ g, s0, cu_seqlens when given). */
+SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc,
+                                    const ssm_tensor *q, const ssm_tensor *k,
+                                    const ssm_tensor *v, const ssm_tensor *beta,
+                                    const ssm_tensor *g, const ssm_tensor *s0,
+                                    const ssm_tensor *cu_seqlens, ssm_tensor *o,
+                                    ssm_tensor *sT);
+/* Gradients from dout [B,T,H,V] and dsT [N,H,K,V] (either may be NULL = zero). Recomputes the
+   forward (no saved activations). CHUNKED: the chunk quantities and the state pass again, then
+   per chunk in reverse the adjoint of the WY form on the GEMM (about 3x the forward's FLOPs).
+   RECURRENT: the states at chunk starts are kept, each chunk is replayed and differentiated
+   sub-token by sub-token (O(T n_h K V), about 4x the recurrent forward). Every gradient output
+   is optional (NULL = not wanted); dg needs g. Shapes equal the corresponding inputs' (ds0 is
+   [N,H,K,V] also when s0 is NULL: the gradient at zero). Deterministic: fixed reduction order,
+   no atomics. */
+SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc,
+                                     const ssm_tensor *q, const ssm_tensor *k,
+                                     const ssm_tensor *v, const ssm_tensor *beta,
+                                     const ssm_tensor *g, const ssm_tensor *s0,
+                                     const ssm_tensor *cu_seqlens, const ssm_tensor *dout,
+                                     const ssm_tensor *dsT, ssm_tensor *dq, ssm_tensor *dk,
+                                     ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                     ssm_tensor *ds0);
+/* One decode step for every (batch, head), state updated in place:
+     q [B,H,K]   k [B,H,K] or [B,H,n_h,K]   v [B,H,V] or [B,H,n_h,V]   beta [B,H] or [B,H,n_h]
+     g [B,H] optional   state [B,H,K,V] (in/out)   o [B,H,V]
+   desc.method and desc.chunk are ignored (always recurrent). */
+SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const ssm_tensor *q,
+                                 const ssm_tensor *k, const ssm_tensor *v,
+                                 const ssm_tensor *beta, const ssm_tensor *g,
+                                 ssm_tensor *state, ssm_tensor *o);
+/* Scratch bytes a call with these sizes needs on this context's backend: pass 0 = forward,
+   1 = backward, 2 = step (T ignored). Varlen: B = 1, T = total tokens. */
+SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_desc *desc,
+                                           ssm_dtype dtype, int64_t B, int64_t T, int64_t H,
+                                           int64_t K, int64_t V, int64_t n_h, int pass,
+                                           size_t *bytes);
+
+/* ------------------------------------------------------------------------------------------
    Backend interface (for backend authors: ssm_blas.h, ssm_cuda.h). A backend supplies the
    GEMM primitive the generic algorithms run on, and may replace whole ops. A NULL entry
    means: use the generic code of ssm.h.
@@ -530,6 +637,39 @@ typedef struct ssm_matrix_batch {
     void *ptr;
     int64_t rs, cs, bs;
 } ssm_matrix_batch;
+
+/* The delta rule as a backend sees it: built once by the public function after validation.
+   Token tensors' strides are normalised to (batch, time, head, factor, feature) element
+   strides (0 where a dimension is absent: the factor dim for n_h = 1 ranks, the feature dim
+   of beta and g, time for ssm_delta_step); state tensors' to (sequence, head, key row, value
+   column). An absent tensor has all-zero strides. */
+typedef struct ssm_delta_strides {
+    int64_t q[5], k[5], v[5], beta[5], g[5], o[5];       /* forward / step operands      */
+    int64_t dout[5], dq[5], dk[5], dv[5], dbeta[5], dg[5]; /* backward operands           */
+    int64_t s0[4], sT[4], dsT[4], ds0[4];                  /* step: s0 = sT = the state    */
+} ssm_delta_strides;
+
+typedef struct ssm_delta_plan {
+    ssm_dtype dtype;
+    int64_t B, T, H, K, V; /* T = 1 for ssm_delta_step                                 */
+    int64_t n_h;           /* Householder factors per token (1 = DeltaNet)                */
+    int64_t N;             /* independent sequences: B, or cu_seqlens' N (then B = 1)     */
+    int64_t max_len;       /* tokens of the longest sequence (T when the lengths are on the device) */
+    ssm_delta_method method; /* resolved: never AUTO                                      */
+    int64_t chunk;         /* CHUNKED chunk length (sub-tokens); 0 for RECURRENT          */
+    double scale;          /* resolved readout scale                                      */
+    int gated;             /* g given                                                      */
+    int cu_bits;           /* 32 or 64: cu_seqlens' integer width; 0 = no cu_seqlens      */
+    int64_t cu_stride;     /* cu_seqlens' element stride                                   */
+    ssm_delta_strides st;
+    size_t workspace_bytes; /* host scratch the generic algorithm needs (CPU backends)    */
+} ssm_delta_plan;
+
+/* A backend's "not mine": its op slot declines this plan and ssm.h's generic algorithm runs on
+   the backend's gemm instead. Private to backends; never returned to users. */
+#ifndef SSM__NOT_MINE
+#define SSM__NOT_MINE ((ssm_result)1)
+#endif
 
 struct ssm_backend {
     const char *name;
@@ -562,6 +702,26 @@ struct ssm_backend {
                                  const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dlog_decay,
                                  ssm_tensor *dh0);
     /* @@ssm-backend-slots@@ (later ops add their entries below) */
+    /* Delta rule: whole-op replacements on a validated plan (NULL or SSM__NOT_MINE = the
+       generic algorithm), the AUTO pick (NULL = the CPU rule) and the scratch bytes a pass
+       needs (0 forward, 1 backward, 2 step; NULL = the generic host figure). */
+    ssm_result (*delta_forward)(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                const ssm_tensor *g, const ssm_tensor *s0,
+                                const ssm_tensor *cu_seqlens, ssm_tensor *o, ssm_tensor *sT);
+    ssm_result (*delta_backward)(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                 const ssm_tensor *k, const ssm_tensor *v,
+                                 const ssm_tensor *beta, const ssm_tensor *g,
+                                 const ssm_tensor *s0, const ssm_tensor *cu_seqlens,
+                                 const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                 ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta,
+                                 ssm_tensor *dg, ssm_tensor *ds0);
+    ssm_result (*delta_step)(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                             const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                             const ssm_tensor *g, ssm_tensor *state, ssm_tensor *o);
+    ssm_delta_method (*delta_pick)(const ssm_ctx *ctx, const ssm_delta_plan *p);
+    ssm_result (*delta_workspace)(const ssm_ctx *ctx, const ssm_delta_plan *p, int pass,
+                                  size_t *bytes);
     void *reserved[16];
 };
 
@@ -3206,10 +3366,1129 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
 #undef SSM__AT2
 /* @@end-proj-implementation@@ */
 
+/* ---- delta rule: validation, plans and the public entry points ----------------------------- */
+
+SSMDEF const char *ssm_delta_method_name(ssm_delta_method m) {
+    switch (m) {
+    case SSM_DELTA_AUTO: return "auto";
+    case SSM_DELTA_RECURRENT: return "recurrent";
+    case SSM_DELTA_CHUNKED: return "chunked";
+    }
+    return "?";
+}
+
+SSMDEF ssm_delta_desc ssm_delta_desc_init(void) {
+    ssm_delta_desc d;
+    memset(&d, 0, sizeof d);
+    return d;
+}
+
+#define SSM__DELTA_CHUNK 64
+
+static ssm_result ssm__delta_check_desc(ssm_ctx *ctx, const char *op, const ssm_delta_desc *d) {
+    if (!d) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
+    if ((int)d->method < 0 || (int)d->method >= SSM_DELTA_METHOD_COUNT)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown method %d", op, (int)d->method);
+    if (d->chunk < 0 || d->chunk > 4096)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: chunk must be in [0, 4096], got %lld", op,
+                             (long long)d->chunk);
+    if (!(d->scale == d->scale) || d->scale > 1e300 || d->scale < -1e300)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: scale must be finite", op);
+    return SSM_OK;
+}
+
+/* A token tensor [B,(T),H,(n_h),(D)]: checks it and writes its (batch, time, head, factor,
+   feature) strides, 0 for the absent dimensions. */
+static ssm_result ssm__delta_view(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t,
+                                  const ssm_delta_plan *p, int has_time, int factored, int64_t feat,
+                                  int64_t st[5]) {
+    int64_t shape[5];
+    int rank = 0, i = 0;
+    shape[rank++] = p->B;
+    if (has_time) shape[rank++] = p->T;
+    shape[rank++] = p->H;
+    if (factored) shape[rank++] = p->n_h;
+    if (feat > 0) shape[rank++] = feat;
+    SSM__TRY(ssm__check(ctx, op, name, t, p->dtype, rank, rank, shape));
+    st[0] = t->strides[i++];
+    st[1] = has_time ? t->strides[i++] : 0;
+    st[2] = t->strides[i++];
+    st[3] = factored ? t->strides[i++] : 0;
+    st[4] = feat > 0 ? t->strides[i] : 0;
+    return SSM_OK;
+}
+
+/* A state tensor [N,H,K,V]. */
+static ssm_result ssm__delta_state(ssm_ctx *ctx, const char *op, const char *name, const ssm_tensor *t,
+                                   const ssm_delta_plan *p, int64_t st[4]) {
+    int64_t shape[4];
+    shape[0] = p->N, shape[1] = p->H, shape[2] = p->K, shape[3] = p->V;
+    SSM__TRY(ssm__check(ctx, op, name, t, p->dtype, 4, 4, shape));
+    st[0] = t->strides[0], st[1] = t->strides[1], st[2] = t->strides[2], st[3] = t->strides[3];
+    return SSM_OK;
+}
+
+static int ssm__host_resident(const ssm_tensor *t) {
+    return t->device.type == SSM_DEVICE_CPU || t->device.type == SSM_DEVICE_CUDA_HOST ||
+           t->device.type == SSM_DEVICE_CUDA_MANAGED;
+}
+
+static int64_t ssm__delta_cu(const ssm_delta_plan *p, const ssm_tensor *cu, int64_t i) {
+    const char *a = (const char *)cu->data + i * p->cu_stride * (p->cu_bits / 8);
+    return p->cu_bits == 64 ? *(const int64_t *)a : (int64_t) * (const int32_t *)a;
+}
+
+/* cu_seqlens [N+1], i32 or i64, with B = 1: sets N, and max_len from the values when they
+   are readable here (cu[0] = 0, non-decreasing, cu[N] = T). */
+static ssm_result ssm__delta_check_cu(ssm_ctx *ctx, const char *op, const ssm_tensor *cu, ssm_delta_plan *p) {
+    int64_t i, prev = 0;
+    if (cu->ndim != 1 || cu->shape[0] < 2)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: cu_seqlens must be [N+1] with N >= 1", op);
+    if (cu->dtype.code != SSM_DTYPE_INT || (cu->dtype.bits != 32 && cu->dtype.bits != 64) || cu->dtype.lanes != 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "%s: cu_seqlens is %s, expected i32 or i64", op,
+                             ssm_dtype_name(cu->dtype));
+    if (!cu->data) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: cu_seqlens has NULL data", op);
+    if (!ssm__host_resident(cu) && cu->device.type != ctx->backend->device_type)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: cu_seqlens is on device type %d", op,
+                             (int)cu->device.type);
+    if (p->B != 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: with cu_seqlens the batch B must be 1, got %lld",
+                             op, (long long)p->B);
+    p->N = cu->shape[0] - 1;
+    p->cu_bits = cu->dtype.bits;
+    p->cu_stride = cu->strides[0];
+    p->max_len = p->T;
+    if (!ssm__host_resident(cu)) return SSM_OK; /* device-resident lengths: the backend's to trust */
+    p->max_len = 0;
+    for (i = 0; i <= p->N; ++i) {
+        int64_t c = ssm__delta_cu(p, cu, i);
+        if ((i == 0 && c != 0) || c < prev || c > p->T || (i == p->N && c != p->T))
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE,
+                                 "%s: cu_seqlens[%lld] = %lld: must start at 0, not decrease and end at T = %lld",
+                                 op, (long long)i, (long long)c, (long long)p->T);
+        if (c - prev > p->max_len) p->max_len = c - prev;
+        prev = c;
+    }
+    return SSM_OK;
+}
+
+static ssm_delta_method ssm__delta_pick(const ssm_ctx *ctx, const ssm_delta_plan *p) {
+    if (ctx->backend->delta_pick) return ctx->backend->delta_pick(ctx, p);
+    /* one chunk or less: the token loop does the same work without the GEMM set-up */
+    return p->max_len * p->n_h >= 2 * (p->chunk ? p->chunk : SSM__DELTA_CHUNK) ? SSM_DELTA_CHUNKED
+                                                                                : SSM_DELTA_RECURRENT;
+}
+
+static size_t ssm__delta_ws_generic(const ssm_delta_plan *p, int pass);
+
+/* Resolves method, chunk and scale, and the workspace figure for `pass`. */
+static ssm_result ssm__delta_resolve(const ssm_ctx *ctx, const ssm_delta_desc *d, ssm_delta_plan *p, int pass) {
+    p->chunk = d->chunk ? d->chunk : SSM__DELTA_CHUNK;
+    p->method = pass == 2 ? SSM_DELTA_RECURRENT : d->method;
+    if (p->method == SSM_DELTA_AUTO) p->method = ssm__delta_pick(ctx, p);
+    if (p->method == SSM_DELTA_RECURRENT && pass != 1) p->chunk = 0;
+    p->scale = d->scale != 0.0 ? d->scale : 1.0 / sqrt((double)(p->K > 0 ? p->K : 1));
+    p->workspace_bytes = ssm__delta_ws_generic(p, pass);
+    if (ctx->backend->delta_workspace) return ctx->backend->delta_workspace(ctx, p, pass, &p->workspace_bytes);
+    return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_desc *desc, ssm_dtype dtype,
+                                           int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, int64_t n_h,
+                                           int pass, size_t *bytes) {
+    ssm_delta_plan p;
+    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
+    if (B < 0 || T < 0 || H < 0 || K < 1 || V < 1 || n_h < 1 || pass < 0 || pass > 2) return SSM_ERROR_INVALID_VALUE;
+    memset(&p, 0, sizeof p);
+    p.dtype = dtype;
+    p.B = B, p.T = pass == 2 ? 1 : T, p.H = H, p.K = K, p.V = V, p.n_h = n_h, p.N = B, p.max_len = p.T;
+    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, pass));
+    *bytes = p.workspace_bytes;
+    return SSM_OK;
+}
+
+/* Everything the forward and the backward share: desc, q/k/v/beta/g/s0/cu_seqlens, sizes. */
+static ssm_result ssm__delta_inputs(ssm_ctx *ctx, const char *op, const ssm_delta_desc *d, const ssm_tensor *q,
+                                    const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                    const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                    int has_time, ssm_delta_plan *p, int *factored) {
+    int qr = has_time ? 4 : 3;
+    memset(p, 0, sizeof *p);
+    SSM__TRY(ssm__delta_check_desc(ctx, op, d));
+    if (!q || !k || !v || !beta)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: q, k, v and beta are required", op);
+    SSM__TRY(ssm__check_float_dtype(ctx, op, q));
+    if (q->ndim != qr || (k->ndim != qr && k->ndim != qr + 1) || v->ndim != k->ndim)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE,
+                             "%s: q must have rank %d, k and v rank %d (or %d with the factor dim), got %d, %d, %d",
+                             op, qr, qr, qr + 1, (int)q->ndim, (int)k->ndim, (int)v->ndim);
+    p->dtype = q->dtype;
+    p->B = q->shape[0];
+    p->T = has_time ? q->shape[1] : 1;
+    p->H = q->shape[qr - 2];
+    p->K = q->shape[qr - 1];
+    p->V = v->shape[v->ndim - 1];
+    *factored = k->ndim == qr + 1;
+    p->n_h = *factored ? k->shape[qr - 1] : 1;
+    if (p->B < 0 || p->T < 0 || p->H < 0 || p->K < 1 || p->V < 1 || p->n_h < 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE,
+                             "%s: need B, T, H >= 0 and K, V, n_h >= 1 (B=%lld T=%lld H=%lld K=%lld V=%lld n_h=%lld)",
+                             op, (long long)p->B, (long long)p->T, (long long)p->H, (long long)p->K,
+                             (long long)p->V, (long long)p->n_h);
+    p->N = p->B;
+    p->max_len = p->T;
+    p->gated = g != NULL;
+    SSM__TRY(ssm__delta_view(ctx, op, "q", q, p, has_time, 0, p->K, p->st.q));
+    SSM__TRY(ssm__delta_view(ctx, op, "k", k, p, has_time, *factored, p->K, p->st.k));
+    SSM__TRY(ssm__delta_view(ctx, op, "v", v, p, has_time, *factored, p->V, p->st.v));
+    SSM__TRY(ssm__delta_view(ctx, op, "beta", beta, p, has_time, *factored, 0, p->st.beta));
+    if (g) SSM__TRY(ssm__delta_view(ctx, op, "g", g, p, has_time, 0, 0, p->st.g));
+    if (cu) SSM__TRY(ssm__delta_check_cu(ctx, op, cu, p));
+    if (s0) SSM__TRY(ssm__delta_state(ctx, op, "s0", s0, p, p->st.s0));
+    return SSM_OK;
+}
+
+/* Nominal FLOPs (2 per multiply-add) per sub-token: recurrent 3KV MACs; chunked
+   C(3K + 2V) + 3KV + C^2/6 (every chunk GEMM counted whole, the triangular solve C^2/6); the
+   chunked backward recomputes the forward's batched part and state pass and adds
+   C(6K + 4V) + 7KV + 2C^2; the replay backward about 12KV. */
+static void ssm__delta_stats(const ssm_delta_desc *d, const ssm_delta_plan *p, int pass) {
+    double L = (double)p->B * (double)p->T * (double)p->n_h * (double)p->H, K = (double)p->K, V = (double)p->V;
+    double C = (double)p->chunk, m;
+    if (!d->stats) return;
+    if (p->method == SSM_DELTA_CHUNKED)
+        m = pass == 1 ? C * (9.0 * K + 6.0 * V) + 9.0 * K * V + 2.0 * C * C + C * C / 6.0
+                      : C * (3.0 * K + 2.0 * V) + 3.0 * K * V + C * C / 6.0;
+    else
+        m = pass == 1 ? 12.0 * K * V : 3.0 * K * V;
+    d->stats->method = p->method;
+    d->stats->chunk = p->chunk;
+    d->stats->flops = 2.0 * L * m;
+    d->stats->workspace_bytes = p->workspace_bytes;
+}
+
+
+/* ---- delta rule: the generic algorithms ------------------------------------------------------
+   One (sequence, head) at a time, so the scratch is bounded by the longest sequence and does
+   not grow with B or H. States live in the dtype of the inputs; per-token vectors in double. */
+
+#define SSM__DV_AT(t, st, es, b, tt, h, j, f) \
+    ((char *)(t)->data + ((b) * (st)[0] + (tt) * (st)[1] + (h) * (st)[2] + (j) * (st)[3] + (f) * (st)[4]) * (int64_t)(es))
+#define SSM__DV_ALIGN(b) (((b) + 63u) & ~(size_t)63u)
+
+/* A state S [K,V] at ptr with row / column element strides. */
+typedef struct ssm__dv_mat {
+    char *ptr;
+    int64_t rs, cs;
+} ssm__dv_mat;
+
+static ssm__dv_mat ssm__dv_mat_make(void *ptr, int64_t rs, int64_t cs) {
+    ssm__dv_mat m;
+    m.ptr = (char *)ptr, m.rs = rs, m.cs = cs;
+    return m;
+}
+
+/* y = S^T x (y [V]) */
+#define SSM__DV_STX(T)                                                     \
+    for (c = 0; c < V; ++c) y[c] = 0.0;                                    \
+    for (r = 0; r < K; ++r) {                                              \
+        const T *row = (const T *)S.ptr + r * S.rs;                        \
+        const double xr = x[r];                                            \
+        if (xr == 0.0) continue;                                           \
+        if (S.cs == 1) /* unit stride: vectorizes */                       \
+            for (c = 0; c < V; ++c) y[c] += xr * (double)row[c];           \
+        else                                                               \
+            for (c = 0; c < V; ++c) y[c] += xr * (double)row[c * S.cs];    \
+    }
+static void ssm__dv_stx(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, const double *x, double *y) {
+    int64_t r, c;
+    if (dt.bits == 64) { SSM__DV_STX(double) }
+    else { SSM__DV_STX(float) }
+}
+
+/* y = S x (y [K]) */
+#define SSM__DV_SX(T)                                                      \
+    for (r = 0; r < K; ++r) {                                              \
+        const T *row = (const T *)S.ptr + r * S.rs;                        \
+        double acc = 0.0;                                                  \
+        if (S.cs == 1)                                                     \
+            for (c = 0; c < V; ++c) acc += (double)row[c] * x[c];          \
+        else                                                               \
+            for (c = 0; c < V; ++c) acc += (double)row[c * S.cs] * x[c];   \
+        y[r] = acc;                                                        \
+    }
+static void ssm__dv_sx(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, const double *x, double *y) {
+    int64_t r, c;
+    if (dt.bits == 64) { SSM__DV_SX(double) }
+    else { SSM__DV_SX(float) }
+}
+
+/* S = alpha S + a b^T */
+#define SSM__DV_RANK1(T)                                                               \
+    for (r = 0; r < K; ++r) {                                                          \
+        T *row = (T *)S.ptr + r * S.rs;                                                \
+        const double ar = a[r];                                                        \
+        if (S.cs == 1 && alpha == 1.0)                                                 \
+            for (c = 0; c < V; ++c) row[c] = (T)((double)row[c] + ar * b[c]);          \
+        else if (S.cs == 1)                                                            \
+            for (c = 0; c < V; ++c) row[c] = (T)(alpha * (double)row[c] + ar * b[c]);  \
+        else if (alpha == 1.0)                                                         \
+            for (c = 0; c < V; ++c) row[c * S.cs] = (T)((double)row[c * S.cs] + ar * b[c]); \
+        else                                                                           \
+            for (c = 0; c < V; ++c) row[c * S.cs] = (T)(alpha * (double)row[c * S.cs] + ar * b[c]); \
+    }
+static void ssm__dv_rank1(ssm_dtype dt, ssm__dv_mat S, int64_t K, int64_t V, double alpha, const double *a,
+                          const double *b) {
+    int64_t r, c;
+    if (dt.bits == 64) { SSM__DV_RANK1(double) }
+    else { SSM__DV_RANK1(float) }
+}
+
+/* <A, B> over two contiguous [K,V] states */
+static double ssm__dv_dot(ssm_dtype dt, const void *A, const void *B, int64_t n) {
+    double acc = 0.0;
+    int64_t i;
+    if (dt.bits == 64)
+        for (i = 0; i < n; ++i) acc += ((const double *)A)[i] * ((const double *)B)[i];
+    else
+        for (i = 0; i < n; ++i) acc += (double)((const float *)A)[i] * (double)((const float *)B)[i];
+    return acc;
+}
+
+/* dst = src (K x V states); NULL src = zeros */
+static void ssm__dv_copy(ssm_dtype dt, int64_t K, int64_t V, const ssm__dv_mat *src, ssm__dv_mat dst) {
+    ssm_matrix_batch d = ssm__mb(dst.ptr, dst.rs, dst.cs);
+    if (src) ssm__copy2d(dt, 1, K, V, ssm__mb(src->ptr, src->rs, src->cs), d, 0);
+    else ssm__fill2d(dt, 1, K, V, d, 0.0);
+}
+
+/* The tokens of sequence n: batch index, first token, length. */
+static void ssm__dv_seq(const ssm_delta_plan *p, const ssm_tensor *cu, int64_t n, int64_t *b, int64_t *t0,
+                        int64_t *len) {
+    if (cu) {
+        *b = 0;
+        *t0 = ssm__delta_cu(p, cu, n);
+        *len = ssm__delta_cu(p, cu, n + 1) - *t0;
+    } else {
+        *b = n, *t0 = 0, *len = p->T;
+    }
+}
+
+/* The state of (n, h) in a [N,H,K,V] tensor with normalised strides. */
+static ssm__dv_mat ssm__dv_state(const ssm_tensor *t, const int64_t st[4], int64_t n, int64_t h, size_t es) {
+    return ssm__dv_mat_make((char *)t->data + (n * st[0] + h * st[1]) * (int64_t)es, st[2], st[3]);
+}
+
+/* One sequence-head's operands and per-token scratch vectors. */
+typedef struct ssm__dv {
+    const ssm_delta_plan *p;
+    ssm_dtype dt;
+    size_t es;
+    const ssm_tensor *q, *k, *v, *beta, *g;
+    int64_t b, t0, h;
+    double *kv, *vv, *r, *w, *x1, *x2; /* K, V, V, V, K, K */
+} ssm__dv;
+
+static void ssm__dv_load(const ssm__dv *D, const ssm_tensor *t, const int64_t st[5], int64_t tt, int64_t j,
+                         int64_t n, double *dst) {
+    int64_t f;
+    for (f = 0; f < n; ++f) dst[f] = SSM__LOAD(D->dt, SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, f));
+}
+static void ssm__dv_store(const ssm__dv *D, ssm_tensor *t, const int64_t st[5], int64_t tt, int64_t j, int64_t n,
+                          double scale, const double *src) {
+    int64_t f;
+    for (f = 0; f < n; ++f) SSM__STORE(D->dt, SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, f), scale * src[f]);
+}
+static double ssm__dv_scalar(const ssm__dv *D, const ssm_tensor *t, const int64_t st[5], int64_t tt, int64_t j) {
+    return SSM__LOAD(D->dt, SSM__DV_AT(t, st, D->es, D->b, D->t0 + tt, D->h, j, 0));
+}
+/* alpha of sub-token (tt, j): exp(g) at the first factor of a gated token, else 1 */
+static double ssm__dv_alpha(const ssm__dv *D, int64_t tt, int64_t j) {
+    return D->g && j == 0 ? exp(ssm__dv_scalar(D, D->g, D->p->st.g, tt, 0)) : 1.0;
+}
+
+/* S <- a (I - b k k^T) S + b k v^T = a S + k (b (v - a S^T k))^T for sub-token s; leaves
+   k in D->kv, v in D->vv and S^T k (before the update) in D->r. */
+static void ssm__dv_substep(ssm__dv *D, ssm__dv_mat S, int64_t s) {
+    const ssm_delta_plan *p = D->p;
+    int64_t tt = s / p->n_h, j = s % p->n_h, c;
+    double a = ssm__dv_alpha(D, tt, j), bt = ssm__dv_scalar(D, D->beta, p->st.beta, tt, j);
+    ssm__dv_load(D, D->k, p->st.k, tt, j, p->K, D->kv);
+    ssm__dv_load(D, D->v, p->st.v, tt, j, p->V, D->vv);
+    ssm__dv_stx(D->dt, S, p->K, p->V, D->kv, D->r);
+    for (c = 0; c < p->V; ++c) D->w[c] = bt * (D->vv[c] - a * D->r[c]);
+    ssm__dv_rank1(D->dt, S, p->K, p->V, a, D->kv, D->w);
+}
+
+/* o_t = scale S^T q_t after the last factor of token tt */
+static void ssm__dv_readout(ssm__dv *D, ssm__dv_mat S, int64_t tt, ssm_tensor *o) {
+    const ssm_delta_plan *p = D->p;
+    ssm__dv_load(D, D->q, p->st.q, tt, 0, p->K, D->x1);
+    ssm__dv_stx(D->dt, S, p->K, p->V, D->x1, D->w);
+    ssm__dv_store(D, o, p->st.o, tt, 0, p->V, p->scale, D->w);
+}
+
+/* Scratch vectors at the start of the workspace (doubles). */
+static size_t ssm__dv_vec_bytes(const ssm_delta_plan *p) { return SSM__DV_ALIGN(sizeof(double) * (size_t)(3 * p->K + 3 * p->V)); }
+static void ssm__dv_init(ssm__dv *D, const ssm_delta_plan *p, const ssm_tensor *q, const ssm_tensor *k,
+                         const ssm_tensor *v, const ssm_tensor *beta, const ssm_tensor *g, void *ws) {
+    double *d = (double *)ws;
+    memset(D, 0, sizeof *D);
+    D->p = p, D->dt = p->dtype, D->es = ssm__esize(p->dtype);
+    D->q = q, D->k = k, D->v = v, D->beta = beta, D->g = g;
+    D->kv = d, D->x1 = d + p->K, D->x2 = d + 2 * p->K;
+    D->vv = d + 3 * p->K, D->r = D->vv + p->V, D->w = D->r + p->V;
+}
+
+static ssm_result ssm__delta_recurrent(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                       const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                       const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                       ssm_tensor *o, ssm_tensor *sT) {
+    void *ws;
+    ssm__dv D;
+    ssm__dv_mat S;
+    int64_t n, s, len;
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
+    ssm__dv_init(&D, p, q, k, v, beta, g, ws);
+    S = ssm__dv_mat_make((char *)ws + ssm__dv_vec_bytes(p), p->V, 1);
+    for (n = 0; n < p->N; ++n)
+        for (D.h = 0; D.h < p->H; ++D.h) {
+            ssm__dv_mat m0;
+            ssm__dv_seq(p, cu, n, &D.b, &D.t0, &len);
+            if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
+            ssm__dv_copy(p->dtype, p->K, p->V, s0 ? &m0 : NULL, S);
+            for (s = 0; s < len * p->n_h; ++s) {
+                ssm__dv_substep(&D, S, s);
+                if (s % p->n_h == p->n_h - 1) ssm__dv_readout(&D, S, s / p->n_h, o);
+            }
+            if (sT) ssm__dv_copy(p->dtype, p->K, p->V, &S, ssm__dv_state(sT, p->st.sT, n, D.h, D.es));
+        }
+    return SSM_OK;
+}
+
+static ssm_result ssm__delta_step_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                          const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                          const ssm_tensor *g, ssm_tensor *state, ssm_tensor *o) {
+    void *ws;
+    ssm__dv D;
+    int64_t s;
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
+    ssm__dv_init(&D, p, q, k, v, beta, g, ws);
+    for (D.b = 0; D.b < p->B; ++D.b)
+        for (D.h = 0; D.h < p->H; ++D.h) {
+            ssm__dv_mat S = ssm__dv_state(state, p->st.s0, D.b, D.h, D.es); /* in place */
+            for (s = 0; s < p->n_h; ++s) ssm__dv_substep(&D, S, s);
+            ssm__dv_readout(&D, S, 0, o);
+        }
+    return SSM_OK;
+}
+
+/* Chunked WY/UT form of one sequence-head on the backend's GEMM (see the header). The
+   sub-tokens are packed into zero-padded whole chunks (k = v = beta = g = 0 there: identity
+   steps); every product is a GEMM, batched over the chunks where nothing carries across them. */
+typedef struct ssm__dvc {
+    int64_t C, NC, Lp;
+    double *bt, *G, *tmp, *dG; /* Lp, Lp, C, C (doubles)                                    */
+    /* dtype buffers. Both passes: Kc, Qc [Lp,K] (q on readout rows only), X = diag(beta e^G) K,
+       W [Lp,K], Vc = diag(beta) V, U [Lp,V], Am [NC,C,C] (K K^T, then Tm), P [NC,C,C] (the
+       forward aliases it to Am), S [K,V], Ob [C,V]. Backward only: KK [NC,C,C], Vr [Lp,V] (raw
+       v), dO [Lp,V], ck [NC+1,K,V] (chunk-start states), dS, dS0 [K,V], C x C: dP, dA, dT, tc;
+       C x K: dQ, dK, dW, dX, Kd; C x V: dN, dY, R1. */
+    char *Kc, *Qc, *X, *W, *Vc, *U, *Am, *P, *S, *Ob;
+    char *KK, *Vr, *dO, *ck, *dS, *dS0, *dP, *dA, *dT, *tc, *dQ, *dK, *dW, *dX, *Kd, *dN, *dY, *R1;
+} ssm__dvc;
+
+static int64_t ssm__dv_chunks(const ssm_delta_plan *p, int64_t C) {
+    int64_t L = p->max_len * p->n_h;
+    return L > 0 ? (L + C - 1) / C : 1;
+}
+
+/* Carves the chunked scratch out of `base` (NULL: only counts); returns the bytes. */
+static size_t ssm__dvc_layout(const ssm_delta_plan *p, char *base, ssm__dvc *w, int backward) {
+    size_t es = ssm__esize(p->dtype), off = ssm__dv_vec_bytes(p);
+    int64_t C = p->chunk, NC = ssm__dv_chunks(p, C), Lp = NC * C, K = p->K, V = p->V;
+#define SSM__DV_TAKE(field, n, size)                                          \
+    do {                                                                      \
+        if (w) w->field = (base + off);                                       \
+        off += SSM__DV_ALIGN((size_t)(n) * (size));                           \
+    } while (0)
+#define SSM__DV_TAKED(field, n)                                               \
+    do {                                                                      \
+        if (w) w->field = (double *)(void *)(base + off);                     \
+        off += SSM__DV_ALIGN((size_t)(n) * sizeof(double));                   \
+    } while (0)
+    if (w) memset(w, 0, sizeof *w), w->C = C, w->NC = NC, w->Lp = Lp;
+    SSM__DV_TAKED(bt, Lp);
+    SSM__DV_TAKED(G, Lp);
+    SSM__DV_TAKED(tmp, C);
+    SSM__DV_TAKED(dG, C);
+    SSM__DV_TAKE(Kc, Lp * K, es);
+    SSM__DV_TAKE(Qc, Lp * K, es);
+    SSM__DV_TAKE(X, Lp * K, es);
+    SSM__DV_TAKE(W, Lp * K, es);
+    SSM__DV_TAKE(Vc, Lp * V, es);
+    SSM__DV_TAKE(U, Lp * V, es);
+    SSM__DV_TAKE(Am, NC * C * C, es);
+    SSM__DV_TAKE(S, K * V, es);
+    SSM__DV_TAKE(Ob, C * V, es);
+    if (!backward) {
+        if (w) w->P = w->Am;
+        return off;
+    }
+    SSM__DV_TAKE(P, NC * C * C, es);
+    SSM__DV_TAKE(KK, NC * C * C, es);
+    SSM__DV_TAKE(Vr, Lp * V, es);
+    SSM__DV_TAKE(dO, Lp * V, es);
+    SSM__DV_TAKE(ck, (NC + 1) * K * V, es);
+    SSM__DV_TAKE(dS, K * V, es);
+    SSM__DV_TAKE(dS0, K * V, es);
+    SSM__DV_TAKE(dP, C * C, es);
+    SSM__DV_TAKE(dA, C * C, es);
+    SSM__DV_TAKE(dT, C * C, es);
+    SSM__DV_TAKE(tc, C * C, es);
+    SSM__DV_TAKE(dQ, C * K, es);
+    SSM__DV_TAKE(dK, C * K, es);
+    SSM__DV_TAKE(dW, C * K, es);
+    SSM__DV_TAKE(dX, C * K, es);
+    SSM__DV_TAKE(Kd, C * K, es);
+    SSM__DV_TAKE(dN, C * V, es);
+    SSM__DV_TAKE(dY, C * V, es);
+    SSM__DV_TAKE(R1, C * V, es);
+#undef SSM__DV_TAKE
+#undef SSM__DV_TAKED
+    return off;
+}
+
+/* (I + A)^-1 by forward substitution, in place, for every chunk: on entry Am holds K K^T, and
+   A_ij = beta_i e^(G_i - G_j) k_i.k_j for i > j is formed on the fly; on exit Am holds the
+   lower-triangular Tm (unit diagonal, zeros above). */
+#define SSM__DV_TRI(T)                                                                      \
+    for (c = 0; c < w->NC; ++c) {                                                           \
+        T *A = (T *)(void *)w->Am + c * C * C;                                              \
+        const double *bt = w->bt + c * C, *G = w->G + c * C;                                \
+        for (i = 0; i < C; ++i) {                                                           \
+            for (jj = 0; jj < i; ++jj) w->tmp[jj] = 0.0;                                    \
+            for (j = 0; j < i; ++j) {                                                       \
+                double a = bt[i] * (double)A[i * C + j];                                    \
+                if (gated) a *= exp(G[i] - G[j]);                                           \
+                if (a == 0.0) continue;                                                     \
+                for (jj = 0; jj <= j; ++jj) w->tmp[jj] -= a * (double)A[j * C + jj];        \
+            }                                                                               \
+            for (jj = 0; jj < i; ++jj) A[i * C + jj] = (T)w->tmp[jj];                       \
+            A[i * C + i] = (T)1;                                                            \
+            for (jj = i + 1; jj < C; ++jj) A[i * C + jj] = (T)0;                            \
+        }                                                                                   \
+    }
+static void ssm__dvc_tri(ssm_dtype dt, ssm__dvc *w, int gated) {
+    int64_t c, i, j, jj, C = w->C;
+    if (dt.bits == 64) { SSM__DV_TRI(double) }
+    else { SSM__DV_TRI(float) }
+}
+
+/* element i of a dtype buffer */
+#define SSM__DV_E(buf, i) ((buf) + (int64_t)(i) * (int64_t)es)
+#define SSM__DV_GET(buf, i) SSM__LOAD(dt, SSM__DV_E(buf, i))
+#define SSM__DV_PUT(buf, i, x) SSM__STORE(dt, SSM__DV_E(buf, i), x)
+
+/* C = alpha A B + beta C for one row-major product: A is M x Kd with strides (ars, acs), B is
+   Kd x N with (brs, bcs), C is M x N with leading dimension ldc. */
+static ssm_result ssm__dv_gemm(ssm_ctx *ctx, ssm_dtype dt, int64_t M, int64_t N, int64_t Kd, double alpha,
+                               const char *A, int64_t ars, int64_t acs, const char *B, int64_t brs, int64_t bcs,
+                               double beta, char *C, int64_t ldc) {
+    return ssm_ctx_gemm(ctx, dt, 1, M, N, Kd, alpha, ssm__mb((void *)A, ars, acs), ssm__mb((void *)B, brs, bcs), beta,
+                        ssm__mb(C, ldc, 1));
+}
+
+/* Packs sub-tokens [0, Lp) of the current sequence-head (and, in the backward, raw v and
+   dO = scale * dout on the readout rows). */
+static void ssm__dvc_pack(ssm__dv *D, ssm__dvc *w, int64_t L, const ssm_tensor *dout) {
+    const ssm_delta_plan *p = D->p;
+    const ssm_dtype dt = p->dtype;
+    const size_t es = D->es;
+    const int64_t K = p->K, V = p->V, nh = p->n_h, C = w->C;
+    int64_t s, f;
+    for (s = 0; s < w->Lp; ++s) {
+        int64_t tt = s / nh, j = s % nh;
+        double gs = 0.0, xs;
+        int readout = s < L && j == nh - 1;
+        if (s < L) {
+            ssm__dv_load(D, D->k, p->st.k, tt, j, K, D->x1);
+            ssm__dv_load(D, D->v, p->st.v, tt, j, V, D->vv);
+            w->bt[s] = ssm__dv_scalar(D, D->beta, p->st.beta, tt, j);
+            if (D->g && j == 0) gs = ssm__dv_scalar(D, D->g, p->st.g, tt, 0);
+        } else {
+            for (f = 0; f < K; ++f) D->x1[f] = 0.0;
+            for (f = 0; f < V; ++f) D->vv[f] = 0.0;
+            w->bt[s] = 0.0;
+        }
+        if (readout) ssm__dv_load(D, D->q, p->st.q, tt, 0, K, D->x2);
+        else for (f = 0; f < K; ++f) D->x2[f] = 0.0;
+        w->G[s] = (s % C ? w->G[s - 1] : 0.0) + gs;
+        xs = w->bt[s] * (D->g ? exp(w->G[s]) : 1.0);
+        for (f = 0; f < K; ++f) {
+            SSM__DV_PUT(w->Kc, s * K + f, D->x1[f]);
+            SSM__DV_PUT(w->Qc, s * K + f, D->x2[f]);
+            SSM__DV_PUT(w->X, s * K + f, xs * D->x1[f]);
+        }
+        for (f = 0; f < V; ++f) SSM__DV_PUT(w->Vc, s * V + f, w->bt[s] * D->vv[f]);
+        if (w->Vr)
+            for (f = 0; f < V; ++f) SSM__DV_PUT(w->Vr, s * V + f, D->vv[f]);
+        if (w->dO) {
+            if (readout && dout) ssm__dv_load(D, dout, p->st.dout, tt, 0, V, D->w);
+            else for (f = 0; f < V; ++f) D->w[f] = 0.0;
+            for (f = 0; f < V; ++f) SSM__DV_PUT(w->dO, s * V + f, p->scale * D->w[f]);
+        }
+    }
+}
+
+/* Am = K K^T (kept in KK for the backward), Tm = (I + A)^-1 in Am, W = Tm X, U = Tm diag(beta) V,
+   then P = tril(Q K^T . e^(G_i - G_j)): batched over the chunks. */
+static ssm_result ssm__dvc_prepare(ssm_ctx *ctx, ssm_dtype dt, ssm__dvc *w, int64_t K, int64_t V, int gated) {
+    const size_t es = ssm__esize(dt);
+    const int64_t C = w->C, NC = w->NC;
+    int64_t c, i, f;
+    ssm_matrix_batch mA, mB, mC;
+    mA = ssm__mb(w->Kc, K, 1), mA.bs = C * K;
+    mB = ssm__mb(w->Kc, 1, K), mB.bs = C * K;
+    mC = ssm__mb(w->Am, C, 1), mC.bs = C * C;
+    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, C, K, 1.0, mA, mB, 0.0, mC));
+    if (w->KK) memcpy(w->KK, w->Am, (size_t)(NC * C * C) * es);
+    ssm__dvc_tri(dt, w, gated);
+    mA = ssm__mb(w->Am, C, 1), mA.bs = C * C;
+    mB = ssm__mb(w->X, K, 1), mB.bs = C * K;
+    mC = ssm__mb(w->W, K, 1), mC.bs = C * K;
+    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, K, C, 1.0, mA, mB, 0.0, mC));
+    mB = ssm__mb(w->Vc, V, 1), mB.bs = C * V;
+    mC = ssm__mb(w->U, V, 1), mC.bs = C * V;
+    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, V, C, 1.0, mA, mB, 0.0, mC));
+    mA = ssm__mb(w->Qc, K, 1), mA.bs = C * K;
+    mB = ssm__mb(w->Kc, 1, K), mB.bs = C * K;
+    mC = ssm__mb(w->P, C, 1), mC.bs = C * C;
+    SSM__TRY(ssm_ctx_gemm(ctx, dt, NC, C, C, K, 1.0, mA, mB, 0.0, mC));
+    for (c = 0; c < NC; ++c)
+        for (i = 0; i < C; ++i)
+            for (f = 0; f < C; ++f) {
+                int64_t e = (c * C + i) * C + f;
+                if (f > i) SSM__DV_PUT(w->P, e, 0.0);
+                else if (gated) SSM__DV_PUT(w->P, e, SSM__DV_GET(w->P, e) * exp(w->G[c * C + i] - w->G[c * C + f]));
+            }
+    return SSM_OK;
+}
+
+/* dst = diag(e^(G_last - G_i)) K of chunk c: the keys as they reach the chunk's end. */
+static void ssm__dvc_decayed_keys(ssm_dtype dt, const ssm__dvc *w, int64_t c, int64_t K, char *dst) {
+    const size_t es = ssm__esize(dt);
+    const int64_t C = w->C;
+    const double gl = w->G[c * C + C - 1];
+    int64_t i, f;
+    for (i = 0; i < C; ++i) {
+        double d = exp(gl - w->G[c * C + i]);
+        for (f = 0; f < K; ++f) SSM__DV_PUT(dst, i * K + f, d * SSM__DV_GET(w->Kc, (c * C + i) * K + f));
+    }
+}
+
+/* S <- e^(G_last) S + Kd^T N with Kd the decayed keys (the chunk's keys when ungated). */
+static ssm_result ssm__dvc_advance(ssm_ctx *ctx, ssm_dtype dt, const ssm__dvc *w, int64_t c, int64_t K, int64_t V,
+                                   int gated, char *Kd, const char *N, char *S) {
+    const size_t es = ssm__esize(dt);
+    int64_t i;
+    if (gated) {
+        double e = exp(w->G[c * w->C + w->C - 1]);
+        for (i = 0; i < K * V; ++i) SSM__DV_PUT(S, i, e * SSM__DV_GET(S, i));
+        ssm__dvc_decayed_keys(dt, w, c, K, Kd);
+    } else {
+        Kd = SSM__DV_E(w->Kc, c * w->C * K);
+    }
+    return ssm__dv_gemm(ctx, dt, K, V, w->C, 1.0, Kd, 1, K, N, V, 1, 1.0, S, V);
+}
+
+static ssm_result ssm__delta_chunked(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                     const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                     const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                     ssm_tensor *o, ssm_tensor *sT) {
+    const ssm_dtype dt = p->dtype;
+    const size_t es = ssm__esize(dt);
+    const int64_t K = p->K, V = p->V, nh = p->n_h;
+    void *ws;
+    ssm__dv D;
+    ssm__dvc w;
+    int64_t n, len, s, c, i, f, C;
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
+    ssm__dv_init(&D, p, q, k, v, beta, g, ws);
+    ssm__dvc_layout(p, (char *)ws, &w, 0);
+    C = w.C;
+    for (n = 0; n < p->N; ++n)
+        for (D.h = 0; D.h < p->H; ++D.h) {
+            ssm__dv_mat S = ssm__dv_mat_make(w.S, V, 1), m0;
+            int64_t L;
+            ssm__dv_seq(p, cu, n, &D.b, &D.t0, &len);
+            if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
+            ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, S);
+            L = len * nh;
+            if (L > 0) {
+                w.NC = (L + C - 1) / C, w.Lp = w.NC * C;
+                ssm__dvc_pack(&D, &w, L, NULL);
+                SSM__TRY(ssm__dvc_prepare(ctx, dt, &w, K, V, g != NULL));
+            }
+            for (c = 0; L > 0 && c < w.NC; ++c) { /* the state pass, chunk by chunk */
+                char *Uc = SSM__DV_E(w.U, c * C * V), *Pc = SSM__DV_E(w.P, c * C * C);
+                /* N = U - W S (into U) */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w.W, c * C * K), K, 1, w.S, V, 1, 1.0, Uc, V));
+                /* o = e^G Q S + P N on the readout rows */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, 1.0, SSM__DV_E(w.Qc, c * C * K), K, 1, w.S, V, 1, 0.0, w.Ob, V));
+                if (g)
+                    for (i = 0; i < C; ++i) {
+                        double e = exp(w.G[c * C + i]);
+                        for (f = 0; f < V; ++f) SSM__DV_PUT(w.Ob, i * V + f, e * SSM__DV_GET(w.Ob, i * V + f));
+                    }
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, C, 1, Uc, V, 1, 1.0, w.Ob, V));
+                for (i = 0; i < C; ++i) {
+                    s = c * C + i;
+                    if (s >= L || s % nh != nh - 1) continue;
+                    for (f = 0; f < V; ++f) D.w[f] = SSM__DV_GET(w.Ob, i * V + f);
+                    ssm__dv_store(&D, o, p->st.o, s / nh, 0, V, p->scale, D.w);
+                }
+                /* the keys' X rows of this chunk are spent: they take the decayed keys */
+                SSM__TRY(ssm__dvc_advance(ctx, dt, &w, c, K, V, g != NULL, SSM__DV_E(w.X, c * C * K), Uc, w.S));
+            }
+            if (sT) ssm__dv_copy(dt, K, V, &S, ssm__dv_state(sT, p->st.sT, n, D.h, D.es));
+        }
+    return SSM_OK;
+}
+
+/* Chunked backward: recompute the forward's chunk quantities (batched), the chunk-start states
+   and N = U - W S (the state pass), then chunk by chunk in reverse, with dS the adjoint of the
+   chunk-end state and dO = scale * dout on the readout rows:
+     dN  = P^T dO + Kd dS                          dS' = e^(G_C) dS + Q^T diag(e^G) dO - W^T dN
+     dQ  = diag(e^G) dO S'^T + (dO N^T . M) K       M = tril . e^(G_i - G_j)
+     dW  = -dN S'^T,  dX = Tm^T dW,  dY = Tm^T dN,  dTm = dW X^T + dN Y^T,  dA = -Tm^T dTm Tm^T
+     dK  = (dO N^T . M)^T Q + diag(e^(G_C - G)) N dS^T + diag(beta e^G) dX + (dA')K + (dA')^T K
+     dV  = diag(beta) dY,  dbeta and dG from the same terms, dg = the in-chunk suffix sums of dG
+   with dA'_ij = dA_ij beta_i e^(G_i - G_j) (i > j). About 3x the forward's GEMM work. */
+static ssm_result ssm__delta_chunked_backward(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                              const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                              const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                              const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                              ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                              ssm_tensor *ds0) {
+    const ssm_dtype dt = p->dtype;
+    const size_t es = ssm__esize(dt);
+    const int64_t K = p->K, V = p->V, nh = p->n_h, KV = p->K * p->V;
+    const int gated = g != NULL;
+    void *ws;
+    ssm__dv D;
+    ssm__dvc w;
+    int64_t n, len, c, i, j, f, C;
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
+    ssm__dv_init(&D, p, q, k, v, beta, g, ws);
+    ssm__dvc_layout(p, (char *)ws, &w, 1);
+    C = w.C;
+    for (n = 0; n < p->N; ++n)
+        for (D.h = 0; D.h < p->H; ++D.h) {
+            ssm__dv_mat dS = ssm__dv_mat_make(w.dS, V, 1), m0;
+            int64_t L;
+            ssm__dv_seq(p, cu, n, &D.b, &D.t0, &len);
+            L = len * nh;
+            if (dsT) m0 = ssm__dv_state(dsT, p->st.dsT, n, D.h, D.es);
+            ssm__dv_copy(dt, K, V, dsT ? &m0 : NULL, dS);
+            if (L > 0) {
+                w.NC = (L + C - 1) / C, w.Lp = w.NC * C;
+                ssm__dvc_pack(&D, &w, L, dout);
+                SSM__TRY(ssm__dvc_prepare(ctx, dt, &w, K, V, gated));
+                if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
+                ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, ssm__dv_mat_make(w.ck, V, 1));
+                for (c = 0; c < w.NC; ++c) { /* chunk-start states; U becomes N */
+                    char *Sc = SSM__DV_E(w.ck, c * KV), *Uc = SSM__DV_E(w.U, c * C * V);
+                    SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, -1.0, SSM__DV_E(w.W, c * C * K), K, 1, Sc, V, 1, 1.0, Uc, V));
+                    memcpy(SSM__DV_E(w.ck, (c + 1) * KV), Sc, (size_t)KV * es);
+                    SSM__TRY(ssm__dvc_advance(ctx, dt, &w, c, K, V, gated, w.Kd, Uc, SSM__DV_E(w.ck, (c + 1) * KV)));
+                }
+            }
+            for (c = L > 0 ? w.NC - 1 : -1; c >= 0; --c) {
+                char *Kc = SSM__DV_E(w.Kc, c * C * K), *Qc = SSM__DV_E(w.Qc, c * C * K), *Xc = SSM__DV_E(w.X, c * C * K);
+                char *Wc = SSM__DV_E(w.W, c * C * K), *Nc = SSM__DV_E(w.U, c * C * V), *Yc = SSM__DV_E(w.Vc, c * C * V);
+                char *Vr = SSM__DV_E(w.Vr, c * C * V), *dOc = SSM__DV_E(w.dO, c * C * V), *S0 = SSM__DV_E(w.ck, c * KV);
+                char *Tm = SSM__DV_E(w.Am, c * C * C), *Pc = SSM__DV_E(w.P, c * C * C), *KKc = SSM__DV_E(w.KK, c * C * C);
+                const double *G = w.G + c * C, *bt = w.bt + c * C;
+                const double gl = G[C - 1], gC = gated ? exp(gl) : 1.0;
+                double *dG = w.dG;
+                for (i = 0; i < C; ++i) dG[i] = 0.0;
+                /* R1 = Kd dS, dN = R1 + P^T dO; the state term of dG: z_i = R1_i . N_i */
+                if (gated) ssm__dvc_decayed_keys(dt, &w, c, K, w.Kd);
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, K, 1.0, gated ? w.Kd : Kc, K, 1, w.dS, V, 1, 0.0, w.R1, V));
+                if (gated) {
+                    double zs = ssm__dv_dot(dt, w.dS, S0, KV) * gC;
+                    for (i = 0; i < C; ++i) {
+                        double z = 0.0;
+                        for (f = 0; f < V; ++f) z += SSM__DV_GET(w.R1, i * V + f) * SSM__DV_GET(Nc, i * V + f);
+                        dG[i] -= z, zs += z;
+                    }
+                    dG[C - 1] += zs;
+                }
+                memcpy(w.dN, w.R1, (size_t)(C * V) * es);
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Pc, 1, C, dOc, V, 1, 1.0, w.dN, V));
+                /* dP = dO N^T . M (and the gates' share: rows minus columns of dP . P) */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, V, 1.0, dOc, V, 1, Nc, 1, V, 0.0, w.dP, C));
+                for (i = 0; i < C; ++i)
+                    for (j = 0; j < C; ++j) {
+                        double x = j > i ? 0.0 : SSM__DV_GET(w.dP, i * C + j);
+                        if (gated && j <= i) {
+                            double z = x * SSM__DV_GET(Pc, i * C + j);
+                            dG[i] += z, dG[j] -= z;
+                            x *= exp(G[i] - G[j]);
+                        }
+                        SSM__DV_PUT(w.dP, i * C + j, x);
+                    }
+                /* dQ = diag(e^G) dO S'^T + dP K (the O term of dG: e^G_i q_i . (dO S'^T)_i) */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, 1.0, dOc, V, 1, S0, 1, V, 0.0, w.dQ, K));
+                if (gated)
+                    for (i = 0; i < C; ++i) {
+                        double e = exp(G[i]), z = 0.0;
+                        for (f = 0; f < K; ++f) {
+                            double r = SSM__DV_GET(w.dQ, i * K + f);
+                            z += r * SSM__DV_GET(Qc, i * K + f);
+                            SSM__DV_PUT(w.dQ, i * K + f, e * r);
+                        }
+                        dG[i] += e * z;
+                    }
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dP, C, 1, Kc, K, 1, 1.0, w.dQ, K));
+                /* dS' = e^(G_C) dS + Q^T diag(e^G) dO - W^T dN (R1 <- diag(e^G) dO) */
+                for (i = 0; i < C; ++i) {
+                    double e = gated ? exp(G[i]) : 1.0;
+                    for (f = 0; f < V; ++f) SSM__DV_PUT(w.R1, i * V + f, e * SSM__DV_GET(dOc, i * V + f));
+                }
+                for (i = 0; i < KV; ++i) SSM__DV_PUT(w.dS0, i, gC * SSM__DV_GET(w.dS, i));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, K, V, C, 1.0, Qc, 1, K, w.R1, V, 1, 1.0, w.dS0, V));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, K, V, C, -1.0, Wc, 1, K, w.dN, V, 1, 1.0, w.dS0, V));
+                /* dW = -dN S'^T, dX = Tm^T dW, dY = Tm^T dN, dTm = dW X^T + dN Y^T, dA = -Tm^T dTm Tm^T */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, -1.0, w.dN, V, 1, S0, 1, V, 0.0, w.dW, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, Tm, 1, C, w.dW, K, 1, 0.0, w.dX, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, V, C, 1.0, Tm, 1, C, w.dN, V, 1, 0.0, w.dY, V));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, K, 1.0, w.dW, K, 1, Xc, 1, K, 0.0, w.dT, C));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, V, 1.0, w.dN, V, 1, Yc, 1, V, 1.0, w.dT, C));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, C, 1.0, Tm, 1, C, w.dT, C, 1, 0.0, w.tc, C));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, C, C, -1.0, w.tc, C, 1, Tm, 1, C, 0.0, w.dA, C));
+                /* dbeta and dG from X = diag(beta e^G) K, Y = diag(beta) V and A; dA <- dA' */
+                for (i = 0; i < C; ++i) {
+                    double e = gated ? exp(G[i]) : 1.0, xk = 0.0, yv = 0.0, ak = 0.0;
+                    for (f = 0; f < K; ++f) xk += SSM__DV_GET(w.dX, i * K + f) * SSM__DV_GET(Kc, i * K + f);
+                    for (f = 0; f < V; ++f) yv += SSM__DV_GET(w.dY, i * V + f) * SSM__DV_GET(Vr, i * V + f);
+                    for (j = 0; j < C; ++j) {
+                        double a = j < i ? SSM__DV_GET(w.dA, i * C + j) : 0.0, ga = gated && j < i ? exp(G[i] - G[j]) : 1.0;
+                        double kk = SSM__DV_GET(KKc, i * C + j);
+                        ak += a * ga * kk;
+                        if (gated && j < i) {
+                            double z = a * bt[i] * ga * kk;
+                            dG[i] += z, dG[j] -= z;
+                        }
+                        SSM__DV_PUT(w.dA, i * C + j, a * bt[i] * ga);
+                    }
+                    D.w[0] = e * xk + yv + ak; /* dbeta_i */
+                    if (gated) dG[i] += bt[i] * e * xk;
+                    w.tmp[i] = D.w[0];
+                }
+                /* dK = dP^T Q + diag(e^(G_C - G)) N dS^T + diag(beta e^G) dX + dA' K + dA'^T K */
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dP, 1, C, Qc, K, 1, 0.0, w.dK, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dA, C, 1, Kc, K, 1, 1.0, w.dK, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, C, 1.0, w.dA, 1, C, Kc, K, 1, 1.0, w.dK, K));
+                SSM__TRY(ssm__dv_gemm(ctx, dt, C, K, V, 1.0, Nc, V, 1, w.dS, 1, V, 0.0, w.Kd, K));
+                for (i = 0; i < C; ++i) {
+                    double lam = gated ? exp(gl - G[i]) : 1.0, xs = bt[i] * (gated ? exp(G[i]) : 1.0);
+                    for (f = 0; f < K; ++f)
+                        SSM__DV_PUT(w.dK, i * K + f, SSM__DV_GET(w.dK, i * K + f) + lam * SSM__DV_GET(w.Kd, i * K + f) +
+                                                         xs * SSM__DV_GET(w.dX, i * K + f));
+                }
+                /* the rows of this chunk to the gradient tensors; dg = suffix sums of dG */
+                for (i = C - 1; i >= 0; --i) {
+                    int64_t s = c * C + i, tt = s / nh, jf = s % nh;
+                    if (i < C - 1) dG[i] += dG[i + 1];
+                    if (s >= L) continue;
+                    if (dq && jf == nh - 1) {
+                        for (f = 0; f < K; ++f) D.x1[f] = SSM__DV_GET(w.dQ, i * K + f);
+                        ssm__dv_store(&D, dq, p->st.dq, tt, 0, K, 1.0, D.x1);
+                    }
+                    if (dk) {
+                        for (f = 0; f < K; ++f) D.x1[f] = SSM__DV_GET(w.dK, i * K + f);
+                        ssm__dv_store(&D, dk, p->st.dk, tt, jf, K, 1.0, D.x1);
+                    }
+                    if (dv) {
+                        for (f = 0; f < V; ++f) D.w[f] = SSM__DV_GET(w.dY, i * V + f);
+                        ssm__dv_store(&D, dv, p->st.dv, tt, jf, V, bt[i], D.w);
+                    }
+                    if (dbeta) SSM__STORE(dt, SSM__DV_AT(dbeta, p->st.dbeta, es, D.b, D.t0 + tt, D.h, jf, 0), w.tmp[i]);
+                    if (dg && jf == 0) SSM__STORE(dt, SSM__DV_AT(dg, p->st.dg, es, D.b, D.t0 + tt, D.h, 0, 0), dG[i]);
+                }
+                memcpy(w.dS, w.dS0, (size_t)KV * es);
+            }
+            if (ds0) ssm__dv_copy(dt, K, V, &dS, ssm__dv_state(ds0, p->st.ds0, n, D.h, D.es));
+        }
+    return SSM_OK;
+}
+
+#undef SSM__DV_GET
+#undef SSM__DV_PUT
+
+static ssm_result ssm__delta_forward_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                             const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                             const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                             ssm_tensor *o, ssm_tensor *sT) {
+    if (p->method == SSM_DELTA_CHUNKED) return ssm__delta_chunked(ctx, p, q, k, v, beta, g, s0, cu, o, sT);
+    return ssm__delta_recurrent(ctx, p, q, k, v, beta, g, s0, cu, o, sT);
+}
+
+/* Backward by replay: the states at every chunk start are kept (one forward pass), then each
+   chunk is replayed (its C + 1 states kept) and differentiated sub-token by sub-token in
+   reverse. For one factor S = a M + b k v^T, M = S' - b k r^T, r = S'^T k, and the adjoint
+   dS of S (readout adds scale q do^T):
+     da = <dS, S'> - b (dS^T k).r    dv = b dS^T k    db = (dS^T k).(v - a r)
+     dk = b dS (v - a r) - a b S' (dS^T k)           dS' = a (dS - b k (dS^T k)^T)
+   and dg = a da at a token's first factor. */
+static ssm_result ssm__delta_replay_backward(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                             const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                             const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                             const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                             ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                             ssm_tensor *ds0) {
+    const ssm_dtype dt = p->dtype;
+    const size_t es = ssm__esize(dt), sbytes = SSM__DV_ALIGN((size_t)(p->K * p->V) * es);
+    const int64_t K = p->K, V = p->V, nh = p->n_h, C = p->chunk;
+    void *ws;
+    char *ck, *sb, *dSp;
+    double *kd, *dov;
+    ssm__dv D;
+    int64_t n, len, s, c, f;
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &ws));
+    ssm__dv_init(&D, p, q, k, v, beta, g, ws);
+    kd = (double *)(void *)((char *)ws + ssm__dv_vec_bytes(p));
+    dov = kd + SSM__MAX(K, V);
+    dSp = (char *)ws + ssm__dv_vec_bytes(p) + SSM__DV_ALIGN(sizeof(double) * (size_t)(SSM__MAX(K, V) + V));
+    sb = dSp + sbytes;                        /* C + 1 replayed states */
+    ck = sb + (size_t)(C + 1) * sbytes;        /* one state per chunk start */
+    for (n = 0; n < p->N; ++n)
+        for (D.h = 0; D.h < p->H; ++D.h) {
+            ssm__dv_mat dS = ssm__dv_mat_make(dSp, V, 1), m0;
+            int64_t L, NC;
+            ssm__dv_seq(p, cu, n, &D.b, &D.t0, &len);
+            L = len * nh;
+            NC = (L + C - 1) / C;
+            if (s0) m0 = ssm__dv_state(s0, p->st.s0, n, D.h, D.es);
+            ssm__dv_copy(dt, K, V, s0 ? &m0 : NULL, ssm__dv_mat_make(ck, V, 1));
+            for (c = 0; c + 1 < NC; ++c) { /* checkpoints */
+                ssm__dv_mat S = ssm__dv_mat_make(ck + (size_t)(c + 1) * sbytes, V, 1), Sp = ssm__dv_mat_make(ck + (size_t)c * sbytes, V, 1);
+                ssm__dv_copy(dt, K, V, &Sp, S);
+                for (s = c * C; s < (c + 1) * C; ++s) ssm__dv_substep(&D, S, s);
+            }
+            if (dsT) m0 = ssm__dv_state(dsT, p->st.dsT, n, D.h, D.es);
+            ssm__dv_copy(dt, K, V, dsT ? &m0 : NULL, dS);
+            for (c = NC - 1; c >= 0; --c) {
+                int64_t s1 = SSM__MIN(L, (c + 1) * C);
+                ssm__dv_mat ckm = ssm__dv_mat_make(ck + (size_t)c * sbytes, V, 1);
+                ssm__dv_copy(dt, K, V, &ckm, ssm__dv_mat_make(sb, V, 1));
+                for (s = c * C; s < s1; ++s) {
+                    ssm__dv_mat Sp = ssm__dv_mat_make(sb + (size_t)(s - c * C) * sbytes, V, 1);
+                    ssm__dv_mat S = ssm__dv_mat_make(sb + (size_t)(s - c * C + 1) * sbytes, V, 1);
+                    ssm__dv_copy(dt, K, V, &Sp, S);
+                    ssm__dv_substep(&D, S, s);
+                }
+                for (s = s1 - 1; s >= c * C; --s) {
+                    int64_t tt = s / nh, j = s % nh;
+                    ssm__dv_mat Sp = ssm__dv_mat_make(sb + (size_t)(s - c * C) * sbytes, V, 1);
+                    ssm__dv_mat S = ssm__dv_mat_make(sb + (size_t)(s - c * C + 1) * sbytes, V, 1);
+                    double a = ssm__dv_alpha(&D, tt, j), bt = ssm__dv_scalar(&D, beta, p->st.beta, tt, j);
+                    double kdr = 0.0, kdv = 0.0;
+                    if (j == nh - 1) { /* readout: dq = scale S do, dS += scale q do^T */
+                        if (dout) ssm__dv_load(&D, dout, p->st.dout, tt, 0, V, dov);
+                        else for (f = 0; f < V; ++f) dov[f] = 0.0;
+                        if (dq) {
+                            ssm__dv_sx(dt, S, K, V, dov, D.x1);
+                            ssm__dv_store(&D, dq, p->st.dq, tt, 0, K, p->scale, D.x1);
+                        }
+                        ssm__dv_load(&D, q, p->st.q, tt, 0, K, D.x1);
+                        for (f = 0; f < K; ++f) D.x1[f] *= p->scale;
+                        ssm__dv_rank1(dt, dS, K, V, 1.0, D.x1, dov);
+                    }
+                    ssm__dv_load(&D, k, p->st.k, tt, j, K, D.kv);
+                    ssm__dv_load(&D, v, p->st.v, tt, j, V, D.vv);
+                    ssm__dv_stx(dt, Sp, K, V, D.kv, D.r);  /* r = S'^T k   */
+                    ssm__dv_stx(dt, dS, K, V, D.kv, kd);   /* dS^T k       */
+                    for (f = 0; f < V; ++f) {
+                        D.w[f] = D.vv[f] - a * D.r[f];      /* v - a r      */
+                        kdr += kd[f] * D.r[f];
+                        kdv += kd[f] * D.w[f];
+                    }
+                    if (dg && j == 0) {
+                        double da = ssm__dv_dot(dt, dS.ptr, Sp.ptr, K * V) - bt * kdr;
+                        SSM__STORE(dt, SSM__DV_AT(dg, p->st.dg, es, D.b, D.t0 + tt, D.h, 0, 0), a * da);
+                    }
+                    if (dv) ssm__dv_store(&D, dv, p->st.dv, tt, j, V, bt, kd);
+                    if (dbeta) SSM__STORE(dt, SSM__DV_AT(dbeta, p->st.dbeta, es, D.b, D.t0 + tt, D.h, j, 0), kdv);
+                    if (dk) {
+                        ssm__dv_sx(dt, dS, K, V, D.w, D.x1); /* dS (v - a r) */
+                        ssm__dv_sx(dt, Sp, K, V, kd, D.x2);  /* S' dS^T k    */
+                        for (f = 0; f < K; ++f) D.x1[f] = bt * (D.x1[f] - a * D.x2[f]);
+                        ssm__dv_store(&D, dk, p->st.dk, tt, j, K, 1.0, D.x1);
+                    }
+                    for (f = 0; f < K; ++f) D.x2[f] = -a * bt * D.kv[f];
+                    ssm__dv_rank1(dt, dS, K, V, a, D.x2, kd);
+                }
+            }
+            if (ds0) ssm__dv_copy(dt, K, V, &dS, ssm__dv_state(ds0, p->st.ds0, n, D.h, D.es));
+        }
+    return SSM_OK;
+}
+
+static ssm_result ssm__delta_backward_generic(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
+                                              const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                              const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu,
+                                              const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq,
+                                              ssm_tensor *dk, ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg,
+                                              ssm_tensor *ds0) {
+    if (p->method == SSM_DELTA_CHUNKED)
+        return ssm__delta_chunked_backward(ctx, p, q, k, v, beta, g, s0, cu, dout, dsT, dq, dk, dv, dbeta, dg, ds0);
+    return ssm__delta_replay_backward(ctx, p, q, k, v, beta, g, s0, cu, dout, dsT, dq, dk, dv, dbeta, dg, ds0);
+}
+
+static size_t ssm__delta_ws_generic(const ssm_delta_plan *p, int pass) {
+    size_t es = ssm__esize(p->dtype), sbytes = SSM__DV_ALIGN((size_t)(p->K * p->V) * es);
+    if (pass == 2) return ssm__dv_vec_bytes(p);
+    if (pass == 1 && p->method == SSM_DELTA_CHUNKED) return ssm__dvc_layout(p, NULL, NULL, 1);
+    if (pass == 1)
+        return ssm__dv_vec_bytes(p) + SSM__DV_ALIGN(sizeof(double) * (size_t)(SSM__MAX(p->K, p->V) + p->V)) +
+               sbytes * (size_t)(1 + p->chunk + 1 + ssm__dv_chunks(p, p->chunk));
+    if (p->method == SSM_DELTA_CHUNKED) return ssm__dvc_layout(p, NULL, NULL, 0);
+    return ssm__dv_vec_bytes(p) + sbytes;
+}
+
+#undef SSM__DV_E
+
+/* The generic algorithms run on host memory: a device backend without a delta kernel for the
+   plan cannot fall back to them. */
+static ssm_result ssm__delta_no_kernel(ssm_ctx *ctx, const char *op) {
+    return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend has no kernel for this call", op,
+                         ctx->backend->name);
+}
+
+SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc, const ssm_tensor *q,
+                                    const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                    const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu_seqlens,
+                                    ssm_tensor *o, ssm_tensor *sT) {
+    static const char *op = "ssm_delta_forward";
+    ssm_delta_plan p;
+    ssm__arg args[9];
+    int factored;
+    ssm_result r;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    SSM__TRY(ssm__delta_inputs(ctx, op, desc, q, k, v, beta, g, s0, cu_seqlens, 1, &p, &factored));
+    if (!o) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: o is required", op);
+    SSM__TRY(ssm__delta_view(ctx, op, "o", o, &p, 1, 0, p.V, p.st.o));
+    if (sT) SSM__TRY(ssm__delta_state(ctx, op, "sT", sT, &p, p.st.sT));
+    ssm__arg_set(&args[0], "q", q, 0);
+    ssm__arg_set(&args[1], "k", k, 0);
+    ssm__arg_set(&args[2], "v", v, 0);
+    ssm__arg_set(&args[3], "beta", beta, 0);
+    ssm__arg_set(&args[4], "g", g, 0);
+    ssm__arg_set(&args[5], "s0", s0, 0);
+    ssm__arg_set(&args[6], "cu_seqlens", cu_seqlens, 0);
+    ssm__arg_set(&args[7], "o", o, 1);
+    ssm__arg_set(&args[8], "sT", sT, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
+    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 0));
+    r = ctx->backend->delta_forward ? ctx->backend->delta_forward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, o, sT)
+                                    : SSM__NOT_MINE;
+    if (r == SSM__NOT_MINE && ctx->backend->device_type != SSM_DEVICE_CPU) r = ssm__delta_no_kernel(ctx, op);
+    else if (r == SSM__NOT_MINE) r = ssm__delta_forward_generic(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, o, sT);
+    if (r == SSM_OK) ssm__delta_stats(desc, &p, 0);
+    return r;
+}
+
+SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc, const ssm_tensor *q,
+                                     const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
+                                     const ssm_tensor *g, const ssm_tensor *s0, const ssm_tensor *cu_seqlens,
+                                     const ssm_tensor *dout, const ssm_tensor *dsT, ssm_tensor *dq, ssm_tensor *dk,
+                                     ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg, ssm_tensor *ds0) {
+    static const char *op = "ssm_delta_backward";
+    ssm_delta_plan p;
+    ssm__arg args[15];
+    int factored;
+    ssm_result r;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    SSM__TRY(ssm__delta_inputs(ctx, op, desc, q, k, v, beta, g, s0, cu_seqlens, 1, &p, &factored));
+    if (dg && !g) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: dg needs g", op);
+    if (dout) SSM__TRY(ssm__delta_view(ctx, op, "dout", dout, &p, 1, 0, p.V, p.st.dout));
+    if (dsT) SSM__TRY(ssm__delta_state(ctx, op, "dsT", dsT, &p, p.st.dsT));
+    if (dq) SSM__TRY(ssm__delta_view(ctx, op, "dq", dq, &p, 1, 0, p.K, p.st.dq));
+    if (dk) SSM__TRY(ssm__delta_view(ctx, op, "dk", dk, &p, 1, factored, p.K, p.st.dk));
+    if (dv) SSM__TRY(ssm__delta_view(ctx, op, "dv", dv, &p, 1, factored, p.V, p.st.dv));
+    if (dbeta) SSM__TRY(ssm__delta_view(ctx, op, "dbeta", dbeta, &p, 1, factored, 0, p.st.dbeta));
+    if (dg) SSM__TRY(ssm__delta_view(ctx, op, "dg", dg, &p, 1, 0, 0, p.st.dg));
+    if (ds0) SSM__TRY(ssm__delta_state(ctx, op, "ds0", ds0, &p, p.st.ds0));
+    ssm__arg_set(&args[0], "q", q, 0);
+    ssm__arg_set(&args[1], "k", k, 0);
+    ssm__arg_set(&args[2], "v", v, 0);
+    ssm__arg_set(&args[3], "beta", beta, 0);
+    ssm__arg_set(&args[4], "g", g, 0);
+    ssm__arg_set(&args[5], "s0", s0, 0);
+    ssm__arg_set(&args[6], "cu_seqlens", cu_seqlens, 0);
+    ssm__arg_set(&args[7], "dout", dout, 0);
+    ssm__arg_set(&args[8], "dsT", dsT, 0);
+    ssm__arg_set(&args[9], "dq", dq, 1);
+    ssm__arg_set(&args[10], "dk", dk, 1);
+    ssm__arg_set(&args[11], "dv", dv, 1);
+    ssm__arg_set(&args[12], "dbeta", dbeta, 1);
+    ssm__arg_set(&args[13], "dg", dg, 1);
+    ssm__arg_set(&args[14], "ds0", ds0, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 15));
+    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 1));
+    r = ctx->backend->delta_backward
+            ? ctx->backend->delta_backward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, dout, dsT, dq, dk, dv, dbeta,
+                                           dg, ds0)
+            : SSM__NOT_MINE;
+    if (r == SSM__NOT_MINE && ctx->backend->device_type != SSM_DEVICE_CPU) r = ssm__delta_no_kernel(ctx, op);
+    else if (r == SSM__NOT_MINE)
+        r = ssm__delta_backward_generic(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, dout, dsT, dq, dk, dv, dbeta, dg,
+                                        ds0);
+    if (r == SSM_OK) ssm__delta_stats(desc, &p, 1);
+    return r;
+}
+
+SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const ssm_tensor *q, const ssm_tensor *k,
+                                 const ssm_tensor *v, const ssm_tensor *beta, const ssm_tensor *g, ssm_tensor *state,
+                                 ssm_tensor *o) {
+    static const char *op = "ssm_delta_step";
+    ssm_delta_plan p;
+    ssm__arg args[7];
+    int factored;
+    ssm_result r;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    SSM__TRY(ssm__delta_inputs(ctx, op, desc, q, k, v, beta, g, NULL, NULL, 0, &p, &factored));
+    if (!state || !o) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: state and o are required", op);
+    SSM__TRY(ssm__delta_state(ctx, op, "state", state, &p, p.st.s0));
+    memcpy(p.st.sT, p.st.s0, sizeof p.st.sT);
+    SSM__TRY(ssm__delta_view(ctx, op, "o", o, &p, 0, 0, p.V, p.st.o));
+    ssm__arg_set(&args[0], "q", q, 0);
+    ssm__arg_set(&args[1], "k", k, 0);
+    ssm__arg_set(&args[2], "v", v, 0);
+    ssm__arg_set(&args[3], "beta", beta, 0);
+    ssm__arg_set(&args[4], "g", g, 0);
+    ssm__arg_set(&args[5], "state", state, 1);
+    ssm__arg_set(&args[6], "o", o, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 7));
+    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 2));
+    r = ctx->backend->delta_step ? ctx->backend->delta_step(ctx, &p, q, k, v, beta, g, state, o) : SSM__NOT_MINE;
+    if (r == SSM__NOT_MINE && ctx->backend->device_type != SSM_DEVICE_CPU) r = ssm__delta_no_kernel(ctx, op);
+    else if (r == SSM__NOT_MINE) r = ssm__delta_step_generic(ctx, &p, q, k, v, beta, g, state, o);
+    if (r == SSM_OK) ssm__delta_stats(desc, &p, 2);
+    return r;
+}
+
 /* ---- the reference backend -------------------------------------------------------------- */
 
 static const ssm_backend ssm__reference_backend = {
-    "reference", SSM_DEVICE_CPU, NULL, NULL, ssm__ref_gemm, NULL, NULL, NULL, NULL, NULL, {NULL}};
+    "reference", SSM_DEVICE_CPU, NULL, NULL, ssm__ref_gemm, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, {NULL}};
 
 SSMDEF const ssm_backend *ssm_reference_backend(void) { return &ssm__reference_backend; }
 

@@ -2467,7 +2467,8 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *d, 
 
 static const ssm_backend ssm__cuda_backend = {
     "cuda", SSM_DEVICE_CUDA, ssm__cu_init, ssm__cu_shutdown, ssm__cu_gemm, ssm__cu_pick,
-    ssm__cu_linrec_forward, ssm__cu_linrec_backward, ssm__cu_decay_forward, ssm__cu_decay_backward, {NULL}};
+    ssm__cu_linrec_forward, ssm__cu_linrec_backward, ssm__cu_decay_forward, ssm__cu_decay_backward,
+    NULL, NULL, NULL, NULL, NULL, {NULL}};
 
 extern "C" SSMDEF const ssm_backend *ssm_cuda_backend(void) { return &ssm__cuda_backend; }
 

@@ -70,6 +70,7 @@ void suite_linrec(void);
 void suite_decay(void);
 void suite_bell(void);
 void suite_proj(void);
+void suite_delta(void);
 void suite_blas(void); /* cross-backend checks, only with SSM_TEST_BLAS */
 
 #endif

@@ -168,6 +168,7 @@ static void run_suites(const char *label) {
     suite_decay();
     suite_bell();
     suite_proj();
+    suite_delta();
 }
 
 int main(void) {

@@ -259,7 +259,8 @@ static int proj_untouched(const pbufs *B) {
            tb_untouched(&B->db) && tb_untouched(&B->dal);
 }
 
-static const ssm_backend fake_gpu = {"fake-gpu", SSM_DEVICE_CUDA, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
+static const ssm_backend fake_gpu = {"fake-gpu", SSM_DEVICE_CUDA, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                      NULL, NULL, NULL, NULL, NULL, {NULL}};
 
 static void proj_errors_case(void) {
     ssm_ctx *ctx, *gctx = NULL;
