@@ -17,7 +17,7 @@ endif
 endif
 
 compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/quickstart_cuda $(BUILD)/libssm.so \
-              $(BUILD)/cuda_decay_variants $(BUILD)/cuda_linrec_perf
+              $(BUILD)/cuda_decay_variants $(BUILD)/cuda_linrec_perf $(BUILD)/dev_delta
 
 $(BUILD)/test_main_cuda.o: tests/test_main.c tests/test.h ssm.h | $(BUILD)
 	$(CC) -std=c99 -O2 -g -Dmain=ssm_test_cpu_main -c $< -o $@
@@ -35,6 +35,10 @@ $(BUILD)/cuda_bench: bench/cuda_bench.cu bench/cuda_common.h bench/bench.h ssm.h
 # Kernel-variant harnesses (time each variant beside the default and check it against it).
 $(BUILD)/cuda_%: bench/cuda_%.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+
+# Dev harness of the delta-rule kernels: f64 oracle checks (`check`) and timings (`bench`).
+$(BUILD)/dev_delta: dev/cuda/delta.cu ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) $< $(CUDALIBS) -o $@
 
 bench-cuda: $(BUILD)/cuda_bench
 	./$(BUILD)/cuda_bench

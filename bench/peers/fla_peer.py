@@ -33,7 +33,9 @@ def row(op, shape, ms):
 
 def main():
     torch.manual_seed(0)
-    for B, T, H, D, seqs in SHAPES:
+    pick = os.environ.get("FLA_SHAPES")  # e.g. "2,3,4": a subset of SHAPES (indices)
+    shapes = [SHAPES[int(i)] for i in pick.split(",")] if pick else SHAPES
+    for B, T, H, D, seqs in shapes:
         dt = torch.bfloat16
         q = torch.randn(B, T, H, D, device=dev, dtype=dt)
         k = F.normalize(torch.randn(B, T, H, D, device=dev, dtype=torch.float32), dim=-1).to(dt)

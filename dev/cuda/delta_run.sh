@@ -8,9 +8,11 @@ mkdir -p "$OUT"
 what=${1:-all}
 export SSM_COMMIT=$(cat build/.commit 2>/dev/null || echo unknown)
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader; echo "commit $SSM_COMMIT"; } > "$OUT/env.log"
-if ! ./build/dev_delta none >/dev/null 2>&1; then
-    echo "building dev_delta there" >> "$OUT/env.log"
-    mkdir -p build && nvcc -O3 -arch=sm_90 -std=c++17 dev/cuda/delta.cu -lcublas -o build/dev_delta >> "$OUT/env.log" 2>&1
+if [ "${BUILD_THERE:-0}" = 1 ] || ! ./build/dev_delta none >/dev/null 2>&1; then
+    echo "building dev_delta and test_cuda there" >> "$OUT/env.log"
+    rm -f build/dev_delta build/test_cuda
+    mkdir -p build && make -j8 build/dev_delta build/test_cuda >> "$OUT/build.log" 2>&1
+    echo "build rc=$?" >> "$OUT/env.log"
 fi
 if [ "$what" != bench ]; then
     timeout 200 ./build/dev_delta check > "$OUT/check.log" 2>&1; echo "check rc=$?" >> "$OUT/check.log"
@@ -20,11 +22,16 @@ if [ "$what" != check ]; then
     if [ -d ../../.whl ] || [ -d .whl ]; then
         W=$( [ -d .whl ] && echo .whl || echo ../../.whl )
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W/*.whl >> "$OUT/env.log" 2>&1
-        PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/fla_peer.py ${2:-all} > "$OUT/bench_fla.jsonl" 2>"$OUT/fla_err.log"
+        [ -f triton_cache.tgz ] && mkdir -p ~/.triton && tar xzf triton_cache.tgz -C ~/.triton
+        PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout ${FLA_TIMEOUT:-300} python3 bench/peers/fla_peer.py ${2:-all} > "$OUT/bench_fla.jsonl" 2>"$OUT/fla_err.log"
         echo "# rc=$?" >> "$OUT/bench_fla.jsonl"
+        tar czf "$OUT/triton_cache.tgz" -C ~/.triton . 2>/dev/null
     fi
 fi
-if [ "$what" = all ] && command -v ncu >/dev/null; then
+if [ -x build/test_cuda ] && [ "${TESTS:-1}" = 1 ]; then
+    (SSM_TEST_CUDA_ONLY=delta timeout 150 ./build/test_cuda; echo "test_cuda rc=$?") > "$OUT/test_cuda.log" 2>&1
+fi
+if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
     timeout 120 ncu --clock-control none -k regex:ssm__dl --section SpeedOfLight --section Occupancy --section LaunchStats \
         --section WarpStateStats --section MemoryWorkloadAnalysis ./build/dev_delta bench 0 one > "$OUT/ncu.log" 2>&1
     echo "ncu rc=$?" >> "$OUT/ncu.log"
@@ -32,6 +39,7 @@ fi
 echo "== summary"
 cat "$OUT/env.log" | head -4
 grep -E "FAIL|passed|rc=" "$OUT/check.log" 2>/dev/null | tail -30
+grep -E "FAIL|passed|rc=" "$OUT/test_cuda.log" 2>/dev/null | tail -30
 python3 - "$OUT" <<'EOF'
 import json, sys, os
 d = sys.argv[1]; rows = {}
