@@ -2484,7 +2484,9 @@ typedef struct ssm__dl_args {
     const int64_t *cu;
     int64_t qs[4], ks[4], vs[4], os[4], bs[3], gs[3], h0s[4], hTs[4];
     int N, T, H, K, V, dt, bdt, gdt, sdt; /* sdt: dtype of the state tensors */
-    int vec; /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
+    int vec;     /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
+    int variant; /* bit 0: blocked UT solve (dev/cuda/delta.cu times the variants) */
+    int svec;    /* f32 states with unit column stride and 16-byte aligned rows: float4 access */
     float scale;
     /* backward: dout, dsT in; dq, dk, dv, dbeta, dg, ds0 out (each may be NULL) */
     const void *dout, *dhT;
@@ -2805,11 +2807,48 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
         aqk[i * C + j] = ssm__dl_cv<E>(i >= j ? scale * x * __expf(sg[i] - sg[j]) : 0.f);
     });
     __syncthreads();
-    { /* T by forward substitution, column by column: t_i = [i == col] - sum_{j<i} A_ij t_j.
-         Four lanes per column split the sum (j mod 4) and meet through shuffles. */
+    /* f32 T [C][72], over sQ, sK (dead now) where they are large enough; stride 72 spreads banks */
+    float *sTf = ssm__dl_prep_alias<E, KP>() ? (float *)sQ : seg + C;
+    if (a.variant & 1) { /* blocked: 16 x 16 diagonal blocks, then three levels of block products */
+        float *sX = seg + C + (ssm__dl_prep_alias<E, KP>() ? 0 : C * 72); /* [3][16][16] */
+        {   /* diagonal block b, column c: four lanes split each row's sum (j mod 4) */
+            const int b = tid >> 6, c = (tid >> 2) & 15, part = tid & 3, o = 16 * b;
+            const unsigned gm4 = 0xFu << (tid & 28);
+            if (part == 0)
+                for (int i = 0; i < 16; ++i) sTf[(o + i) * 72 + o + c] = i == c ? 1.f : 0.f;
+            __syncwarp(gm4);
+            for (int i = c + 1; i < 16; ++i) {
+                float s = 0.f;
+                for (int j = c + part; j < i; j += 4) s += sA[(o + i) * (C + 1) + o + j] * sTf[(o + j) * 72 + o + c];
+                s += __shfl_xor_sync(gm4, s, 1);
+                s += __shfl_xor_sync(gm4, s, 2);
+                if (part == 0) sTf[(o + i) * 72 + o + c] = -s;
+                __syncwarp(gm4);
+            }
+        }
+        __syncthreads();
+        const int r = tid >> 4, c = tid & 15;
+        for (int I = 1; I < 4; ++I) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ for every J < I */
+            for (int J = 0; J < I; ++J) {
+                float x = 0.f;
+                for (int k = 16 * J; k < 16 * I; ++k) x += sA[(16 * I + r) * (C + 1) + k] * sTf[k * 72 + 16 * J + c];
+                sX[J * 256 + r * 16 + c] = x;
+            }
+            __syncthreads();
+            for (int J = 0; J < I; ++J) {
+                float t = 0.f;
+                for (int m = 0; m <= r; ++m) t += sTf[(16 * I + r) * 72 + 16 * I + m] * sX[J * 256 + m * 16 + c];
+                sTf[(16 * I + r) * 72 + 16 * J + c] = -t;
+            }
+            __syncthreads();
+        }
+        for (int idx = tid; idx < C * C; idx += blockDim.x) {
+            const int i = idx >> 6, j = idx & 63;
+            sT[i * LC + j] = ssm__dl_cv<E>((i >> 4) >= (j >> 4) ? sTf[i * 72 + j] : 0.f);
+        }
+    } else { /* T by forward substitution, column by column: t_i = [i == col] - sum_{j<i} A_ij t_j.
+                Four lanes per column split the sum (j mod 4) and meet through shuffles. */
         const int col = tid >> 2, part = tid & 3;
-        /* f32 [C][72], over sQ, sK (dead now) where they are large enough; stride 72: the 4 parts on distinct banks */
-        float *sTf = ssm__dl_prep_alias<E, KP>() ? (float *)sQ : seg + C;
         const unsigned gm4 = 0xFu << (tid & 28); /* the column's four lanes (trip counts differ per column) */
         if (part == 0) sTf[col * 72 + col] = 1.f, sT[col * LC + col] = ssm__dl_cv<E>(1.f);
         for (int i = 0; i < col; ++i)
@@ -2841,7 +2880,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
     }
 }
 template <class E, int KP> static size_t ssm__dl_prep_smem(int VP) {
-    const size_t extra = ssm__dl_prep_alias<E, KP>() ? 0 : sizeof(float) * SSM__DL_C * 72;
+    const size_t extra = (ssm__dl_prep_alias<E, KP>() ? 0 : sizeof(float) * SSM__DL_C * 72) + sizeof(float) * 3 * 256;
     constexpr int C = SSM__DL_C;
     return sizeof(E) * ((size_t)3 * C * (KP + 8) + (size_t)C * (VP + 8) + (size_t)C * (C + 8)) +
            sizeof(float) * ((size_t)C * (C + 1) + 3 * C) + extra;
@@ -3383,13 +3422,22 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
     const float beta = ssm__dl_ld(a.beta, a.bdt, (int64_t)n * a.bs[0] + h * a.bs[2]);
     const float al = a.g ? __expf(ssm__dl_ld(a.g, a.gdt, (int64_t)n * a.gs[0] + h * a.gs[2])) : 1.f;
     float S[RPT][4];
+    const bool sv4 = a.svec && v0 + c0 < a.V; /* V % 4 == 0 then: the whole float4 is in range */
 #pragma unroll
-    for (int i = 0; i < RPT; ++i)
+    for (int i = 0; i < RPT; ++i) {
+        const int r = r0 + 16 * i;
+        if (sv4) {
+            const float4 x = (a.h0 && r < a.K) ? *(const float4 *)((const float *)a.h0 + hs + r * a.h0s[2] + v0 + c0)
+                                              : make_float4(0.f, 0.f, 0.f, 0.f);
+            S[i][0] = x.x, S[i][1] = x.y, S[i][2] = x.z, S[i][3] = x.w;
+            continue;
+        }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const int r = r0 + 16 * i, c = v0 + c0 + j;
+            const int c = v0 + c0 + j;
             S[i][j] = (a.h0 && r < a.K && c < a.V) ? ssm__dl_ld(a.h0, a.sdt, hs + r * a.h0s[2] + c * a.h0s[3]) : 0.f;
         }
+    }
     __syncthreads();
     float p[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -3410,13 +3458,21 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
     }
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < RPT; ++i)
+    for (int i = 0; i < RPT; ++i) {
+        const int r = r0 + 16 * i;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) S[i][j] += sk[r] * vn[j], p[j] += sqv[r] * S[i][j];
+        if (!a.hT || r >= a.K) continue;
+        if (sv4) {
+            *(float4 *)((float *)a.hT + ho + r * a.hTs[2] + v0 + c0) = make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
+            continue;
+        }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const int r = r0 + 16 * i, c = v0 + c0 + j;
-            S[i][j] += sk[r] * vn[j], p[j] += sqv[r] * S[i][j];
-            if (a.hT && r < a.K && c < a.V) ssm__dl_st(a.hT, a.sdt, ho + r * a.hTs[2] + c * a.hTs[3], S[i][j]);
+            const int c = v0 + c0 + j;
+            if (c < a.V) ssm__dl_st(a.hT, a.sdt, ho + r * a.hTs[2] + c * a.hTs[3], S[i][j]);
         }
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j) red[r0][c0 + j] = p[j];
     __syncthreads();
@@ -3743,6 +3799,8 @@ static ssm_result ssm__cu_delta_step(ssm_ctx *ctx, const ssm_delta_plan *p, cons
     a.q = q->data, a.k = k->data, a.v = v->data, a.beta = beta->data, a.g = g ? g->data : NULL;
     a.h0 = a.hT = state->data, a.o = o->data;
     memcpy(a.hTs, a.h0s, sizeof a.hTs);
+    a.svec = p->dtype.bits == 32 && a.h0s[3] == 1 && p->V % 4 == 0 && (uintptr_t)state->data % 16 == 0 &&
+             a.h0s[0] % 4 == 0 && a.h0s[1] % 4 == 0 && a.h0s[2] % 4 == 0;
     a.T = 1, a.cu = NULL;
     ssm__dl_recurrent(a, st->stream);
     SSM__CU_LAUNCHED(ctx, "ssm__dl_step_kernel");

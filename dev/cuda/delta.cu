@@ -25,7 +25,7 @@
         }                                                                                               \
     } while (0)
 
-static int g_optin = 0, g_sms = 0;
+static int g_optin = 0, g_sms = 0, g_variant = 0; /* DL_VARIANT: ssm__dl_args.variant bits */
 
 /* The launchers are ssm_cuda.h's (ssm__dl_*); these wrappers fix the harness's device limits. */
 typedef ssm__dl_sizes dl_sizes;
@@ -271,6 +271,8 @@ static dev_prob to_dev(prob &p, int dt) {
     memcpy(a.qs, qs, 32), memcpy(a.ks, qs, 32), memcpy(a.vs, vs, 32), memcpy(a.os, vs, 32);
     memcpy(a.bs, bs, 24), memcpy(a.gs, bs, 24), memcpy(a.h0s, ss, 32), memcpy(a.hTs, ss, 32);
     a.N = p.N, a.T = p.T, a.H = p.H, a.K = p.K, a.V = p.V, a.dt = dt, a.bdt = dt, a.gdt = 0, a.sdt = 0;
+    a.variant = g_variant;
+    a.svec = p.V % 4 == 0; /* f32 contiguous states here */
     { /* 16-byte rows: every row stride a multiple of 16 bytes (allocations are 256-aligned) */
         int ve = dt == 0 ? 4 : 8;
         a.vec = (p.K % ve == 0) && (p.V % ve == 0);
@@ -540,7 +542,7 @@ static void bench(int argc, char **argv) {
         memcpy(a.bs, bs, 24), memcpy(a.gs, bs, 24);
         a.q = q, a.k = k, a.v = v, a.beta = be, a.o = o, a.cu = cu;
         a.N = N, a.T = sh.T, a.H = sh.H, a.K = sh.D, a.V = sh.D, a.dt = 2, a.bdt = 2, a.gdt = 0, a.scale = 1.f / sqrtf((float)sh.D);
-        a.vec = 1;
+        a.vec = 1, a.variant = g_variant;
         int vb = vbforce ? vbforce : dl_pick_vb(a);
         dl_sizes s = dl_sizes_of(a, 2, vb, 1);
         char *ws;
@@ -571,8 +573,13 @@ static void bench(int argc, char **argv) {
             double floor_b = std::max((bytes + 7.0 * ntok * D * 2) / bw, (fl_fwd + fl_bwd) / fr);
             if (gated == 0 && sh.seqs == 0 && sh.D == 64) { /* where the time goes: each launch alone */
                 ssm__dl_ws<__nv_bfloat16> w = ssm__dl_ws_of<__nv_bfloat16>(s, ws);
-                double t_prep = time_ms([&] { ssm__dl_prep_go<__nv_bfloat16, 64>(a, s, w, 0, g_optin, 0); });
-                printf("# split D%d: prep(K64 kernel) %.4f ms, full fwd %.4f ms, fwd+bwd %.4f ms\n", sh.D, t_prep, ms, msb);
+                ssm__dl_args a0 = a, a1 = a;
+                a0.variant = 0, a1.variant = 1;
+                double t_p0 = time_ms([&] { ssm__dl_prep_go<__nv_bfloat16, 64>(a0, s, w, 0, g_optin, 0); });
+                double t_p1 = time_ms([&] { ssm__dl_prep_go<__nv_bfloat16, 64>(a1, s, w, 0, g_optin, 0); });
+                double t_f = time_ms([&] { ssm__dl_fwd_go<__nv_bfloat16, 64, 32>(a, s, w, NULL, NULL, g_optin, 0); });
+                printf("# split D%d (variant %d): prep column-solve %.4f ms, prep blocked-solve %.4f ms, state pass %.4f ms, "
+                       "full fwd %.4f ms, fwd+bwd %.4f ms\n", sh.D, g_variant, t_p0, t_p1, t_f, ms, msb);
             }
             printf("{\"op\": \"%s\", \"impl\": \"ours:chunked\", \"backend\": \"cuda\", \"dtype\": \"bf16\", \"shape\": "
                    "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s}, \"ms\": %.4f, \"floor_ms\": %.4f, \"peak_mem_bytes\": %zu, "
@@ -605,6 +612,7 @@ static void bench(int argc, char **argv) {
         memcpy(a.bs, bs, 24), memcpy(a.h0s, ss, 32), memcpy(a.hTs, ss, 32);
         a.q = q, a.k = k, a.v = v, a.beta = be, a.o = o, a.h0 = S, a.hT = S;
         a.N = B, a.T = 1, a.H = H, a.K = D, a.V = D, a.dt = 2, a.bdt = 2, a.scale = 1.f / sqrtf((float)D);
+        a.svec = 1;
         double ms = time_ms([&] { dl_forward_recurrent(a, 0); }, 50);
         double floor_ms = 2.0 * ntok * D * D * 4 / bw;
         printf("{\"op\": \"delta_decode\", \"impl\": \"ours:recurrent\", \"backend\": \"cuda\", \"dtype\": \"bf16\", "
@@ -619,6 +627,7 @@ int main(int argc, char **argv) {
     cudaDeviceProp pr;
     CK(cudaGetDeviceProperties(&pr, 0));
     g_optin = (int)pr.sharedMemPerBlockOptin, g_sms = pr.multiProcessorCount;
+    if (getenv("DL_VARIANT")) g_variant = atoi(getenv("DL_VARIANT"));
     const char *mode = argc > 1 ? argv[1] : "check";
     if (!strcmp(mode, "check")) {
         run_checks();

@@ -32,8 +32,9 @@ if [ -x build/test_cuda ] && [ "${TESTS:-1}" = 1 ]; then
     (SSM_TEST_CUDA_ONLY=delta timeout 150 ./build/test_cuda; echo "test_cuda rc=$?") > "$OUT/test_cuda.log" 2>&1
 fi
 if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
-    timeout 120 ncu --clock-control none -k regex:ssm__dl --section SpeedOfLight --section Occupancy --section LaunchStats \
-        --section WarpStateStats --section MemoryWorkloadAnalysis ./build/dev_delta bench 0 one > "$OUT/ncu.log" 2>&1
+    timeout 120 ncu --clock-control none -k regex:"ssm__dl_(prep|fwd|bwd)" -c 4 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section InstructionStats --section SchedulerStats \
+        ./build/dev_delta bench 0 one > "$OUT/ncu.log" 2>&1
     echo "ncu rc=$?" >> "$OUT/ncu.log"
 fi
 echo "== summary"
