@@ -2485,7 +2485,7 @@ typedef struct ssm__dl_args {
     int64_t qs[4], ks[4], vs[4], os[4], bs[3], gs[3], h0s[4], hTs[4];
     int N, T, H, K, V, dt, bdt, gdt, sdt; /* sdt: dtype of the state tensors */
     int vec;     /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
-    int variant; /* bit 0: blocked UT solve (dev/cuda/delta.cu times the variants) */
+    int variant; /* bit 0: the column-by-column UT solve (1.5x slower; dev/cuda/delta.cu times both) */
     int svec;    /* f32 states with unit column stride and 16-byte aligned rows: float4 access */
     float scale;
     /* backward: dout, dsT in; dq, dk, dv, dbeta, dg, ds0 out (each may be NULL) */
@@ -2809,7 +2809,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
     __syncthreads();
     /* f32 T [C][72], over sQ, sK (dead now) where they are large enough; stride 72 spreads banks */
     float *sTf = ssm__dl_prep_alias<E, KP>() ? (float *)sQ : seg + C;
-    if (a.variant & 1) { /* blocked: 16 x 16 diagonal blocks, then three levels of block products */
+    if (!(a.variant & 1)) { /* blocked: 16 x 16 diagonal blocks, then three levels of block products */
         float *sX = seg + C + (ssm__dl_prep_alias<E, KP>() ? 0 : C * 72); /* [3][16][16] */
         {   /* diagonal block b, column c: four lanes split each row's sum (j mod 4) */
             const int b = tid >> 6, c = (tid >> 2) & 15, part = tid & 3, o = 16 * b;
