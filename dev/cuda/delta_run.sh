@@ -28,6 +28,10 @@ if [ "$what" != check ]; then
         tar czf "$OUT/triton_cache.tgz" -C ~/.triton . 2>/dev/null
     fi
 fi
+if [ -x build/test_cuda ] && [ "${SANITIZE:-0}" = 1 ]; then
+    (SSM_TEST_CUDA_ONLY=delta timeout 200 compute-sanitizer --tool memcheck --print-limit 10 ./build/test_cuda 2>&1 | tail -5;
+     echo "memcheck rc=${PIPESTATUS[0]}") > "$OUT/sanitizer.log" 2>&1
+fi
 if [ -x build/test_cuda ] && [ "${TESTS:-1}" = 1 ]; then
     (SSM_TEST_CUDA_ONLY=delta timeout 150 ./build/test_cuda; echo "test_cuda rc=$?") > "$OUT/test_cuda.log" 2>&1
 fi
@@ -41,6 +45,7 @@ echo "== summary"
 cat "$OUT/env.log" | head -4
 grep -E "FAIL|passed|rc=" "$OUT/check.log" 2>/dev/null | tail -30
 grep -E "FAIL|passed|rc=" "$OUT/test_cuda.log" 2>/dev/null | tail -30
+cat "$OUT/sanitizer.log" 2>/dev/null
 python3 - "$OUT" <<'EOF'
 import json, sys, os
 d = sys.argv[1]; rows = {}
