@@ -2828,16 +2828,22 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
         }
         __syncthreads();
         const int r = tid >> 4, c = tid & 15;
-        for (int I = 1; I < 4; ++I) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ for every J < I */
+#pragma unroll
+        for (int I = 1; I < 4; ++I) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ for every J < I (unrolled: fixed trips) */
+#pragma unroll
             for (int J = 0; J < I; ++J) {
                 float x = 0.f;
+#pragma unroll 16
                 for (int k = 16 * J; k < 16 * I; ++k) x += sA[(16 * I + r) * (C + 1) + k] * sTf[k * 72 + 16 * J + c];
                 sX[J * 256 + r * 16 + c] = x;
             }
             __syncthreads();
+#pragma unroll
             for (int J = 0; J < I; ++J) {
                 float t = 0.f;
-                for (int m = 0; m <= r; ++m) t += sTf[(16 * I + r) * 72 + 16 * I + m] * sX[J * 256 + m * 16 + c];
+#pragma unroll
+                for (int m = 0; m < 16; ++m) /* D_I is zero above its diagonal */
+                    t += sTf[(16 * I + r) * 72 + 16 * I + m] * sX[J * 256 + m * 16 + c];
                 sTf[(16 * I + r) * 72 + 16 * J + c] = -t;
             }
             __syncthreads();
