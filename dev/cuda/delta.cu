@@ -162,9 +162,9 @@ static uint16_t f2h(float x) {
     return u;
 }
 static float h2f(uint16_t u) {
-    __half h;
-    memcpy(&h, &u, 2);
-    return __half2float(h);
+    __half_raw r;
+    r.x = u;
+    return __half2float(__half(r));
 }
 /* round to dt in place (the oracle sees exactly what the GPU sees) and upload */
 static void *upload(std::vector<double> &x, int dt) {
