@@ -4014,6 +4014,8 @@ static ssm_result ssm__delta_check_cu(ssm_ctx *ctx, const char *op, const ssm_te
     if (!ssm__host_resident(cu) && cu->device.type != ctx->backend->device_type)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: cu_seqlens is on device type %d", op,
                              (int)cu->device.type);
+    if (!ssm__host_resident(cu) && ctx->backend->check_tensor)
+        SSM__TRY(ctx->backend->check_tensor(ctx, op, "cu_seqlens", cu));
     if (p->B != 1)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: with cu_seqlens the batch B must be 1, got %lld",
                              op, (long long)p->B);
@@ -5079,6 +5081,7 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc, co
     ssm__arg_set(&args[8], "sT", sT, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
     SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 0));
+    SSM__TRY(ssm__supported(ctx, op, SSM_OP_DELTA_FORWARD, &p));
     r = ctx->backend->delta_forward ? ctx->backend->delta_forward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, o, sT)
                                     : SSM__NOT_MINE;
     if (r == SSM__NOT_MINE && ctx->backend->device_type != SSM_DEVICE_CPU) r = ssm__delta_no_kernel(ctx, op);
@@ -5126,6 +5129,7 @@ SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc, c
     ssm__arg_set(&args[14], "ds0", ds0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 15));
     SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 1));
+    SSM__TRY(ssm__supported(ctx, op, SSM_OP_DELTA_BACKWARD, &p));
     r = ctx->backend->delta_backward
             ? ctx->backend->delta_backward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, dout, dsT, dq, dk, dv, dbeta,
                                            dg, ds0)
@@ -5162,6 +5166,7 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
     ssm__arg_set(&args[6], "o", o, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 7));
     SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 2));
+    SSM__TRY(ssm__supported(ctx, op, SSM_OP_DELTA_STEP, &p));
     r = ctx->backend->delta_step ? ctx->backend->delta_step(ctx, &p, q, k, v, beta, g, state, o) : SSM__NOT_MINE;
     if (r == SSM__NOT_MINE && ctx->backend->device_type != SSM_DEVICE_CPU) r = ssm__delta_no_kernel(ctx, op);
     else if (r == SSM__NOT_MINE) r = ssm__delta_step_generic(ctx, &p, q, k, v, beta, g, state, o);

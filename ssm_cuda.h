@@ -324,7 +324,8 @@ static int ssm__cu_dt(ssm_dtype t) { return t.bits == 32 ? 0 : (t.code == SSM_DT
 static int ssm__cu_supports(const ssm_ctx *ctx, ssm_op op, const void *plan) {
     (void)ctx, (void)plan;
     return op == SSM_OP_LINREC_FORWARD || op == SSM_OP_LINREC_BACKWARD || op == SSM_OP_DECAY_FORWARD ||
-           op == SSM_OP_DECAY_BACKWARD || op == SSM_OP_BELL_FORWARD || op == SSM_OP_BELL_BACKWARD;
+           op == SSM_OP_DECAY_BACKWARD || op == SSM_OP_BELL_FORWARD || op == SSM_OP_BELL_BACKWARD ||
+           op == SSM_OP_DELTA_FORWARD || op == SSM_OP_DELTA_BACKWARD || op == SSM_OP_DELTA_STEP;
 }
 
 /* The check_tensor slot: device id, element alignment, and device (or managed) memory. */
@@ -2900,6 +2901,1344 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
     return SSM_OK;
 }
 
+/* ==== delta rule (DeltaNet, Gated DeltaNet): chunked WY/UT form on tensor cores ====================
+   Per head, S_t = a_t (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, o_t = scale S_t^T q_t (Schlag et al.
+   2021; Yang et al. 2024, "Parallelizing linear transformers with the delta rule over sequence length";
+   gated: a_t = exp(g_t), Yang et al. 2025). Chunks of C = 64 tokens: a parallel kernel builds each
+   chunk's UT transform T = (I + strict_tril(diag(b) K K^T))^-1 and w = T diag(b) K, u = T diag(b) V;
+   one CTA per (sequence, head, block of V columns) then walks the chunks in order with the state in
+   registers, fusing the intra-chunk output. The backward replays that pass for the chunk-start states,
+   walks the chunks in reverse for the state gradients, and differentiates every chunk in parallel.
+   Operands go through mma.sync m16n8k16 (bf16/f16) or f32 FMAs in the same fragment layout (f32);
+   the state, the UT solve and every accumulation are f32. No atomics: results are bitwise
+   reproducible. Variants and the f64 token-loop oracle: dev/cuda/delta.cu. */
+
+/* One problem as the kernels see it: q,k [.,.,H,K], v,o [.,.,H,V] as (b,t,h,d) element strides;
+   beta, g [.,.,H] as (b,t,h); states [B or N,H,K,V] f32 as (n,h,k,v). Sequences: N of them; with
+   cu (varlen, B = 1) sequence n is tokens cu[n]..cu[n+1] of batch 0, else sequence n is batch n. */
+typedef struct ssm__dl_args {
+    const void *q, *k, *v, *beta, *g, *h0;
+    void *o, *hT;
+    const int64_t *cu;
+    int64_t qs[4], ks[4], vs[4], os[4], bs[3], gs[3], h0s[4], hTs[4];
+    int N, T, H, K, V, dt, bdt, gdt, sdt; /* sdt: dtype of the state tensors */
+    int vec;     /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
+    int variant; /* bit 0: the column-by-column UT solve (1.5x slower; dev/cuda/delta.cu times both) */
+    int svec;    /* f32 states with unit column stride and 16-byte aligned rows: float4 access */
+    float scale;
+    /* backward: dout, dsT in; dq, dk, dv, dbeta, dg, ds0 out (each may be NULL) */
+    const void *dout, *dhT;
+    void *dq, *dk, *dv, *dbeta, *dg, *dh0;
+    int64_t dos[4], dqs[4], dks[4], dvs[4], dbs[3], dgs[3], dhTs[4], dh0s[4];
+} ssm__dl_args;
+
+#define SSM__DL_C 64    /* chunk */
+#define SSM__DL_NT 256  /* threads of the chunked kernels (8 warps) */
+
+__device__ __forceinline__ float ssm__dl_ld(const void *p, int dt, int64_t i) {
+    if (dt == 0) return ((const float *)p)[i];
+    if (dt == 1) return __half2float(((const __half *)p)[i]);
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+__device__ __forceinline__ void ssm__dl_st(void *p, int dt, int64_t i, float v) {
+    if (dt == 0) ((float *)p)[i] = v;
+    else if (dt == 1) ((__half *)p)[i] = __float2half_rn(v);
+    else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+}
+template <class E> __device__ __forceinline__ E ssm__dl_cv(float x);
+template <> __device__ __forceinline__ float ssm__dl_cv<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half ssm__dl_cv<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 ssm__dl_cv<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ float ssm__dl_f(float x) { return x; }
+__device__ __forceinline__ float ssm__dl_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float ssm__dl_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+/* Sequence n: batch index, first token, length; its chunks start at global chunk choff(n). */
+struct ssm__dl_seq {
+    int64_t b, t0, len, c0;
+};
+__device__ __forceinline__ ssm__dl_seq ssm__dl_seq_of(const ssm__dl_args &a, int n, const int64_t *choff) {
+    ssm__dl_seq s;
+    if (a.cu) s.b = 0, s.t0 = a.cu[n], s.len = a.cu[n + 1] - a.cu[n], s.c0 = choff[n];
+    else s.b = n, s.t0 = 0, s.len = a.T, s.c0 = (int64_t)n * ((a.T + SSM__DL_C - 1) / SSM__DL_C);
+    return s;
+}
+/* Global chunk gc -> (sequence, chunk in it); -1 past the last chunk (the grid is an upper bound). */
+__device__ __forceinline__ int ssm__dl_find(const ssm__dl_args &a, int64_t gc, const int64_t *choff, int64_t *c) {
+    if (!a.cu) {
+        int64_t nc = (a.T + SSM__DL_C - 1) / SSM__DL_C;
+        if (gc >= nc * a.N) return -1;
+        *c = gc % nc;
+        return (int)(gc / nc);
+    }
+    if (gc >= choff[a.N]) return -1;
+    int lo = 0, hi = a.N - 1;
+    while (lo < hi) { /* last n with choff[n] <= gc */
+        int mid = (lo + hi + 1) >> 1;
+        if (choff[mid] <= gc) lo = mid;
+        else hi = mid - 1;
+    }
+    *c = gc - choff[lo];
+    return lo;
+}
+/* choff[n] = chunks before sequence n (varlen only; one thread, N is small). */
+__global__ void ssm__dl_choff_kernel(const int64_t *cu, int N, int64_t *choff) {
+    if (threadIdx.x || blockIdx.x) return;
+    int64_t s = 0;
+    for (int n = 0; n < N; ++n) choff[n] = s, s += (cu[n + 1] - cu[n] + SSM__DL_C - 1) / SSM__DL_C;
+    choff[N] = s;
+}
+
+/* ---- warp-level matrix tiles ------------------------------------------------------------------
+   acc[j] (j < NT) is the m16n8 tile at rows m0.., cols n0+8j.. of A(m,k) B(k,n), in mma.sync's
+   accumulator layout (lane g = lane/4, t = lane%4: (g, 2t..2t+1) and (g+8, 2t..2t+1)).
+   A(m,k) = TA ? A[k*lda + m] : A[m*lda + k]; B(k,n) = TB ? B[n*ldb + k] : B[k*ldb + n].
+   16-bit operands go through ldmatrix + mma.m16n8k16 (f32 accumulation); f32 operands through
+   plain FMAs in the same layout, so every kernel runs in f32 too. */
+__device__ __forceinline__ unsigned ssm__dl_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ssm__dl_ldsm(unsigned r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__dl_sa(p)));
+}
+__device__ __forceinline__ void ssm__dl_ldsmt(unsigned r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__dl_sa(p)));
+}
+template <class E> __device__ __forceinline__ void ssm__dl_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1);
+template <> __device__ __forceinline__ void ssm__dl_mma<__nv_bfloat16>(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void ssm__dl_mma<__half>(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <int NT, int KD, bool TA, bool TB, class E>
+__device__ __forceinline__ void ssm__dl_wmma(float (&acc)[NT][4], const E *A, int lda, int m0, const E *B, int ldb,
+                                             int n0) {
+    const int lane = threadIdx.x & 31;
+    if constexpr (sizeof(E) == 4) {
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll 4
+        for (int k = 0; k < KD; ++k) {
+            float a0 = TA ? A[k * lda + m0 + g] : A[(m0 + g) * lda + k];
+            float a1 = TA ? A[k * lda + m0 + g + 8] : A[(m0 + g + 8) * lda + k];
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                int n = n0 + 8 * j + 2 * t;
+                float b0 = TB ? B[n * ldb + k] : B[k * ldb + n];
+                float b1 = TB ? B[(n + 1) * ldb + k] : B[k * ldb + n + 1];
+                acc[j][0] += a0 * b0, acc[j][1] += a0 * b1, acc[j][2] += a1 * b0, acc[j][3] += a1 * b1;
+            }
+        }
+    } else {
+        const int i = lane >> 3, r = lane & 7;
+#pragma unroll
+        for (int k0 = 0; k0 < KD; k0 += 16) {
+            unsigned a[4];
+            if (!TA) ssm__dl_ldsm(a, A + (m0 + (lane & 15)) * lda + k0 + (lane >> 4) * 8);
+            else ssm__dl_ldsmt(a, A + (k0 + r + (i >> 1) * 8) * lda + m0 + (i & 1) * 8);
+#pragma unroll
+            for (int j = 0; j + 1 < NT; j += 2) {
+                unsigned b[4];
+                const int nb = n0 + 8 * j;
+                if (TB) ssm__dl_ldsm(b, B + (nb + r + (i >> 1) * 8) * ldb + k0 + (i & 1) * 8);
+                else ssm__dl_ldsmt(b, B + (k0 + r + (i & 1) * 8) * ldb + nb + (i >> 1) * 8);
+                ssm__dl_mma<E>(acc[j], a, b[0], b[1]);
+                ssm__dl_mma<E>(acc[j + 1], a, b[2], b[3]);
+            }
+            if constexpr (NT % 2) { /* the odd last n8 tile: an x4 load whose upper half repeats the lower */
+                unsigned b[4];
+                const int nb = n0 + 8 * (NT - 1);
+                if (TB) ssm__dl_ldsm(b, B + (nb + r) * ldb + k0 + (i & 1) * 8);
+                else ssm__dl_ldsmt(b, B + (k0 + r + (i & 1) * 8) * ldb + nb);
+                ssm__dl_mma<E>(acc[NT - 1], a, b[0], b[1]);
+            }
+        }
+    }
+}
+/* acc1 += A1 B and acc2 += A2 B (A row-major, B [k][n]): B's fragments are loaded once for both. */
+template <int NT, int KD, class E>
+__device__ __forceinline__ void ssm__dl_wmma2(float (&acc1)[NT][4], const E *A1, float (&acc2)[NT][4], const E *A2, int lda,
+                                              int m0, const E *B, int ldb, int n0) {
+    if constexpr (sizeof(E) == 4 || NT % 2) {
+        ssm__dl_wmma<NT, KD, false, false>(acc1, A1, lda, m0, B, ldb, n0);
+        ssm__dl_wmma<NT, KD, false, false>(acc2, A2, lda, m0, B, ldb, n0);
+    } else {
+        const int lane = threadIdx.x & 31, i = lane >> 3, r = lane & 7;
+#pragma unroll
+        for (int k0 = 0; k0 < KD; k0 += 16) {
+            unsigned a1[4], a2[4];
+            ssm__dl_ldsm(a1, A1 + (m0 + (lane & 15)) * lda + k0 + (lane >> 4) * 8);
+            ssm__dl_ldsm(a2, A2 + (m0 + (lane & 15)) * lda + k0 + (lane >> 4) * 8);
+#pragma unroll
+            for (int j = 0; j < NT; j += 2) {
+                unsigned b[4];
+                ssm__dl_ldsmt(b, B + (k0 + r + (i & 1) * 8) * ldb + n0 + 8 * j + (i >> 1) * 8);
+                ssm__dl_mma<E>(acc1[j], a1, b[0], b[1]);
+                ssm__dl_mma<E>(acc1[j + 1], a1, b[2], b[3]);
+                ssm__dl_mma<E>(acc2[j], a2, b[0], b[1]);
+                ssm__dl_mma<E>(acc2[j + 1], a2, b[2], b[3]);
+            }
+        }
+    }
+}
+template <int NT> __device__ __forceinline__ void ssm__dl_zero(float (&acc)[NT][4]) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+}
+/* Visit the accumulator elements: f(row, col, value&). */
+template <int NT, class F> __device__ __forceinline__ void ssm__dl_each(float (&acc)[NT][4], int m0, int n0, F f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        int n = n0 + 8 * j + 2 * t;
+        f(m0 + g, n, acc[j][0]), f(m0 + g, n + 1, acc[j][1]);
+        f(m0 + g + 8, n, acc[j][2]), f(m0 + g + 8, n + 1, acc[j][3]);
+    }
+}
+/* C[M,N] = A B by the block's 8 warps in 16x32 tiles, then f(row, col, value) per element. */
+template <int M, int N, int KD, bool TA, bool TB, class E, class F>
+__device__ __forceinline__ void ssm__dl_gemm(const E *A, int lda, const E *B, int ldb, F f) {
+    constexpr int TN = N >= 32 ? 32 : 16, tiles = (M / 16) * (N / TN);
+    const int w = threadIdx.x >> 5;
+    for (int tile = w; tile < tiles; tile += SSM__DL_NT / 32) {
+        const int m0 = (tile / (N / TN)) * 16, n0 = (tile % (N / TN)) * TN;
+        float acc[TN / 8][4];
+        ssm__dl_zero(acc);
+        ssm__dl_wmma<TN / 8, KD, TA, TB>(acc, A, lda, m0, B, ldb, n0);
+        ssm__dl_each(acc, m0, n0, [&](int m, int n, float &v) { f(m, n, v); });
+    }
+}
+
+/* ---- shared-memory staging ------------------------------------------------------------------ */
+/* rows x cols tile of a strided tensor (row i at p + base + i*rs, element j at + j*cs), times
+   mul(i), into s (E, leading dimension ld); rows >= nr and cols >= nc are zeros. */
+template <class E, class F>
+__device__ __forceinline__ void ssm__dl_stage(E *s, int ld, int rows, int cols, const void *p, int dt, int64_t base,
+                                              int64_t rs, int64_t cs, int nr, int nc, F mul, int vec = 0) {
+    if (vec) { /* the tensor's dtype is E, unit feature stride, 16-byte aligned rows: 16-byte loads */
+        constexpr int V = 16 / sizeof(E);
+        const int vpr = cols / V;
+        const E *pe = (const E *)p + base;
+        for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
+            const int i = idx / vpr, j = (idx % vpr) * V;
+            union {
+                uint4 u;
+                E e[V];
+            } x;
+            if (i < nr && j + V <= nc) {
+                x.u = __ldg((const uint4 *)(pe + (int64_t)i * rs + j));
+                const float m = mul(i);
+                if (m != 1.f)
+#pragma unroll
+                    for (int e = 0; e < V; ++e) x.e[e] = ssm__dl_cv<E>(ssm__dl_f(x.e[e]) * m);
+            } else
+#pragma unroll
+                for (int e = 0; e < V; ++e)
+                    x.e[e] = ssm__dl_cv<E>((i < nr && j + e < nc) ? ssm__dl_f(pe[(int64_t)i * rs + j + e]) * mul(i) : 0.f);
+            *(uint4 *)(s + i * ld + j) = x.u;
+        }
+        return;
+    }
+    for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {
+        int i = idx / cols, j = idx % cols;
+        float x = (i < nr && j < nc) ? ssm__dl_ld(p, dt, base + i * rs + j * cs) * mul(i) : 0.f;
+        s[i * ld + j] = ssm__dl_cv<E>(x);
+    }
+}
+/* Contiguous tile copies (workspace, 16-byte aligned rows) through cp.async. */
+__device__ __forceinline__ void ssm__dl_cp16(void *s, const void *g) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__dl_sa(s)), "l"(g));
+}
+__device__ __forceinline__ void ssm__dl_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void ssm__dl_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+template <int rows, int cols, class E>
+__device__ __forceinline__ void ssm__dl_cptile(E *s, int ld, const E *g, int gld) {
+    constexpr int V = 16 / sizeof(E), vpr = cols / V;
+    for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
+        int i = idx / vpr, j = (idx % vpr) * V;
+        ssm__dl_cp16(s + i * ld + j, g + (int64_t)i * gld + j);
+    }
+}
+/* Store an smem tile to the (contiguous) workspace. */
+template <int rows, int cols, class E> __device__ __forceinline__ void ssm__dl_sttile(E *g, int gld, const E *s, int ld) {
+    constexpr int V = 16 / sizeof(E), vpr = cols / V;
+    for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
+        int i = idx / vpr, j = (idx % vpr) * V;
+        *(uint4 *)(g + (int64_t)i * gld + j) = *(const uint4 *)(s + i * ld + j);
+    }
+}
+
+/* Workspace of the chunked path, per (global chunk, head) "ch": packed q, k, w [C,KP], u [C,VP],
+   Aqk [C,C] (scale*tril(q k^T) with gates), T [C,C] (backward), gamma [C] (in-chunk cumsum of g). */
+template <class E> struct ssm__dl_ws {
+    E *qp, *kp, *w, *u, *aqk, *tm;
+    E *dop, *s0, *vn, *ds1, *dvn; /* backward: packed dout [C,VP], S at chunk starts [KP,VP],
+                                     v_new [C,VP], dS at chunk ends [KP,VP], d v_new [C,VP] */
+    float *gam;
+    int64_t *choff;
+    int KP, VP;
+};
+
+template <class E, int KP> __host__ __device__ constexpr bool ssm__dl_prep_alias() {
+    return 2 * SSM__DL_C * (KP + 8) * sizeof(E) >= SSM__DL_C * 72 * sizeof(float);
+}
+/* ---- chunk preparation: one CTA per (chunk, head), all chunks in parallel -----------------------
+   A = strict_tril(diag(beta) K K^T * exp(g_i - g_j)), T = (I + A)^-1 (forward substitution, f32),
+   w = T diag(beta exp(g)) K, u = T diag(beta) V, Aqk = scale * tril(Q K^T * exp(g_i - g_j)). */
+template <class E, int KP>
+__global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
+    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8;
+    extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
+    const int64_t gc = blockIdx.x;
+    const int h = blockIdx.y, tid = threadIdx.x;
+    int64_t c;
+    const int n = ssm__dl_find(a, gc, ws.choff, &c);
+    if (n < 0) return;
+    const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
+    const int64_t t0 = sq.t0 + c * C;
+    const int len = (int)min((int64_t)C, sq.len - c * C);
+    const int LV = VP + 8;
+    E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sKb = sK + C * LK, *sV = sKb + C * LK, *sT = sV + C * LV;
+    float *sA = (float *)(sT + C * LC), *sb = sA + C * (C + 1), *sg = sb + C, *seg = sg + C;
+    const int64_t ch = gc * a.H + h;
+
+    for (int i = tid; i < C; i += blockDim.x) {
+        sb[i] = i < len ? ssm__dl_ld(a.beta, a.bdt, sq.b * a.bs[0] + (t0 + i) * a.bs[1] + h * a.bs[2]) : 0.f;
+        sg[i] = (i < len && a.g) ? ssm__dl_ld(a.g, a.gdt, sq.b * a.gs[0] + (t0 + i) * a.gs[1] + h * a.gs[2]) : 0.f;
+    }
+    __syncthreads();
+    if (tid < 32) { /* inclusive scan of the log gates over the chunk (2 per lane) */
+        float x0 = sg[2 * tid], x1 = x0 + sg[2 * tid + 1], s = x1;
+        for (int o = 1; o < 32; o <<= 1) {
+            float y = __shfl_up_sync(0xffffffffu, s, o);
+            if (tid >= o) s += y;
+        }
+        float ex = s - x1;
+        sg[2 * tid] = ex + x0, sg[2 * tid + 1] = ex + x1;
+    }
+    __syncthreads();
+    for (int i = tid; i < C; i += blockDim.x) {
+        seg[i] = sb[i] * __expf(sg[i]);
+        ws.gam[ch * C + i] = sg[i];
+    }
+    __syncthreads();
+    const int64_t qb = sq.b * a.qs[0] + t0 * a.qs[1] + h * a.qs[2], kb = sq.b * a.ks[0] + t0 * a.ks[1] + h * a.ks[2];
+    const int64_t vb = sq.b * a.vs[0] + t0 * a.vs[1] + h * a.vs[2];
+    ssm__dl_stage(sQ, LK, C, KP, a.q, a.dt, qb, a.qs[1], a.qs[3], len, a.K, [](int) { return 1.f; }, a.vec);
+    ssm__dl_stage(sK, LK, C, KP, a.k, a.dt, kb, a.ks[1], a.ks[3], len, a.K, [](int) { return 1.f; }, a.vec);
+    ssm__dl_stage(sKb, LK, C, KP, a.k, a.dt, kb, a.ks[1], a.ks[3], len, a.K, [&](int i) { return seg[i]; }, a.vec);
+    ssm__dl_stage(sV, LV, C, VP, a.v, a.dt, vb, a.vs[1], a.vs[3], len, a.V, [&](int i) { return sb[i]; }, a.vec);
+    __syncthreads();
+    ssm__dl_sttile<C, KP>(ws.qp + ch * C * KP, KP, sQ, LK);
+    ssm__dl_sttile<C, KP>(ws.kp + ch * C * KP, KP, sK, LK);
+    E *aqk = ws.aqk + ch * C * C;
+    const float scale = a.scale;
+    ssm__dl_gemm<C, C, KP, false, true>(sK, LK, sK, LK, [&](int i, int j, float x) {
+        sA[i * (C + 1) + j] = i > j ? sb[i] * x * __expf(sg[i] - sg[j]) : 0.f;
+    });
+    ssm__dl_gemm<C, C, KP, false, true>(sQ, LK, sK, LK, [&](int i, int j, float x) {
+        aqk[i * C + j] = ssm__dl_cv<E>(i >= j ? scale * x * __expf(sg[i] - sg[j]) : 0.f);
+    });
+    __syncthreads();
+    /* f32 T [C][72], over sQ, sK (dead now) where they are large enough; stride 72 spreads banks */
+    float *sTf = ssm__dl_prep_alias<E, KP>() ? (float *)sQ : seg + C;
+    if (!(a.variant & 1)) { /* blocked: 16 x 16 diagonal blocks, then three levels of block products */
+        float *sX = seg + C + (ssm__dl_prep_alias<E, KP>() ? 0 : C * 72); /* [3][16][16] */
+        {   /* diagonal block b, column c: four lanes split each row's sum (j mod 4) */
+            const int b = tid >> 6, c = (tid >> 2) & 15, part = tid & 3, o = 16 * b;
+            const unsigned gm4 = 0xFu << (tid & 28);
+            if (part == 0)
+                for (int i = 0; i < 16; ++i) sTf[(o + i) * 72 + o + c] = i == c ? 1.f : 0.f;
+            __syncwarp(gm4);
+            for (int i = c + 1; i < 16; ++i) {
+                float s = 0.f;
+                for (int j = c + part; j < i; j += 4) s += sA[(o + i) * (C + 1) + o + j] * sTf[(o + j) * 72 + o + c];
+                s += __shfl_xor_sync(gm4, s, 1);
+                s += __shfl_xor_sync(gm4, s, 2);
+                if (part == 0) sTf[(o + i) * 72 + o + c] = -s;
+                __syncwarp(gm4);
+            }
+        }
+        __syncthreads();
+        const int r = tid >> 4, c = tid & 15;
+#pragma unroll
+        for (int I = 1; I < 4; ++I) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ for every J < I (unrolled: fixed trips) */
+#pragma unroll
+            for (int J = 0; J < I; ++J) {
+                float x = 0.f;
+#pragma unroll 16
+                for (int k = 16 * J; k < 16 * I; ++k) x += sA[(16 * I + r) * (C + 1) + k] * sTf[k * 72 + 16 * J + c];
+                sX[J * 256 + r * 16 + c] = x;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int J = 0; J < I; ++J) {
+                float t = 0.f;
+#pragma unroll
+                for (int m = 0; m < 16; ++m) /* D_I is zero above its diagonal */
+                    t += sTf[(16 * I + r) * 72 + 16 * I + m] * sX[J * 256 + m * 16 + c];
+                sTf[(16 * I + r) * 72 + 16 * J + c] = -t;
+            }
+            __syncthreads();
+        }
+        for (int idx = tid; idx < C * C; idx += blockDim.x) {
+            const int i = idx >> 6, j = idx & 63;
+            sT[i * LC + j] = ssm__dl_cv<E>((i >> 4) >= (j >> 4) ? sTf[i * 72 + j] : 0.f);
+        }
+    } else { /* T by forward substitution, column by column: t_i = [i == col] - sum_{j<i} A_ij t_j.
+                Four lanes per column split the sum (j mod 4) and meet through shuffles. */
+        const int col = tid >> 2, part = tid & 3;
+        const unsigned gm4 = 0xFu << (tid & 28); /* the column's four lanes (trip counts differ per column) */
+        if (part == 0) sTf[col * 72 + col] = 1.f, sT[col * LC + col] = ssm__dl_cv<E>(1.f);
+        for (int i = 0; i < col; ++i)
+            if (part == 0) sT[i * LC + col] = ssm__dl_cv<E>(0.f);
+        __syncwarp(gm4);
+        for (int i = col + 1; i < C; ++i) { /* t_j = 0 for j < col */
+            float s = 0.f;
+            for (int j = col + part; j < i; j += 4) s += sA[i * (C + 1) + j] * sTf[j * 72 + col];
+            s += __shfl_xor_sync(gm4, s, 1);
+            s += __shfl_xor_sync(gm4, s, 2);
+            const float t = -s;
+            if (part == 0) sTf[i * 72 + col] = t, sT[i * LC + col] = ssm__dl_cv<E>(t);
+            __syncwarp(gm4);
+        }
+    }
+    __syncthreads();
+    if (store_t) ssm__dl_sttile<C, C>(ws.tm + ch * C * C, C, sT, LC);
+    E *w = ws.w + ch * C * KP, *u = ws.u + ch * C * VP;
+    ssm__dl_gemm<C, KP, C, false, false>(sT, LC, sKb, LK, [&](int i, int j, float x) { w[i * KP + j] = ssm__dl_cv<E>(x); });
+    for (int v0 = 0; v0 < VP; v0 += 32)
+        ssm__dl_gemm<C, 32, C, false, false>(sT, LC, sV + v0, LV,
+                                             [&](int i, int j, float x) { u[i * VP + v0 + j] = ssm__dl_cv<E>(x); });
+    if (store_t && a.dout) { /* the backward's packed dout */
+        __syncthreads();
+        const int64_t db = sq.b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2];
+        ssm__dl_stage(sV, LV, C, VP, a.dout, a.dt, db, a.dos[1], a.dos[3], len, a.V, [](int) { return 1.f; }, a.vec);
+        __syncthreads();
+        for (int c0 = 0; c0 < VP; c0 += 32) ssm__dl_sttile<C, 32>(ws.dop + ch * C * VP + c0, VP, sV + c0, LV);
+    }
+}
+template <class E, int KP> static size_t ssm__dl_prep_smem(int VP) {
+    const size_t extra = (ssm__dl_prep_alias<E, KP>() ? 0 : sizeof(float) * SSM__DL_C * 72) + sizeof(float) * 3 * 256;
+    constexpr int C = SSM__DL_C;
+    return sizeof(E) * ((size_t)3 * C * (KP + 8) + (size_t)C * (VP + 8) + (size_t)C * (C + 8)) +
+           sizeof(float) * ((size_t)C * (C + 1) + 3 * C) + extra;
+}
+
+/* ---- inter-chunk pass: one CTA per (sequence, head, VB columns of V), chunks in order ----------
+   v_new = u - w S; o = exp(g) q S * scale + Aqk v_new; S <- exp(g_last) S + K^T (exp(g_last - g) v_new).
+   S lives in registers (f32 accumulators), its E copy in shared memory feeds the next chunk.
+   Warp w: output rows 16*(w%4).., cols (w/4)*VB/2..; state rows (w)*KP/8... */
+template <class E, int KP, int VB, int NB>
+__global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, E *vn_out, E *s_out) {
+    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, LVB = VB + 8;
+    constexpr int ONT = VB / 16;           /* n8 tiles of a warp's output tile (16 x VB/2) */
+    /* state tile: KP/16 row blocks over 8 warps; WPR warps share a row block (split columns) */
+    constexpr int RB = KP / 16, WPR = RB >= 8 ? 1 : 8 / RB, SM = RB >= 8 ? RB / 8 : 1, SNT = VB / (8 * WPR);
+    extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
+    const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * VB, tid = threadIdx.x, w = tid >> 5;
+    const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
+    const int nc = (int)((sq.len + C - 1) / C);
+    const int VP = ws.VP;
+    /* per buffer: Q, K, W [C][LK], U [C][LVB], Aqk [C][LC], gamma [C] */
+    constexpr int BUF = 3 * C * LK + C * LVB + C * LC;
+    E *buf0 = (E *)ssm__dl_smem;
+    E *sS = buf0 + NB * BUF, *sVn = sS + KP * LVB, *sVd = sVn + C * LVB;
+    float *sgam = (float *)(sVd + C * LVB); /* [NB][C] */
+
+    /* state registers: warp w owns rows sm0.. (SM blocks of 16), cols sn0.. (SNT n8 tiles) */
+    const int sm0 = (w / WPR) * 16 * SM, sn0 = (w % WPR) * (VB / WPR);
+    float S[SM][SNT][4];
+#pragma unroll
+    for (int mb = 0; mb < SM; ++mb)
+        ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) {
+            x = (a.h0 && r < a.K && v0 + col < a.V)
+                    ? ssm__dl_ld(a.h0, a.sdt, n * a.h0s[0] + h * a.h0s[1] + r * a.h0s[2] + (v0 + col) * a.h0s[3]) : 0.f;
+            sS[r * LVB + col] = ssm__dl_cv<E>(x);
+        });
+
+    auto load = [&](int c, int bsel) {
+        if (c < nc) {
+            const int64_t ch = (sq.c0 + c) * a.H + h;
+            E *b = buf0 + bsel * BUF;
+            ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
+            ssm__dl_cptile<C, KP>(b + C * LK, LK, ws.kp + ch * C * KP, KP);
+            ssm__dl_cptile<C, KP>(b + 2 * C * LK, LK, ws.w + ch * C * KP, KP);
+            ssm__dl_cptile<C, VB>(b + 3 * C * LK, LVB, ws.u + ch * C * VP + v0, VP);
+            ssm__dl_cptile<C, C>(b + 3 * C * LK + C * LVB, LC, ws.aqk + ch * C * C, C);
+            if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+        }
+        ssm__dl_commit();
+    };
+    load(0, 0);
+    if (NB == 2) load(1, 1);
+    const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
+    for (int c = 0; c < nc; ++c) {
+        const int bsel = c % NB;
+        const E *bQ = buf0 + bsel * BUF, *bK = bQ + C * LK, *bW = bK + C * LK, *bU = bW + C * LK, *bA = bU + C * LVB;
+        const float *gm = sgam + bsel * C;
+        const int64_t ch = (sq.c0 + c) * a.H + h;
+        const int len = (int)min((int64_t)C, sq.len - (int64_t)c * C);
+        ssm__dl_wait<NB - 1>();
+        __syncthreads();
+        const float glast = gm[len - 1];
+        /* v_new = u - w S and the inter-chunk output q S, same tile of rows/cols per warp */
+        float X[ONT][4], O[ONT][4];
+        ssm__dl_zero(X), ssm__dl_zero(O);
+        ssm__dl_wmma2<ONT, KP>(X, bW, O, bQ, LK, om0, sS, LVB, on0);
+        ssm__dl_each(X, om0, on0, [&](int i, int j, float &x) {
+            float vn = ssm__dl_f(bU[i * LVB + j]) - x;
+            sVn[i * LVB + j] = ssm__dl_cv<E>(vn);
+            sVd[i * LVB + j] = ssm__dl_cv<E>(vn * __expf(glast - gm[i]));
+            if (vn_out) vn_out[ch * C * VP + i * VP + v0 + j] = ssm__dl_cv<E>(vn);
+        });
+        const float sc = a.scale;
+        ssm__dl_each(O, om0, on0, [&](int i, int, float &x) { x *= sc * __expf(gm[i]); });
+        if (s_out) /* state at the chunk's start, for the backward */
+            ssm__dl_sttile<KP, VB>(s_out + ch * KP * VP + v0, VP, sS, LVB);
+        __syncthreads();
+        /* o += Aqk v_new; S <- exp(glast) S + K^T v_decayed */
+        ssm__dl_wmma<ONT, C, false, false>(O, bA, LC, om0, sVn, LVB, on0);
+        const float eg = __expf(glast);
+#pragma unroll
+        for (int mb = 0; mb < SM; ++mb) {
+            ssm__dl_each(S[mb], 0, 0, [&](int, int, float &x) { x *= eg; });
+            ssm__dl_wmma<SNT, C, true, false>(S[mb], bK, LK, sm0 + 16 * mb, sVd, LVB, sn0);
+            ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) { sS[r * LVB + col] = ssm__dl_cv<E>(x); });
+        }
+        const int64_t t0 = sq.t0 + (int64_t)c * C;
+        const int64_t ob = sq.b * a.os[0] + t0 * a.os[1] + h * a.os[2];
+        if (a.o)
+            ssm__dl_each(O, om0, on0, [&](int i, int j, float &x) {
+                if (i < len && v0 + j < a.V) ssm__dl_st(a.o, a.dt, ob + i * a.os[1] + (v0 + j) * a.os[3], x);
+            });
+        __syncthreads();
+        load(c + NB, bsel);
+    }
+    if (a.hT)
+#pragma unroll
+        for (int mb = 0; mb < SM; ++mb)
+            ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) {
+                if (r < a.K && v0 + col < a.V)
+                    ssm__dl_st(a.hT, a.sdt, n * a.hTs[0] + h * a.hTs[1] + r * a.hTs[2] + (v0 + col) * a.hTs[3], x);
+            });
+}
+template <class E, int KP, int VB, int NB> static size_t ssm__dl_fwd_smem() {
+    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, LVB = VB + 8;
+    return sizeof(E) * (NB * (size_t)(3 * C * LK + C * LVB + C * LC) + (size_t)KP * LVB + 2 * (size_t)C * LVB) +
+           sizeof(float) * NB * C;
+}
+
+/* ---- recurrent form: token by token, f32 state in registers ------------------------------------
+   CTA = (sequence, head, 32 columns of V); warp w owns 8 columns, lane owns rows lane + 32 i.
+   Also the single-step decode (T = 1, h0 and hT may alias: each CTA reads its block before
+   writing it). */
+template <int RK>
+__global__ void __launch_bounds__(128) ssm__dl_rec_kernel(ssm__dl_args a) {
+    const int n = blockIdx.x, h = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int c0 = blockIdx.z * 32 + w * 8;
+    int64_t b, t0, len;
+    if (a.cu) b = 0, t0 = a.cu[n], len = a.cu[n + 1] - a.cu[n];
+    else b = n, t0 = 0, len = a.T;
+    float S[RK][8];
+#pragma unroll
+    for (int i = 0; i < RK; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            int r = lane + 32 * i, col = c0 + j;
+            S[i][j] = (a.h0 && r < a.K && col < a.V)
+                          ? ssm__dl_ld(a.h0, a.sdt, n * a.h0s[0] + h * a.h0s[1] + r * a.h0s[2] + col * a.h0s[3]) : 0.f;
+        }
+    for (int64_t t = t0; t < t0 + len; ++t) {
+        const float beta = ssm__dl_ld(a.beta, a.bdt, b * a.bs[0] + t * a.bs[1] + h * a.bs[2]);
+        const float al = a.g ? __expf(ssm__dl_ld(a.g, a.gdt, b * a.gs[0] + t * a.gs[1] + h * a.gs[2])) : 1.f;
+        float kk[RK], qq[RK], vv[8], kS[8];
+#pragma unroll
+        for (int i = 0; i < RK; ++i) {
+            int r = lane + 32 * i;
+            kk[i] = r < a.K ? ssm__dl_ld(a.k, a.dt, b * a.ks[0] + t * a.ks[1] + h * a.ks[2] + r * a.ks[3]) : 0.f;
+            qq[i] = r < a.K ? ssm__dl_ld(a.q, a.dt, b * a.qs[0] + t * a.qs[1] + h * a.qs[2] + r * a.qs[3]) : 0.f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            vv[j] = c0 + j < a.V ? ssm__dl_ld(a.v, a.dt, b * a.vs[0] + t * a.vs[1] + h * a.vs[2] + (c0 + j) * a.vs[3]) : 0.f;
+            float s = 0.f;
+#pragma unroll
+            for (int i = 0; i < RK; ++i) S[i][j] *= al, s += kk[i] * S[i][j];
+            kS[j] = s;
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) kS[j] += __shfl_xor_sync(0xffffffffu, kS[j], o);
+        float os[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            float vn = beta * (vv[j] - kS[j]), s = 0.f;
+#pragma unroll
+            for (int i = 0; i < RK; ++i) S[i][j] += kk[i] * vn, s += qq[i] * S[i][j];
+            os[j] = s;
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) os[j] += __shfl_xor_sync(0xffffffffu, os[j], o);
+        if (lane < 8) {
+            float x = os[0];
+#pragma unroll
+            for (int j = 1; j < 8; ++j) x = lane == j ? os[j] : x;
+            if (c0 + lane < a.V) ssm__dl_st(a.o, a.dt, b * a.os[0] + t * a.os[1] + h * a.os[2] + (c0 + lane) * a.os[3], x * a.scale);
+        }
+    }
+    if (a.hT)
+#pragma unroll
+        for (int i = 0; i < RK; ++i)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                int r = lane + 32 * i, col = c0 + j;
+                if (r < a.K && col < a.V)
+                    ssm__dl_st(a.hT, a.sdt, n * a.hTs[0] + h * a.hTs[1] + r * a.hTs[2] + col * a.hTs[3], S[i][j]);
+            }
+}
+
+/* ---- backward, inter-chunk pass: one CTA per (sequence, head, VB columns), chunks in reverse ---
+   dS is the gradient at the chunk's end (starts as dsT). Per chunk:
+     dv_new = Aqk^T dout + exp(g_last - g) K dS               (stored, and dS stored, for the chunk pass)
+     dS    <- exp(g_last) dS + Q^T (scale exp(g) dout) - W^T dv_new
+   The gradient at the first chunk's start is ds0. Same tiling as the forward pass. */
+template <class E, int KP, int VB, int NB>
+__global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_args a, ssm__dl_ws<E> ws) {
+    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, LVB = VB + 8;
+    constexpr int ONT = VB / 16;
+    constexpr int RB = KP / 16, WPR = RB >= 8 ? 1 : 8 / RB, SM = RB >= 8 ? RB / 8 : 1, SNT = VB / (8 * WPR);
+    extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
+    const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * VB, tid = threadIdx.x, w = tid >> 5;
+    const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
+    const int nc = (int)((sq.len + C - 1) / C);
+    const int VP = ws.VP;
+    constexpr int BUF = 3 * C * LK + C * LVB + C * LC;
+    E *buf0 = (E *)ssm__dl_smem;
+    E *sS = buf0 + NB * BUF, *sdOg = sS + KP * LVB, *snVn = sdOg + C * LVB;
+    float *sgam = (float *)(snVn + C * LVB);
+    const int sm0 = (w / WPR) * 16 * SM, sn0 = (w % WPR) * (VB / WPR);
+    float S[SM][SNT][4];
+#pragma unroll
+    for (int mb = 0; mb < SM; ++mb)
+        ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) {
+            x = (a.dhT && r < a.K && v0 + col < a.V)
+                    ? ssm__dl_ld(a.dhT, a.sdt, n * a.dhTs[0] + h * a.dhTs[1] + r * a.dhTs[2] + (v0 + col) * a.dhTs[3]) : 0.f;
+            sS[r * LVB + col] = ssm__dl_cv<E>(x);
+        });
+    auto load = [&](int c, int bsel) {
+        if (c >= 0) {
+            const int64_t ch = (sq.c0 + c) * a.H + h;
+            E *b = buf0 + bsel * BUF;
+            ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
+            ssm__dl_cptile<C, KP>(b + C * LK, LK, ws.kp + ch * C * KP, KP);
+            ssm__dl_cptile<C, KP>(b + 2 * C * LK, LK, ws.w + ch * C * KP, KP);
+            ssm__dl_cptile<C, VB>(b + 3 * C * LK, LVB, ws.dop + ch * C * VP + v0, VP);
+            ssm__dl_cptile<C, C>(b + 3 * C * LK + C * LVB, LC, ws.aqk + ch * C * C, C);
+            if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+        }
+        ssm__dl_commit();
+    };
+    load(nc - 1, 0);
+    if (NB == 2) load(nc - 2, 1);
+    const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
+    for (int it = 0; it < nc; ++it) {
+        const int c = nc - 1 - it, bsel = it % NB;
+        const E *bQ = buf0 + bsel * BUF, *bK = bQ + C * LK, *bW = bK + C * LK, *bO = bW + C * LK, *bA = bO + C * LVB;
+        const float *gm = sgam + bsel * C;
+        const int64_t ch = (sq.c0 + c) * a.H + h;
+        const int len = (int)min((int64_t)C, sq.len - (int64_t)c * C);
+        ssm__dl_wait<NB - 1>();
+        __syncthreads();
+        const float glast = gm[len - 1], sc = a.scale;
+        for (int idx = tid; idx < C * VB; idx += blockDim.x) {
+            int i = idx / VB, j = idx % VB;
+            sdOg[i * LVB + j] = ssm__dl_cv<E>(sc * __expf(gm[i]) * ssm__dl_f(bO[i * LVB + j]));
+        }
+        ssm__dl_sttile<KP, VB>(ws.ds1 + ch * KP * VP + v0, VP, sS, LVB); /* dS at this chunk's end */
+        float X[ONT][4], Y[ONT][4];
+        ssm__dl_zero(X), ssm__dl_zero(Y);
+        ssm__dl_wmma<ONT, C, true, false>(X, bA, LC, om0, bO, LVB, on0);
+        ssm__dl_wmma<ONT, KP, false, false>(Y, bK, LK, om0, sS, LVB, on0);
+        float *yy = &Y[0][0];
+        int e = 0;
+        ssm__dl_each(X, om0, on0, [&](int i, int j, float &x) {
+            float dvn = x + __expf(glast - gm[i]) * yy[e++];
+            snVn[i * LVB + j] = ssm__dl_cv<E>(-dvn);
+            ws.dvn[ch * C * VP + i * VP + v0 + j] = ssm__dl_cv<E>(dvn);
+        });
+        __syncthreads();
+        const float eg = __expf(glast);
+#pragma unroll
+        for (int mb = 0; mb < SM; ++mb) {
+            ssm__dl_each(S[mb], 0, 0, [&](int, int, float &x) { x *= eg; });
+            ssm__dl_wmma<SNT, C, true, false>(S[mb], bQ, LK, sm0 + 16 * mb, sdOg, LVB, sn0);
+            ssm__dl_wmma<SNT, C, true, false>(S[mb], bW, LK, sm0 + 16 * mb, snVn, LVB, sn0);
+            ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) { sS[r * LVB + col] = ssm__dl_cv<E>(x); });
+        }
+        __syncthreads();
+        load(c - NB, bsel);
+    }
+    if (a.dh0)
+#pragma unroll
+        for (int mb = 0; mb < SM; ++mb)
+            ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) {
+                if (r < a.K && v0 + col < a.V)
+                    ssm__dl_st(a.dh0, a.sdt, n * a.dh0s[0] + h * a.dh0s[1] + r * a.dh0s[2] + (v0 + col) * a.dh0s[3], x);
+            });
+}
+
+/* Row sums of a warp's accumulator tile (rows g and g+8 of each lane), reduced over the 4 lanes
+   of a row; lane t == 0 stores them to buf[row] (each row of a tile has one writer). */
+template <int NT, class F>
+__device__ __forceinline__ void ssm__dl_rowsum(float (&acc)[NT][4], int m0, int n0, float *buf, F f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        int n = n0 + 8 * j + 2 * t;
+        s0 += f(m0 + g, n, acc[j][0]) + f(m0 + g, n + 1, acc[j][1]);
+        s1 += f(m0 + g + 8, n, acc[j][2]) + f(m0 + g + 8, n + 1, acc[j][3]);
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1), s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2), s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    if (t == 0) buf[m0 + g] = s0, buf[m0 + g + 8] = s1;
+}
+
+/* ---- backward, per chunk: one CTA per (chunk, head), all in parallel -------------------------------
+   From dv_new, dS (chunk end), S (chunk start), v_new and the chunk's T:
+     dq = scale e^g dout S^T + D K,   D = scale tril(dout v_new^T) * exp(g_i - g_j)
+     dk = D^T Q + e^{gl-g} v_new dS^T + beta e^g T^T dW + Eb K + Eb^T K,   dW = -dv_new S^T
+     dv = beta T^T dv_new,   dT = (dW K^T e^g + dv_new V^T) diag(beta),   dA = -T^T dT T^T,
+     Eb = diag(beta) (dA * exp(g_i - g_j)) (strictly lower); dbeta, dg from the same terms.
+   Phase A reduces over V (dW, dout v_new^T, dv_new V^T, dv); phase B over V again per 64 columns
+   of K (dq, dk). Row sums go through per-warp slots summed in a fixed order: deterministic. */
+template <class E, int KP>
+__global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_chunk_kernel(ssm__dl_args a, ssm__dl_ws<E> ws) {
+    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, VW = 32, LW = VW + 8, KPC = KP < 64 ? KP : 64;
+    constexpr int WNT = KP / 16, PNT = KPC / 16; /* n8 tiles: dW (16 x KP/2), phase B (16 x KPC/2) */
+    extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
+    const int64_t gc = blockIdx.x;
+    const int h = blockIdx.y, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    int64_t c;
+    const int n = ssm__dl_find(a, gc, ws.choff, &c);
+    if (n < 0) return;
+    const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
+    const int64_t t0 = sq.t0 + c * C, ch = gc * a.H + h;
+    const int len = (int)min((int64_t)C, sq.len - c * C), VP = ws.VP;
+    E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sdW = sK + C * LK, *sT = sdW + C * LK, *sD = sT + C * LC;
+    E *sX = sD + C * LC, *tO = sX + C * LC, *tVn = tO + C * LW, *tdVn = tVn + C * LW, *tV = tdVn + C * LW;
+    E *sY = tO; /* T^T dT lives between the two V loops, over their tiles */
+    static_assert(4 * LW >= LC, "sY fits over the V-loop tiles");
+    E *tSa = tV + C * LW, *tSb = tSa + KP * LW;
+    float *sAf = (float *)(tSb + KPC * LW), *sb = sAf + C * (C + 1), *sg = sb + C, *seg = sg + C;
+    float *dbeta = seg + C, *dgam = dbeta + C, *rb = dgam + C; /* rb: [4 quantities][2 column groups][C] */
+    float *red = rb + 8 * C;                                 /* [8] */
+    const int om0 = (w & 3) * 16, cg = w >> 2;
+
+    ssm__dl_cptile<C, KP>(sQ, LK, ws.qp + ch * C * KP, KP);
+    ssm__dl_cptile<C, KP>(sK, LK, ws.kp + ch * C * KP, KP);
+    ssm__dl_cptile<C, C>(sT, LC, ws.tm + ch * C * C, C);
+    ssm__dl_commit();
+    for (int i = tid; i < C; i += blockDim.x) {
+        sb[i] = i < len ? ssm__dl_ld(a.beta, a.bdt, sq.b * a.bs[0] + (t0 + i) * a.bs[1] + h * a.bs[2]) : 0.f;
+        sg[i] = ws.gam[ch * C + i];
+        seg[i] = __expf(sg[i]);
+        dbeta[i] = 0.f, dgam[i] = 0.f;
+    }
+    ssm__dl_wait<0>();
+    __syncthreads();
+    const float glast = sg[len - 1], scale = a.scale;
+    /* Gamma * K K^T, strictly lower (A without beta) */
+    ssm__dl_gemm<C, C, KP, false, true>(sK, LK, sK, LK, [&](int i, int j, float x) {
+        sAf[i * (C + 1) + j] = i > j ? x * __expf(sg[i] - sg[j]) : 0.f;
+    });
+
+    /* ---- phase A: reductions over V ---- */
+    float P1[4][4], P2[4][4], dWm[WNT][4], dvb_acc = 0.f;
+    float dvrow0 = 0.f, dvrow1 = 0.f; /* v . dVb partial sums of rows g, g+8 of this lane's dv tile */
+    ssm__dl_zero(P1), ssm__dl_zero(P2), ssm__dl_zero(dWm);
+    (void)dvb_acc;
+    const int64_t vbase = sq.b * a.vs[0] + t0 * a.vs[1] + h * a.vs[2];
+    for (int vb = 0; vb < VP; vb += VW) {
+        __syncthreads();
+        ssm__dl_cptile<C, VW>(tO, LW, ws.dop + ch * C * VP + vb, VP);
+        ssm__dl_cptile<C, VW>(tVn, LW, ws.vn + ch * C * VP + vb, VP);
+        ssm__dl_cptile<C, VW>(tdVn, LW, ws.dvn + ch * C * VP + vb, VP);
+        ssm__dl_cptile<KP, VW>(tSa, LW, ws.s0 + ch * KP * VP + vb, VP);
+        ssm__dl_commit();
+        ssm__dl_stage(tV, LW, C, VW, a.v, a.dt, vbase + vb * a.vs[3], a.vs[1], a.vs[3], len, a.V - vb,
+                      [](int) { return 1.f; }, a.vec);
+        ssm__dl_wait<0>();
+        __syncthreads();
+        ssm__dl_wmma<4, VW, false, true>(P1, tO, LW, om0, tVn, LW, cg * 32);
+        ssm__dl_wmma<4, VW, false, true>(P2, tdVn, LW, om0, tV, LW, cg * 32);
+        ssm__dl_wmma<WNT, VW, false, true>(dWm, tdVn, LW, om0, tSa, LW, cg * (KP / 2));
+        float dvb[2][4];
+        ssm__dl_zero(dvb);
+        ssm__dl_wmma<2, C, true, false>(dvb, sT, LC, om0, tdVn, LW, cg * 16);
+        {
+            const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int i = om0 + g + (e >> 1) * 8, col = cg * 16 + 8 * j + 2 * t + (e & 1);
+                    const float x = dvb[j][e];
+                    const float vv = ssm__dl_f(tV[i * LW + col]);
+                    if (e >> 1) dvrow1 += vv * x;
+                    else dvrow0 += vv * x;
+                    if (a.dv && i < len && vb + col < a.V)
+                        ssm__dl_st(a.dv, a.dt, sq.b * a.dvs[0] + (t0 + i) * a.dvs[1] + h * a.dvs[2] + (vb + col) * a.dvs[3],
+                                   sb[i] * x);
+                }
+        }
+    }
+    dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 1), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 1);
+    dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 2), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 2);
+    if ((lane & 3) == 0) rb[cg * C + om0 + (lane >> 2)] = dvrow0, rb[cg * C + om0 + (lane >> 2) + 8] = dvrow1;
+    /* dW = -dv_new S^T; D = scale tril(dout v_new^T) Gamma */
+    ssm__dl_each(dWm, om0, cg * (KP / 2), [&](int i, int j, float &x) { sdW[i * LK + j] = ssm__dl_cv<E>(-x); });
+    ssm__dl_each(P1, om0, cg * 32, [&](int i, int j, float &x) {
+        sD[i * LC + j] = ssm__dl_cv<E>(i >= j ? scale * x * __expf(sg[i] - sg[j]) : 0.f);
+    });
+    __syncthreads();
+    for (int i = tid; i < C; i += blockDim.x) dbeta[i] += rb[i] + rb[C + i]; /* v . dVb */
+    {   /* dT = (P2 + e^g_j dW K^T) diag(beta) */
+        float Z[4][4];
+        ssm__dl_zero(Z);
+        ssm__dl_wmma<4, KP, false, true>(Z, sdW, LK, om0, sK, LK, cg * 32);
+        float *zz = &Z[0][0];
+        int e = 0;
+        ssm__dl_each(P2, om0, cg * 32, [&](int i, int j, float &x) {
+            sX[i * LC + j] = ssm__dl_cv<E>(sb[j] * (x + seg[j] * zz[e++]));
+        });
+    }
+    __syncthreads();
+    ssm__dl_gemm<C, C, C, true, false>(sT, LC, sX, LC, [&](int i, int j, float x) { sY[i * LC + j] = ssm__dl_cv<E>(x); });
+    __syncthreads();
+    /* dA = -(T^T dT) T^T, strictly lower: M = dA * (Gamma K K^T) into sAf, Eb into sX */
+    ssm__dl_gemm<C, C, C, false, true>(sY, LC, sT, LC, [&](int i, int j, float x) {
+        const float dA = i > j ? -x : 0.f;
+        sAf[i * (C + 1) + j] *= dA;
+        sX[i * LC + j] = ssm__dl_cv<E>(sb[i] * dA * (i > j ? __expf(sg[i] - sg[j]) : 0.f));
+    });
+    __syncthreads();
+    if (tid < C) { /* row sums of M: dbeta_i, +beta_i to dg_i */
+        float s = 0.f;
+        for (int j = 0; j < C; ++j) s += sAf[tid * (C + 1) + j];
+        dbeta[tid] += s, dgam[tid] += sb[tid] * s;
+    } else if (tid < 2 * C) { /* column sums of diag(beta) M: - to dg_j */
+        const int j = tid - C;
+        float s = 0.f;
+        for (int i = 0; i < C; ++i) s += sb[i] * sAf[i * (C + 1) + j];
+        rb[2 * C + j] = s;
+    }
+    __syncthreads();
+    for (int i = tid; i < C; i += blockDim.x) dgam[i] -= rb[2 * C + i];
+
+    /* ---- phase B: per KPC columns of K, reductions over V again, then dq and dk ---- */
+    float sds = 0.f; /* <S, dS> partial (gated: the chunk-level gate gradient) */
+    float qdq = 0.f;
+    (void)qdq;
+    for (int k0 = 0; k0 < KP; k0 += KPC) {
+        float Aq[PNT][4], Ak[PNT][4], Ax[PNT][4];
+        ssm__dl_zero(Aq), ssm__dl_zero(Ak);
+        for (int vb = 0; vb < VP; vb += VW) {
+            __syncthreads();
+            ssm__dl_cptile<C, VW>(tO, LW, ws.dop + ch * C * VP + vb, VP);
+            ssm__dl_cptile<C, VW>(tVn, LW, ws.vn + ch * C * VP + vb, VP);
+            ssm__dl_cptile<KPC, VW>(tSa, LW, ws.s0 + ch * KP * VP + (int64_t)k0 * VP + vb, VP);
+            ssm__dl_cptile<KPC, VW>(tSb, LW, ws.ds1 + ch * KP * VP + (int64_t)k0 * VP + vb, VP);
+            ssm__dl_commit();
+            ssm__dl_wait<0>();
+            __syncthreads();
+            ssm__dl_wmma<PNT, VW, false, true>(Aq, tO, LW, om0, tSa, LW, cg * (KPC / 2));
+            ssm__dl_wmma<PNT, VW, false, true>(Ak, tVn, LW, om0, tSb, LW, cg * (KPC / 2));
+            if (a.g)
+                for (int idx = tid; idx < KPC * VW; idx += blockDim.x) {
+                    int r = idx / VW, j = idx % VW;
+                    sds += ssm__dl_f(tSa[r * LW + j]) * ssm__dl_f(tSb[r * LW + j]);
+                }
+        }
+        const int n0 = cg * (KPC / 2);
+        /* dq = scale e^g (dout S^T) + D K */
+        ssm__dl_each(Aq, om0, n0, [&](int i, int, float &x) { x *= scale * seg[i]; });
+        ssm__dl_wmma<PNT, C, false, false>(Aq, sD, LC, om0, sK + k0, LK, n0);
+        ssm__dl_rowsum(Aq, om0, n0, rb + 0 * 2 * C + cg * C, [&](int i, int j, float x) { return x * ssm__dl_f(sQ[i * LK + k0 + j]); });
+        if (a.dq)
+            ssm__dl_each(Aq, om0, n0, [&](int i, int j, float &x) {
+                if (i < len && k0 + j < a.K)
+                    ssm__dl_st(a.dq, a.dt, sq.b * a.dqs[0] + (t0 + i) * a.dqs[1] + h * a.dqs[2] + (k0 + j) * a.dqs[3], x);
+            });
+        /* dk: e^{gl-g} v_new dS^T, then D^T Q, beta e^g T^T dW, Eb K + Eb^T K */
+        ssm__dl_each(Ak, om0, n0, [&](int i, int, float &x) { x *= __expf(glast - sg[i]); });
+        ssm__dl_rowsum(Ak, om0, n0, rb + 1 * 2 * C + cg * C, [&](int i, int j, float x) { return x * ssm__dl_f(sK[i * LK + k0 + j]); });
+        ssm__dl_zero(Ax);
+        ssm__dl_wmma<PNT, C, true, false>(Ax, sD, LC, om0, sQ + k0, LK, n0);
+        ssm__dl_rowsum(Ax, om0, n0, rb + 2 * 2 * C + cg * C, [&](int i, int j, float x) { return x * ssm__dl_f(sK[i * LK + k0 + j]); });
+        ssm__dl_each(Ak, om0, n0, [&](int, int, float &x) { x += 0.f; });
+        {
+            float *ax = &Ax[0][0];
+            int e = 0;
+            ssm__dl_each(Ak, om0, n0, [&](int, int, float &x) { x += ax[e++]; });
+        }
+        ssm__dl_zero(Ax);
+        ssm__dl_wmma<PNT, C, true, false>(Ax, sT, LC, om0, sdW + k0, LK, n0);
+        ssm__dl_rowsum(Ax, om0, n0, rb + 3 * 2 * C + cg * C, [&](int i, int j, float x) { return x * ssm__dl_f(sK[i * LK + k0 + j]); });
+        {
+            float *ax = &Ax[0][0];
+            int e = 0;
+            ssm__dl_each(Ak, om0, n0, [&](int i, int, float &x) { x += sb[i] * seg[i] * ax[e++]; });
+        }
+        ssm__dl_wmma<PNT, C, false, false>(Ak, sX, LC, om0, sK + k0, LK, n0);
+        ssm__dl_wmma<PNT, C, true, false>(Ak, sX, LC, om0, sK + k0, LK, n0);
+        if (a.dk)
+            ssm__dl_each(Ak, om0, n0, [&](int i, int j, float &x) {
+                if (i < len && k0 + j < a.K)
+                    ssm__dl_st(a.dk, a.dt, sq.b * a.dks[0] + (t0 + i) * a.dks[1] + h * a.dks[2] + (k0 + j) * a.dks[3], x);
+            });
+        __syncthreads();
+        for (int i = tid; i < C; i += blockDim.x) {
+            const float qd = rb[i] + rb[C + i], ks = rb[2 * C + i] + rb[3 * C + i], kd = rb[4 * C + i] + rb[5 * C + i];
+            const float kg = rb[6 * C + i] + rb[7 * C + i];
+            dgam[i] += qd - ks - kd + sb[i] * seg[i] * kg;
+            dbeta[i] += seg[i] * kg;
+            if (i == 0) red[0] = k0 == 0 ? 0.f : red[0];
+        }
+        __syncthreads();
+        if (tid == 0) { /* sum_i k_i . dK_S1_i: the chunk-level gate term (fixed order) */
+            float s = 0.f;
+            for (int i = 0; i < C; ++i) s += rb[2 * C + i] + rb[3 * C + i];
+            red[1] = (k0 == 0 ? 0.f : red[1]) + s;
+        }
+    }
+    /* <S, dS> over the block, in a fixed order */
+    for (int o = 16; o; o >>= 1) sds += __shfl_xor_sync(0xffffffffu, sds, o);
+    __syncthreads();
+    if (lane == 0) red[2 + w] = sds;
+    __syncthreads();
+    if (tid == 0) {
+        float s = 0.f;
+        for (int i = 0; i < SSM__DL_NT / 32; ++i) s += red[2 + i];
+        dgam[len - 1] += __expf(glast) * s + red[1];
+        float acc = 0.f; /* dg_s = sum_{i >= s} dgamma_i */
+        for (int i = len - 1; i >= 0; --i) {
+            acc += dgam[i];
+            if (a.dg) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + (t0 + i) * a.dgs[1] + h * a.dgs[2], acc);
+        }
+    }
+    if (a.dbeta)
+        for (int i = tid; i < len; i += blockDim.x)
+            ssm__dl_st(a.dbeta, a.bdt, sq.b * a.dbs[0] + (t0 + i) * a.dbs[1] + h * a.dbs[2], dbeta[i]);
+}
+template <class E, int KP> static size_t ssm__dl_bwd_chunk_smem() {
+    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, LW = 40, KPC = KP < 64 ? KP : 64;
+    return sizeof(E) * ((size_t)3 * C * LK + 3 * (size_t)C * LC + 4 * (size_t)C * LW + (size_t)(KP + KPC) * LW) +
+           sizeof(float) * ((size_t)C * (C + 1) + 5 * C + 8 * C + 16);
+}
+
+/* ---- decode step (T = 1): one CTA per (sequence, head, 64 columns of V), 256 threads ---------
+   Thread (r, c4): rows r, r+16, ... and columns 4 c4 .. 4 c4 + 3, so a warp reads 2 rows x 256
+   contiguous bytes of the state; the two column sums (k^T S, q^T S') meet in shared memory.
+   The state is read once and written once, in place allowed. */
+template <int RPT>
+__global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
+    __shared__ float red[16][65];
+    __shared__ float sk[16 * RPT], sqv[16 * RPT], sv[64];
+    const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * 64, tid = threadIdx.x;
+    const int r0 = tid >> 4, c0 = (tid & 15) * 4;
+    const int64_t tb = (int64_t)n * a.ks[0], hs = (int64_t)n * a.h0s[0] + h * a.h0s[1];
+    const int64_t ho = (int64_t)n * a.hTs[0] + h * a.hTs[1];
+    for (int i = tid; i < 16 * RPT; i += 256) {
+        sk[i] = i < a.K ? ssm__dl_ld(a.k, a.dt, tb + h * a.ks[2] + i * a.ks[3]) : 0.f;
+        sqv[i] = i < a.K ? ssm__dl_ld(a.q, a.dt, (int64_t)n * a.qs[0] + h * a.qs[2] + i * a.qs[3]) : 0.f;
+    }
+    if (tid < 64) sv[tid] = v0 + tid < a.V ? ssm__dl_ld(a.v, a.dt, (int64_t)n * a.vs[0] + h * a.vs[2] + (v0 + tid) * a.vs[3]) : 0.f;
+    const float beta = ssm__dl_ld(a.beta, a.bdt, (int64_t)n * a.bs[0] + h * a.bs[2]);
+    const float al = a.g ? __expf(ssm__dl_ld(a.g, a.gdt, (int64_t)n * a.gs[0] + h * a.gs[2])) : 1.f;
+    float S[RPT][4];
+    const bool sv4 = a.svec && v0 + c0 < a.V; /* V % 4 == 0 then: the whole float4 is in range */
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+        const int r = r0 + 16 * i;
+        if (sv4) {
+            const float4 x = (a.h0 && r < a.K) ? *(const float4 *)((const float *)a.h0 + hs + r * a.h0s[2] + v0 + c0)
+                                              : make_float4(0.f, 0.f, 0.f, 0.f);
+            S[i][0] = x.x, S[i][1] = x.y, S[i][2] = x.z, S[i][3] = x.w;
+            continue;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int c = v0 + c0 + j;
+            S[i][j] = (a.h0 && r < a.K && c < a.V) ? ssm__dl_ld(a.h0, a.sdt, hs + r * a.h0s[2] + c * a.h0s[3]) : 0.f;
+        }
+    }
+    __syncthreads();
+    float p[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < RPT; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) S[i][j] *= al, p[j] += sk[r0 + 16 * i] * S[i][j];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) red[r0][c0 + j] = p[j];
+    __syncthreads();
+    float vn[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) s += red[i][c0 + j];
+        vn[j] = beta * (sv[c0 + j] - s);
+        p[j] = 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+        const int r = r0 + 16 * i;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) S[i][j] += sk[r] * vn[j], p[j] += sqv[r] * S[i][j];
+        if (!a.hT || r >= a.K) continue;
+        if (sv4) {
+            *(float4 *)((float *)a.hT + ho + r * a.hTs[2] + v0 + c0) = make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
+            continue;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int c = v0 + c0 + j;
+            if (c < a.V) ssm__dl_st(a.hT, a.sdt, ho + r * a.hTs[2] + c * a.hTs[3], S[i][j]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) red[r0][c0 + j] = p[j];
+    __syncthreads();
+    if (tid < 64 && v0 + tid < a.V) {
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) s += red[i][tid];
+        ssm__dl_st(a.o, a.dt, (int64_t)n * a.os[0] + h * a.os[2] + (v0 + tid) * a.os[3], s * a.scale);
+    }
+}
+
+/* ---- delta rule: launchers ------------------------------------------------------------------------ */
+
+static int ssm__dl_kp(int K) { return K <= 32 ? 32 : K <= 64 ? 64 : K <= 128 ? 128 : 256; }
+/* Workspace of the chunked path: the arrays of ssm__dl_ws (off[0..12]) and the int64 copy of
+   cu_seqlens with its raw staging (off[13], off[14]). */
+typedef struct ssm__dl_sizes {
+    int KP, VP, VB;
+    int64_t nc; /* chunk slots: exact without varlen, an upper bound with it */
+    size_t off[15], bytes;
+} ssm__dl_sizes;
+static size_t ssm__dl_al(size_t x) { return (x + 255) & ~(size_t)255; }
+static ssm__dl_sizes ssm__dl_sizes_of(int N, int64_t T, int H, int K, int V, int varlen, size_t esz, int VB, int chunked,
+                                      int bwd) {
+    ssm__dl_sizes s;
+    const size_t C = SSM__DL_C;
+    s.KP = ssm__dl_kp(K), s.VB = VB, s.VP = (V + VB - 1) / VB * VB;
+    s.nc = varlen ? (T + (int64_t)C - 1) / (int64_t)C + N : (int64_t)N * ((T + (int64_t)C - 1) / (int64_t)C);
+    size_t e = esz, c = chunked ? (size_t)s.nc * (size_t)H : 0, b = bwd ? 1 : 0, KP = (size_t)s.KP, VP = (size_t)s.VP;
+    size_t vl = varlen ? (size_t)(N + 1) * 8 : 0;
+    size_t sz[15] = {c * C * KP * e, c * C * KP * e, c * C * KP * e, c * C * VP * e, c * C * C * e, b * c * C * C * e,
+                     c * C * 4,      vl,             b * c * C * VP * e, b * c * KP * VP * e, b * c * C * VP * e,
+                     b * c * KP * VP * e, b * c * C * VP * e, vl, vl};
+    s.bytes = 0;
+    for (int i = 0; i < 15; ++i) s.off[i] = s.bytes, s.bytes += ssm__dl_al(sz[i]);
+    return s;
+}
+template <class E> static ssm__dl_ws<E> ssm__dl_ws_of(const ssm__dl_sizes &s, char *p) {
+    ssm__dl_ws<E> w;
+    w.qp = (E *)(p + s.off[0]), w.kp = (E *)(p + s.off[1]), w.w = (E *)(p + s.off[2]), w.u = (E *)(p + s.off[3]);
+    w.aqk = (E *)(p + s.off[4]), w.tm = (E *)(p + s.off[5]), w.gam = (float *)(p + s.off[6]);
+    w.choff = (int64_t *)(p + s.off[7]), w.KP = s.KP, w.VP = s.VP;
+    w.dop = (E *)(p + s.off[8]), w.s0 = (E *)(p + s.off[9]), w.vn = (E *)(p + s.off[10]);
+    w.ds1 = (E *)(p + s.off[11]), w.dvn = (E *)(p + s.off[12]);
+    return w;
+}
+/* cu_seqlens (i32 or i64, any stride) as int64 in the workspace, and the chunk offsets. */
+__global__ void ssm__dl_cu_kernel(const char *raw, int bits, int N, int64_t *cu) {
+    for (int i = threadIdx.x; i <= N; i += blockDim.x)
+        cu[i] = bits == 64 ? ((const int64_t *)raw)[i] : (int64_t)((const int32_t *)raw)[i];
+}
+/* V block: 64 when that still gives a CTA per multiprocessor, else 32 (more CTAs in flight). */
+static int ssm__dl_pick_vb(int N, int H, int V, int sms) {
+    if (V <= 32) return 32;
+    return (int64_t)N * H * ((V + 63) / 64) >= sms ? 64 : 32;
+}
+template <class K_> static int ssm__dl_smem_ok(K_ kernel, size_t bytes, int optin) {
+    if (bytes > (size_t)optin) return 0;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) == cudaSuccess;
+}
+template <class E, int KP>
+static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int store_t, int optin,
+                           cudaStream_t st) {
+    size_t sm = ssm__dl_prep_smem<E, KP>(s.VP);
+    if (!ssm__dl_smem_ok(ssm__dl_prep_kernel<E, KP>, sm, optin)) return -1;
+    if (a.cu) ssm__dl_choff_kernel<<<1, 1, 0, st>>>(a.cu, a.N, w.choff);
+    if (s.nc > 0) ssm__dl_prep_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t);
+    return 0;
+}
+template <class E, int KP, int VB>
+static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, E *vn, E *so, int optin,
+                          cudaStream_t st) {
+    dim3 grid(a.N, a.H, s.VP / VB);
+    if (ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin))
+        ssm__dl_fwd_kernel<E, KP, VB, 2><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 2>(), st>>>(a, w, vn, so);
+    else if (ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 1>, ssm__dl_fwd_smem<E, KP, VB, 1>(), optin))
+        ssm__dl_fwd_kernel<E, KP, VB, 1><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 1>(), st>>>(a, w, vn, so);
+    else
+        return -1;
+    return 0;
+}
+template <class E, int KP, int VB>
+static int ssm__dl_bwd_seq_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
+    dim3 grid(a.N, a.H, s.VP / VB);
+    if (ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin))
+        ssm__dl_bwd_seq_kernel<E, KP, VB, 2><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 2>(), st>>>(a, w);
+    else if (ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 1>, ssm__dl_fwd_smem<E, KP, VB, 1>(), optin))
+        ssm__dl_bwd_seq_kernel<E, KP, VB, 1><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 1>(), st>>>(a, w);
+    else
+        return -1;
+    return 0;
+}
+template <class E, int KP>
+static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
+    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
+    if (ssm__dl_prep_go<E, KP>(a, s, w, 0, optin, st)) return -1;
+    return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, NULL, NULL, optin, st)
+                      : ssm__dl_fwd_go<E, KP, 32>(a, s, w, NULL, NULL, optin, st);
+}
+template <class E, int KP>
+static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
+    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
+    size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
+    if (!ssm__dl_smem_ok(ssm__dl_bwd_chunk_kernel<E, KP>, smc, optin)) return -1;
+    if (!a0.dout && cudaMemsetAsync(w.dop, 0, (size_t)s.nc * a0.H * SSM__DL_C * s.VP * sizeof(E), st) != cudaSuccess)
+        return -1;
+    if (ssm__dl_prep_go<E, KP>(a0, s, w, 1, optin, st)) return -1;
+    ssm__dl_args a = a0; /* replay the forward for v_new and the chunk-start states only */
+    a.o = NULL, a.hT = NULL;
+    int rc = s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, w.vn, w.s0, optin, st)
+                        : ssm__dl_fwd_go<E, KP, 32>(a, s, w, w.vn, w.s0, optin, st);
+    if (!rc) rc = s.VB == 64 ? ssm__dl_bwd_seq_go<E, KP, 64>(a, s, w, optin, st) : ssm__dl_bwd_seq_go<E, KP, 32>(a, s, w, optin, st);
+    if (!rc && s.nc > 0) ssm__dl_bwd_chunk_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
+    return rc;
+}
+/* The chunked forward / backward: 0, or -1 when this dtype and size do not fit the kernels
+   (f32 keys beyond 128, or beyond 64 for the backward: their tiles exceed shared memory). */
+static int ssm__dl_forward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
+    if (a.dt == 0) {
+        switch (s.KP) {
+        case 32: return ssm__dl_forward_kp<float, 32>(a, s, ws, optin, st);
+        case 64: return ssm__dl_forward_kp<float, 64>(a, s, ws, optin, st);
+        case 128: return ssm__dl_forward_kp<float, 128>(a, s, ws, optin, st);
+        default: return -1;
+        }
+    }
+#define SSM__DL_KPS(E)                                                      \
+    switch (s.KP) {                                                         \
+    case 32: return ssm__dl_forward_kp<E, 32>(a, s, ws, optin, st);         \
+    case 64: return ssm__dl_forward_kp<E, 64>(a, s, ws, optin, st);         \
+    case 128: return ssm__dl_forward_kp<E, 128>(a, s, ws, optin, st);       \
+    default: return ssm__dl_forward_kp<E, 256>(a, s, ws, optin, st);        \
+    }
+    if (a.dt == 2) SSM__DL_KPS(__nv_bfloat16)
+    SSM__DL_KPS(__half)
+#undef SSM__DL_KPS
+}
+static int ssm__dl_backward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
+    if (a.dt == 0) {
+        if (s.KP > 64) return -1;
+        return s.KP == 32 ? ssm__dl_backward_kp<float, 32>(a, s, ws, optin, st) : ssm__dl_backward_kp<float, 64>(a, s, ws, optin, st);
+    }
+#define SSM__DL_KPS(E)                                                      \
+    switch (s.KP) {                                                         \
+    case 32: return ssm__dl_backward_kp<E, 32>(a, s, ws, optin, st);        \
+    case 64: return ssm__dl_backward_kp<E, 64>(a, s, ws, optin, st);        \
+    case 128: return ssm__dl_backward_kp<E, 128>(a, s, ws, optin, st);      \
+    default: return ssm__dl_backward_kp<E, 256>(a, s, ws, optin, st);       \
+    }
+    if (a.dt == 2) SSM__DL_KPS(__nv_bfloat16)
+    SSM__DL_KPS(__half)
+#undef SSM__DL_KPS
+}
+/* Token by token (any size); T = 1 without cu_seqlens is the decode step. */
+static void ssm__dl_recurrent(const ssm__dl_args &a, cudaStream_t st) {
+    if (a.T == 1 && !a.cu) {
+        dim3 g1(a.N, a.H, (a.V + 63) / 64);
+        if (a.K <= 16) ssm__dl_step_kernel<1><<<g1, 256, 0, st>>>(a);
+        else if (a.K <= 32) ssm__dl_step_kernel<2><<<g1, 256, 0, st>>>(a);
+        else if (a.K <= 64) ssm__dl_step_kernel<4><<<g1, 256, 0, st>>>(a);
+        else if (a.K <= 128) ssm__dl_step_kernel<8><<<g1, 256, 0, st>>>(a);
+        else ssm__dl_step_kernel<16><<<g1, 256, 0, st>>>(a);
+        return;
+    }
+    dim3 grid(a.N, a.H, (a.V + 31) / 32);
+    switch ((a.K + 31) / 32) {
+    case 1: ssm__dl_rec_kernel<1><<<grid, 128, 0, st>>>(a); break;
+    case 2: ssm__dl_rec_kernel<2><<<grid, 128, 0, st>>>(a); break;
+    case 3: case 4: ssm__dl_rec_kernel<4><<<grid, 128, 0, st>>>(a); break;
+    default: ssm__dl_rec_kernel<8><<<grid, 128, 0, st>>>(a); break;
+    }
+}
+
+/* ---- delta rule: the backend slots ------------------------------------------------------------- */
+
+/* The kernels' view of a validated plan; tensors' (batch, time, head, feature) strides. */
+static ssm__dl_args ssm__dl_args_of(const ssm_delta_plan *p) {
+    ssm__dl_args a;
+    memset(&a, 0, sizeof a);
+    const ssm_delta_strides &s = p->st;
+#define SSM__DL_TOK(dst, src) (dst)[0] = (src)[0], (dst)[1] = (src)[1], (dst)[2] = (src)[2], (dst)[3] = (src)[4]
+#define SSM__DL_SC(dst, src) (dst)[0] = (src)[0], (dst)[1] = (src)[1], (dst)[2] = (src)[2]
+    SSM__DL_TOK(a.qs, s.q), SSM__DL_TOK(a.ks, s.k), SSM__DL_TOK(a.vs, s.v), SSM__DL_TOK(a.os, s.o);
+    SSM__DL_TOK(a.dos, s.dout), SSM__DL_TOK(a.dqs, s.dq), SSM__DL_TOK(a.dks, s.dk), SSM__DL_TOK(a.dvs, s.dv);
+    SSM__DL_SC(a.bs, s.beta), SSM__DL_SC(a.gs, s.g), SSM__DL_SC(a.dbs, s.dbeta), SSM__DL_SC(a.dgs, s.dg);
+#undef SSM__DL_TOK
+#undef SSM__DL_SC
+    memcpy(a.h0s, s.s0, sizeof a.h0s), memcpy(a.hTs, s.sT, sizeof a.hTs);
+    memcpy(a.dhTs, s.dsT, sizeof a.dhTs), memcpy(a.dh0s, s.ds0, sizeof a.dh0s);
+    a.N = (int)p->N, a.T = (int)p->T, a.H = (int)p->H, a.K = (int)p->K, a.V = (int)p->V;
+    a.dt = a.bdt = a.gdt = a.sdt = ssm__cu_dt(p->dtype);
+    a.scale = (float)p->scale;
+    return a;
+}
+/* 16-byte row loads: unit feature stride, 16-byte aligned data and row strides. */
+static int ssm__dl_vec_ok(const ssm__dl_args &a, const ssm_tensor *const *ts, int count, size_t esz) {
+    const int64_t *st[4] = {a.qs, a.ks, a.vs, a.dos};
+    for (int i = 0; i < count; ++i) {
+        if (!ts[i]) continue;
+        if ((uintptr_t)ts[i]->data % 16 || st[i][3] != 1) return 0;
+        for (int d = 0; d < 3; ++d)
+            if (((size_t)st[i][d] * esz) % 16) return 0;
+    }
+    return 1;
+}
+static int ssm__dl_chunked_fits(const ssm_delta_plan *p, int bwd) {
+    if (p->dtype.bits == 32) return ssm__dl_kp((int)p->K) <= (bwd ? 64 : 128);
+    return 1;
+}
+static int ssm__dl_supported(const ssm_delta_plan *p) {
+    return p->n_h == 1 && p->dtype.bits <= 32 && p->K <= 256 && p->V <= 256 && p->N <= 65535 && p->H <= 65535 &&
+           p->T < ((int64_t)1 << 31);
+}
+static ssm__dl_sizes ssm__dl_plan_sizes(const ssm_ctx *ctx, const ssm_delta_plan *p, int chunked, int bwd) {
+    return ssm__dl_sizes_of((int)p->N, p->T, (int)p->H, (int)p->K, (int)p->V, p->cu_bits != 0,
+                            ssm__cu_esize(p->dtype), ssm__dl_pick_vb((int)p->N, (int)p->H, (int)p->V, ssm__cu_st(ctx)->sms),
+                            chunked, bwd);
+}
+/* cu_seqlens (host or device, i32 or i64, any stride) into the workspace as int64. */
+static ssm_result ssm__dl_stage_cu(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *cu, const ssm__dl_sizes &s,
+                                   char *ws, ssm__dl_args *a) {
+    if (!cu) return SSM_OK;
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    size_t eb = (size_t)p->cu_bits / 8;
+    char *raw = ws + s.off[14];
+    int64_t *cu64 = (int64_t *)(ws + s.off[13]);
+    cudaMemcpyKind kind = (cu->device.type == SSM_DEVICE_CUDA) ? cudaMemcpyDeviceToDevice : cudaMemcpyDefault;
+    SSM__CU_CHECK(ctx, cudaMemcpy2DAsync(raw, eb, cu->data, (size_t)p->cu_stride * eb, eb, (size_t)p->N + 1, kind, st->stream));
+    ssm__dl_cu_kernel<<<1, 256, 0, st->stream>>>(raw, p->cu_bits, (int)p->N, cu64);
+    SSM__CU_LAUNCHED(ctx, "ssm__dl_cu_kernel");
+    a->cu = cu64;
+    return SSM_OK;
+}
+
+static ssm_delta_method ssm__cu_delta_pick(const ssm_ctx *ctx, const ssm_delta_plan *p) {
+    (void)ctx;
+    if (!ssm__dl_chunked_fits(p, 0)) return SSM_DELTA_RECURRENT;
+    return p->max_len >= SSM__DL_C ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT;
+}
+static ssm_result ssm__cu_delta_workspace(const ssm_ctx *ctx, const ssm_delta_plan *p, int pass, size_t *bytes) {
+    if (!ssm__dl_supported(p)) return SSM_OK; /* the generic figure stands (the call will decline) */
+    if (pass == 2) {
+        *bytes = 0;
+        return SSM_OK;
+    }
+    int chunked = pass == 1 || (p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p, 0));
+    *bytes = ssm__dl_plan_sizes(ctx, p, chunked, pass == 1).bytes;
+    return SSM_OK;
+}
+
+static ssm_result ssm__cu_delta_forward(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q, const ssm_tensor *k,
+                                        const ssm_tensor *v, const ssm_tensor *beta, const ssm_tensor *g,
+                                        const ssm_tensor *s0, const ssm_tensor *cu, ssm_tensor *o, ssm_tensor *sT) {
+    static const char *op = "ssm_delta_forward";
+    if (!ssm__dl_supported(p)) return SSM__NOT_MINE;
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    ssm__dl_args a = ssm__dl_args_of(p);
+    a.q = q->data, a.k = k->data, a.v = v->data, a.beta = beta->data, a.g = g ? g->data : NULL;
+    a.h0 = s0 ? s0->data : NULL, a.o = o->data, a.hT = sT ? sT->data : NULL;
+    const ssm_tensor *vt[3] = {q, k, v};
+    a.vec = ssm__dl_vec_ok(a, vt, 3, ssm__cu_esize(p->dtype));
+    const int chunked = p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p, 0);
+    ssm__dl_sizes s = ssm__dl_plan_sizes(ctx, p, chunked, 0);
+    char *ws = NULL;
+    SSM__TRY(ssm_ctx_workspace(ctx, s.bytes, (void **)&ws));
+    SSM__TRY(ssm__dl_stage_cu(ctx, p, cu, s, ws, &a));
+    if (chunked) {
+        if (ssm__dl_forward_chunked(a, s, ws, (int)st->smem_optin, st->stream))
+            return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: no chunked kernel fits K = %lld", op, (long long)p->K);
+    } else
+        ssm__dl_recurrent(a, st->stream);
+    SSM__CU_LAUNCHED(ctx, "the delta-rule forward kernels");
+    return SSM_OK;
+}
+
+static ssm_result ssm__cu_delta_backward(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q, const ssm_tensor *k,
+                                         const ssm_tensor *v, const ssm_tensor *beta, const ssm_tensor *g,
+                                         const ssm_tensor *s0, const ssm_tensor *cu, const ssm_tensor *dout,
+                                         const ssm_tensor *dsT, ssm_tensor *dq, ssm_tensor *dk, ssm_tensor *dv,
+                                         ssm_tensor *dbeta, ssm_tensor *dg, ssm_tensor *ds0) {
+    static const char *op = "ssm_delta_backward";
+    /* the chunked backward serves both methods (the same gradients; the token loop has none) */
+    if (!ssm__dl_supported(p) || !ssm__dl_chunked_fits(p, 1)) return SSM__NOT_MINE;
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    ssm__dl_args a = ssm__dl_args_of(p);
+    a.q = q->data, a.k = k->data, a.v = v->data, a.beta = beta->data, a.g = g ? g->data : NULL;
+    a.h0 = s0 ? s0->data : NULL;
+    a.dout = dout ? dout->data : NULL, a.dhT = dsT ? dsT->data : NULL;
+    a.dq = dq ? dq->data : NULL, a.dk = dk ? dk->data : NULL, a.dv = dv ? dv->data : NULL;
+    a.dbeta = dbeta ? dbeta->data : NULL, a.dg = dg ? dg->data : NULL, a.dh0 = ds0 ? ds0->data : NULL;
+    const ssm_tensor *vt[4] = {q, k, v, dout};
+    a.vec = ssm__dl_vec_ok(a, vt, 4, ssm__cu_esize(p->dtype));
+    ssm__dl_sizes s = ssm__dl_plan_sizes(ctx, p, 1, 1);
+    char *ws = NULL;
+    SSM__TRY(ssm_ctx_workspace(ctx, s.bytes, (void **)&ws));
+    SSM__TRY(ssm__dl_stage_cu(ctx, p, cu, s, ws, &a));
+    if (ssm__dl_backward_chunked(a, s, ws, (int)st->smem_optin, st->stream))
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: no chunked kernel fits K = %lld", op, (long long)p->K);
+    SSM__CU_LAUNCHED(ctx, "the delta-rule backward kernels");
+    return SSM_OK;
+}
+
+static ssm_result ssm__cu_delta_step(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q, const ssm_tensor *k,
+                                     const ssm_tensor *v, const ssm_tensor *beta, const ssm_tensor *g, ssm_tensor *state,
+                                     ssm_tensor *o) {
+    if (!ssm__dl_supported(p)) return SSM__NOT_MINE;
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    ssm__dl_args a = ssm__dl_args_of(p);
+    a.q = q->data, a.k = k->data, a.v = v->data, a.beta = beta->data, a.g = g ? g->data : NULL;
+    a.h0 = a.hT = state->data, a.o = o->data;
+    memcpy(a.hTs, a.h0s, sizeof a.hTs);
+    a.svec = p->dtype.bits == 32 && a.h0s[3] == 1 && p->V % 4 == 0 && (uintptr_t)state->data % 16 == 0 &&
+             a.h0s[0] % 4 == 0 && a.h0s[1] % 4 == 0 && a.h0s[2] % 4 == 0;
+    a.T = 1, a.cu = NULL;
+    ssm__dl_recurrent(a, st->stream);
+    SSM__CU_LAUNCHED(ctx, "ssm__dl_step_kernel");
+    return SSM_OK;
+}
+
 /* ---- the backend ----------------------------------------------------------------------------- */
 
 /* Slots in declaration order (C++17 has no designated initializers). */
@@ -2920,11 +4259,11 @@ static const ssm_backend ssm__cuda_backend = {
     /* .linrec_backward = */ NULL,
     /* .decay_forward = */ ssm__cu_decay_forward,
     /* .decay_backward = */ ssm__cu_decay_backward,
-    /* .delta_forward = */ NULL, /* none yet: supports declines the delta rule */
-    /* .delta_backward = */ NULL,
-    /* .delta_step = */ NULL,
-    /* .delta_pick = */ NULL,
-    /* .delta_workspace = */ NULL,
+    /* .delta_forward = */ ssm__cu_delta_forward,
+    /* .delta_backward = */ ssm__cu_delta_backward,
+    /* .delta_step = */ ssm__cu_delta_step,
+    /* .delta_pick = */ ssm__cu_delta_pick,
+    /* .delta_workspace = */ ssm__cu_delta_workspace,
     /* .bell_forward = */ ssm__cu_bell_forward,
     /* .bell_backward = */ ssm__cu_bell_backward,
     /* .reserved = */ {NULL}};

@@ -1,0 +1,639 @@
+/* Dev harness for the delta-rule CUDA kernels (llm.c style): kernels in ssm_cuda.h, an f64
+   token-by-token oracle here, correctness checks and timings chosen by argv.
+     ./delta check            every kernel against the oracle (dtypes, sizes, varlen, gates)
+     ./delta bench [shape..]  time forward / forward+backward / decode, JSON rows to stdout
+   Build: make build/dev_delta (nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/delta.cu -lcublas) */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+#define SSM_IMPLEMENTATION
+#define SSM_CUDA_IMPLEMENTATION
+#include "../../ssm_cuda.h"
+
+#define CK(x)                                                                                           \
+    do {                                                                                                \
+        cudaError_t e_ = (x);                                                                           \
+        if (e_ != cudaSuccess) {                                                                        \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));         \
+            exit(1);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+static int g_optin = 0, g_sms = 0, g_variant = 0; /* DL_VARIANT: ssm__dl_args.variant bits */
+
+/* The launchers are ssm_cuda.h's (ssm__dl_*); these wrappers fix the harness's device limits. */
+typedef ssm__dl_sizes dl_sizes;
+static dl_sizes dl_sizes_of(const ssm__dl_args &a, size_t esz, int VB, int bwd) {
+    return ssm__dl_sizes_of(a.N, a.T, a.H, a.K, a.V, a.cu != NULL, esz, VB, 1, bwd);
+}
+static int dl_forward_chunked(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
+    return ssm__dl_forward_chunked(a, s, ws, g_optin, st);
+}
+static int dl_backward(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
+    return ssm__dl_backward_chunked(a, s, ws, g_optin, st);
+}
+static int dl_forward_recurrent(const ssm__dl_args &a, cudaStream_t st) {
+    ssm__dl_recurrent(a, st);
+    return 0;
+}
+static int dl_pick_vb(const ssm__dl_args &a) { return ssm__dl_pick_vb(a.N, a.H, a.V, g_sms); }
+
+/* ---- f64 oracle: token by token, all states kept for the backward ------------------------------- */
+struct prob {
+    int B, T, H, K, V, N, gated, has_h0;
+    std::vector<int64_t> cu; /* empty: not varlen */
+    std::vector<double> q, k, v, beta, g, h0; /* [B,T,H,*] contiguous, h0 [N,H,K,V] */
+    double scale;
+};
+static void oracle_fwd(const prob &p, std::vector<double> &o, std::vector<double> &hT) {
+    const int H = p.H, K = p.K, V = p.V;
+    o.assign((size_t)p.B * p.T * H * V, 0.0);
+    hT.assign((size_t)p.N * H * K * V, 0.0);
+    std::vector<double> S(K * V), a(V);
+    for (int n = 0; n < p.N; ++n)
+        for (int h = 0; h < H; ++h) {
+            int64_t b = p.cu.empty() ? n : 0, t0 = p.cu.empty() ? 0 : p.cu[n], len = p.cu.empty() ? p.T : p.cu[n + 1] - p.cu[n];
+            for (int i = 0; i < K * V; ++i) S[i] = p.has_h0 ? p.h0[((size_t)n * H + h) * K * V + i] : 0.0;
+            for (int64_t t = t0; t < t0 + len; ++t) {
+                size_t r = ((size_t)b * p.T + t) * H + h;
+                const double *q = &p.q[r * K], *k = &p.k[r * K], *v = &p.v[r * V];
+                double be = p.beta[r], al = p.gated ? exp(p.g[r]) : 1.0;
+                for (int j = 0; j < V; ++j) {
+                    double s = 0;
+                    for (int i = 0; i < K; ++i) s += k[i] * S[i * V + j];
+                    a[j] = s;
+                }
+                for (int i = 0; i < K; ++i)
+                    for (int j = 0; j < V; ++j) S[i * V + j] = al * (S[i * V + j] - be * k[i] * a[j]) + be * k[i] * v[j];
+                for (int j = 0; j < V; ++j) {
+                    double s = 0;
+                    for (int i = 0; i < K; ++i) s += q[i] * S[i * V + j];
+                    o[r * V + j] = p.scale * s;
+                }
+            }
+            for (int i = 0; i < K * V; ++i) hT[((size_t)n * H + h) * K * V + i] = S[i];
+        }
+}
+
+/* Reverse mode of the token loop: S' = al (S - be k (k^T S)) + be k v^T, o = scale S'^T q. */
+struct grads {
+    std::vector<double> dq, dk, dv, dbeta, dg, dh0;
+};
+static grads oracle_bwd(const prob &p, const std::vector<double> &dout, const std::vector<double> &dhT) {
+    const int H = p.H, K = p.K, V = p.V;
+    grads G;
+    size_t nt = (size_t)p.B * p.T * H;
+    G.dq.assign(nt * K, 0), G.dk.assign(nt * K, 0), G.dv.assign(nt * V, 0), G.dbeta.assign(nt, 0), G.dg.assign(nt, 0);
+    G.dh0.assign((size_t)p.N * H * K * V, 0);
+    for (int n = 0; n < p.N; ++n)
+        for (int h = 0; h < H; ++h) {
+            int64_t b = p.cu.empty() ? n : 0, t0 = p.cu.empty() ? 0 : p.cu[n], len = p.cu.empty() ? p.T : p.cu[n + 1] - p.cu[n];
+            std::vector<double> Ss((size_t)(len + 1) * K * V), dS(K * V), a(V), bb(V);
+            for (int i = 0; i < K * V; ++i) Ss[i] = p.has_h0 ? p.h0[((size_t)n * H + h) * K * V + i] : 0.0;
+            for (int64_t t = 0; t < len; ++t) {
+                size_t r = ((size_t)b * p.T + t0 + t) * H + h;
+                const double *k = &p.k[r * K], *v = &p.v[r * V], *S = &Ss[t * K * V];
+                double *S1 = &Ss[(t + 1) * K * V], be = p.beta[r], al = p.gated ? exp(p.g[r]) : 1.0;
+                for (int j = 0; j < V; ++j) {
+                    double s = 0;
+                    for (int i = 0; i < K; ++i) s += k[i] * S[i * V + j];
+                    a[j] = s;
+                }
+                for (int i = 0; i < K; ++i)
+                    for (int j = 0; j < V; ++j) S1[i * V + j] = al * (S[i * V + j] - be * k[i] * a[j]) + be * k[i] * v[j];
+            }
+            for (int i = 0; i < K * V; ++i) dS[i] = dhT.empty() ? 0.0 : dhT[((size_t)n * H + h) * K * V + i];
+            for (int64_t t = len - 1; t >= 0; --t) {
+                size_t r = ((size_t)b * p.T + t0 + t) * H + h;
+                const double *q = &p.q[r * K], *k = &p.k[r * K], *v = &p.v[r * V], *S = &Ss[t * K * V], *S1 = &Ss[(t + 1) * K * V];
+                const double *dO = &dout[r * V];
+                double be = p.beta[r], al = p.gated ? exp(p.g[r]) : 1.0;
+                for (int i = 0; i < K; ++i) { /* o = scale S1^T q */
+                    double s = 0;
+                    for (int j = 0; j < V; ++j) s += S1[i * V + j] * dO[j], dS[i * V + j] += p.scale * q[i] * dO[j];
+                    G.dq[r * K + i] = p.scale * s;
+                }
+                for (int j = 0; j < V; ++j) {
+                    double s = 0, s2 = 0;
+                    for (int i = 0; i < K; ++i) s += k[i] * S[i * V + j], s2 += k[i] * dS[i * V + j];
+                    a[j] = s, bb[j] = s2;
+                }
+                double dal = 0, dbe = 0;
+                for (int i = 0; i < K; ++i)
+                    for (int j = 0; j < V; ++j) dal += dS[i * V + j] * (S[i * V + j] - be * k[i] * a[j]);
+                for (int j = 0; j < V; ++j) dbe += -al * bb[j] * a[j] + bb[j] * v[j], G.dv[r * V + j] = be * bb[j];
+                for (int i = 0; i < K; ++i) {
+                    double s = 0;
+                    for (int j = 0; j < V; ++j) s += -al * be * (dS[i * V + j] * a[j] + S[i * V + j] * bb[j]) + be * dS[i * V + j] * v[j];
+                    G.dk[r * K + i] = s;
+                }
+                G.dbeta[r] = dbe, G.dg[r] = p.gated ? al * dal : 0.0;
+                for (int i = 0; i < K; ++i)
+                    for (int j = 0; j < V; ++j) dS[i * V + j] = al * (dS[i * V + j] - be * k[i] * bb[j]);
+            }
+            for (int i = 0; i < K * V; ++i) G.dh0[((size_t)n * H + h) * K * V + i] = dS[i];
+        }
+    return G;
+}
+
+/* ---- device buffers of a problem in a dtype ---------------------------------------------------- */
+static uint16_t f2bf(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static uint16_t f2h(float x) {
+    __half h = __float2half_rn(x);
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+static float h2f(uint16_t u) {
+    __half_raw r;
+    r.x = u;
+    return __half2float(__half(r));
+}
+/* round to dt in place (the oracle sees exactly what the GPU sees) and upload */
+static void *upload(std::vector<double> &x, int dt) {
+    size_t n = x.size(), es = dt == 0 ? 4 : 2;
+    std::vector<unsigned char> buf(n * es);
+    for (size_t i = 0; i < n; ++i) {
+        float f = (float)x[i];
+        if (dt == 0) memcpy(&buf[i * 4], &f, 4), x[i] = f;
+        else if (dt == 2) {
+            uint16_t u = f2bf(f);
+            memcpy(&buf[i * 2], &u, 2), x[i] = bf2f(u);
+        } else {
+            uint16_t u = f2h(f);
+            memcpy(&buf[i * 2], &u, 2), x[i] = h2f(u);
+        }
+    }
+    void *d;
+    CK(cudaMalloc(&d, n * es + 16));
+    CK(cudaMemcpy(d, buf.data(), n * es, cudaMemcpyHostToDevice));
+    return d;
+}
+static std::vector<double> download(const void *d, size_t n, int dt) {
+    size_t es = dt == 0 ? 4 : 2;
+    std::vector<unsigned char> buf(n * es);
+    CK(cudaMemcpy(buf.data(), d, n * es, cudaMemcpyDeviceToHost));
+    std::vector<double> x(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (dt == 0) {
+            float f;
+            memcpy(&f, &buf[i * 4], 4), x[i] = f;
+        } else {
+            uint16_t u;
+            memcpy(&u, &buf[i * 2], 2), x[i] = dt == 2 ? bf2f(u) : h2f(u);
+        }
+    }
+    return x;
+}
+static double relerr(const std::vector<double> &x, const std::vector<double> &r) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        double d = x[i] - r[i];
+        if (!(d == d)) return INFINITY;
+        num += d * d, den += r[i] * r[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+static uint64_t rng = 88172645463325252ull;
+static double urand() {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static prob make_prob(int B, int T, int H, int K, int V, int gated, int has_h0, std::vector<int64_t> cu, double gmin) {
+    prob p;
+    p.B = B, p.T = T, p.H = H, p.K = K, p.V = V, p.gated = gated, p.has_h0 = has_h0, p.cu = cu;
+    p.N = cu.empty() ? B : (int)cu.size() - 1;
+    p.scale = 1.0 / sqrt((double)K);
+    size_t nt = (size_t)B * T * H;
+    p.q.resize(nt * K), p.k.resize(nt * K), p.v.resize(nt * V), p.beta.resize(nt), p.g.resize(nt);
+    for (size_t r = 0; r < nt; ++r) {
+        double nk = 0;
+        for (int i = 0; i < K; ++i) p.q[r * K + i] = 2 * urand() - 1, p.k[r * K + i] = 2 * urand() - 1, nk += p.k[r * K + i] * p.k[r * K + i];
+        for (int i = 0; i < K; ++i) p.k[r * K + i] /= sqrt(nk); /* DeltaNet's L2-normalised keys */
+        for (int j = 0; j < V; ++j) p.v[r * V + j] = 2 * urand() - 1;
+        p.beta[r] = 0.05 + 0.95 * urand();
+        p.g[r] = gmin * urand();
+    }
+    if (has_h0) {
+        p.h0.resize((size_t)p.N * H * K * V);
+        for (auto &x : p.h0) x = 2 * urand() - 1;
+    }
+    return p;
+}
+
+struct dev_prob {
+    void *q, *k, *v, *beta, *g, *o, *dout, *dhT, *dq, *dk, *dv, *dbeta, *dg, *dh0;
+    float *h0, *hT;
+    int64_t *cu;
+    ssm__dl_args a;
+};
+static dev_prob to_dev(prob &p, int dt) {
+    dev_prob d;
+    memset(&d, 0, sizeof d);
+    d.q = upload(p.q, dt), d.k = upload(p.k, dt), d.v = upload(p.v, dt), d.beta = upload(p.beta, dt);
+    d.g = p.gated ? upload(p.g, 0) : NULL;
+    size_t no = (size_t)p.B * p.T * p.H * p.V, ns = (size_t)p.N * p.H * p.K * p.V;
+    CK(cudaMalloc(&d.o, no * 4 + 16));
+    CK(cudaMemset(d.o, 0xff, no * 4)); /* poison: NaN in every dtype */
+    CK(cudaMalloc(&d.hT, ns * 4));
+    CK(cudaMemset(d.hT, 0xff, ns * 4));
+    if (p.has_h0) {
+        std::vector<double> h = p.h0;
+        d.h0 = (float *)upload(h, 0);
+    }
+    if (!p.cu.empty()) {
+        CK(cudaMalloc(&d.cu, p.cu.size() * 8));
+        CK(cudaMemcpy(d.cu, p.cu.data(), p.cu.size() * 8, cudaMemcpyHostToDevice));
+    }
+    ssm__dl_args &a = d.a;
+    memset(&a, 0, sizeof a);
+    a.q = d.q, a.k = d.k, a.v = d.v, a.beta = d.beta, a.g = d.g, a.o = d.o, a.h0 = d.h0, a.hT = d.hT, a.cu = d.cu;
+    int64_t H = p.H, K = p.K, V = p.V;
+    int64_t qs[4] = {p.T * H * K, H * K, K, 1}, vs[4] = {p.T * H * V, H * V, V, 1}, bs[3] = {p.T * H, H, 1};
+    int64_t ss[4] = {H * K * V, K * V, V, 1};
+    memcpy(a.qs, qs, 32), memcpy(a.ks, qs, 32), memcpy(a.vs, vs, 32), memcpy(a.os, vs, 32);
+    memcpy(a.bs, bs, 24), memcpy(a.gs, bs, 24), memcpy(a.h0s, ss, 32), memcpy(a.hTs, ss, 32);
+    a.N = p.N, a.T = p.T, a.H = p.H, a.K = p.K, a.V = p.V, a.dt = dt, a.bdt = dt, a.gdt = 0, a.sdt = 0;
+    a.variant = g_variant;
+    a.svec = p.V % 4 == 0; /* f32 contiguous states here */
+    { /* 16-byte rows: every row stride a multiple of 16 bytes (allocations are 256-aligned) */
+        int ve = dt == 0 ? 4 : 8;
+        a.vec = (p.K % ve == 0) && (p.V % ve == 0);
+    }
+    a.scale = (float)p.scale;
+    memcpy(a.dos, vs, 32), memcpy(a.dqs, qs, 32), memcpy(a.dks, qs, 32), memcpy(a.dvs, vs, 32);
+    memcpy(a.dbs, bs, 24), memcpy(a.dgs, bs, 24), memcpy(a.dhTs, ss, 32), memcpy(a.dh0s, ss, 32);
+    return d;
+}
+static void free_dev(dev_prob &d) {
+    cudaFree(d.dout), cudaFree(d.dhT), cudaFree(d.dq), cudaFree(d.dk), cudaFree(d.dv), cudaFree(d.dbeta);
+    cudaFree(d.dg), cudaFree(d.dh0);
+    cudaFree(d.q), cudaFree(d.k), cudaFree(d.v), cudaFree(d.beta), cudaFree(d.g), cudaFree(d.o);
+    cudaFree(d.h0), cudaFree(d.hT), cudaFree(d.cu);
+}
+
+static int nfail = 0, npass = 0;
+static const char *dtn[3] = {"f32", "f16", "bf16"};
+static void check_fwd(int B, int T, int H, int K, int V, int gated, int has_h0, std::vector<int64_t> cu, int dt,
+                      double gmin = -0.5) {
+    prob p = make_prob(B, T, H, K, V, gated, has_h0, cu, gmin);
+    dev_prob d = to_dev(p, dt);
+    std::vector<double> o, hT;
+    oracle_fwd(p, o, hT);
+    double tol = dt == 0 ? 2e-5 : dt == 1 ? 4e-3 : 2.5e-2;
+    for (int method = 0; method < 2; ++method) {
+        CK(cudaMemset(d.o, 0xff, o.size() * 4));
+        CK(cudaMemset(d.hT, 0xff, hT.size() * 4));
+        int rc;
+        if (method == 0) {
+            dl_sizes s = dl_sizes_of(d.a, dt == 0 ? 4 : 2, dl_pick_vb(d.a), 0);
+            char *ws;
+            CK(cudaMalloc(&ws, s.bytes));
+            rc = dl_forward_chunked(d.a, s, ws, 0);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            cudaFree(ws);
+        } else {
+            rc = dl_forward_recurrent(d.a, 0);
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+        }
+        double eo = INFINITY, eh = INFINITY;
+        if (!rc) {
+            eo = relerr(download(d.o, o.size(), dt), o);
+            eh = relerr(download(d.hT, hT.size(), 0), hT);
+        }
+        /* f32 chunked: tensor-core-free FMAs, but the f32 recurrent is the tight one */
+        double t = (dt == 0 && method == 0) ? 1e-4 : tol;
+        bool ok = eo < t && eh < t;
+        ok ? ++npass : ++nfail;
+        printf("%s fwd %-9s %-4s B%d T%d H%d K%d V%d gated%d h0%d varlen%d: o %.2e hT %.2e%s\n", ok ? "ok  " : "FAIL",
+               method ? "recurrent" : "chunked", dtn[dt], B, T, H, K, V, gated, has_h0, (int)!cu.empty(), eo, eh,
+               rc ? " (unsupported)" : "");
+    }
+    free_dev(d);
+}
+
+static void check_bwd(int B, int T, int H, int K, int V, int gated, int has_h0, std::vector<int64_t> cu, int dt,
+                      double gmin = -0.5, int with_dhT = 1) {
+    prob p = make_prob(B, T, H, K, V, gated, has_h0, cu, gmin);
+    dev_prob d = to_dev(p, dt);
+    size_t nt = (size_t)p.B * p.T * p.H, ns = (size_t)p.N * p.H * p.K * p.V;
+    std::vector<double> dout(nt * V), dhT;
+    for (auto &x : dout) x = 2 * urand() - 1;
+    if (with_dhT) {
+        dhT.resize(ns);
+        for (auto &x : dhT) x = 2 * urand() - 1;
+    }
+    d.dout = upload(dout, dt);
+    if (with_dhT) d.dhT = upload(dhT, 0);
+    grads G = oracle_bwd(p, dout, dhT);
+    size_t es = dt == 0 ? 4 : 2;
+    CK(cudaMalloc(&d.dq, nt * K * es));
+    CK(cudaMalloc(&d.dk, nt * K * es));
+    CK(cudaMalloc(&d.dv, nt * V * es));
+    CK(cudaMalloc(&d.dbeta, nt * es));
+    CK(cudaMalloc(&d.dg, nt * 4));
+    CK(cudaMalloc(&d.dh0, ns * 4));
+    ssm__dl_args a = d.a;
+    a.dout = d.dout, a.dhT = d.dhT, a.dq = d.dq, a.dk = d.dk, a.dv = d.dv, a.dbeta = d.dbeta;
+    a.dg = gated ? d.dg : NULL, a.dh0 = d.dh0;
+    dl_sizes s = dl_sizes_of(a, es, dl_pick_vb(a), 1);
+    char *ws;
+    CK(cudaMalloc(&ws, s.bytes));
+    std::vector<double> r1[6];
+    int rc = 0;
+    for (int rep = 0; rep < 2; ++rep) {
+        CK(cudaMemset(d.dq, 0xff, nt * K * es));
+        CK(cudaMemset(d.dk, 0xff, nt * K * es));
+        CK(cudaMemset(d.dv, 0xff, nt * V * es));
+        CK(cudaMemset(d.dbeta, 0xff, nt * es));
+        CK(cudaMemset(d.dg, 0xff, nt * 4));
+        CK(cudaMemset(d.dh0, 0xff, ns * 4));
+        CK(cudaMemset(ws, 0x7f, s.bytes)); /* garbage workspace: nothing may depend on it */
+        rc = dl_backward(a, s, ws, 0);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        if (rc) break;
+        std::vector<double> r[6] = {download(d.dq, nt * K, dt), download(d.dk, nt * K, dt), download(d.dv, nt * V, dt),
+                                    download(d.dbeta, nt, dt), download(d.dg, nt, 0), download(d.dh0, ns, 0)};
+        if (rep == 0)
+            for (int i = 0; i < 6; ++i) r1[i] = r[i];
+        else { /* deterministic: bitwise equal */
+            bool same = true;
+            for (int i = 0; i < 6; ++i)
+                for (size_t j = 0; j < r[i].size(); ++j)
+                    if (!(r[i][j] == r1[i][j]) && !(i == 4 && !gated)) same = false;
+            same ? ++npass : ++nfail;
+            if (!same) printf("FAIL bwd not deterministic\n");
+        }
+    }
+    double tol = dt == 0 ? 1e-4 : dt == 1 ? 1e-2 : 4e-2;
+    const char *nm[6] = {"dq", "dk", "dv", "dbeta", "dg", "dh0"};
+    std::vector<double> *ref[6] = {&G.dq, &G.dk, &G.dv, &G.dbeta, &G.dg, &G.dh0};
+    bool ok = !rc;
+    char buf[512];
+    int o = 0;
+    for (int i = 0; i < 6 && !rc; ++i) {
+        if (i == 4 && !gated) continue;
+        double e = relerr(r1[i], *ref[i]);
+        if (!(e < tol)) ok = false;
+        o += snprintf(buf + o, sizeof buf - o, " %s %.1e", nm[i], e);
+    }
+    if (rc) snprintf(buf, sizeof buf, " (unsupported)");
+    ok ? ++npass : ++nfail;
+    printf("%s bwd chunked   %-4s B%d T%d H%d K%d V%d gated%d h0%d varlen%d:%s\n", ok ? "ok  " : "FAIL", dtn[dt], B, T,
+           H, K, V, gated, has_h0, (int)!cu.empty(), buf);
+    cudaFree(ws);
+    free_dev(d);
+}
+
+static void run_checks() {
+    int dts[3] = {2, 1, 0};
+    for (int dt : dts) {
+        for (int gated = 0; gated < 2; ++gated) {
+            check_fwd(2, 200, 3, 64, 64, gated, 1, {}, dt);
+            check_fwd(1, 130, 2, 128, 128, gated, 0, {}, dt);
+            check_fwd(2, 77, 2, 32, 32, gated, 1, {}, dt);
+        }
+        check_fwd(1, 150, 2, 256, 256, 1, 1, {}, dt);
+        check_fwd(1, 300, 2, 64, 64, 1, 1, {0, 17, 100, 164, 300}, dt);
+        check_fwd(1, 96, 2, 48, 80, 1, 1, {}, dt);
+        check_fwd(1, 70, 1, 16, 200, 0, 1, {}, dt);
+        check_fwd(1, 129, 2, 100, 17, 1, 0, {}, dt);
+        check_fwd(1, 128, 2, 64, 64, 1, 1, {}, dt, -20.0); /* strong gates stay finite */
+        check_fwd(5, 1, 3, 128, 128, 1, 1, {}, dt); /* decode steps */
+        check_fwd(3, 1, 2, 40, 100, 0, 1, {}, dt);
+        check_fwd(2, 1, 2, 256, 64, 1, 1, {}, dt);
+        for (int gated = 0; gated < 2; ++gated) {
+            check_bwd(2, 150, 2, 64, 64, gated, 1, {}, dt);
+            check_bwd(1, 130, 2, 32, 32, gated, 0, {}, dt);
+            check_bwd(1, 100, 2, 128, 128, gated, 1, {}, dt);
+        }
+        check_bwd(1, 70, 1, 256, 256, 1, 1, {}, dt);
+        check_bwd(1, 300, 2, 64, 64, 1, 1, {0, 17, 100, 164, 300}, dt);
+        check_bwd(1, 96, 2, 48, 80, 1, 1, {}, dt, -0.5, 0);
+        check_bwd(1, 129, 2, 100, 17, 1, 0, {}, dt);
+        if (dt != 1) check_bwd(1, 128, 2, 64, 64, 1, 1, {}, dt, -20.0); /* f16 flushes e^-20 products to 0 */
+    }
+}
+
+/* ---- timing --------------------------------------------------------------------------------------- */
+static int g_prof = 0; /* one call per measurement, for ncu */
+template <typename F> static double time_ms(F f, int reps = 20) {
+    if (g_prof) {
+        f();
+        CK(cudaDeviceSynchronize());
+        return 1.0;
+    }
+    cudaEvent_t a, b;
+    std::vector<float> v;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    f(), f();
+    CK(cudaDeviceSynchronize());
+    for (int i = 0; i < reps; ++i) {
+        cudaEventRecord(a);
+        f();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms;
+        cudaEventElapsedTime(&ms, a, b);
+        v.push_back(ms);
+    }
+    std::sort(v.begin(), v.end());
+    CK(cudaGetLastError());
+    return v[v.size() / 2];
+}
+__global__ void fill_k(void *p, int dt, int64_t n, float lo, float hi, unsigned seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
+        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+        float v = lo + (hi - lo) * ((x & 0xFFFFFF) / 16777216.f);
+        ssm__dl_st(p, dt, i, v);
+    }
+}
+static void *drand(int dt, int64_t n, float lo, float hi, unsigned seed) {
+    void *p;
+    CK(cudaMalloc(&p, n * (dt == 0 ? 4 : 2) + 16));
+    fill_k<<<4096, 256>>>(p, dt, n, lo, hi, seed);
+    CK(cudaGetLastError());
+    return p;
+}
+static double copy_bw() {
+    size_t nb = (size_t)1 << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, nb));
+    CK(cudaMalloc(&b, nb));
+    cudaMemset(a, 1, nb);
+    double ms = time_ms([&] { cudaMemcpyAsync(b, a, nb, cudaMemcpyDeviceToDevice); }, 10);
+    cudaFree(a), cudaFree(b);
+    return 2.0 * nb / ms; /* bytes per ms */
+}
+static double gemm_rate() {
+    int n = 8192;
+    void *a = drand(2, (int64_t)n * n, -1, 1, 1), *b = drand(2, (int64_t)n * n, -1, 1, 2), *c = drand(2, (int64_t)n * n, -1, 1, 3);
+    cublasHandle_t hd;
+    cublasCreate(&hd);
+    float al = 1, be = 0;
+    double ms = time_ms([&] {
+        cublasGemmEx(hd, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &al, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &be, c,
+                     CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }, 10);
+    cublasDestroy(hd);
+    cudaFree(a), cudaFree(b), cudaFree(c);
+    return 2.0 * n * n * (double)n / ms; /* FLOP per ms */
+}
+
+static const char *COMMIT = "unknown";
+static void bench(int argc, char **argv) {
+    const char *cm = getenv("SSM_COMMIT");
+    if (cm) COMMIT = cm;
+    cudaDeviceProp pr;
+    CK(cudaGetDeviceProperties(&pr, 0));
+    g_prof = argc > 3 && !strcmp(argv[3], "one");
+    double bw = g_prof ? 4e9 : copy_bw(), fr = g_prof ? 8e11 : gemm_rate();
+    printf("# device %s, copy %.0f GB/s, bf16 gemm %.0f TFLOP/s\n", pr.name, bw / 1e6, fr / 1e9);
+    struct shp {
+        int B, T, H, D, seqs;
+    } shapes[] = {{8, 4096, 16, 64, 0}, {4, 8192, 16, 128, 0}, {1, 32768, 32, 128, 0}, {1, 32768, 32, 128, 8},
+                  {32, 2048, 8, 32, 0}};
+    int vbforce = argc > 2 ? atoi(argv[2]) : 0;
+    char date[32];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    for (auto sh : shapes) {
+        const int dt = 2;
+        int64_t ntok = (int64_t)sh.B * sh.T * sh.H;
+        void *q = drand(dt, ntok * sh.D, -1, 1, 11), *k = drand(dt, ntok * sh.D, -sqrtf(3.f / sh.D), sqrtf(3.f / sh.D), 12);
+        void *v = drand(dt, ntok * sh.D, -1, 1, 13), *be = drand(dt, ntok, 0.05f, 1.f, 14), *g = drand(0, ntok, -0.5f, 0.f, 15);
+        void *o;
+        CK(cudaMalloc(&o, ntok * sh.D * 2));
+        int64_t *cu = NULL;
+        int N = sh.B;
+        if (sh.seqs) { /* 8 sequences of uneven lengths summing to T */
+            std::vector<int64_t> c(sh.seqs + 1);
+            for (int i = 0; i <= sh.seqs; ++i) c[i] = (int64_t)sh.T * i / sh.seqs + (i > 0 && i < sh.seqs ? (i % 2 ? 1000 : -1000) : 0);
+            CK(cudaMalloc(&cu, c.size() * 8));
+            CK(cudaMemcpy(cu, c.data(), c.size() * 8, cudaMemcpyHostToDevice));
+            N = sh.seqs;
+        }
+        ssm__dl_args a;
+        memset(&a, 0, sizeof a);
+        int64_t D = sh.D, H = sh.H;
+        int64_t qs[4] = {sh.T * H * D, H * D, D, 1}, bs[3] = {sh.T * H, H, 1};
+        memcpy(a.qs, qs, 32), memcpy(a.ks, qs, 32), memcpy(a.vs, qs, 32), memcpy(a.os, qs, 32);
+        memcpy(a.bs, bs, 24), memcpy(a.gs, bs, 24);
+        a.q = q, a.k = k, a.v = v, a.beta = be, a.o = o, a.cu = cu;
+        a.N = N, a.T = sh.T, a.H = sh.H, a.K = sh.D, a.V = sh.D, a.dt = 2, a.bdt = 2, a.gdt = 0, a.scale = 1.f / sqrtf((float)sh.D);
+        a.vec = 1, a.variant = g_variant;
+        int vb = vbforce ? vbforce : dl_pick_vb(a);
+        dl_sizes s = dl_sizes_of(a, 2, vb, 1);
+        char *ws;
+        CK(cudaMalloc(&ws, s.bytes));
+        double bytes = 4.0 * ntok * D * 2;
+        const double C = 64;
+        double nch = (double)ntok / C; /* chunk-heads */
+        double fl_fwd = nch * (6 * C * C * D + 3 * C * C * D + 6 * C * D * D);
+        void *dout = drand(dt, ntok * D, -1, 1, 16), *dq, *dk, *dv, *db, *dgg;
+        CK(cudaMalloc(&dq, ntok * D * 2));
+        CK(cudaMalloc(&dk, ntok * D * 2));
+        CK(cudaMalloc(&dv, ntok * D * 2));
+        CK(cudaMalloc(&db, ntok * 2));
+        CK(cudaMalloc(&dgg, ntok * 4));
+        memcpy(a.dos, qs, 32), memcpy(a.dqs, qs, 32), memcpy(a.dks, qs, 32), memcpy(a.dvs, qs, 32);
+        memcpy(a.dbs, bs, 24), memcpy(a.dgs, bs, 24);
+        /* backward FLOPs: replayed prep and state pass, the reverse pass, the chunk gradients */
+        double fl_bwd = fl_fwd + nch * (2 * C * C * D + 6 * C * D * D) + nch * (14 * C * C * D + 4 * C * C * C + 6 * C * D * D);
+        for (int gated = 0; gated < 2; ++gated) {
+            a.g = gated ? g : NULL;
+            a.dout = NULL, a.dq = a.dk = a.dv = a.dbeta = a.dg = NULL;
+            double ms = time_ms([&] { dl_forward_chunked(a, s, ws, 0); });
+            double floor_ms = std::max(bytes / bw, fl_fwd / fr);
+            ssm__dl_args ab = a;
+            ab.dout = dout, ab.dq = dq, ab.dk = dk, ab.dv = dv, ab.dbeta = db, ab.dg = gated ? dgg : NULL;
+            double msb = time_ms([&] { dl_forward_chunked(a, s, ws, 0); dl_backward(ab, s, ws, 0); });
+            /* fwd+bwd bytes: q,k,v,beta,o once forward; q,k,v,dout in, dq,dk,dv out backward */
+            double floor_b = std::max((bytes + 7.0 * ntok * D * 2) / bw, (fl_fwd + fl_bwd) / fr);
+            if (gated == 0 && sh.seqs == 0 && sh.D == 64) { /* where the time goes: each launch alone */
+                ssm__dl_ws<__nv_bfloat16> w = ssm__dl_ws_of<__nv_bfloat16>(s, ws);
+                ssm__dl_args a0 = a, a1 = a;
+                a0.variant = 1, a1.variant = 0; /* bit 0 set: the column solve */
+                double t_p0 = time_ms([&] { ssm__dl_prep_go<__nv_bfloat16, 64>(a0, s, w, 0, g_optin, 0); });
+                double t_p1 = time_ms([&] { ssm__dl_prep_go<__nv_bfloat16, 64>(a1, s, w, 0, g_optin, 0); });
+                double t_f = time_ms([&] { ssm__dl_fwd_go<__nv_bfloat16, 64, 32>(a, s, w, NULL, NULL, g_optin, 0); });
+                printf("# split D%d (variant %d): prep column-solve %.4f ms, prep blocked-solve %.4f ms, state pass %.4f ms, "
+                       "full fwd %.4f ms, fwd+bwd %.4f ms\n", sh.D, g_variant, t_p0, t_p1, t_f, ms, msb);
+            }
+            printf("{\"op\": \"%s\", \"impl\": \"ours:chunked\", \"backend\": \"cuda\", \"dtype\": \"bf16\", \"shape\": "
+                   "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s}, \"ms\": %.4f, \"floor_ms\": %.4f, \"peak_mem_bytes\": %zu, "
+                   "\"relerr\": null, \"device\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\", \"vb\": %d}\n",
+                   gated ? "gated_delta_fwdbwd" : "delta_fwdbwd", sh.B, sh.T, sh.H, sh.D, sh.D,
+                   sh.seqs ? ",\"seqs\":8" : "", msb, floor_b, s.bytes, pr.name, date, COMMIT, vb);
+            printf("{\"op\": \"%s\", \"impl\": \"ours:chunked\", \"backend\": \"cuda\", \"dtype\": \"bf16\", \"shape\": "
+                   "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s}, \"ms\": %.4f, \"floor_ms\": %.4f, \"peak_mem_bytes\": %zu, "
+                   "\"relerr\": null, \"device\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\", \"vb\": %d}\n",
+                   gated ? "gated_delta_fwd" : "delta_fwd", sh.B, sh.T, sh.H, sh.D, sh.D,
+                   sh.seqs ? ",\"seqs\":8" : "", ms, floor_ms, s.bytes, pr.name, date, COMMIT, vb);
+            fflush(stdout);
+        }
+        cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(g), cudaFree(o), cudaFree(ws), cudaFree(cu);
+        cudaFree(dout), cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(db), cudaFree(dgg);
+        if (argc > 3 && !strcmp(argv[3], "one")) return; /* profiling: the first shape only */
+    }
+    /* decode: B64 H16 K=V=128, one token, state in place */
+    {
+        int B = 64, H = 16, D = 128;
+        int64_t ntok = (int64_t)B * H;
+        void *q = drand(2, ntok * D, -1, 1, 21), *k = drand(2, ntok * D, -0.15f, 0.15f, 22), *v = drand(2, ntok * D, -1, 1, 23);
+        void *be = drand(2, ntok, 0.05f, 1.f, 24), *o;
+        float *S = (float *)drand(0, ntok * D * D, -1, 1, 25);
+        CK(cudaMalloc(&o, ntok * D * 2));
+        ssm__dl_args a;
+        memset(&a, 0, sizeof a);
+        int64_t qs[4] = {H * D, H * D, D, 1}, bs[3] = {H, H, 1}, ss[4] = {H * D * D, D * D, D, 1};
+        memcpy(a.qs, qs, 32), memcpy(a.ks, qs, 32), memcpy(a.vs, qs, 32), memcpy(a.os, qs, 32);
+        memcpy(a.bs, bs, 24), memcpy(a.h0s, ss, 32), memcpy(a.hTs, ss, 32);
+        a.q = q, a.k = k, a.v = v, a.beta = be, a.o = o, a.h0 = S, a.hT = S;
+        a.N = B, a.T = 1, a.H = H, a.K = D, a.V = D, a.dt = 2, a.bdt = 2, a.scale = 1.f / sqrtf((float)D);
+        a.svec = 1;
+        double ms = time_ms([&] { dl_forward_recurrent(a, 0); }, 50);
+        double floor_ms = 2.0 * ntok * D * D * 4 / bw;
+        printf("{\"op\": \"delta_decode\", \"impl\": \"ours:recurrent\", \"backend\": \"cuda\", \"dtype\": \"bf16\", "
+               "\"shape\": {\"B\":%d,\"T\":1,\"H\":%d,\"K\":%d,\"V\":%d}, \"ms\": %.4f, \"floor_ms\": %.4f, "
+               "\"peak_mem_bytes\": 0, \"relerr\": null, \"device\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
+               B, H, D, D, ms, floor_ms, pr.name, date, COMMIT);
+        cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(o), cudaFree(S);
+    }
+}
+
+int main(int argc, char **argv) {
+    cudaDeviceProp pr;
+    CK(cudaGetDeviceProperties(&pr, 0));
+    g_optin = (int)pr.sharedMemPerBlockOptin, g_sms = pr.multiProcessorCount;
+    if (getenv("DL_VARIANT")) g_variant = atoi(getenv("DL_VARIANT"));
+    const char *mode = argc > 1 ? argv[1] : "check";
+    if (!strcmp(mode, "check")) {
+        run_checks();
+        printf("%d passed, %d failed\n", npass, nfail);
+        return nfail != 0;
+    }
+    if (!strcmp(mode, "bench")) bench(argc, argv);
+    return 0;
+}
