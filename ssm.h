@@ -2869,6 +2869,10 @@ SSMDEF ssm_result ssm_bell_checksum(ssm_ctx *ctx, const ssm_tensor *col_idx, uin
     SSM__TRY(ssm__bell_cpu(ctx, op));
     SSM__TRY(ssm__check(ctx, op, "col_idx", col_idx, SSM_I32, 2, 2, NULL));
     s.R = col_idx->shape[0], s.K = col_idx->shape[1], s.B = 1, s.C = 0;
+    /* the layer's limit: a broadcast [2^62, 1] view is a valid tensor but no index */
+    if (s.K > 0 && (uint64_t)ssm__mul64(s.R, s.K) > INT32_MAX)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*K = %lld*%lld must fit in i32", op, (long long)s.R,
+                             (long long)s.K);
     *checksum = ssm__bell_hash_index(col_idx, &s);
     return SSM_OK;
 }

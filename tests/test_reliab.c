@@ -524,6 +524,9 @@ static void overflow_cases(void) {
     sh[0] = (int64_t)1 << 62, sh[1] = 0;
     ci = ssm_tensor_make(NULL, SSM_I32, ssm_cpu(), 2, sh, NULL);
     CHECK_OK(ssm_bell_checksum(ctx, &ci, &sum), ctx);
+    sh[1] = 1, st[0] = 0, st[1] = 1; /* a broadcast [2^62, 1] view: valid memory, no valid index */
+    ci = ssm_tensor_make(&one, SSM_I32, ssm_cpu(), 2, sh, st);
+    EXPECT_CODE(ssm_bell_checksum(ctx, &ci, &sum), SSM_ERROR_INVALID_SHAPE, "col_idx [2^62, 1] broadcast");
     test_end();
 
     test_begin("reliab 7/12: tensors with ndim outside [0, 8] are refused by the op, with a message");
