@@ -244,6 +244,7 @@ int main(void) {
         cases_run(CASE_CUDA_DTYPES, CASE_BELL);
         cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
         cases_run(CASE_CUDA_DTYPES, CASE_OUTCHAIN);
+        cases_run(CASE_CUDA_DTYPES, CASE_DELTA);
     }
     if (test_skipped) printf("%d skipped (the backend declined the op)\n", test_skipped);
     printf("%d passed, %d failed\n", test_passed, test_failed);

@@ -1,5 +1,6 @@
-/* Delta rule (DeltaNet, Gated DeltaNet, DeltaProduct): against an f64 token-by-token oracle
-   that forms each transition matrix, chunked == recurrent, finite-difference gradients of
+/* Delta rule (DeltaNet, Gated DeltaNet, DeltaProduct), the tests outside the op case table
+   (whose rows check every family, method and layout against its own oracle): against an f64
+   token-by-token oracle that forms each transition matrix, chunked == recurrent, finite-difference gradients of
    every input, varlen == separate runs, state round trips, decode steps, odd sizes and views,
    strong gates, and error paths that write nothing. */
 #include "test.h"
@@ -739,27 +740,11 @@ static dl_case dl_base(ssm_dtype dt) {
 }
 
 void suite_delta(void) {
-    static const int64_t Ts[6] = {1, 2, 67, 100, 64, 129};
-    int i, v;
+    int v;
     dl_case c;
-    /* forward: sizes x dtypes x methods x variants x layouts */
-    for (i = 0; i < 6; ++i)
-        for (v = 0; v < 8; ++v) {
-            c = dl_base(v % 2 ? SSM_F32 : SSM_F64);
-            c.T = Ts[i];
-            c.K = (v % 4 == 1) ? 17 : (v % 4 == 3) ? 32 : 16;
-            c.V = (v % 4 == 1) ? 33 : (v % 4 == 2) ? 8 : 16;
-            c.gated = v / 4;
-            c.nh = (i + v) % 3 == 2 ? 2 : 1;
-            c.factored = (i + v) % 5 == 4;
-            c.use_s0 = (i + v) % 2;
-            c.use_sT = (i + v) % 3 != 1;
-            c.layout = (i + v) % 4;
-            c.method = v % 3 == 2 ? SSM_DELTA_AUTO : v % 3 ? SSM_DELTA_RECURRENT : SSM_DELTA_CHUNKED;
-            c.chunk = i % 2 ? 0 : 16;
-            if (c.T > 100 && c.K > 16) c.H = 1;
-            dl_forward_case(&c);
-        }
+    /* the plain forward and backward rows against the oracle (families, methods, T, odd K/V,
+       layouts, varlen, s0/sT) live in the op case table (tests/test_cases.c); here: the cases
+       outside its grammar (3 factors, head-first storage, beta up to 2, chunked vs recurrent) */
     /* DeltaProduct with 3 factors, varlen, strong gates (g = -20 per step), beta up to 2 */
     c = dl_base(SSM_F64), c.nh = 3, c.gated = 1, c.T = 41, c.chunk = 8, c.layout = DL_HEAD_FIRST;
     dl_forward_case(&c);
@@ -779,16 +764,7 @@ void suite_delta(void) {
     dl_forward_case(&c);
     c = dl_base(SSM_F32), c.T = 0, c.gated = 1; /* no tokens: sT = s0 */
     dl_forward_case(&c);
-    /* gradients: every input, chunk boundaries inside the sequence, all variants */
-    for (v = 0; v < 6; ++v) {
-        c = dl_base(SSM_F64);
-        c.B = 2, c.T = v == 5 ? 1 : 11, c.H = 2, c.K = 5, c.V = 3;
-        c.gated = v % 2, c.nh = v >= 2 && v < 4 ? 2 : 1;
-        c.use_s0 = v != 1, c.use_sT = v != 2;
-        c.layout = v % 4, c.chunk = v == 3 ? 0 : 4, c.method = v % 2 ? SSM_DELTA_RECURRENT : SSM_DELTA_CHUNKED;
-        c.gmin = -1.0;
-        dl_backward_case(&c);
-    }
+    /* gradients against finite differences: varlen DeltaProduct, strong gates, segments, T = 0 */
     c = dl_base(SSM_F64), c.B = 1, c.nseq = 3, c.T = 13, c.K = 4, c.V = 3, c.gated = 1, c.chunk = 3, c.nh = 2;
     dl_backward_case(&c);
     c = dl_base(SSM_F64), c.T = 9, c.K = 3, c.V = 4, c.gated = 1, c.gmin = -20, c.chunk = 4;
