@@ -5023,6 +5023,12 @@ static size_t ssm__delta_ws_generic(const ssm_delta_plan *p, int pass) {
 
 #undef SSM__DV_E
 
+/* No output element exists: no token (B, T or H is 0) and no state out (none asked, or N or H
+   is 0). Valid views may then carry any size, so the ops return before looping over them. */
+static int ssm__delta_nothing(const ssm_delta_plan *p, const ssm_tensor *state_out) {
+    return (p->B == 0 || p->T == 0 || p->H == 0) && (!state_out || p->N == 0 || p->H == 0);
+}
+
 /* The generic algorithms run on host memory: a device backend without a delta kernel for the
    plan cannot fall back to them. */
 static ssm_result ssm__delta_no_kernel(ssm_ctx *ctx, const char *op) {
@@ -5056,8 +5062,8 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc, co
     ssm__arg_set(&args[8], "sT", sT, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
     SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, 0));
-    /* no sequence or no head: every output is empty (and N may be huge: no loop over it) */
-    r = p.N == 0 || p.H == 0     ? SSM_OK
+    /* every output empty: nothing to do (and B may be huge in empty views: no loop over it) */
+    r = ssm__delta_nothing(&p, sT) ? SSM_OK
         : ctx->backend->delta_forward ? ctx->backend->delta_forward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, o, sT)
                                       : SSM__NOT_MINE;
     if (r == SSM__NOT_MINE && ctx->backend->device_type != SSM_DEVICE_CPU) r = ssm__delta_no_kernel(ctx, op);
@@ -5105,7 +5111,7 @@ SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc, c
     ssm__arg_set(&args[14], "ds0", ds0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 15));
     SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, 1));
-    r = p.N == 0 || p.H == 0 ? SSM_OK /* every output empty */
+    r = ssm__delta_nothing(&p, ds0) ? SSM_OK /* every output empty */
         : ctx->backend->delta_backward
             ? ctx->backend->delta_backward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, dout, dsT, dq, dk, dv, dbeta,
                                            dg, ds0)
@@ -5142,7 +5148,7 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
     ssm__arg_set(&args[6], "o", o, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 7));
     SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, 2));
-    r = p.N == 0 || p.H == 0     ? SSM_OK /* every output empty */
+    r = ssm__delta_nothing(&p, state) ? SSM_OK /* every output empty */
         : ctx->backend->delta_step ? ctx->backend->delta_step(ctx, &p, q, k, v, beta, g, state, o)
                                    : SSM__NOT_MINE;
     if (r == SSM__NOT_MINE && ctx->backend->device_type != SSM_DEVICE_CPU) r = ssm__delta_no_kernel(ctx, op);

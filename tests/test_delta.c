@@ -735,7 +735,7 @@ static void dl_no_kernel(void) {
    nothing and its size arithmetic overflowed (signed overflow) on huge sizes; cu_seqlens was
    read misaligned, through any stride (also one reaching past the address space, or 0 with
    2^62 offsets); an empty view with a huge size overflowed the aliasing check's extent; B =
-   2^62 sequences with H = 0 looped for ever. */
+   2^62 sequences with H = 0 or T = 0 (and no state out) looped for ever. */
 static void dl_fuzz_regressions(void) {
     ssm_ctx *ctx;
     ssm_delta_desc desc = ssm_delta_desc_init();
@@ -797,6 +797,12 @@ static void dl_fuzz_regressions(void) {
         r = ssm_delta_backward(ctx, &desc, &q, &q, &q, &b, NULL, NULL, NULL, &q, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
         CHECK(r == SSM_OK, "B = 2^62, H = 0 backward -> %s (%s)", ssm_result_string(r), ssm_ctx_last_error(ctx));
         CHECK(buf[0] == 0 && buf[3] == 0, "an empty output was written");
+        q.shape[1] = b.shape[1] = 0, q.shape[2] = b.shape[2] = 2; /* T = 0, H = 2: no token, no state asked */
+        o = q;
+        r = ssm_delta_forward(ctx, &desc, &q, &q, &q, &b, NULL, NULL, NULL, &o, NULL);
+        CHECK(r == SSM_OK, "B = 2^62, T = 0 forward -> %s (%s)", ssm_result_string(r), ssm_ctx_last_error(ctx));
+        r = ssm_delta_backward(ctx, &desc, &q, &q, &q, &b, NULL, NULL, NULL, &q, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+        CHECK(r == SSM_OK, "B = 2^62, T = 0 backward -> %s (%s)", ssm_result_string(r), ssm_ctx_last_error(ctx));
     }
     ssm_ctx_destroy(ctx);
     test_end();
