@@ -575,7 +575,7 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
      cu_seqlens [N+1] i32 or i64   optional variable-length batch: B must be 1 and sequence i
                                    is tokens [cu[i], cu[i+1]) starting from s0[i]; N = B
                                    without it. cu[0] = 0, non-decreasing, cu[N] = T; the values
-                                   are checked when the tensor is host-resident.
+                                   are checked when the tensor is host-resident (any stride but 0).
    All float tensors share one dtype: f32 or f64 on the CPU backends (state and arithmetic in
    that dtype), f32/f16/bf16 on CUDA (f32 state and accumulation).
    Methods:
@@ -1240,13 +1240,13 @@ static void ssm__extent(const ssm_tensor *t, const char **lo, const char **hi) {
     int64_t mn = 0, mx = 0;
     int i;
     size_t es = ssm__esize(t->dtype);
-    for (i = 0; i < t->ndim; ++i) {
-        int64_t span;
+    for (i = 0; i < t->ndim; ++i) /* first: an empty view may carry sizes whose spans overflow */
         if (t->shape[i] == 0) {
             *lo = *hi = (const char *)t->data;
             return;
         }
-        span = (t->shape[i] - 1) * t->strides[i];
+    for (i = 0; i < t->ndim; ++i) {
+        int64_t span = (t->shape[i] - 1) * t->strides[i];
         if (span < 0) mn += span;
         else mx += span;
     }
@@ -4018,6 +4018,19 @@ static ssm_result ssm__delta_check_cu(ssm_ctx *ctx, const char *op, const ssm_te
     if (!ssm__host_resident(cu) && cu->device.type != ctx->backend->device_type)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: cu_seqlens is on device type %d", op,
                              (int)cu->device.type);
+    { /* ssm__check's tests, by hand: a host-resident cu_seqlens is fine on a device backend */
+        int64_t es = cu->dtype.bits / 8, s = cu->strides[0], n = cu->shape[0] - 1, a = s < 0 ? -s : s;
+        if ((uintptr_t)cu->data % (uintptr_t)es != 0)
+            return ssm_ctx_error(ctx, SSM_ERROR_MISALIGNED, "%s: cu_seqlens data %p is not aligned to its %lld-byte elements",
+                                 op, cu->data, (long long)es);
+        if (s == 0) /* N + 1 equal offsets: 0 = ... = T; refused rather than looping over N empty sequences */
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_STRIDE, "%s: cu_seqlens must not be a broadcast (stride 0) view", op);
+        if (s == INT64_MIN || a > INT64_MAX / es / n ||
+            (s < 0 ? (uintptr_t)(a * n * es) > (uintptr_t)cu->data
+                   : (uintptr_t)(a * n * es) > UINTPTR_MAX - (uintptr_t)es - (uintptr_t)cu->data))
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_STRIDE,
+                                 "%s: cu_seqlens has a size and stride that reach outside the address space", op);
+    }
     if (!ssm__host_resident(cu) && ctx->backend->check_tensor)
         SSM__TRY(ctx->backend->check_tensor(ctx, op, "cu_seqlens", cu));
     if (p->B != 1)
@@ -4050,9 +4063,20 @@ static ssm_delta_method ssm__delta_pick(const ssm_ctx *ctx, const ssm_delta_plan
 
 static size_t ssm__delta_ws_generic(const ssm_delta_plan *p, int pass);
 
-/* Resolves method, chunk and scale, and the workspace figure for `pass`. */
-static ssm_result ssm__delta_resolve(const ssm_ctx *ctx, const ssm_delta_desc *d, ssm_delta_plan *p, int pass) {
+/* Resolves method, chunk and scale, and the workspace figure for `pass`. Sizes whose scratch
+   could not exist (empty tensors may carry any size) are refused before the exact sizing, so
+   its integer products never overflow. */
+static ssm_result ssm__delta_resolve(const ssm_ctx *ctx, const char *op, const ssm_delta_desc *d, ssm_delta_plan *p,
+                                     int pass) {
+    double K = (double)p->K, V = (double)p->V, C, L;
+    if (p->N == 0 || p->H == 0) p->max_len = 0; /* nothing to run */
     p->chunk = d->chunk ? d->chunk : SSM__DELTA_CHUNK;
+    C = (double)p->chunk, L = (double)p->max_len * (double)p->n_h;
+    /* a bound on every term of ssm__delta_ws_generic (and on T n_h) */
+    if (L > 4e18 || 8.0 * (100.0 * (K + V) * (C + 1.0) + 64.0 * C * C * C + K * V * (C + L + 40.0)) + 8192.0 > 4e18)
+        return ssm_ctx_error((ssm_ctx *)ctx, SSM_ERROR_INVALID_SHAPE,
+                             "%s: the workspace size overflows (K = %lld, V = %lld, T n_h = %.3g)", op,
+                             (long long)p->K, (long long)p->V, L);
     p->method = pass == 2 ? SSM_DELTA_RECURRENT : d->method;
     if (p->method == SSM_DELTA_AUTO) p->method = ssm__delta_pick(ctx, p);
     if (p->method == SSM_DELTA_RECURRENT && pass != 1) p->chunk = 0;
@@ -4065,13 +4089,24 @@ static ssm_result ssm__delta_resolve(const ssm_ctx *ctx, const ssm_delta_desc *d
 SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_desc *desc, ssm_dtype dtype,
                                            int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, int64_t n_h,
                                            int pass, size_t *bytes) {
+    static const char *op = "ssm_delta_workspace_size";
+    ssm_ctx *mctx = (ssm_ctx *)ctx; /* the message only: a query changes nothing else */
     ssm_delta_plan p;
-    if (!ctx || !desc || !bytes) return SSM_ERROR_NULL_ARGUMENT;
-    if (B < 0 || T < 0 || H < 0 || K < 1 || V < 1 || n_h < 1 || pass < 0 || pass > 2) return SSM_ERROR_INVALID_VALUE;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    mctx->message[0] = 0;
+    if (!bytes) return ssm_ctx_error(mctx, SSM_ERROR_NULL_ARGUMENT, "%s: bytes is required", op);
+    SSM__TRY(ssm__delta_check_desc(mctx, op, desc)); /* the checks the ops make, on what a query knows */
+    SSM__TRY(ssm__check_compute_dtype(mctx, op, dtype));
+    if (pass < 0 || pass > 2)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_VALUE, "%s: pass must be 0, 1 or 2, got %d", op, pass);
+    if (B < 0 || T < 0 || H < 0 || K < 1 || V < 1 || n_h < 1)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE,
+                             "%s: need B, T, H >= 0 and K, V, n_h >= 1 (B=%lld T=%lld H=%lld K=%lld V=%lld n_h=%lld)",
+                             op, (long long)B, (long long)T, (long long)H, (long long)K, (long long)V, (long long)n_h);
     memset(&p, 0, sizeof p);
     p.dtype = dtype;
     p.B = B, p.T = pass == 2 ? 1 : T, p.H = H, p.K = K, p.V = V, p.n_h = n_h, p.N = B, p.max_len = p.T;
-    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, pass));
+    SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, pass));
     *bytes = p.workspace_bytes;
     return SSM_OK;
 }
@@ -5052,6 +5087,12 @@ static size_t ssm__delta_ws_generic(const ssm_delta_plan *p, int pass) {
 
 #undef SSM__DV_E
 
+/* No output element exists: no token (B, T or H is 0) and no state out (none asked, or N or H
+   is 0). Valid views may then carry any size, so the ops return before looping over them. */
+static int ssm__delta_nothing(const ssm_delta_plan *p, const ssm_tensor *state_out) {
+    return (p->B == 0 || p->T == 0 || p->H == 0) && (!state_out || p->N == 0 || p->H == 0);
+}
+
 /* The generic algorithms run on host memory: a device backend without a delta kernel for the
    plan cannot fall back to them. */
 static ssm_result ssm__delta_no_kernel(ssm_ctx *ctx, const char *op) {
@@ -5084,10 +5125,12 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc, co
     ssm__arg_set(&args[7], "o", o, 1);
     ssm__arg_set(&args[8], "sT", sT, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
-    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 0));
+    SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, 0));
     SSM__TRY(ssm__supported(ctx, op, SSM_OP_DELTA_FORWARD, &p));
-    r = ctx->backend->delta_forward ? ctx->backend->delta_forward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, o, sT)
-                                    : SSM__NOT_MINE;
+    /* every output empty: nothing to do (and B may be huge in empty views: no loop over it) */
+    r = ssm__delta_nothing(&p, sT) ? SSM_OK
+        : ctx->backend->delta_forward ? ctx->backend->delta_forward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, o, sT)
+                                      : SSM__NOT_MINE;
     if (r == SSM__NOT_MINE && ctx->backend->device_type != SSM_DEVICE_CPU) r = ssm__delta_no_kernel(ctx, op);
     else if (r == SSM__NOT_MINE) r = ssm__delta_forward_generic(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, o, sT);
     if (r == SSM_OK) ssm__delta_stats(desc, &p, 0);
@@ -5132,9 +5175,10 @@ SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc, c
     ssm__arg_set(&args[13], "dg", dg, 1);
     ssm__arg_set(&args[14], "ds0", ds0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 15));
-    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 1));
+    SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, 1));
     SSM__TRY(ssm__supported(ctx, op, SSM_OP_DELTA_BACKWARD, &p));
-    r = ctx->backend->delta_backward
+    r = ssm__delta_nothing(&p, ds0) ? SSM_OK /* every output empty */
+        : ctx->backend->delta_backward
             ? ctx->backend->delta_backward(ctx, &p, q, k, v, beta, g, s0, cu_seqlens, dout, dsT, dq, dk, dv, dbeta,
                                            dg, ds0)
             : SSM__NOT_MINE;
@@ -5169,9 +5213,11 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
     ssm__arg_set(&args[5], "state", state, 1);
     ssm__arg_set(&args[6], "o", o, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 7));
-    SSM__TRY(ssm__delta_resolve(ctx, desc, &p, 2));
+    SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, 2));
     SSM__TRY(ssm__supported(ctx, op, SSM_OP_DELTA_STEP, &p));
-    r = ctx->backend->delta_step ? ctx->backend->delta_step(ctx, &p, q, k, v, beta, g, state, o) : SSM__NOT_MINE;
+    r = ssm__delta_nothing(&p, state) ? SSM_OK /* every output empty */
+        : ctx->backend->delta_step ? ctx->backend->delta_step(ctx, &p, q, k, v, beta, g, state, o)
+                                   : SSM__NOT_MINE;
     if (r == SSM__NOT_MINE && ctx->backend->device_type != SSM_DEVICE_CPU) r = ssm__delta_no_kernel(ctx, op);
     else if (r == SSM__NOT_MINE) r = ssm__delta_step_generic(ctx, &p, q, k, v, beta, g, state, o);
     if (r == SSM_OK) ssm__delta_stats(desc, &p, 2);

@@ -17,7 +17,7 @@
 
 #include "test.h"
 
-typedef enum case_op { CASE_LINREC = 0, CASE_DECAY, CASE_BELL, CASE_PROJ, CASE_OUTCHAIN, CASE_OP_COUNT } case_op;
+typedef enum case_op { CASE_LINREC = 0, CASE_DECAY, CASE_BELL, CASE_PROJ, CASE_OUTCHAIN, CASE_DELTA, CASE_OP_COUNT } case_op;
 
 enum { CASE_FWD = 0, CASE_BWD = 1 };
 
@@ -28,8 +28,8 @@ enum { CASE_F64 = 1, CASE_F32 = 2, CASE_F16 = 4, CASE_BF16 = 8 };
 
 /* options (a bit set; each op reads those that apply to it) */
 enum {
-    CASE_H0 = 1 << 0,       /* linrec, decay: pass an initial state                        */
-    CASE_HT = 1 << 1,       /* linrec, decay: ask for the final state (bwd: pass dhT)       */
+    CASE_H0 = 1 << 0,       /* linrec, decay, delta: pass an initial state                 */
+    CASE_HT = 1 << 1,       /* linrec, decay, delta: ask for the final state (bwd: pass dhT) */
     CASE_REVERSE = 1 << 2,  /* linrec: time runs backwards                                  */
     CASE_PER_STEP = 1 << 3, /* decay: per-step log decays (else cumulative)                 */
     CASE_BIAS = 1 << 4,     /* bell: pass a bias                                            */
@@ -38,7 +38,9 @@ enum {
     CASE_RSTD = 1 << 7,     /* outchain: fwd writes rstd / bwd reads it                     */
     CASE_FD = 1 << 8,       /* bwd: also check every gradient by finite differences (f64)  */
     CASE_RANK3 = 1 << 9,    /* linrec m = 1: states as [S,T,n] / [S,n]                      */
-    CASE_GPU_ONLY = 1 << 10 /* probes a GPU limit (grid sizes): host backends skip the row   */
+    CASE_GPU_ONLY = 1 << 10, /* probes a GPU limit (grid sizes): host backends skip the row  */
+    CASE_VARLEN = 1 << 11,  /* delta: dim[0] sequences cut from one row by cu_seqlens (i32)  */
+    CASE_CU64 = 1 << 12     /* delta: cu_seqlens in i64                                     */
 };
 
 typedef struct op_case {
@@ -47,11 +49,13 @@ typedef struct op_case {
     unsigned dtypes;  /* CASE_F64 | ...                                                   */
     int layout;       /* LAYOUT_* of every tensor of the case                             */
     int64_t dim[5];   /* sizes, in the order case_ops[op].dims names them                 */
-    int variant;      /* linrec method, proj path, outchain gate                          */
-    int64_t chunk;    /* linrec chunk; proj and outchain block_rows                       */
-    int chain;        /* proj: which segment chain (0 every activation, 1 a GDN-like one) */
+    int variant;      /* linrec method, proj path, outchain gate, delta method            */
+    int64_t chunk;    /* linrec and delta chunk; proj and outchain block_rows             */
+    int chain;        /* proj: which segment chain (0 every activation, 1 a GDN-like one);
+                         delta: n_h of rank-5 k/v (0: rank-4 k/v, n_h = 1)                */
     unsigned flags;   /* CASE_H0 | ...                                                    */
-    double param;     /* linrec spectral radius of A_t; decay strength of the log decays  */
+    double param;     /* linrec spectral radius of A_t; decay strength of the log decays;
+                         delta gate strength: g in [-param, 0] (0: no g, DeltaNet)        */
 } op_case;
 
 typedef struct case_op_info {

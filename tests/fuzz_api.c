@@ -1043,6 +1043,172 @@ static void gen_gemm(fcall *c) {
     if (b == 1) c->a[0].t.strides[0] = c->a[1].t.strides[0] = c->a[2].t.strides[0] = 0;
 }
 
+/* delta rule: forward, backward, decode step and workspace query. Its own block (the
+   desc lives here, not in fcall): valid-looking calls with small contractive inputs, then
+   perhaps one mutation of the shared kinds, a corrupt cu_seqlens, or a bad desc. */
+static ssm_delta_desc fz_dl;
+static int fz_dl_nodesc;
+static ssm_result run_dl_fwd(ssm_ctx *x, fcall *c) {
+    return ssm_delta_forward(x, fz_dl_nodesc ? NULL : &fz_dl, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), P(c, 5),
+                             P(c, 6), P(c, 7), P(c, 8));
+}
+static ssm_result run_dl_bwd(ssm_ctx *x, fcall *c) {
+    return ssm_delta_backward(x, fz_dl_nodesc ? NULL : &fz_dl, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), P(c, 5),
+                              P(c, 6), P(c, 7), P(c, 8), P(c, 9), P(c, 10), P(c, 11), P(c, 12), P(c, 13), P(c, 14));
+}
+static ssm_result run_dl_step(ssm_ctx *x, fcall *c) {
+    return ssm_delta_step(x, fz_dl_nodesc ? NULL : &fz_dl, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), P(c, 5), P(c, 6));
+}
+static void dl_fuzz_desc(void) {
+    fz_dl = ssm_delta_desc_init();
+    fz_dl.method = (ssm_delta_method)rint_(SSM_DELTA_METHOD_COUNT);
+    fz_dl.chunk = chance(40) ? 0 : 1 + rint_(9);
+    fz_dl.scale = chance(70) ? 0.0 : runif(-2, 2);
+    fz_dl_nodesc = 0;
+    if (chance(6)) { /* a bad desc */
+        switch (rint_(5)) {
+        case 0: fz_dl.method = (ssm_delta_method)(chance(50) ? 3 : -1); break;
+        case 1: fz_dl.chunk = chance(50) ? -1 : 4097; break;
+        case 2: fz_dl.scale = chance(50) ? NAN : -INFINITY; break;
+        case 3: fz_dl.chunk = INT64_MAX; break;
+        default: fz_dl_nodesc = 1; break;
+        }
+    }
+}
+/* Contractive inputs: |k| <= 1 per row (entries in +-1/sqrt(K)), beta in [0, 1], g in [-2, 0]. */
+static void dl_fill(fcall *c, int ik, int ib, int ig, int64_t K) {
+    fill_float(&c->a[ik], -1.0 / sqrt((double)(K > 0 ? K : 1)), 1.0 / sqrt((double)(K > 0 ? K : 1)));
+    fill_float(&c->a[ib], 0.0, 1.0);
+    if (ig >= 0) fill_float(&c->a[ig], -2.0, 0.0);
+}
+/* cu_seqlens [N+1] (i32 or i64): sorted cut points of T, or now and then corrupt ones. */
+static int dl_cu(fcall *c, int64_t N, int64_t T) {
+    int64_t n1 = N + 1, i, cut[8];
+    int bits = chance(50) ? 32 : 64, ai;
+    ssm_dtype dt = SSM_I32;
+    dt.bits = (uint8_t)bits;
+    ai = targ(c, "cu_seqlens", IN, dt, 1, &n1, 1);
+    for (i = 0; i <= N && i < 8; ++i) cut[i] = i == 0 ? 0 : i == N ? T : rint_(is_huge(T) ? 1000 : T + 1);
+    for (i = 1; i < N && i < 8; ++i) { /* sort the inner cuts */
+        int64_t j;
+        for (j = i; j > 1 && cut[j - 1] > cut[j]; --j) { int64_t x = cut[j]; cut[j] = cut[j - 1]; cut[j - 1] = x; }
+    }
+    if (chance(15)) cut[rint_(N + 1 < 8 ? N + 1 : 8)] = chance(50) || is_huge(T) ? -1 - rint_(3) : T + 1 + rint_(5); /* corrupt */
+    if (chance(5) && N >= 2 && T > 0) cut[1] = T, cut[2] = 0; /* decreasing */
+    for (i = 0; i <= N && i < 8; ++i) {
+        farg *a = &c->a[ai];
+        if (!a->t.data || a->huge || a->b < 0 || !valid_shape(&a->t) || i >= tnumel(&a->t)) break;
+        if (a->t.dtype.code != SSM_DTYPE_INT) break;
+        if (a->t.dtype.bits == 64) memcpy((char *)a->t.data + eoff(&a->t, i), &cut[i], 8);
+        else if (a->t.dtype.bits == 32) { int32_t v = (int32_t)cut[i]; memcpy((char *)a->t.data + eoff(&a->t, i), &v, 4); }
+    }
+    return ai;
+}
+static void gen_delta(fcall *c, int backward) {
+    int64_t B = dim(c, 3), T = dim(c, 17), H = dim_small(3), K = dim_small(9), V = dim_small(9), nh = chance(70) ? 1 : 2 + rint_(2);
+    int64_t N, sq[4], sk[5], sv[5], sb[4], so[4], ss[4];
+    int fac = nh > 1 || chance(20), varlen = chance(30), gated = chance(50), ik, ib, ig, o, i;
+    if (chance(5)) K = 0;
+    if (chance(5)) V = 0;
+    if (varlen && chance(90)) B = 1;
+    N = varlen ? 1 + rint_(5) : B;
+    c->dt = pick_dt();
+    dl_fuzz_desc();
+    sq[0] = sk[0] = sv[0] = sb[0] = so[0] = B, sq[1] = sk[1] = sv[1] = sb[1] = so[1] = T;
+    sq[2] = sk[2] = sv[2] = sb[2] = so[2] = H, sq[3] = K, so[3] = V, sk[3] = fac ? nh : K, sv[3] = fac ? nh : V;
+    sk[4] = K, sv[4] = V, sb[3] = nh;
+    ss[0] = N, ss[1] = H, ss[2] = K, ss[3] = V;
+    plan(c, backward ? 15 : 9);
+    targ(c, "q", IN, c->dt, 4, sq, 0);
+    ik = targ(c, "k", IN, c->dt, fac ? 5 : 4, sk, 0);
+    targ(c, "v", IN, c->dt, fac ? 5 : 4, sv, 0);
+    ib = targ(c, "beta", IN, c->dt, fac ? 4 : 3, sb, 0);
+    ig = targ(c, "g", IN, c->dt, 3, sb, 1);
+    targ(c, "s0", IN, c->dt, 4, ss, 1);
+    if (varlen) dl_cu(c, N, T);
+    else {
+        int64_t one = 2;
+        targ(c, "cu_seqlens", IN, SSM_I32, 1, &one, 1);
+        c->a[6].null_ptr = 1;
+    }
+    dl_fill(c, ik, ib, ig, K);
+    if (!gated) c->a[4].null_ptr = 1;
+    if (chance(40)) c->a[5].null_ptr = 1;
+    if (!backward) {
+        o = targ(c, "o", OUT, c->dt, 4, so, 0);
+        targ(c, "sT", OUT, c->dt, 4, ss, 1);
+        if (chance(40)) c->a[8].null_ptr = 1;
+        if (out_alias_planned(c)) alias(c, chance(50) ? o : 8, (int)rint_(6));
+    } else {
+        targ(c, "dout", IN, c->dt, 4, so, 1);
+        targ(c, "dsT", IN, c->dt, 4, ss, 1);
+        o = targ(c, "dq", OUT, c->dt, 4, sq, 1);
+        targ(c, "dk", OUT, c->dt, fac ? 5 : 4, sk, 1);
+        targ(c, "dv", OUT, c->dt, fac ? 5 : 4, sv, 1);
+        targ(c, "dbeta", OUT, c->dt, fac ? 4 : 3, sb, 1);
+        targ(c, "dg", OUT, c->dt, 3, sb, 1);
+        targ(c, "ds0", OUT, c->dt, 4, ss, 1);
+        for (i = 7; i < 15; ++i)
+            if (chance(i < 9 ? 25 : 20)) c->a[i].null_ptr = 1;
+        if (!gated && chance(90)) c->a[13].null_ptr = 1; /* dg needs g */
+        if (out_alias_planned(c)) alias(c, o + (int)rint_(6), (int)rint_(9));
+    }
+}
+static void gen_delta_step(fcall *c) {
+    int64_t B = dim(c, 4), H = dim_small(3), K = dim_small(9), V = dim_small(9), nh = chance(70) ? 1 : 2 + rint_(2);
+    int64_t sq[3], sk[4], sv[4], sb[3], so[3], ss[4];
+    int fac = nh > 1 || chance(20), ik, ib, ig, o;
+    if (chance(5)) K = 0;
+    c->dt = pick_dt();
+    dl_fuzz_desc();
+    sq[0] = sk[0] = sv[0] = sb[0] = so[0] = ss[0] = B, sq[1] = sk[1] = sv[1] = sb[1] = so[1] = ss[1] = H;
+    sq[2] = K, so[2] = V, sk[2] = fac ? nh : K, sv[2] = fac ? nh : V, sk[3] = K, sv[3] = V, sb[2] = nh;
+    ss[2] = K, ss[3] = V;
+    plan(c, 7);
+    targ(c, "q", IN, c->dt, 3, sq, 0);
+    ik = targ(c, "k", IN, c->dt, fac ? 4 : 3, sk, 0);
+    targ(c, "v", IN, c->dt, fac ? 4 : 3, sv, 0);
+    ib = targ(c, "beta", IN, c->dt, fac ? 3 : 2, sb, 0);
+    ig = targ(c, "g", IN, c->dt, 2, sb, 1);
+    targ(c, "state", INOUT, c->dt, 4, ss, 0);
+    o = targ(c, "o", OUT, c->dt, 3, so, 0);
+    dl_fill(c, ik, ib, ig, K);
+    if (chance(50)) c->a[4].null_ptr = 1;
+    if (out_alias_planned(c)) alias(c, chance(50) ? o : 5, (int)rint_(5));
+}
+/* the query: often bad sizes; an answer must not wrap (every pass holds at least K + V
+   elements, forward and backward a K x V state) */
+static ssm_result run_dl_ws(ssm_ctx *x, fcall *c) {
+    size_t bytes = 0;
+    int64_t *q = c->p;
+    ssm_result r = ssm_delta_workspace_size(x, fz_dl_nodesc ? NULL : &fz_dl, c->dt, q[0], q[1], q[2], q[3], q[4], q[5],
+                                            (int)q[6], &bytes);
+    if (r == SSM_OK) {
+        double es = c->dt.bits / 8.0, need = (q[6] == 2 ? (double)q[3] + (double)q[4] : (double)q[3] * (double)q[4]) * es;
+        int32_t lo = (int32_t)(bytes & 0x7FFFFFFF);
+        memcpy(c->a[0].t.data, &lo, 4);
+        if (q[2] > 0 && (q[0] > 0 || q[6] != 2) && (double)bytes < need)
+            finding("delta workspace query answered %zu bytes, below the %.3g its state needs", bytes, need);
+        if (bytes > ((size_t)1 << 50) && q[0] < 100000 && q[1] < 100000 && q[2] < 100000 && q[3] < 100000 && q[4] < 100000 &&
+            q[5] < 100000)
+            finding("delta workspace query answered %zu bytes for small sizes", bytes);
+    }
+    return r;
+}
+static void gen_dl_ws(fcall *c) {
+    int64_t one = 1;
+    static const ssm_dtype dts[] = {{2, 32, 1}, {2, 64, 1}, {2, 16, 1}, {4, 16, 1}, {0, 32, 1}, {2, 32, 2}};
+    int i;
+    c->dt = chance(70) ? pick_dt() : dts[rint_(6)];
+    for (i = 0; i < 5; ++i) c->p[i] = any_size(c);
+    c->p[5] = chance(80) ? 1 + rint_(3) : any_size(c);
+    c->p[6] = chance(90) ? rint_(3) : (chance(50) ? -1 : 3);
+    dl_fuzz_desc();
+    c->mut_arg = -1, c->created = 0;
+    targ(c, "bytes", OUT, SSM_I32, 1, &one, 0);
+    c->a[0].full = 0, c->a[0].role = INOUT;
+}
+
 static ssm_ctx *ctx_ref, *ctx_alt[3];
 
 /* the tensor helpers, names, desc building, ssm_ctx_create_ex on random configurations */
@@ -1108,11 +1274,13 @@ static void fuzz_helpers(void) {
 
 /* ---- the driver -------------------------------------------------------------------------- */
 enum { OP_LR_F, OP_LR_B, OP_DK_F, OP_DK_B, OP_BELL_F, OP_BELL_B, OP_BELL_VAL, OP_BELL_TIDX, OP_BELL_FROM, OP_BELL_TO,
-       OP_BELL_SUM, OP_TOPO, OP_PROJ_F, OP_PROJ_B, OP_OC_F, OP_OC_B, OP_WS, OP_GEMM, OP_HELPERS, OP_N };
+       OP_BELL_SUM, OP_TOPO, OP_PROJ_F, OP_PROJ_B, OP_OC_F, OP_OC_B, OP_WS, OP_GEMM, OP_HELPERS,
+       OP_DL_F, OP_DL_B, OP_DL_STEP, OP_DL_WS, OP_N };
 static const char *names[OP_N] = {"linrec_forward", "linrec_backward", "decay_forward", "decay_backward", "bell_forward",
                                   "bell_backward", "bell_validate", "bell_transpose_index", "bell_from_dense",
                                   "bell_to_dense", "bell_checksum", "bell_topology", "proj_forward", "proj_backward",
-                                  "outchain_forward", "outchain_backward", "workspace_size", "gemm", "helpers"};
+                                  "outchain_forward", "outchain_backward", "workspace_size", "gemm", "helpers",
+                                  "delta_forward", "delta_backward", "delta_step", "delta_workspace_size"};
 
 static void describe(fcall *c) {
     int i, n = 0;
@@ -1169,6 +1337,10 @@ static void one_iteration(uint64_t seed, uint64_t iter) {
     case OP_OC_F: gen_outchain(&c, 0); fn = run_oc_fwd; break;
     case OP_OC_B: gen_outchain(&c, 1); fn = run_oc_bwd; break;
     case OP_WS: gen_ws(&c); fn = run_ws; break;
+    case OP_DL_F: gen_delta(&c, 0); fn = run_dl_fwd; break;
+    case OP_DL_B: gen_delta(&c, 1); fn = run_dl_bwd; break;
+    case OP_DL_STEP: gen_delta_step(&c); fn = run_dl_step; break;
+    case OP_DL_WS: gen_dl_ws(&c); fn = run_dl_ws; break;
     default: gen_gemm(&c); fn = run_gemm; break;
     }
     describe(&c);

@@ -803,12 +803,267 @@ static void run_outchain(const op_case *c, ssm_dtype dt) {
     ssm_ctx_destroy(ctx);
 }
 
+/* ==== delta rule: S <- alpha (I - beta k k^T) S + beta k v^T per factor, o = scale S^T q ====
+   dims B, T, H, K, V; chain = n_h (0: DeltaNet's rank-4 k/v, n_h = 1); param = gate strength
+   (g in [-param, 0]; 0 = no g); CASE_VARLEN: dim[0] sequences cut from one batch row. */
+typedef struct dl_prob {
+    int64_t B, T, H, K, V, nh, N;
+    const int64_t *cu; /* NULL: B independent sequences */
+    double scale;
+    double *q, *k, *v, *beta, *g, *s0; /* g, s0: NULL when absent */
+} dl_prob;
+
+/* Forward token by token; with dout (and dsT) also the adjoint of the loss
+   sum(dout .* o) + sum(dsT .* sT) into gq..gs0 (every sub-step's state kept). */
+static void ref_delta(const dl_prob *P, double *o, double *sT, const double *dout, const double *dsT, double *gq,
+                      double *gk, double *gv, double *gb, double *gg, double *gs0) {
+    const int64_t K = P->K, V = P->V, H = P->H, nh = P->nh, KV = K * V;
+    int64_t n, h, t, j, i, c, r;
+    double *kd = vec(V), *rr = vec(V);
+    for (n = 0; n < P->N; ++n)
+        for (h = 0; h < H; ++h) {
+            int64_t b = P->cu ? 0 : n, t0 = P->cu ? P->cu[n] : 0, t1 = P->cu ? P->cu[n + 1] : P->T, L = (t1 - t0) * nh;
+            double *S = vec((L + 1) * KV), *dS = vec(KV);
+            for (i = 0; i < KV; ++i) S[i] = P->s0 ? P->s0[(n * H + h) * KV + i] : 0.0;
+            for (t = t0; t < t1; ++t) {
+                int64_t tok = (b * P->T + t) * H + h;
+                for (j = 0; j < nh; ++j) {
+                    const double *Sp = S + ((t - t0) * nh + j) * KV, *kk = P->k + (tok * nh + j) * K,
+                                 *vv = P->v + (tok * nh + j) * V;
+                    double *Sn = S + ((t - t0) * nh + j + 1) * KV, bt = P->beta[tok * nh + j];
+                    double a = P->g && j == 0 ? exp(P->g[tok]) : 1.0;
+                    for (c = 0; c < V; ++c) {
+                        double kS = 0;
+                        for (r = 0; r < K; ++r) kS += kk[r] * Sp[r * V + c];
+                        for (i = 0; i < K; ++i) Sn[i * V + c] = a * (Sp[i * V + c] - bt * kk[i] * kS) + bt * kk[i] * vv[c];
+                    }
+                }
+                for (c = 0; c < V; ++c) {
+                    double acc = 0;
+                    const double *Sc = S + (t - t0 + 1) * nh * KV;
+                    for (r = 0; r < K; ++r) acc += Sc[r * V + c] * P->q[tok * K + r];
+                    o[tok * V + c] = P->scale * acc;
+                }
+            }
+            if (sT) memcpy(sT + (n * H + h) * KV, S + L * KV, sizeof(double) * (size_t)KV);
+            if (dout) {
+                for (i = 0; i < KV; ++i) dS[i] = dsT ? dsT[(n * H + h) * KV + i] : 0.0;
+                for (t = t1 - 1; t >= t0; --t) {
+                    int64_t tok = (b * P->T + t) * H + h;
+                    const double *Sc = S + (t - t0 + 1) * nh * KV, *dob = dout + tok * V;
+                    for (r = 0; r < K; ++r) {
+                        double acc = 0;
+                        for (c = 0; c < V; ++c) acc += Sc[r * V + c] * dob[c], dS[r * V + c] += P->scale * P->q[tok * K + r] * dob[c];
+                        gq[tok * K + r] = P->scale * acc;
+                    }
+                    for (j = nh - 1; j >= 0; --j) {
+                        const double *Sp = S + ((t - t0) * nh + j) * KV, *kk = P->k + (tok * nh + j) * K,
+                                     *vv = P->v + (tok * nh + j) * V;
+                        double bt = P->beta[tok * nh + j], a = P->g && j == 0 ? exp(P->g[tok]) : 1.0, da = 0, db = 0;
+                        for (c = 0; c < V; ++c) {
+                            kd[c] = rr[c] = 0;
+                            for (i = 0; i < K; ++i) kd[c] += kk[i] * dS[i * V + c], rr[c] += kk[i] * Sp[i * V + c];
+                            da -= bt * kd[c] * rr[c];
+                            db += kd[c] * (vv[c] - a * rr[c]);
+                            gv[(tok * nh + j) * V + c] = bt * kd[c];
+                        }
+                        for (i = 0; i < KV; ++i) da += dS[i] * Sp[i];
+                        for (i = 0; i < K; ++i) {
+                            double acc = 0;
+                            for (c = 0; c < V; ++c) acc += bt * dS[i * V + c] * (vv[c] - a * rr[c]) - a * bt * Sp[i * V + c] * kd[c];
+                            gk[(tok * nh + j) * K + i] = acc;
+                        }
+                        gb[tok * nh + j] = db;
+                        if (P->g && j == 0) gg[tok] = a * da;
+                        for (i = 0; i < K; ++i)
+                            for (c = 0; c < V; ++c) dS[i * V + c] = a * (dS[i * V + c] - bt * kk[i] * kd[c]);
+                    }
+                }
+                memcpy(gs0 + (n * H + h) * KV, dS, sizeof(double) * (size_t)KV);
+            }
+            free(S), free(dS);
+        }
+    free(kd), free(rr);
+}
+
+typedef struct dl_loss {
+    dl_prob *P;
+    const double *Wo, *Ws;
+    double *o, *sT;
+    int64_t no, ns;
+} dl_loss;
+static double dl_loss_fn(void *u) {
+    dl_loss *L = (dl_loss *)u;
+    ref_delta(L->P, L->o, L->sT, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    return dot(L->Wo, L->o, L->no) + (L->Ws ? dot(L->Ws, L->sT, L->ns) : 0.0);
+}
+
+/* Finite differences with an absolute floor for their rounding noise (about 1e-10 an entry):
+   gradients behind strong gates are themselves tiny. */
+static void dl_check_fd(const char *what, dl_loss *L, double *x, int64_t n, const double *grad) {
+    double *fd = vec(n), num = 0, den = 0;
+    int64_t i;
+    for (i = 0; i < n; ++i) {
+        double keep = x[i], lp, lm, eps = 1e-6;
+        x[i] = keep + eps;
+        lp = dl_loss_fn(L);
+        x[i] = keep - eps;
+        lm = dl_loss_fn(L);
+        x[i] = keep;
+        fd[i] = (lp - lm) / (2 * eps);
+        num += (grad[i] - fd[i]) * (grad[i] - fd[i]), den += fd[i] * fd[i];
+    }
+    CHECK(sqrt(num) <= 1e-6 * sqrt(den) + 1e-8 * sqrt((double)n), "%s vs finite differences: |err| %.3e, |fd| %.3e",
+          what, sqrt(num), sqrt(den));
+    free(fd);
+}
+
+/* A view of random values drawn by kind (0: [-1,1], 1: unit rows of the last dim, 2: beta
+   in [0.05, 1], 3: g in [-gate, 0]); *vals gets them as stored. */
+static tbuf dl_input(ssm_dtype dt, int ndim, const int64_t *shape, int layout, int kind, double gate, double **vals) {
+    tbuf b = tb_new(dt, ndim, shape, layout);
+    int64_t n = tb_numel(&b), i, j, D = ndim > 0 ? shape[ndim - 1] : 1;
+    double *x = vec(n);
+    for (i = 0; i < n; ++i)
+        x[i] = kind == 0 || kind == 1 ? test_normal() * (kind ? 1.0 : 0.5) : kind == 2 ? test_uniform(0.05, 1.0) : test_uniform(-gate, 0.0);
+    if (kind == 1)
+        for (i = 0; i + D <= n && D > 0; i += D) {
+            double nrm = 1e-12;
+            for (j = 0; j < D; ++j) nrm += x[i + j] * x[i + j];
+            for (j = 0; j < D; ++j) x[i + j] /= sqrt(nrm);
+        }
+    tb_set(&b, x);
+    tb_get(&b, x); /* as stored */
+    *vals = x;
+    return b;
+}
+
+static void run_delta(const op_case *c, ssm_dtype dt) {
+    const int varlen = (c->flags & CASE_VARLEN) != 0, fac = c->chain > 0, use_s0 = (c->flags & CASE_H0) != 0,
+              use_sT = (c->flags & CASE_HT) != 0, gated = c->param > 0;
+    const int64_t N = c->dim[0], B = varlen ? 1 : N, T = c->dim[1], H = c->dim[2], K = c->dim[3], V = c->dim[4];
+    const int64_t nh = fac ? c->chain : 1;
+    const int64_t sq[4] = {B, T, H, K}, sk[5] = {B, T, H, nh, K}, sv[5] = {B, T, H, nh, V}, sbt[4] = {B, T, H, nh},
+                  so[4] = {B, T, H, V}, ss[4] = {N, H, K, V};
+    const int64_t nq = B * T * H * K, nk = nq * nh, nv = B * T * H * nh * V, nb = B * T * H * nh, ng = B * T * H,
+                  no = B * T * H * V, ns = N * H * K * V, ncu = N + 1;
+    const double tol = case_tol(c, dt);
+    ssm_ctx *ctx = test_ctx();
+    ssm_delta_desc d = ssm_delta_desc_init();
+    ssm_delta_stats st;
+    dl_prob P;
+    int64_t *cu = NULL, i;
+    void *cumem = NULL;
+    ssm_tensor tcu;
+    double *q, *k, *v, *beta, *g, *s0, *oref = vec(no), *sTref = vec(ns);
+    tbuf tq = dl_input(dt, 4, sq, c->layout, 0, 0, &q), tk = dl_input(dt, fac ? 5 : 4, fac ? sk : sq, c->layout, 1, 0, &k);
+    tbuf tv = fac ? dl_input(dt, 5, sv, c->layout, 0, 0, &v) : dl_input(dt, 4, so, c->layout, 0, 0, &v);
+    tbuf tbeta = dl_input(dt, fac ? 4 : 3, sbt, c->layout, 2, 0, &beta), tg = dl_input(dt, 3, sbt, c->layout, 3, c->param, &g);
+    tbuf ts0 = dl_input(dt, 4, ss, c->layout, 0, 0, &s0), to, tsT;
+    if (varlen) { /* random cut points (empty sequences allowed), in host memory on every backend */
+        int bits = (c->flags & CASE_CU64) ? 64 : 32;
+        int64_t j;
+        cu = (int64_t *)calloc((size_t)ncu, sizeof(int64_t));
+        cu[N] = T;
+        for (i = 1; i < N; ++i) cu[i] = (int64_t)test_uniform(0, (double)T + 0.999);
+        for (i = 2; i < N; ++i)
+            for (j = i; j > 1 && cu[j - 1] > cu[j]; --j) { int64_t x = cu[j]; cu[j] = cu[j - 1]; cu[j - 1] = x; }
+        cumem = calloc((size_t)ncu, 8);
+        for (i = 0; i < ncu; ++i) {
+            if (bits == 64) ((int64_t *)cumem)[i] = cu[i];
+            else ((int32_t *)cumem)[i] = (int32_t)cu[i];
+        }
+        {
+            ssm_dtype it = ssm_dtype_i32();
+            it.bits = (uint8_t)bits;
+            tcu = ssm_tensor_make(cumem, it, ssm_cpu(), 1, &ncu, NULL);
+        }
+    }
+    P.B = B, P.T = T, P.H = H, P.K = K, P.V = V, P.nh = nh, P.N = N, P.cu = cu;
+    P.scale = 1.0 / sqrt((double)K);
+    P.q = q, P.k = k, P.v = v, P.beta = beta, P.g = gated ? g : NULL, P.s0 = use_s0 ? s0 : NULL;
+    ref_delta(&P, oref, sTref, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    d.method = (ssm_delta_method)c->variant;
+    d.chunk = c->chunk;
+    d.stats = &st;
+    memset(&st, 0, sizeof st);
+    to = tb_new(dt, 4, so, c->layout);
+    tsT = tb_new(dt, 4, ss, c->layout);
+#define DL_IN &tq.t, &tk.t, &tv.t, &tbeta.t, gated ? &tg.t : NULL, use_s0 ? &ts0.t : NULL, varlen ? &tcu : NULL
+    if (c->dir == CASE_FWD) {
+        snaps in;
+        snap_inputs(&in, &tq, &tk, &tv, &tbeta, &tg, &ts0, (const tbuf *)NULL);
+        if (call_ok(ssm_delta_forward(ctx, &d, DL_IN, &to.t, use_sT ? &tsT.t : NULL), ctx, "ssm_delta_forward", &in)) {
+            check_out("o", &to, oref, tol);
+            if (use_sT) check_out("sT", &tsT, sTref, tol);
+            else CHECK(tb_untouched(&tsT), "sT written though not requested");
+            CHECK(c->variant == SSM_DELTA_AUTO || st.method == (ssm_delta_method)c->variant, "stats.method %d", (int)st.method);
+        }
+    } else {
+        static const char *names[6] = {"dq", "dk", "dv", "dbeta", "dg", "ds0"};
+        double *Wo, *Ws, *ref[6], *vals[6];
+        int64_t cnt[6];
+        tbuf tWo = tb_random(dt, 4, so, c->layout, 1.0, &Wo), tWs = tb_random(dt, 4, ss, c->layout, 1.0, &Ws), tgr[6], tgr2[6];
+        int a, rep;
+        snaps in;
+        cnt[0] = nq, cnt[1] = nk, cnt[2] = nv, cnt[3] = nb, cnt[4] = ng, cnt[5] = ns;
+        vals[0] = q, vals[1] = k, vals[2] = v, vals[3] = beta, vals[4] = g, vals[5] = s0;
+        for (a = 0; a < 6; ++a) ref[a] = vec(cnt[a]);
+        ref_delta(&P, oref, sTref, Wo, use_sT ? Ws : NULL, ref[0], ref[1], ref[2], ref[3], ref[4], ref[5]);
+        for (rep = 0; rep < 2; ++rep) { /* twice: the gradients are deterministic */
+            tbuf *t = rep ? tgr2 : tgr;
+            t[0] = tb_new(dt, 4, sq, c->layout), t[1] = tb_new(dt, fac ? 5 : 4, fac ? sk : sq, c->layout);
+            t[2] = tb_new(dt, fac ? 5 : 4, fac ? sv : so, c->layout), t[3] = tb_new(dt, fac ? 4 : 3, sbt, c->layout);
+            t[4] = tb_new(dt, 3, sbt, c->layout), t[5] = tb_new(dt, 4, ss, c->layout);
+        }
+        snap_inputs(&in, &tq, &tk, &tv, &tbeta, &tg, &ts0, &tWo, &tWs, (const tbuf *)NULL);
+        if (call_ok(ssm_delta_backward(ctx, &d, DL_IN, &tWo.t, use_sT ? &tWs.t : NULL, &tgr[0].t, &tgr[1].t, &tgr[2].t,
+                                       &tgr[3].t, gated ? &tgr[4].t : NULL, &tgr[5].t),
+                    ctx, "ssm_delta_backward", &in)) {
+            CHECK_OK(ssm_delta_backward(ctx, &d, DL_IN, &tWo.t, use_sT ? &tWs.t : NULL, &tgr2[0].t, &tgr2[1].t,
+                                        &tgr2[2].t, &tgr2[3].t, gated ? &tgr2[4].t : NULL, &tgr2[5].t),
+                     ctx);
+            for (a = 0; a < 6; ++a) {
+                tb_untouched(&tgr[a]), tb_untouched(&tgr2[a]); /* pull device copies */
+                CHECK(!memcmp(tgr[a].mem, tgr2[a].mem, tgr[a].bytes), "%s differs between two identical calls", names[a]);
+                if (a == 4 && !gated) CHECK(tb_untouched(&tgr[a]), "dg written without g");
+                else check_out(names[a], &tgr[a], ref[a], tol);
+            }
+            if ((c->flags & CASE_FD) && dt.bits == 64) {
+                dl_loss L;
+                double *got = vec(nv > nk ? (nv > ns ? nv : ns) : (nk > ns ? nk : ns));
+                L.P = &P, L.Wo = Wo, L.Ws = use_sT ? Ws : NULL, L.o = vec(no), L.sT = vec(ns), L.no = no, L.ns = ns;
+                for (a = 0; a < 6; ++a) {
+                    if ((a == 4 && !gated) || (a == 5 && !use_s0)) continue; /* ds0 at s0 = 0: the adjoint above */
+                    tb_get(&tgr[a], got);
+                    dl_check_fd(names[a], &L, vals[a], cnt[a], got);
+                }
+                free(got), free(L.o), free(L.sT);
+            }
+        }
+        for (a = 0; a < 6; ++a) tb_free(&tgr[a]), tb_free(&tgr2[a]), free(ref[a]);
+        tb_free(&tWo), tb_free(&tWs), free(Wo), free(Ws);
+    }
+#undef DL_IN
+    if (!test_mem && (st.method == SSM_DELTA_RECURRENT || st.method == SSM_DELTA_CHUNKED)) { /* the query answers what the call used */
+        size_t wsb = 0;
+        d.stats = NULL;
+        CHECK_OK(ssm_delta_workspace_size(ctx, &d, dt, B, T, H, K, V, nh, c->dir, &wsb), ctx);
+        CHECK(varlen ? wsb >= st.workspace_bytes : wsb == st.workspace_bytes, "workspace_size %zu, the call used %zu", wsb,
+              st.workspace_bytes);
+    }
+    tb_free(&tq), tb_free(&tk), tb_free(&tv), tb_free(&tbeta), tb_free(&tg), tb_free(&ts0), tb_free(&to), tb_free(&tsT);
+    free(q), free(k), free(v), free(beta), free(g), free(s0), free(oref), free(sTref), free(cu), free(cumem);
+    ssm_ctx_destroy(ctx);
+}
+
 const case_op_info case_ops[CASE_OP_COUNT] = {
     {"linrec", {"S", "T", "n", "m", NULL}, run_linrec},
     {"decay", {"B", "T", "R", "C", NULL}, run_decay},
     {"bell", {"N", "R", "C", "K", "B"}, run_bell},
     {"proj", {"M", "d", NULL, NULL, NULL}, run_proj},
     {"outchain", {"M", "D", "hd", "dout", NULL}, run_outchain},
+    {"delta", {"B", "T", "H", "K", "V"}, run_delta},
 };
 
 /* Relative error bounds: [op][dir][f64, f32 CPU, f32 GPU, f16, bf16]. The GPU's f32 kernels
@@ -821,6 +1076,7 @@ double case_tol(const op_case *c, ssm_dtype dt) {
         {{1e-12, 2e-5, 2e-4, 1.5e-2, 6e-2}, {1e-12, 2e-5, 2e-4, 1.5e-2, 6e-2}}, /* bell     */
         {{1e-12, 2e-6, 2e-4, 1.5e-2, 6e-2}, {1e-6, 1e-4, 2e-4, 3e-2, 1.2e-1}},  /* proj     */
         {{1e-12, 2e-6, 2e-4, 1.5e-2, 6e-2}, {1e-6, 1e-4, 2e-4, 3e-2, 1.2e-1}},  /* outchain */
+        {{1e-10, 2e-4, 5e-4, 2e-2, 8e-2}, {1e-9, 5e-4, 1e-3, 3e-2, 1.2e-1}},   /* delta    */
     };
     int col = dt.bits == 64 ? 0 : dt.bits == 32 ? (cases_gpu ? 2 : 1) : dt.code == SSM_DTYPE_BFLOAT ? 4 : 3;
     return tol[c->op][c->dir][col];
@@ -873,6 +1129,12 @@ static void oc_rows(unsigned dt, int layout, int64_t M, int64_t D, int64_t hd, i
         op_case *c = row(CASE_OUTCHAIN, dir, dt, layout, M, D, hd, dout, 0);
         c->variant = gate, c->flags = flags, c->chunk = block_rows;
     }
+}
+
+static void dl_row(int dir, unsigned dt, int layout, int method, int64_t B, int64_t T, int64_t H, int64_t K, int64_t V,
+                   int nh, double gate, int64_t chunk, unsigned flags) {
+    op_case *c = row(CASE_DELTA, dir, dt, layout, B, T, H, K, V);
+    c->variant = method, c->chain = nh, c->param = gate, c->chunk = chunk, c->flags = flags;
 }
 
 static void build(void) {
@@ -1028,6 +1290,68 @@ static void build(void) {
     oc_rows(CASE_F64 | CASE_F32, LAYOUT_PADDED, 6, 10, 0, 3, 1, CASE_WEIGHT, 0);
     oc_rows(CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, 1, 3, 3, 1, 0, CASE_WEIGHT | CASE_RSTD, 0);
     oc_rows(CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, 0, 8, 4, 3, 0, CASE_WEIGHT | CASE_RSTD, 0);
+
+    /* delta: DeltaNet (rank-4 and rank-5 k/v), Gated DeltaNet, DeltaProduct (n_h = 2), both
+       methods (and AUTO), T from 0 to 131 across chunk boundaries, odd K != V, every layout */
+    {
+        static const int64_t Tl[7] = {0, 1, 2, 17, 64, 67, 131}, KV[6][2] = {{5, 3}, {17, 33}, {33, 17}, {16, 16}, {8, 5}, {5, 17}};
+        static const int64_t Cs[4] = {0, 16, 5, 1};
+        static const int64_t Tb[4] = {0, 1, 2, 17}, KVb[3][2] = {{5, 3}, {3, 4}, {4, 5}}, Cb[4] = {4, 3, 0, 1};
+        static const int64_t Tw[3] = {64, 67, 131}, KVw[3][2] = {{17, 33}, {33, 17}, {5, 17}};
+        int fam, m;
+        for (k = 0, ti = 0; ti < 7; ++ti)
+            for (fam = 0; fam < 3; ++fam)
+                for (m = 0; m < 2; ++m, ++k) {
+                    int method = k % 5 == 4 ? SSM_DELTA_AUTO : m ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT;
+                    int nh = fam == 2 ? 2 : fam == 0 && k % 3 == 0 ? 1 : 0;
+                    double gate = fam == 1 ? (k % 2 ? 1.0 : 3.0) : fam == 2 && k % 2 ? 0.5 : 0.0;
+                    unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 3 != 1 ? CASE_HT : 0);
+                    dl_row(CASE_FWD, CASE_HOST_DTYPES | CASE_CUDA_DTYPES, k % 4, method, 2, Tl[ti], 2, KV[k % 6][0],
+                           KV[k % 6][1], nh, gate, Cs[k % 4], flags);
+                }
+        /* gradients: small shapes against finite differences too, larger ones against the adjoint */
+        for (k = 0, ti = 0; ti < 4; ++ti)
+            for (fam = 0; fam < 3; ++fam)
+                for (m = 0; m < 2; ++m, ++k) {
+                    int nh = fam == 2 ? 2 : fam == 0 && k % 3 == 0 ? 1 : 0;
+                    unsigned flags = (k % 4 != 1 ? CASE_H0 : 0) | (k % 3 != 2 ? CASE_HT : 0) | CASE_FD;
+                    dl_row(CASE_BWD, CASE_HOST_DTYPES | CASE_CUDA_DTYPES, k % 4, m ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT,
+                           2, Tb[ti], 2, KVb[k % 3][0], KVb[k % 3][1], nh, fam == 1 || (fam == 2 && k % 2) ? 1.0 : 0.0,
+                           Cb[k % 4], flags);
+                }
+        for (k = 0, ti = 0; ti < 3; ++ti)
+            for (fam = 0; fam < 3; ++fam)
+                for (m = 0; m < 2; ++m, ++k) {
+                    unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 3 != 1 ? CASE_HT : 0);
+                    dl_row(CASE_BWD, CASE_HOST_DTYPES | CASE_CUDA_DTYPES, (k + 1) % 4,
+                           k % 5 == 4 ? SSM_DELTA_AUTO : m ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT, 2, Tw[ti], 2,
+                           KVw[k % 3][0], KVw[k % 3][1], fam == 2 ? 2 : 0, fam ? 0.5 : 0.0, k % 2 ? 16 : 0, flags);
+                }
+        /* varlen (empty sequences allowed), i32 and i64 offsets, forward and backward */
+        for (k = 0; k < 12; ++k) {
+            static const int64_t Tv[6] = {17, 67, 131, 64, 2, 0};
+            int fam2 = k % 3, dir = k / 6;
+            unsigned flags = CASE_VARLEN | (k % 2 ? CASE_CU64 : 0) | (k % 4 != 3 ? CASE_H0 : 0) | (k % 3 != 2 ? CASE_HT : 0);
+            int64_t T = dir ? (k % 6 < 3 ? 13 : Tv[k % 6]) : Tv[k % 6];
+            dl_row(dir, CASE_HOST_DTYPES | CASE_CUDA_DTYPES, k % 4, k % 4 < 2 ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT,
+                   3 + k % 3, T, 2, dir ? 4 : 17, dir ? 3 : 33, fam2 == 2 ? 2 : 0, fam2 ? 1.0 : 0.0, 3 + k % 5,
+                   flags | (dir && T <= 13 ? CASE_FD : 0));
+        }
+        /* strong gates (g down to -20: exp(G_i - G_j) underflows), many chunks (several
+           16-chunk segments of the chunked backward), one sequence of one head */
+        dl_row(CASE_FWD, CASE_HOST_DTYPES | CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, SSM_DELTA_CHUNKED, 2, 131, 2, 8, 6, 0, 20.0, 64,
+               CASE_H0 | CASE_HT);
+        dl_row(CASE_BWD, CASE_F64, LAYOUT_PADDED, SSM_DELTA_CHUNKED, 2, 9, 2, 3, 4, 0, 20.0, 4, CASE_H0 | CASE_HT | CASE_FD);
+        dl_row(CASE_BWD, CASE_F64, LAYOUT_NEGATIVE, SSM_DELTA_CHUNKED, 1, 40, 1, 3, 2, 0, 1.0, 1, CASE_H0 | CASE_HT | CASE_FD);
+        dl_row(CASE_BWD, CASE_HOST_DTYPES | CASE_CUDA_DTYPES, LAYOUT_REVERSED, SSM_DELTA_CHUNKED, 2, 131, 2, 5, 3, 2, 1.0, 2,
+               CASE_H0 | CASE_HT);
+        dl_row(CASE_FWD, CASE_HOST_DTYPES | CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, SSM_DELTA_AUTO, 1, 1, 1, 1, 1, 0, 0.0, 0,
+               CASE_H0 | CASE_HT);
+        dl_row(CASE_BWD, CASE_HOST_DTYPES | CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, SSM_DELTA_AUTO, 1, 1, 1, 1, 1, 0, 0.5, 0,
+               CASE_H0 | CASE_HT | CASE_FD);
+        dl_row(CASE_FWD, CASE_HOST_DTYPES | CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, SSM_DELTA_AUTO, 0, 5, 2, 3, 2, 0, 0.5, 0,
+               CASE_H0 | CASE_HT);
+    }
 }
 
 const op_case *cases_table(int *count) {
@@ -1037,7 +1361,7 @@ const op_case *cases_table(int *count) {
 }
 
 static void case_name(const op_case *c, ssm_dtype dt, char *buf, size_t cap) {
-    static const char *flag_names[] = {"h0", "hT", "rev", "per-step", "bias", "save", "weight", "rstd", "fd", "rank3", "gpu-limit"};
+    static const char *flag_names[] = {"h0", "hT", "rev", "per-step", "bias", "save", "weight", "rstd", "fd", "rank3", "gpu-limit", "varlen", "cu64"};
     const case_op_info *info = &case_ops[c->op];
     size_t len;
     int i;
@@ -1045,12 +1369,17 @@ static void case_name(const op_case *c, ssm_dtype dt, char *buf, size_t cap) {
     if (c->op == CASE_LINREC) len += (size_t)snprintf(buf + len, cap - len, " %s", ssm_linrec_method_name((ssm_linrec_method)c->variant));
     if (c->op == CASE_PROJ) len += (size_t)snprintf(buf + len, cap - len, " %s chain%d", c->variant ? "unfused" : "fused", c->chain);
     if (c->op == CASE_OUTCHAIN) len += (size_t)snprintf(buf + len, cap - len, " %s", c->variant ? "sigmoid" : "silu");
+    if (c->op == CASE_DELTA)
+        len += (size_t)snprintf(buf + len, cap - len, " %s %s%s", ssm_delta_method_name((ssm_delta_method)c->variant),
+                                c->chain > 1 ? "DeltaProduct" : c->param > 0 ? "GatedDeltaNet" : "DeltaNet",
+                                c->chain == 1 ? " rank5" : "");
+    if (c->op == CASE_DELTA && c->chain > 1) len += (size_t)snprintf(buf + len, cap - len, " nh%d", c->chain);
     for (i = 0; i < 5 && info->dims[i] && len < cap; ++i)
         len += (size_t)snprintf(buf + len, cap - len, " %s%lld", info->dims[i], (long long)c->dim[i]);
     if (len < cap) len += (size_t)snprintf(buf + len, cap - len, " %s", layout_name(c->layout));
     if (c->chunk && len < cap) len += (size_t)snprintf(buf + len, cap - len, " chunk%lld", (long long)c->chunk);
     if (c->param != 0 && len < cap) len += (size_t)snprintf(buf + len, cap - len, " p%g", c->param);
-    for (i = 0; i < 11 && len < cap; ++i)
+    for (i = 0; i < 13 && len < cap; ++i)
         if (c->flags & (1u << i)) len += (size_t)snprintf(buf + len, cap - len, " %s", flag_names[i]);
 }
 

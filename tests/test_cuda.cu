@@ -710,6 +710,7 @@ int main(void) {
     }
     if (!only) { /* ops without CUDA kernels yet: every row declines (skipped) until they land */
         cases_run(CASE_CUDA_DTYPES, CASE_OUTCHAIN);
+        cases_run(CASE_CUDA_DTYPES, CASE_DELTA);
     }
     if (test_skipped) printf("%d skipped (the backend declined the op)\n", test_skipped);
     printf("%d passed, %d failed\n", test_passed, test_failed);

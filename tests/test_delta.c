@@ -1,5 +1,6 @@
-/* Delta rule (DeltaNet, Gated DeltaNet, DeltaProduct): against an f64 token-by-token oracle
-   that forms each transition matrix, chunked == recurrent, finite-difference gradients of
+/* Delta rule (DeltaNet, Gated DeltaNet, DeltaProduct), the tests outside the op case table
+   (whose rows check every family, method and layout against its own oracle): against an f64
+   token-by-token oracle that forms each transition matrix, chunked == recurrent, finite-difference gradients of
    every input, varlen == separate runs, state round trips, decode steps, odd sizes and views,
    strong gates, and error paths that write nothing. */
 #include "test.h"
@@ -730,6 +731,83 @@ static void dl_no_kernel(void) {
     test_end();
 }
 
+/* Regressions of what the API fuzzer (tests/fuzz_api.c) found: the workspace query validated
+   nothing and its size arithmetic overflowed (signed overflow) on huge sizes; cu_seqlens was
+   read misaligned, through any stride (also one reaching past the address space, or 0 with
+   2^62 offsets); an empty view with a huge size overflowed the aliasing check's extent; B =
+   2^62 sequences with H = 0 or T = 0 (and no state out) looped for ever. */
+static void dl_fuzz_regressions(void) {
+    ssm_ctx *ctx;
+    ssm_delta_desc desc = ssm_delta_desc_init();
+    size_t bytes = 7;
+    ssm_result r;
+    const int64_t huge = (int64_t)1 << 62;
+    test_begin("delta: fuzzer findings (workspace query, cu_seqlens views, huge empty views)");
+    ctx = test_ctx();
+#define DL_Q(expr, code)                                                                                      \
+    do {                                                                                                      \
+        bytes = 7;                                                                                            \
+        r = (expr);                                                                                           \
+        CHECK(r == (code), "%s -> %s (%s)", #expr, ssm_result_string(r), ssm_ctx_last_error(ctx));              \
+        CHECK(r == SSM_OK || (bytes == 7 && ssm_ctx_last_error(ctx)[0]), "%s: wrote bytes or left no message", #expr); \
+    } while (0)
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F64, 1, 3, 1, 13, INT64_MAX, 1, 0, &bytes), SSM_ERROR_INVALID_SHAPE);
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, huge, 2, 4, 4, 3, 1, &bytes), SSM_ERROR_INVALID_SHAPE);
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, 5, 2, huge, huge, 1, 2, &bytes), SSM_ERROR_INVALID_SHAPE);
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_BF16, 2, 5, 2, 4, 4, 1, 0, &bytes), SSM_ERROR_INVALID_DTYPE);
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, 5, 2, 4, 4, 1, 3, &bytes), SSM_ERROR_INVALID_VALUE);
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, -1, 5, 2, 4, 4, 1, 0, &bytes), SSM_ERROR_INVALID_SHAPE);
+    DL_Q(ssm_delta_workspace_size(ctx, NULL, SSM_F32, 2, 5, 2, 4, 4, 1, 0, &bytes), SSM_ERROR_NULL_ARGUMENT);
+    desc.chunk = INT64_MAX;
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, 5, 2, 4, 4, 1, 1, &bytes), SSM_ERROR_INVALID_VALUE);
+    desc.chunk = 0;
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, 5, 2, 4, 4, 1, 1, &bytes), SSM_OK);
+    CHECK(bytes >= 4 * 4 * 4, "backward workspace %zu bytes", bytes);
+#undef DL_Q
+    { /* cu_seqlens: misaligned, broadcast, a stride past the address space */
+        int64_t sq[4] = {1, 6, 1, 3}, sb[3] = {1, 6, 1}, n3 = 3;
+        double *vq, *vk, *vv, *vb;
+        tbuf tq = tb_random(SSM_F32, 4, sq, LAYOUT_CONTIGUOUS, 0.5, &vq), tk = tb_random(SSM_F32, 4, sq, LAYOUT_CONTIGUOUS, 0.5, &vk);
+        tbuf tv = tb_random(SSM_F32, 4, sq, LAYOUT_CONTIGUOUS, 0.5, &vv), tb = tb_random(SSM_F32, 3, sb, LAYOUT_CONTIGUOUS, 0.5, &vb);
+        tbuf to = tb_new(SSM_F32, 4, sq, LAYOUT_CONTIGUOUS);
+        int32_t cub[8] = {0, 0, 3, 6, 0, 0, 0, 0};
+        ssm_tensor cu = ssm_tensor_make(cub, SSM_I32, ssm_cpu(), 1, &n3, NULL);
+        cu.data = (char *)cub + 2;
+        r = ssm_delta_forward(ctx, &desc, &tq.t, &tk.t, &tv.t, &tb.t, NULL, NULL, &cu, &to.t, NULL);
+        CHECK(r == SSM_ERROR_MISALIGNED && tb_untouched(&to), "misaligned cu_seqlens -> %s", ssm_result_string(r));
+        cu.data = cub, cu.strides[0] = 0;
+        r = ssm_delta_forward(ctx, &desc, &tq.t, &tk.t, &tv.t, &tb.t, NULL, NULL, &cu, &to.t, NULL);
+        CHECK(r == SSM_ERROR_INVALID_STRIDE && tb_untouched(&to), "broadcast cu_seqlens -> %s", ssm_result_string(r));
+        cu.strides[0] = (int64_t)1 << 61;
+        r = ssm_delta_forward(ctx, &desc, &tq.t, &tk.t, &tv.t, &tb.t, NULL, NULL, &cu, &to.t, NULL);
+        CHECK(r == SSM_ERROR_INVALID_STRIDE && tb_untouched(&to), "cu_seqlens stride 2^61 -> %s", ssm_result_string(r));
+        cu.data = cub + 1, cu.strides[0] = 1; /* {0, 3, 6}: valid */
+        r = ssm_delta_forward(ctx, &desc, &tq.t, &tk.t, &tv.t, &tb.t, NULL, NULL, &cu, &to.t, NULL);
+        CHECK(r == SSM_OK && tb_outside_untouched(&to), "valid cu_seqlens -> %s (%s)", ssm_result_string(r), ssm_ctx_last_error(ctx));
+        tb_free(&tq), tb_free(&tk), tb_free(&tv), tb_free(&tb), tb_free(&to);
+        free(vq), free(vk), free(vv), free(vb);
+    }
+    { /* B = 2^62 and H = 0: empty views, OK at once (the extent and the loops never see 2^62) */
+        float buf[4] = {0, 0, 0, 0};
+        int64_t sh[4] = {huge, 1, 0, 2}, st[4] = {2, 2, 2, 1}, sh3[3] = {huge, 1, 0}, st3[3] = {1, 1, 1};
+        ssm_tensor q = ssm_tensor_make(buf, SSM_F32, ssm_cpu(), 4, sh, st), b = ssm_tensor_make(buf, SSM_F32, ssm_cpu(), 3, sh3, st3);
+        ssm_tensor o = q;
+        r = ssm_delta_forward(ctx, &desc, &q, &q, &q, &b, NULL, NULL, NULL, &o, NULL);
+        CHECK(r == SSM_OK, "B = 2^62, H = 0 forward -> %s (%s)", ssm_result_string(r), ssm_ctx_last_error(ctx));
+        r = ssm_delta_backward(ctx, &desc, &q, &q, &q, &b, NULL, NULL, NULL, &q, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+        CHECK(r == SSM_OK, "B = 2^62, H = 0 backward -> %s (%s)", ssm_result_string(r), ssm_ctx_last_error(ctx));
+        CHECK(buf[0] == 0 && buf[3] == 0, "an empty output was written");
+        q.shape[1] = b.shape[1] = 0, q.shape[2] = b.shape[2] = 2; /* T = 0, H = 2: no token, no state asked */
+        o = q;
+        r = ssm_delta_forward(ctx, &desc, &q, &q, &q, &b, NULL, NULL, NULL, &o, NULL);
+        CHECK(r == SSM_OK, "B = 2^62, T = 0 forward -> %s (%s)", ssm_result_string(r), ssm_ctx_last_error(ctx));
+        r = ssm_delta_backward(ctx, &desc, &q, &q, &q, &b, NULL, NULL, NULL, &q, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+        CHECK(r == SSM_OK, "B = 2^62, T = 0 backward -> %s (%s)", ssm_result_string(r), ssm_ctx_last_error(ctx));
+    }
+    ssm_ctx_destroy(ctx);
+    test_end();
+}
+
 static dl_case dl_base(ssm_dtype dt) {
     dl_case c;
     memset(&c, 0, sizeof c);
@@ -739,27 +817,11 @@ static dl_case dl_base(ssm_dtype dt) {
 }
 
 void suite_delta(void) {
-    static const int64_t Ts[6] = {1, 2, 67, 100, 64, 129};
-    int i, v;
+    int v;
     dl_case c;
-    /* forward: sizes x dtypes x methods x variants x layouts */
-    for (i = 0; i < 6; ++i)
-        for (v = 0; v < 8; ++v) {
-            c = dl_base(v % 2 ? SSM_F32 : SSM_F64);
-            c.T = Ts[i];
-            c.K = (v % 4 == 1) ? 17 : (v % 4 == 3) ? 32 : 16;
-            c.V = (v % 4 == 1) ? 33 : (v % 4 == 2) ? 8 : 16;
-            c.gated = v / 4;
-            c.nh = (i + v) % 3 == 2 ? 2 : 1;
-            c.factored = (i + v) % 5 == 4;
-            c.use_s0 = (i + v) % 2;
-            c.use_sT = (i + v) % 3 != 1;
-            c.layout = (i + v) % 4;
-            c.method = v % 3 == 2 ? SSM_DELTA_AUTO : v % 3 ? SSM_DELTA_RECURRENT : SSM_DELTA_CHUNKED;
-            c.chunk = i % 2 ? 0 : 16;
-            if (c.T > 100 && c.K > 16) c.H = 1;
-            dl_forward_case(&c);
-        }
+    /* the plain forward and backward rows against the oracle (families, methods, T, odd K/V,
+       layouts, varlen, s0/sT) live in the op case table (tests/test_cases.c); here: the cases
+       outside its grammar (3 factors, head-first storage, beta up to 2, chunked vs recurrent) */
     /* DeltaProduct with 3 factors, varlen, strong gates (g = -20 per step), beta up to 2 */
     c = dl_base(SSM_F64), c.nh = 3, c.gated = 1, c.T = 41, c.chunk = 8, c.layout = DL_HEAD_FIRST;
     dl_forward_case(&c);
@@ -779,16 +841,7 @@ void suite_delta(void) {
     dl_forward_case(&c);
     c = dl_base(SSM_F32), c.T = 0, c.gated = 1; /* no tokens: sT = s0 */
     dl_forward_case(&c);
-    /* gradients: every input, chunk boundaries inside the sequence, all variants */
-    for (v = 0; v < 6; ++v) {
-        c = dl_base(SSM_F64);
-        c.B = 2, c.T = v == 5 ? 1 : 11, c.H = 2, c.K = 5, c.V = 3;
-        c.gated = v % 2, c.nh = v >= 2 && v < 4 ? 2 : 1;
-        c.use_s0 = v != 1, c.use_sT = v != 2;
-        c.layout = v % 4, c.chunk = v == 3 ? 0 : 4, c.method = v % 2 ? SSM_DELTA_RECURRENT : SSM_DELTA_CHUNKED;
-        c.gmin = -1.0;
-        dl_backward_case(&c);
-    }
+    /* gradients against finite differences: varlen DeltaProduct, strong gates, segments, T = 0 */
     c = dl_base(SSM_F64), c.B = 1, c.nseq = 3, c.T = 13, c.K = 4, c.V = 3, c.gated = 1, c.chunk = 3, c.nh = 2;
     dl_backward_case(&c);
     c = dl_base(SSM_F64), c.T = 9, c.K = 3, c.V = 4, c.gated = 1, c.gmin = -20, c.chunk = 4;
@@ -807,5 +860,6 @@ void suite_delta(void) {
     dl_step_case(SSM_F64, 1, 1);
     dl_step_case(SSM_F32, 0, 2);
     dl_errors();
+    dl_fuzz_regressions();
     dl_no_kernel();
 }
