@@ -1,5 +1,18 @@
 /* ssm.h - v0.1.0 - kernels for state-space and linear-RNN research - MIT license (see end of file)
 
+   CONTENTS (grep '>>name' to jump; the declarations come first, the implementation repeats
+   the markers in the same order)
+     >>core        result codes, dtypes, devices, tensor views, the context
+     >>validation  the validation layer (implementation only)
+     >>primitives  host loops and the generic GEMM / copy primitives (implementation only)
+     >>linrec      dense linear recurrence
+     >>decay       decay scan
+     >>bell        block-ELL sparse linear layer and its dynamic topology
+     >>proj        fused projection chains
+     >>outchain    output chain
+     >>delta       delta rule (DeltaNet, Gated DeltaNet, DeltaProduct)
+     >>backend     the backend interface; the reference backend's table
+
    A header-only C99 library, STB-style. One API, several backends:
      ssm.h        the API, tensor views, result codes, the context, and the portable
                   reference backend for every op (plain loops, the oracle for the rest)
@@ -73,6 +86,7 @@
 extern "C" {
 #endif
 
+/* >>core ---- results, dtypes, tensors, context -------------------------------------------- */
 /* ------------------------------------------------------------------------------------------
    Result codes, grouped by kind: -1..-99 bad arguments, -100..-199 resources,
    -200..-299 backend / capability.
@@ -200,6 +214,7 @@ SSMDEF size_t ssm_ctx_workspace_capacity(const ssm_ctx *ctx);
 SSMDEF const char *ssm_ctx_backend_name(const ssm_ctx *ctx);
 SSMDEF const ssm_backend *ssm_reference_backend(void);
 
+/* >>linrec ---- dense linear recurrence ---------------------------------------------------- */
 /* ------------------------------------------------------------------------------------------
    Dense linear recurrence  h_t = A_t h_{t-1} + b_t
      A  [S,T,n,n]      b, h  [S,T,n,m] (or [S,T,n] for m = 1)
@@ -222,7 +237,8 @@ typedef enum ssm_transition {
     SSM_TRANSITION_DENSE = 0 /* A_t is a full n x n matrix (structured kinds come later) */
 } ssm_transition;
 
-/* What a call did: the products it performed (checks the seed's GEMM-count claims). */
+/* What a call did: the products it performed (makes the GEMM-count comparison of the scan methods checkable:
+   Hillis-Steele's ~T log T products against cyclic reduction's ~T). */
 typedef struct ssm_linrec_stats {
     ssm_linrec_method method; /* the method actually run (resolves AUTO)        */
     int64_t mat_mat;          /* n x n times n x n products                      */
@@ -260,8 +276,9 @@ SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec
                                             ssm_dtype dtype, int64_t S, int64_t T, int64_t n,
                                             int64_t m, int backward, size_t *bytes);
 
+/* >>decay ---- decay scan ------------------------------------------------------------------ */
 /* ------------------------------------------------------------------------------------------
-   Decay scan (nanoSSM's problem) in O(T):
+   Decay scan in O(T) (the decay scan of a Mamba-style selective-scan reference):
      out[b,t,r,c] = sum_{j<=t} exp(cA[b,t,r] - cA[b,j,r]) x[b,j,r,c]   (+ exp(cA[b,t,r]) h0[b,r,c])
    i.e. h_t = exp(a_t) h_{t-1} + x_t with a_t = cA_t - cA_{t-1} (cA_{-1} = 0).
      log_decay [B,T,R]   cumulative cA, or per-step a (desc.input)
@@ -294,9 +311,9 @@ SSMDEF ssm_result ssm_decay_workspace_size(const ssm_ctx *ctx, const ssm_decay_d
                                            ssm_dtype dtype, int64_t B, int64_t T, int64_t R,
                                            int64_t C, int backward, size_t *bytes);
 
-/* @@ssm-bell-declarations@@ (block-ELL sparse linear layer) */
+/* >>bell ---- block-ELL sparse linear layer ------------------------------------------------ */
 /* ------------------------------------------------------------------------------------------
-   Block-ELL sparse linear layer (seed 002):  y = x W^T (+ bias)
+   Block-ELL sparse linear layer (dynamic sparse training, RigL, Evci et al. 2020):  y = x W^T (+ bias)
      values  [R,K,B,B]  float: tile k of block-row r is W[r*B.., c*B..] with c = col_idx[r,k]
      col_idx [R,K]      i32: distinct columns in [0, C) per row, 1 <= K <= C, B >= 1
      x [N, C*B]   y [N, R*B]   bias [R*B] optional
@@ -336,8 +353,8 @@ SSMDEF ssm_result ssm_bell_checksum(ssm_ctx *ctx, const ssm_tensor *col_idx, uin
    (global_step > 0, a multiple of period, before stop_step) updates the topology:
      keep score  (active tile)    k = a_k k + (1 - a_k) ||dW_tile||_F        a_k = 0.95
      grow score  (any r, c)       g = a_g g + (1 - a_g) ||x_c||_F ||dy_r||_F  a_g = 0.99
-   (the seed writes "alpha * new + (1 - alpha) * ema" but sizes the windows as 20 and 100
-   steps, which is alpha weighting the old value: that reading is used.) Per row, the
+   (written as "alpha * new + (1 - alpha) * ema" the rates would give windows of 20 and 100
+   steps only with alpha weighting the old value: that reading is used.) Per row, the
    round(f K) tiles with the lowest drop score (keep score, or ||W_tile||_F with
    SSM_BELL_DROP_MAGNITUDE) are candidates, lowest first; f = prune_frac, times
    (1 + cos(pi step / stop_step)) / 2 with cosine_decay. Each one, with probability epsilon,
@@ -416,9 +433,8 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
 /* Scratch bytes observe / step need for tiles of size B and element dtype. */
 SSMDEF ssm_result ssm_bell_topology_workspace_size(const ssm_bell_topology *topo, int64_t B,
                                                    ssm_dtype dtype, size_t *bytes);
-/* @@end-bell-declarations@@ */
 
-/* @@ssm-proj-declarations@@ (fused projection chains, output chain) */
+/* >>proj ---- fused projection chains ------------------------------------------------------ */
 /* ------------------------------------------------------------------------------------------
    Projection chain: the input projections of a linear-RNN layer (GLA, Gated DeltaNet,
    DeltaNet, mLSTM) as ONE pre-concatenated weight W [N, d] whose rows are split into column
@@ -429,7 +445,7 @@ SSMDEF ssm_result ssm_bell_topology_workspace_size(const ssm_bell_topology *topo
                 segments, consumed in segment order (one column = one head, as GDN's `a`;
                 the segment's bias is its dt_bias)
    FUSED runs the GEMM per block of rows and applies every segment's epilogue to the block
-   while it is in cache; UNFUSED (the seed's baseline, for comparison) runs one GEMM per
+   while it is in cache; UNFUSED (one GEMM per projection, the usual layer code, for comparison) runs one GEMM per
    segment, then one activation pass per segment. Both share one epilogue and agree.
    ------------------------------------------------------------------------------------------ */
 typedef enum ssm_proj_act {
@@ -515,6 +531,7 @@ SSMDEF ssm_result ssm_proj_workspace_size(const ssm_ctx *ctx, const ssm_proj_des
                                           ssm_dtype dtype, int64_t M, int64_t d, int backward,
                                           size_t *bytes);
 
+/* >>outchain ---- output chain ------------------------------------------------------------- */
 /* ------------------------------------------------------------------------------------------
    Output chain:  z = RMSNorm_head(o) * weight * gate(g),   y = z W_o^T
      o, g [M, D]   weight [head_dim] (shared by the heads; NULL = ones)   W_o [d_out, D]
@@ -548,8 +565,8 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
 SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outchain_desc *desc,
                                               ssm_dtype dtype, int64_t M, int64_t D,
                                               int64_t d_out, int backward, size_t *bytes);
-/* @@end-proj-declarations@@ */
 
+/* >>delta ---- delta rule ------------------------------------------------------------------ */
 /* ------------------------------------------------------------------------------------------
    Delta rule: DeltaNet, Gated DeltaNet, DeltaProduct
    Per batch b and head h a state S [K,V] (row = key feature, column = value feature). Each
@@ -662,6 +679,7 @@ SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_d
                                            int64_t K, int64_t V, int64_t n_h, int pass,
                                            size_t *bytes);
 
+/* >>backend ---- the backend interface ----------------------------------------------------- */
 /* ------------------------------------------------------------------------------------------
    Backend interface (for backend authors: ssm_blas.h, ssm_cuda.h)
    Every public op validates its arguments once (calling the backend's check_tensor on each
@@ -834,8 +852,8 @@ struct ssm_backend {
                                  const ssm_tensor *out, const ssm_tensor *dout,
                                  const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dlog_decay,
                                  ssm_tensor *dh0);
-    /* @@ssm-backend-slots@@ (later ops add their plan, their ssm_op entries and slots here:
-       ssm_result (*<op>_<dir>)(ssm_ctx *, const ssm_<op>_plan *, <the public op's tensors>)) */
+    /* Later ops add their plan, their ssm_op entries and slots here:
+       ssm_result (*<op>_<dir>)(ssm_ctx *, const ssm_<op>_plan *, <the public op's tensors>) */
     /* Delta rule: whole-op replacements on a validated plan (NULL or SSM__NOT_MINE = the
        generic algorithm), the AUTO pick (NULL = the CPU rule) and the scratch bytes a pass
        needs (0 forward, 1 backward, 2 step; NULL = the generic host figure). */
@@ -905,6 +923,7 @@ SSMDEF ssm_result ssm_ctx_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int
 extern "C" {
 #endif
 
+/* >>core ---- results, dtypes, tensors, context (implementation) --------------------------- */
 #define SSM__UNUSED(x) ((void)(x))
 #define SSM__MIN(a, b) ((a) < (b) ? (a) : (b))
 #define SSM__MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -1233,6 +1252,7 @@ SSMDEF ssm_result ssm_ctx_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int
     return ctx->backend->gemm(ctx, dtype, 1, batch, M, N, K, alpha, A, B, beta, C);
 }
 
+/* >>validation ---- validation layer ------------------------------------------------------- */
 /* ---- validation layer -------------------------------------------------------------------- */
 
 /* Byte range [lo, hi) a view touches; empty when any size is 0. */
@@ -1410,6 +1430,7 @@ static ssm_result ssm__check_float_dtype(ssm_ctx *ctx, const char *op, const ssm
     return SSM_OK;
 }
 
+/* >>primitives ---- host and generic primitives -------------------------------------------- */
 /* ---- host primitives (typed loops; computation in double) -------------------------------- */
 
 #define SSM__LOAD(dt, p) ((dt).bits == 64 ? *(const double *)(p) : (double)*(const float *)(p))
@@ -1540,6 +1561,7 @@ static ssm_result ssm__copy(ssm_ctx *ctx, ssm_dtype dt, int64_t outer, int64_t b
     return SSM_OK;
 }
 
+/* >>linrec ---- dense linear recurrence (implementation) ----------------------------------- */
 /* ---- dense linear recurrence: views ---------------------------------------------------------
    The generic algorithms run on G sequences at once (plan.group: 1 on a CPU, where scratch is
    reused per sequence; all S on a GPU, where every product is one batched launch). A sequence
@@ -2141,6 +2163,7 @@ SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
     return SSM_OK;
 }
 
+/* >>decay ---- decay scan (implementation) ------------------------------------------------- */
 /* ---- decay scan ------------------------------------------------------------------------- */
 
 SSMDEF ssm_decay_desc ssm_decay_desc_init(void) {
@@ -2388,7 +2411,7 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, c
     return ssm__dk_backward_generic(ctx, desc, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0, &s);
 }
 
-/* @@ssm-bell-implementation@@ */
+/* >>bell ---- block-ELL sparse linear layer (implementation) ------------------------------- */
 /* ---- block-ELL sparse linear layer -------------------------------------------------------- */
 
 /* Sizes of a layer: R block-rows, K slots per row, B tile size, C block-columns. */
@@ -3197,9 +3220,8 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
     if (report) *report = rep;
     return SSM_OK;
 }
-/* @@end-bell-implementation@@ */
 
-/* @@ssm-proj-implementation@@ */
+/* >>proj ---- fused projection chains (implementation) ------------------------------------- */
 /* ---- projection chains and the output chain ---------------------------------------------- */
 
 #define SSM__AT1(t, i) ssm__off((t)->data, (i) * (t)->strides[0] * (int64_t)es)
@@ -3673,6 +3695,7 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
     return SSM_OK;
 }
 
+/* >>outchain ---- output chain (implementation) -------------------------------------------- */
 /* ---- output chain ------------------------------------------------------------------------ */
 
 SSMDEF ssm_outchain_desc ssm_outchain_desc_init(void) {
@@ -3931,8 +3954,8 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
 
 #undef SSM__AT1
 #undef SSM__AT2
-/* @@end-proj-implementation@@ */
 
+/* >>delta ---- delta rule (implementation) ------------------------------------------------- */
 /* ---- delta rule: validation, plans and the public entry points ----------------------------- */
 
 SSMDEF const char *ssm_delta_method_name(ssm_delta_method m) {
@@ -5224,6 +5247,7 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
     return r;
 }
 
+/* >>backend ---- the reference backend table ----------------------------------------------- */
 /* ---- the reference backend -------------------------------------------------------------- */
 
 #ifdef __cplusplus

@@ -1,5 +1,11 @@
 /* ssm_blas.h - v0.1.0 - BLIS backend for ssm.h - MIT license (see the end of ssm.h)
 
+   CONTENTS (grep '>>name'; the same markers, in the same order, as ssm.h and ssm_cuda.h)
+     >>core        configuration, declarations, context state
+     >>primitives  GEMM: small-matrix kernel, AVX2/FMA kernels, BLIS calls
+     >>linrec      the AUTO pick for the dense recurrence
+     >>backend     the gemm slot and the backend table
+
    The CPU's GEMM-shaped work on BLIS. Everything in ssm.h that is written as batched GEMMs
    (the linrec methods forward and backward, and every later op routed through
    ssm_ctx_gemm) runs on this backend's gemm; what it does not accelerate falls back to the
@@ -72,6 +78,7 @@
 extern "C" {
 #endif
 
+/* >>core ---- configuration and declarations ----------------------------------------------- */
 /* Optional backend_config for ssm_ctx_config (pass a pointer; NULL = defaults). */
 typedef struct ssm_blas_config {
     int threads;     /* 0 = BLIS_NUM_THREADS / BLIS default; ssm_ctx_config.threads wins  */
@@ -104,6 +111,7 @@ SSMDEF int ssm_blas_threads(const ssm_ctx *ctx);
 extern "C" {
 #endif
 
+/* >>core ---- context state (implementation) ----------------------------------------------- */
 typedef struct ssm__blas_state {
     int threads;
     int small_gemm;
@@ -156,6 +164,7 @@ SSMDEF int ssm_blas_threads(const ssm_ctx *ctx) {
     return s ? s->threads : 1;
 }
 
+/* >>primitives ---- GEMM: small-matrix kernel, AVX2 kernels, BLIS -------------------------- */
 /* ---- the small-matrix kernel ------------------------------------------------------------
    C = alpha A B + beta C for M, N, K <= SSM_BLAS_SMALL_MAX. A is packed into MR-row panels
    (p-major), B into NR-column panels (p-major), both zero padded; the micro-kernel keeps an
@@ -610,6 +619,7 @@ static ssm_result ssm__blas_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, i
     return SSM_OK;
 }
 
+/* >>linrec ---- dense linear recurrence: the AUTO pick ------------------------------------- */
 /* AUTO for linrec. Measured (bench/cpu_linrec.c, 2-core EPYC, f32, S=1, m=1): the
    sequential method does the least work (2 n^2 m per step against CR's ~2 n^3) and wins
    every row of the table at m = 1; the parallel methods only pay off when products are
@@ -622,6 +632,7 @@ static void ssm__blas_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     if (s && s->threads > 1 && p->S < s->threads && p->T >= 256 && 2 * p->m >= p->n) p->method = SSM_LINREC_CHUNKED;
 }
 
+/* >>backend ---- the gemm slot and the backend table --------------------------------------- */
 /* The gemm slot: the two-level batch of the generic recurrences as one call per outer index
    (every operand in dtype: the generic code keeps CPU work in the input dtype). */
 static ssm_result ssm__blas_gemm2(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int64_t batch, int64_t M, int64_t N,

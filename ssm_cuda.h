@@ -1,4 +1,15 @@
-/* ssm_cuda.h - v0.2.0 - CUDA backend of ssm.h (dense linear recurrences, decay scans, block-ELL layers) - MIT license
+/* ssm_cuda.h - v0.2.0 - CUDA backend of ssm.h (dense linear recurrences, decay scans, block-ELL
+   layers, the delta rule) - MIT license
+
+   CONTENTS (grep '>>name'; the same markers, in the same order, as ssm.h and ssm_blas.h)
+     >>core        configuration, declarations, context state
+     >>validation  supports and check_tensor (what ssm.h asks before it dispatches)
+     >>primitives  device helpers, the gemm (cuBLAS / tiled kernel) and copy slots
+     >>linrec      dense linear recurrence: fused kernel, tensor-core chunked path, slots
+     >>decay       decay scan: look-back and tiled kernels
+     >>bell        block-ELL sparse linear layer: gather-GEMM forward / dx, SDDMM dvalues
+     >>delta       delta rule: chunked WY/UT forward / backward, recurrent, decode step
+     >>backend     the backend table
 
    USAGE
      In exactly one .cu file (compiled by nvcc), after ssm.h's implementation lives somewhere
@@ -7,7 +18,13 @@
          #define SSM_CUDA_IMPLEMENTATION
          #include "ssm_cuda.h"
      Everywhere else (C or C++) just #include "ssm_cuda.h": the declarations are plain C.
-     Build:  nvcc -O3 -arch=sm_90 app.cu -lcublas      (sm_90 = H100/H200; sm_80+: cp.async)
+     Build:  nvcc -O3 -arch=sm_90 app.cu -lcublas      (sm_90 = H100/H200)
+
+   REQUIREMENTS
+     Minimum architecture sm_80 (A100): the kernels use cp.async and mma.sync with bf16
+     operands, which older architectures lack (an sm_75 or sm_70 build fails to compile).
+     The library is compiled and checked for sm_80 (tests/compile_cuda.cu) and built and
+     tested for sm_90 (H100 / H200).
 
          ssm_cuda_config cc = ssm_cuda_config_init();   // device 0, default stream
          cc.stream = my_stream;                          // optional: run on the caller's stream
@@ -22,7 +39,10 @@
      Every op of ssm.h's linrec / decay families runs on the GPU: f32, f16 and bf16 inputs,
      f32 accumulation and f32 state. The block-ELL layer's forward and backward run on the GPU
      for B = 16, 32, 64 (f16/bf16 on tensor cores, f32 in f32 on CUDA cores; the index ops and
-     the topology ops read col_idx on the host and need a CPU context). Calls are asynchronous on the context's stream; errors
+     the topology ops read col_idx on the host and need a CPU context). The delta rule runs on
+     the GPU for DeltaNet and Gated DeltaNet (n_h = 1; f32, f16, bf16); DeltaProduct (n_h > 1)
+     and the f32 backward with K > 64 answer SSM_ERROR_UNSUPPORTED. Projection and output
+     chains have no CUDA path (UNSUPPORTED). Calls are asynchronous on the context's stream; errors
      that can be found before launch (shapes, dtypes, host pointers, wrong device, misaligned
      data) return an error and write nothing. CUDA / cuBLAS failures return SSM_ERROR_BACKEND
      with the native error string in ssm_ctx_last_error().
@@ -39,8 +59,15 @@
      and runs its generic recurrence driver and methods (scan_hs, blelloch, cr, and chunked /
      sequential where no kernel below fits) on this backend's gemm (cuBLAS strided-batched
      where a layout allows, else a tiled kernel; an outer-product kernel for K = 1) and copy
-     kernel. This file keeps only the specialised kernels: the fused recurrence kernel
-     (sequential, chunked), the tensor-core chunked path and the decay scans.
+     kernel. This file keeps only the specialised kernels:
+       linrec   the fused recurrence kernel (sequential, chunked) and the tensor-core chunked
+                path; the generic methods scan_hs / blelloch / cr / chunked run from ssm.h on
+                the gemm (cuBLAS or the tiled kernel) and copy slots
+       decay    the look-back kernel (time split across blocks, carries passed back) and the
+                tiled one-pass kernel
+       bell     gather-GEMM forward and dx, SDDMM dvalues (deterministic)
+       delta    chunked WY/UT forward and backward on tensor cores, the recurrent (token by
+                token) form, the single-token decode step
 
    LIMITS
      Any S, T, B (grid-stride loops / 2-D grids); n * m and n * n in shared memory for the
@@ -66,7 +93,7 @@
                brings its carry (T/L serial hops per sequence), or an L2-resident wave scheme
                where the second read hits L2 (50 MB on H200). Other shapes use CUDA cores.
      cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan).
-     scan_hs / blelloch   prefix scans (the seeds' baselines), batched products per level.
+     scan_hs / blelloch   prefix scans (Hillis-Steele 1986, Blelloch 1990), batched products per level.
      auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
                when S >= 2*SMs or T <= 64, cr when S <= SMs/8 (cr 1.34 ms vs chunked 2.7 at
                S1 T8192 n64, CUDA cores), else chunked with chunk ~ sqrt(T).
@@ -80,7 +107,8 @@
      low occupancy bound it; wgmma tiles of 256 tokens would be the next step.
 
    VERSION HISTORY
-     0.2.0  block-ELL forward and backward (gather-GEMM, SDDMM dvalues), deterministic
+     0.2.0  block-ELL forward and backward (gather-GEMM, SDDMM dvalues), deterministic;
+            the delta rule (DeltaNet, Gated DeltaNet); the backend interface II slots
      0.1.0  first version: linrec (all methods) and decay scan, forward and backward
 */
 #ifndef SSM_CUDA_H_INCLUDED
@@ -94,6 +122,7 @@
 extern "C" {
 #endif
 
+/* >>core ---- configuration and declarations ----------------------------------------------- */
 /* Device memory hooks (e.g. PyTorch's caching allocator). `stream` is the cudaStream_t. */
 typedef struct ssm_cuda_allocator {
     void *user;
@@ -147,6 +176,7 @@ SSMDEF ssm_result ssm_cuda_set_stream(ssm_ctx *ctx, void *stream);
 #include <stdlib.h>
 #include <string.h>
 
+/* >>core ---- context state (implementation) ----------------------------------------------- */
 /* ---- context state ------------------------------------------------------------------------ */
 
 typedef struct ssm__cu_state {
@@ -315,6 +345,7 @@ static ssm_result ssm__cu_workspace_reserve(ssm_ctx *ctx, size_t bytes, void **p
     return SSM_OK;
 }
 
+/* >>validation ---- supports and check_tensor ---------------------------------------------- */
 /* ---- what ssm.h asks: support, tensor checks ------------------------------------------------- */
 
 static size_t ssm__cu_esize(ssm_dtype t) { return (size_t)t.bits / 8u; }
@@ -356,6 +387,7 @@ static ssm_result ssm__cu_check_tensor(ssm_ctx *ctx, const char *op, const char 
     return SSM_OK;
 }
 
+/* >>primitives ---- device helpers, gemm and copy ------------------------------------------ */
 /* ---- device helpers ------------------------------------------------------------------------ */
 
 __device__ __forceinline__ float ssm__cu_ld(const void *p, int dt, int64_t i) {
@@ -577,6 +609,7 @@ static ssm_result ssm__cu_copy(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int
     return SSM_OK;
 }
 
+/* >>linrec ---- dense linear recurrence ---------------------------------------------------- */
 /* ---- dense linear recurrence: the specialised kernels -----------------------------------------
    ssm.h's driver folds h_0, keeps 16-bit inputs' states in an f32 work buffer (plan.work) and
    calls linrec_steps for steps 1..T-1 of all S sequences (plan.group = S); the kernels below
@@ -1264,6 +1297,7 @@ static ssm_result ssm__cu_linrec_steps(ssm_ctx *ctx, const ssm_linrec_plan *p, s
     return ssm__cu_lr_chunked(&L, p->T, A, b, h, p->chunk, (char *)scratch);
 }
 
+/* >>decay ---- decay scan ------------------------------------------------------------------ */
 /* ---- decay scan -----------------------------------------------------------------------------
    One pass over time with decoupled look-back (single-pass chained scan). Block = (b, slice of
    the R*C elements, chunk of L steps); chunks are handed out in order through an atomic ticket
@@ -2094,6 +2128,7 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_plan *d, 
     return SSM_OK;
 }
 
+/* >>bell ---- block-ELL sparse linear layer ------------------------------------------------ */
 /* ---- block-ELL sparse layer ------------------------------------------------------------------
    y = x W^T + bias with W in block-ELL (values [R,K,B,B], col_idx [R,K]); B = 16, 32 or 64.
    Forward and dx are one gather-GEMM kernel: a CTA owns BM tokens and a group of G = 128/B
@@ -2901,6 +2936,7 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
     return SSM_OK;
 }
 
+/* >>delta ---- delta rule ------------------------------------------------------------------ */
 /* ==== delta rule (DeltaNet, Gated DeltaNet): chunked WY/UT form on tensor cores ====================
    Per head, S_t = a_t (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, o_t = scale S_t^T q_t (Schlag et al.
    2021; Yang et al. 2024, "Parallelizing linear transformers with the delta rule over sequence length";
@@ -4239,6 +4275,7 @@ static ssm_result ssm__cu_delta_step(ssm_ctx *ctx, const ssm_delta_plan *p, cons
     return SSM_OK;
 }
 
+/* >>backend ---- the backend table --------------------------------------------------------- */
 /* ---- the backend ----------------------------------------------------------------------------- */
 
 /* Slots in declaration order (C++17 has no designated initializers). */

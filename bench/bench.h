@@ -1,6 +1,7 @@
 /* Shared benchmark helpers: wall-clock timing with warm-up and medians, the machine's two
    ceilings measured in the same run (copy bandwidth, GEMM rate of the context's backend),
-   and JSON-lines rows in the format of ../shared/BENCH.md. Header-only; include once per
+   and JSON-lines rows (one JSON object a line: op, shape, dtype, backend, times, the
+   ceilings). Header-only; include once per
    benchmark program (after ssm.h with its implementation). */
 #ifndef SSM_BENCH_H
 #define SSM_BENCH_H

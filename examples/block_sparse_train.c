@@ -1,6 +1,6 @@
 /* cc -std=c99 -O2 -march=native examples/block_sparse_train.c -lm -o block_sparse_train
 
-   Trains the seed's block-sparse MLP (640 -> 2560 -> 640, 50% density, 16 x 16 tiles, ReLU)
+   Trains a block-sparse MLP (640 -> 2560 -> 640, 50% density, 16 x 16 tiles, ReLU)
    with Adam on a synthetic 640-way classification task (x = class prototype + noise), next to
    its dense twin (the same layer at full density, K = C, no topology updates). Every 100
    steps the sparse layers update their topology (prune 10% of each row's tiles, grow as
@@ -75,7 +75,7 @@ static void layer_init(ssm_ctx *ctx, layer *L, int64_t in, int64_t out, double d
     }
     L->topo = NULL;
     if (dynamic) {
-        ssm_bell_topology_config cfg = ssm_bell_topology_config_init(); /* the seed's defaults */
+        ssm_bell_topology_config cfg = ssm_bell_topology_config_init(); /* the RigL-style defaults */
         cfg.seed = 2025, cfg.layer_id = id;
         if (ssm_bell_topology_create(ctx, &cfg, L->R, L->C, L->K, &L->topo) != SSM_OK) exit(1);
     }
