@@ -511,7 +511,7 @@ static void suite_cuda_errors(ssm_ctx *cu) {
         bad = b.t;
         bad.data = (char *)b.t.data + 1;
         r = ssm_linrec_forward(cu, &d, &A.t, &bad, NULL, &h.t, NULL);
-        CHECK(r == SSM_ERROR_INVALID_STRIDE, "misaligned -> %s", ssm_result_string(r));
+        CHECK(r == SSM_ERROR_MISALIGNED, "misaligned -> %s", ssm_result_string(r));
         r = ssm_linrec_forward(cu, &d, &A.t, &b.t, NULL, &b.t, NULL);
         CHECK(r == SSM_ERROR_ALIASING, "h overlapping b -> %s", ssm_result_string(r));
         bad = h.t;
