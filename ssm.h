@@ -1625,7 +1625,9 @@ static ssm_result ssm__copy_seq(ssm__lr *L, int64_t count, int64_t cols, ssm_seq
 
 /* Bytes of one compact scratch sequence batch (G sequences of count n x cols matrices). */
 static size_t ssm__scratch_bytes(const ssm_linrec_plan *p, int64_t G, int64_t count, int64_t cols) {
-    return SSM__WS_ALIGN((size_t)(G * count * p->n * cols) * ssm__esize(p->work));
+    /* saturating: sizes a broadcast view can carry must not wrap to a small buffer */
+    size_t b = ssm__szmul(ssm__szmul(ssm__szmul(ssm__szmul(ssm__esize(p->work), G), count), p->n), cols);
+    return b > SIZE_MAX - 255u ? SIZE_MAX : SSM__WS_ALIGN(b);
 }
 static ssm_seq_view ssm__scratch(ssm__lr *L, char **cursor, int64_t count, int64_t cols) {
     ssm_seq_view v;
@@ -1775,15 +1777,16 @@ static size_t ssm__lr_scratch_bytes(const ssm_linrec_plan *p) {
     size_t e = 0;
     switch (p->method) {
     case SSM_LINREC_SCAN_HS:
-        return 2 * ssm__scratch_bytes(p, G, T, n) + ssm__scratch_bytes(p, G, T, m);
+        return ssm__szadd(ssm__szmul(ssm__scratch_bytes(p, G, T, n), 2), ssm__scratch_bytes(p, G, T, m));
     case SSM_LINREC_BLELLOCH:
-        return ssm__scratch_bytes(p, G, T, n) + ssm__scratch_bytes(p, G, T / 2 + 1, n);
+        return ssm__szadd(ssm__scratch_bytes(p, G, T, n), ssm__scratch_bytes(p, G, T / 2 + 1, n));
     case SSM_LINREC_CR:
-        for (L = T; L > 2; L /= 2) e += ssm__scratch_bytes(p, G, L / 2, n) + ssm__scratch_bytes(p, G, L / 2, m);
+        for (L = T; L > 2; L /= 2)
+            e = ssm__szadd(e, ssm__szadd(ssm__scratch_bytes(p, G, L / 2, n), ssm__scratch_bytes(p, G, L / 2, m)));
         return e;
     case SSM_LINREC_CHUNKED:
         if (p->chunk >= T) return 0;
-        return 2 * ssm__scratch_bytes(p, G, (T - 1) / p->chunk, n);
+        return ssm__szmul(ssm__scratch_bytes(p, G, (T - 1) / p->chunk, n), 2);
     default: return 0;
     }
 }
@@ -1880,13 +1883,14 @@ static ssm_result ssm__lr_plan_finish(ssm_ctx *ctx, const char *op_name, const s
     if (p->chunk <= 0) p->chunk = SSM__DEFAULT_CHUNK;
     if (p->group < 1 || p->group > p->S) p->group = p->S > 0 ? p->S : 1;
     SSM__TRY(ssm__supported(ctx, op_name, p->op, p));
-    p->work_bytes = ssm_dtype_equal(p->work, p->dtype)
-                        ? 0
-                        : SSM__WS_ALIGN((size_t)(p->group * p->T * p->n * p->m) * ssm__esize(p->work));
+    p->work_bytes = ssm_dtype_equal(p->work, p->dtype) ? 0 : ssm__scratch_bytes(p, p->group, p->T, p->m);
     if (ctx->backend->workspace_size) r = ctx->backend->workspace_size(ctx, p->op, p, &scratch);
     if (r == SSM__NOT_MINE) scratch = ssm__lr_scratch_bytes(p);
     else if (r != SSM_OK) return r;
-    p->workspace_bytes = p->work_bytes + scratch;
+    p->workspace_bytes = p->S == 0 ? 0 : ssm__szadd(p->work_bytes, scratch); /* S = 0: nothing runs */
+    if (p->workspace_bytes == SIZE_MAX)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: S = %lld, T = %lld, n = %lld, m = %lld need more workspace than size_t counts",
+                             op_name, (long long)p->S, (long long)p->T, (long long)p->n, (long long)p->m);
     return SSM_OK;
 }
 

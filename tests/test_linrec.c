@@ -53,6 +53,9 @@ static void workspace_queries(void) {
     CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_F32, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_VALUE, "method 6");
     d.method = SSM_LINREC_CHUNKED, d.chunk = -1;
     CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_F32, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_VALUE, "chunk < 0");
+    d.method = SSM_LINREC_SCAN_HS, d.chunk = 0; /* scratch past size_t: refused, not wrapped */
+    CHECK(ssm_linrec_workspace_size(ctx, &d, SSM_F32, 3, INT64_MAX / 4, 1, 1, 0, &bytes) == SSM_ERROR_INVALID_SHAPE,
+          "T = 2^61 scan scratch");
     CHECK(bytes == 0, "a failed query leaves 0 bytes");
     CHECK(strlen(ssm_ctx_last_error(ctx)) > 0, "a failed query sets the message");
     ssm_ctx_destroy(ctx);
