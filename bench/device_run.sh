@@ -1,7 +1,9 @@
 #!/bin/bash
-# The GPU session, in two parts (each one device call of under 10 minutes):
-#   bash bench/device_run.sh tests   # quickstart, make test-cuda, make test-python, compute-sanitizer
-#   bash bench/device_run.sh bench   # make bench-cuda and the PyTorch peers, JSON rows
+# The GPU session, in parts (each one device call of under 10 minutes):
+#   bash bench/device_run.sh tests     # quickstart, make test-cuda, the CUDA API fuzzer
+#   bash bench/device_run.sh sanitize  # compute-sanitizer memcheck, racecheck, synccheck per kernel family
+#   bash bench/device_run.sh python    # make test-python (the torch suite on CUDA)
+#   bash bench/device_run.sh bench     # make bench-cuda and the PyTorch peers, JSON rows
 # Uses the binaries in build/ when present (`make compile-cuda` on a machine with nvcc, carried
 # along), else builds them. Logs and results go under $OUT (at most 8 files).
 set -u
@@ -12,33 +14,44 @@ export SSM_COMMIT=$(cat build/.commit 2>/dev/null || git rev-parse --short HEAD 
 {
     date -u
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    echo "commit $(cat build/.commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "commit $SSM_COMMIT"
 } > "$OUT/run_$part.log"
-[ -x build/test_cuda ] && [ -x build/cuda_bench ] || make -j16 compile-cuda >> "$OUT/run_$part.log" 2>&1
-if [ "$part" = tests ]; then
+[ -x build/test_cuda ] && [ -x build/cuda_bench ] && [ -x build/fuzz_cuda ] || make -j16 compile-cuda >> "$OUT/run_$part.log" 2>&1
+case "$part" in
+tests)
     ./build/quickstart_cuda >> "$OUT/run_tests.log" 2>&1
-    (timeout 240 ./build/test_cuda; echo "test_cuda rc=$?") > "$OUT/test_cuda.log" 2>&1
+    (timeout 300 ./build/test_cuda; echo "test_cuda rc=$?") > "$OUT/test_cuda.log" 2>&1
     grep -E "^FAIL|passed|rc=" "$OUT/test_cuda.log" | tail -20
-    (timeout 300 make test-python; echo "test-python rc=$?") > "$OUT/python_torch.log" 2>&1
-    tail -3 "$OUT/python_torch.log"
-    {
-        for suite in decay linrec; do
-            echo "== memcheck: test_cuda, CUDA $suite suite"
-            SSM_TEST_CUDA_ONLY=$suite timeout 110 compute-sanitizer --tool memcheck --print-limit 20 ./build/test_cuda 2>&1 | tail -4
+    (timeout 150 ./build/fuzz_cuda ${FUZZ_SECONDS:-100} ${FUZZ_SEED:-}; echo "fuzz_cuda rc=$?") > "$OUT/fuzz_cuda.log" 2>&1
+    tail -25 "$OUT/fuzz_cuda.log"
+    ;;
+sanitize)
+    # every kernel family: the table rows and special suites of one op at a time
+    for suite in decay linrec bell delta; do
+        for tool in memcheck racecheck synccheck; do
+            echo "== $tool: test_cuda, CUDA $suite suite"
+            SSM_TEST_CUDA_ONLY=$suite timeout 100 compute-sanitizer --tool $tool --print-limit 20 ./build/test_cuda 2>&1 |
+                grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|Hazard|Invalid|rror" | tail -4
+            echo "rc=${PIPESTATUS[0]}"
         done
-        echo "== racecheck: test_cuda, CUDA decay suite (the look-back and tiled scans use shared memory)"
-        SSM_TEST_CUDA_ONLY=decay timeout 90 compute-sanitizer --tool racecheck --print-limit 20 ./build/test_cuda 2>&1 | tail -4
-        echo "== racecheck + synccheck: quickstart_cuda"
-        timeout 45 compute-sanitizer --tool racecheck ./build/quickstart_cuda 2>&1 | tail -3
-        timeout 45 compute-sanitizer --tool synccheck ./build/quickstart_cuda 2>&1 | tail -3
-    } > "$OUT/sanitizer.log" 2>&1
+    done > "$OUT/sanitizer.log" 2>&1
+    echo "== memcheck: the CUDA API fuzzer, 60 s" >> "$OUT/sanitizer.log"
+    timeout 120 compute-sanitizer --tool memcheck --print-limit 20 ./build/fuzz_cuda 60 ${FUZZ_SEED:-} 2>&1 | tail -6 >> "$OUT/sanitizer.log"
     cat "$OUT/sanitizer.log"
-else
+    ;;
+python)
+    (timeout 500 make test-python; echo "test-python rc=$?") > "$OUT/python_torch.log" 2>&1
+    tail -15 "$OUT/python_torch.log"
+    ;;
+bench)
     timeout 300 ./build/cuda_bench > "$OUT/bench_cuda.log" 2>&1
     echo "cuda_bench rc=$?" >> "$OUT/bench_cuda.log"
-    timeout 200 python3 bench/peers/torch_peers.py > "$OUT/bench_peers.log" 2>&1
+    timeout 150 ./build/cuda_bell > "$OUT/bench_bell.log" 2>&1
+    echo "cuda_bell rc=$?" >> "$OUT/bench_bell.log"
+    timeout 150 python3 bench/peers/torch_peers.py > "$OUT/bench_peers.log" 2>&1
     echo "torch_peers rc=$?" >> "$OUT/bench_peers.log"
-    cp bench/results/cuda_linrec.jsonl bench/results/cuda_decay.jsonl "$OUT/" 2>/dev/null
+    cp bench/results/cuda_linrec.jsonl bench/results/cuda_decay.jsonl bench/results/cuda_bell.jsonl "$OUT/" 2>/dev/null
     tail -45 "$OUT/bench_cuda.log"
     tail -25 "$OUT/bench_peers.log"
-fi
+    ;;
+esac

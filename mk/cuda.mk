@@ -11,7 +11,7 @@ SSM_LIBARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
-.PHONY: compile-cuda test-cuda bench-cuda lib run-cuda
+.PHONY: compile-cuda test-cuda bench-cuda lib run-cuda fuzz-cuda
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
@@ -25,7 +25,7 @@ endif
 DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
 
 # (examples/quickstart_cuda.cu is built by check-examples with its first-line command)
-compile-cuda: $(BUILD)/test_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
+compile-cuda: $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
 
 $(BUILD)/compile_cuda_sm80.o: tests/compile_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) -arch=sm_80 -I. -c $< -o $@
@@ -39,6 +39,16 @@ $(BUILD)/test_cuda: tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CPUTESTS) tes
 
 test-cuda: $(BUILD)/test_cuda
 	$(B)/test_cuda
+
+# The API fuzzer with CUDA contexts as the second backend (tests/fuzz_api.c, SSM_FUZZ_CUDA):
+# every call's memory mirrored to the device, the same contract checks, results compared with
+# the reference backend; f64 and host-only tools must be refused as unsupported.
+# `make fuzz-cuda FUZZ_SECONDS=120` on a machine with a GPU (the seed as in `make fuzz`).
+$(BUILD)/fuzz_cuda: tests/fuzz_api.c ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -g -x cu -DSSM_FUZZ_CUDA tests/fuzz_api.c $(CUDALIBS) -o $@
+
+fuzz-cuda: $(BUILD)/fuzz_cuda
+	$(B)/fuzz_cuda $(FUZZ_SECONDS) $(FUZZ_SEED)
 
 $(BUILD)/cuda_bench: bench/cuda_bench.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@

@@ -33,6 +33,10 @@
 #define SSM_BLAS_IMPLEMENTATION
 #include "../ssm_blas.h"
 #endif
+#ifdef SSM_FUZZ_CUDA
+#define SSM_CUDA_IMPLEMENTATION
+#include "../ssm_cuda.h"
+#endif
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -67,7 +71,8 @@ static int chance(int pct) { return rint_(100) < pct; }
 static double runif(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() >> 11) / 9007199254740992.0; }
 
 /* ---- bookkeeping ------------------------------------------------------------------------- */
-static long long n_calls, n_findings, n_ok, n_err;
+static ssm_ctx *ctx_ref, *ctx_alt[3];
+static long long n_calls, n_findings, n_ok, n_err, n_unsupported;
 static long long op_calls[32], op_ok[32];
 static uint64_t run_seed, cur_iter;
 static const char *cur_op = "?";
@@ -332,9 +337,17 @@ static void alias(fcall *c, int o, int i) {
     c->a[o].impossible = 1;
 }
 
+/* A result a run function stores into a tensor itself: a device pointer on a CUDA run. */
+static void host_put(void *dst, const void *src, size_t n) {
+#ifdef SSM_FUZZ_CUDA
+    cudaMemcpy(dst, src, n, cudaMemcpyDefault);
+#else
+    memcpy(dst, src, n);
+#endif
+}
 static void set_i32(farg *a, int64_t i, int32_t v) {
     if (!a->t.data || a->huge || a->b < 0 || i >= tnumel(&a->t)) return;
-    memcpy((char *)a->t.data + eoff(&a->t, i), &v, 4);
+    host_put((char *)a->t.data + eoff(&a->t, i), &v, 4);
 }
 
 /* ---- running and checking ---------------------------------------------------------------- */
@@ -372,6 +385,51 @@ static int valid_shape(const ssm_tensor *t) {
     return 1;
 }
 
+#ifdef SSM_FUZZ_CUDA
+/* A CUDA run sees the same bytes in device memory: each block is mirrored into its own device
+   allocation, every tensor pointing into a block is moved to the mirror at the same offset (so
+   misalignment and negative-stride bases survive) and tagged cuda:0; a tensor whose device was
+   mutated is tagged CPU, still a wrong device. After the call the mirrors come back into the
+   host blocks, and every check below runs on them unchanged. */
+static unsigned char *dmem[MAXB];
+static void *host_data[MAXA];
+static ssm_device host_device[MAXA];
+static void gpu_enter(fcall *c) {
+    int bi, ai;
+    for (bi = 0; bi < c->nb; ++bi) {
+        dmem[bi] = NULL;
+        if (cudaMalloc((void **)&dmem[bi], c->b[bi].bytes) != cudaSuccess) {
+            finding("cudaMalloc of %zu bytes failed", c->b[bi].bytes);
+            dmem[bi] = NULL;
+            continue;
+        }
+        cudaMemcpy(dmem[bi], c->b[bi].mem, c->b[bi].bytes, cudaMemcpyHostToDevice);
+    }
+    for (ai = 0; ai < c->na; ++ai) {
+        farg *a = &c->a[ai];
+        host_data[ai] = a->t.data, host_device[ai] = a->t.device;
+        a->t.device = a->t.device.type == SSM_DEVICE_CPU ? ssm_cuda_device(0) : ssm_cpu();
+        if (a->b >= 0 && a->t.data && dmem[a->b]) {
+            ptrdiff_t off = (unsigned char *)a->t.data - c->b[a->b].mem;
+            if (off >= 0 && (size_t)off <= c->b[a->b].bytes) a->t.data = dmem[a->b] + off;
+        }
+    }
+}
+static void gpu_leave(fcall *c) {
+    int bi, ai;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) finding("CUDA error after the call: %s", cudaGetErrorString(e));
+    for (bi = 0; bi < c->nb; ++bi) {
+        if (!dmem[bi]) continue;
+        cudaMemcpy(c->b[bi].mem, dmem[bi], c->b[bi].bytes, cudaMemcpyDeviceToHost);
+        cudaFree(dmem[bi]);
+        dmem[bi] = NULL;
+    }
+    for (ai = 0; ai < c->na; ++ai) c->a[ai].t.data = host_data[ai], c->a[ai].t.device = host_device[ai];
+}
+#endif
+
 /* One call on one context: checks the error/success contract; returns the code. */
 static ssm_result run_checked(ssm_ctx *ctx, fcall *c, runfn fn, const char *ctxname) {
     ssm_result r;
@@ -379,7 +437,13 @@ static ssm_result run_checked(ssm_ctx *ctx, fcall *c, runfn fn, const char *ctxn
     for (bi = 0; bi < c->nb; ++bi) memcpy(c->b[bi].mem, c->b[bi].snap, c->b[bi].bytes);
     ssm_ctx_error(ctx, SSM_OK, "%s", ""); /* a stale message must not count against this call */
     watchdog(1);
+#ifdef SSM_FUZZ_CUDA
+    if (ctx != ctx_ref) gpu_enter(c);
+#endif
     r = fn(ctx, c);
+#ifdef SSM_FUZZ_CUDA
+    if (ctx != ctx_ref) gpu_leave(c);
+#endif
     watchdog(0);
     ++n_calls;
     if (verbose) fprintf(stderr, "  %s on %s -> %s %s\n", cur_op, ctxname, ssm_result_string(r), ssm_ctx_last_error(ctx));
@@ -441,6 +505,14 @@ static void run_both(ssm_ctx *c1, ssm_ctx *c2, fcall *c, runfn fn, int compare) 
     if (r1 == SSM_OK) ++n_ok;
     else ++n_err;
     if (r1 != r2) {
+#ifdef SSM_FUZZ_CUDA
+        /* what the CUDA backend does not run (f64, host-side index tools, topology updates) it
+           refuses by capability, after the same validation */
+        if (r1 == SSM_OK && r2 == SSM_ERROR_UNSUPPORTED) {
+            ++n_unsupported;
+            return;
+        }
+#endif
         /* the second context may run out of its caller-owned workspace; nothing else differs */
         if (!(r2 == SSM_ERROR_WORKSPACE_TOO_SMALL))
             finding("codes differ: reference %s (%s), %s %s (%s)", ssm_result_string(r1), ssm_ctx_last_error(c1),
@@ -512,7 +584,7 @@ static void lr_desc(fcall *c) {
 }
 static void gen_linrec(fcall *c, int backward) {
     int64_t S = dim(c, 3), T = dim(c, 17), n = dim_small(6), m = dim_small(4), shA[4], shB[4], sh0[3];
-    int vec = m == 1 && chance(40), i0, o;
+    int vec = m == 1 && chance(40), o;
     if (n == 0) n = 1;
     if (m == 0) m = 1;
     c->dt = pick_dt();
@@ -521,7 +593,7 @@ static void gen_linrec(fcall *c, int backward) {
     shB[0] = S, shB[1] = T, shB[2] = n, shB[3] = m;
     sh0[0] = S, sh0[1] = n, sh0[2] = m;
     plan(c, backward ? 8 : 5);
-    i0 = targ(c, "A", IN, c->dt, 4, shA, 0);
+    targ(c, "A", IN, c->dt, 4, shA, 0);
     if (!backward) {
         targ(c, "b", IN, c->dt, vec ? 3 : 4, shB, 0);
         targ(c, "h0", IN, c->dt, vec ? 2 : 3, sh0, 1);
@@ -543,7 +615,6 @@ static void gen_linrec(fcall *c, int backward) {
         if (chance(30)) c->a[7].null_ptr = 1;
         if (out_alias_planned(c)) alias(c, o, 3);
     }
-    (void)i0;
     /* keep the products tame: A ~ 1/sqrt(n) */
     {
         farg *a = &c->a[0];
@@ -979,7 +1050,7 @@ static ssm_result run_ws(ssm_ctx *x, fcall *c) {
     }
     if (r == SSM_OK) {
         int32_t lo = (int32_t)(bytes & 0x7FFFFFFF);
-        memcpy(c->a[0].t.data, &lo, 4);
+        host_put(c->a[0].t.data, &lo, 4);
         if (bytes > ((size_t)1 << 50) && q[0] < 100000 && q[1] < 100000 && q[2] < 100000 && q[3] < 100000)
             finding("%s workspace query answered %zu bytes for small sizes",
                     q[6] == 0 ? "linrec" : q[6] == 1 ? "proj" : "outchain", bytes);
@@ -1186,7 +1257,7 @@ static ssm_result run_dl_ws(ssm_ctx *x, fcall *c) {
     if (r == SSM_OK) {
         double es = c->dt.bits / 8.0, need = (q[6] == 2 ? (double)q[3] + (double)q[4] : (double)q[3] * (double)q[4]) * es;
         int32_t lo = (int32_t)(bytes & 0x7FFFFFFF);
-        memcpy(c->a[0].t.data, &lo, 4);
+        host_put(c->a[0].t.data, &lo, 4);
         if (q[2] > 0 && (q[0] > 0 || q[6] != 2) && (double)bytes < need)
             finding("delta workspace query answered %zu bytes, below the %.3g its state needs", bytes, need);
         if (bytes > ((size_t)1 << 50) && q[0] < 100000 && q[1] < 100000 && q[2] < 100000 && q[3] < 100000 && q[4] < 100000 &&
@@ -1209,7 +1280,6 @@ static void gen_dl_ws(fcall *c) {
     c->a[0].full = 0, c->a[0].role = INOUT;
 }
 
-static ssm_ctx *ctx_ref, *ctx_alt[3];
 
 /* the tensor helpers, names, desc building, ssm_ctx_create_ex on random configurations */
 static void fuzz_helpers(void) {
@@ -1261,6 +1331,24 @@ static void fuzz_helpers(void) {
     if (chance(30)) cfg.backend = &be;
 #ifdef SSM_FUZZ_BLAS
     else if (chance(50)) cfg.backend = ssm_blas_backend();
+#endif
+#ifdef SSM_FUZZ_CUDA
+    { /* nonsense CUDA configurations: a wrong ordinal, a workspace without bytes or bytes
+         without a workspace, a host pointer as the device workspace, out-of-range kernel
+         choices; ssm_cuda_set_stream on NULL and on a CPU context */
+        static ssm_cuda_config cc;
+        static unsigned char host_ws[256];
+        cc = ssm_cuda_config_init();
+        if (chance(20)) cc.device = (int)rint_(6) - 2;
+        if (chance(15)) cc.workspace = chance(50) ? (void *)host_ws : NULL, cc.workspace_bytes = (size_t)rint_(4) * 1000;
+        if (chance(15)) cc.decay_kernel = (int)rint_(6) - 1;
+        if (chance(15)) cc.decay_tile_cols = (int)rint_(20) - 2;
+        if (chance(15)) cc.decay_tile_steps = (int)rint_(12) - 2;
+        if (chance(15)) cc.linrec_tc_split = (int)rint_(5) - 1;
+        if (chance(60)) cfg.backend = ssm_cuda_backend(), cfg.backend_config = chance(90) ? &cc : NULL;
+        (void)ssm_cuda_set_stream(chance(50) ? NULL : ctx_ref, NULL);
+        n_calls += 1;
+    }
 #endif
     {
         int pass_cfg = chance(95);
@@ -1343,6 +1431,9 @@ static void one_iteration(uint64_t seed, uint64_t iter) {
     case OP_DL_WS: gen_dl_ws(&c); fn = run_dl_ws; break;
     default: gen_gemm(&c); fn = run_gemm; break;
     }
+#ifdef SSM_FUZZ_CUDA
+    if (op == OP_WS || op == OP_DL_WS) compare = 0; /* device workspace bytes are the backend's own */
+#endif
     describe(&c);
     if (verbose) fprintf(stderr, "[%llu] %s\n", (unsigned long long)iter, cur_what);
     ++op_calls[op];
@@ -1364,7 +1455,9 @@ static void print_stats(void) {
 
 static int setup(void) {
     ssm_ctx_config cfg = ssm_ctx_config_init();
+#if !defined(SSM_FUZZ_BLAS) && !defined(SSM_FUZZ_CUDA)
     static unsigned char small_ws[1 << 16];
+#endif
     cfg.allocator.alloc = cap_alloc, cfg.allocator.free = cap_free;
     if (ssm_ctx_create(&cfg, &ctx_ref) != SSM_OK) return 1;
 #ifdef SSM_FUZZ_BLAS
@@ -1379,12 +1472,27 @@ static int setup(void) {
             if (ssm_ctx_create(&cfg, &ctx_alt[i]) != SSM_OK) return 1;
         }
     }
+#elif defined(SSM_FUZZ_CUDA)
+    { /* default kernels; forced kernel variants; a caller-owned 64 KiB device workspace */
+        const size_t small_ws = (size_t)1 << 16;
+        ssm_cuda_config cc = ssm_cuda_config_init();
+        static void *dws;
+        int i;
+        cfg.backend = ssm_cuda_backend();
+        cfg.backend_config = &cc;
+        if (!dws && cudaMalloc(&dws, small_ws) != cudaSuccess) return 1;
+        for (i = 0; i < 3; ++i) {
+            cc = ssm_cuda_config_init();
+            if (i == 1) cc.decay_kernel = 2, cc.linrec_tc_split = 2;
+            if (i == 2) cc.workspace = dws, cc.workspace_bytes = small_ws;
+            if (ssm_ctx_create(&cfg, &ctx_alt[i]) != SSM_OK) return 1;
+        }
+    }
 #else
     if (ssm_ctx_create(&cfg, &ctx_alt[0]) != SSM_OK || ssm_ctx_create(&cfg, &ctx_alt[1]) != SSM_OK) return 1;
     cfg.workspace = small_ws, cfg.workspace_bytes = sizeof small_ws; /* a caller-owned workspace */
     if (ssm_ctx_create(&cfg, &ctx_alt[2]) != SSM_OK) return 1;
 #endif
-    (void)small_ws;
     return 0;
 }
 static void teardown(void) {
@@ -1436,7 +1544,8 @@ int main(int argc, char **argv) {
     }
     teardown();
     print_stats();
-    fprintf(stderr, "iterations %llu, calls OK %lld, calls refused %lld\n", (unsigned long long)(iter - first), n_ok, n_err);
+    fprintf(stderr, "iterations %llu, calls OK %lld (of which the second context refused as unsupported %lld), calls refused %lld\n",
+            (unsigned long long)(iter - first), n_ok, n_unsupported, n_err);
     printf("fuzz: %lld calls, %lld findings (seed %llu)\n", n_calls, n_findings, (unsigned long long)run_seed);
     return n_findings ? 1 : 0;
 }
