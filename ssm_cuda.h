@@ -312,6 +312,8 @@ static ssm_result ssm__cu_workspace_reserve(ssm_ctx *ctx, size_t bytes, void **p
     void *p = NULL;
     *ptr = s->ws, *capacity = s->ws_bytes;
     if (bytes <= s->ws_bytes) return SSM_OK;
+    if (bytes > SIZE_MAX - 255) /* the ops' sizing saturates here when sizes overflow */
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "ssm_cuda: workspace: the sizes overflow size_t");
     if (!s->ws_owned)
         return ssm_ctx_error(ctx, SSM_ERROR_WORKSPACE_TOO_SMALL,
                              "ssm_cuda: workspace: %zu bytes needed, the caller's buffer has %zu", bytes, s->ws_bytes);
@@ -1178,13 +1180,20 @@ static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     return ssm__cu_st(L->ctx)->smem_optin >= smem;
 }
 /* P, E and X of the three passes; L clamped as ssm__cu_lr_chunked_tc clamps it. */
+/* a * b saturating at SIZE_MAX (b < 0 too): plans may carry sizes whose products overflow, and
+   a SIZE_MAX workspace is refused. ssm.h's twin is private to its implementation's file. */
+static size_t ssm__cu_szmul(size_t a, int64_t b) {
+    if (b < 0 || a == SIZE_MAX || (b != 0 && a > SIZE_MAX / (uint64_t)b)) return SIZE_MAX;
+    return a * (size_t)b;
+}
+
 static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L) {
     int64_t nc;
     if (L > SSM__TC_LMAX) L = SSM__TC_LMAX;
     if (L < 1) L = 1;
-    nc = (T - 1 + L - 1) / L;
+    nc = (T - 1) / L + ((T - 1) % L != 0);
     if (nc < 1) nc = 1;
-    return (size_t)(S * nc * (SSM__TC_N * SSM__TC_N + 2 * SSM__TC_N)) * 4u;
+    return ssm__cu_szmul(ssm__cu_szmul((size_t)(SSM__TC_N * SSM__TC_N + 2 * SSM__TC_N) * 4u, S), nc); /* saturating */
 }
 
 /* Pass 1 (products, nc > 1), pass 2 (carries), pass 3 (states). The hi/lo split of the running
@@ -1273,7 +1282,7 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
         if (tc) p->chunk = 64;
         else if (p->method == SSM_LINREC_AUTO) {
             int64_t c = 16;
-            while (c * c < p->T) c *= 2;
+            while (c <= (p->T - 1) / c) c *= 2; /* c * c < T, without the product (T may be near 2^63) */
             p->chunk = c;
         }
     }
@@ -2026,8 +2035,10 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
         const ssm_linrec_plan *p = (const ssm_linrec_plan *)plan;
         size_t generic = 0, tc = 0;
         if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
-        if (p->chunk < p->T)
-            generic = 2 * (((size_t)(p->group * ((p->T - 1) / p->chunk) * p->n * p->n) * 4u + 255) & ~(size_t)255);
+        if (p->chunk < p->T) { /* saturating: a broadcast view may carry sizes whose product overflows */
+            generic = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, p->group), (p->T - 1) / p->chunk), p->n), p->n);
+            generic = generic > SIZE_MAX / 2 - 255 ? SIZE_MAX : 2 * ((generic + 255) & ~(size_t)255);
+        }
         if (p->dtype.bits == 16 && p->n == SSM__TC_N && p->m == 1) tc = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk);
         *bytes = generic > tc ? generic : tc;
         return SSM_OK;

@@ -506,9 +506,10 @@ static void run_both(ssm_ctx *c1, ssm_ctx *c2, fcall *c, runfn fn, int compare) 
     else ++n_err;
     if (r1 != r2) {
 #ifdef SSM_FUZZ_CUDA
-        /* what the CUDA backend does not run (f64, host-side index tools, topology updates) it
-           refuses by capability, after the same validation */
-        if (r1 == SSM_OK && r2 == SSM_ERROR_UNSUPPORTED) {
+        /* what the CUDA backend does not run it refuses by capability: f64 as INVALID_DTYPE
+           (its residency checks run first), whole host-side tools (index building, topology
+           updates) as UNSUPPORTED before their validation; either way nothing is written */
+        if (r2 == SSM_ERROR_UNSUPPORTED || (r2 == SSM_ERROR_INVALID_DTYPE && c->dt.bits == 64)) {
             ++n_unsupported;
             return;
         }

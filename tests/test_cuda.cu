@@ -600,6 +600,32 @@ static void suite_cuda_workspace(ssm_ctx *cu) {
         CHECK(ssm_linrec_workspace_size(cu, &d, SSM_F64, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_DTYPE, "f64 on CUDA");
         CHECK(ssm_decay_workspace_size(cu, &dd, SSM_F64, 1, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_DTYPE, "decay f64 on CUDA");
         CHECK(ssm_linrec_workspace_size(cu, &d, SSM_BF16, -3, 8, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_SHAPE, "S < 0");
+        /* sizes near 2^63 (a broadcast view carries them): AUTO's chunk rule once looped forever
+           on T = INT64_MAX and the chunked scratch product wrapped; now the query answers
+           (saturated, or refused), and an empty batch of such sequences runs */
+        for (int k = 0; k < 4; ++k) {
+            ssm_linrec_desc dh = ssm_linrec_desc_init();
+            ssm_result r;
+            dh.method = k < 2 ? SSM_LINREC_AUTO : SSM_LINREC_CHUNKED;
+            bytes = 0;
+            r = ssm_linrec_workspace_size(cu, &dh, k & 1 ? SSM_F16 : SSM_F32, 1 + (k & 1) * ((int64_t)1 << 40), INT64_MAX,
+                                          64, 1, k & 1, &bytes);
+            CHECK(r == SSM_ERROR_INVALID_SHAPE || (r == SSM_OK && bytes > ((size_t)1 << 40)),
+                  "huge T, case %d: %s, %zu bytes", k, ssm_result_string(r), bytes);
+        }
+        {
+            int64_t sA[4] = {0, INT64_MAX, 6, 6}, sb[4] = {0, INT64_MAX, 6, 1};
+            int64_t stA[4] = {INT64_MAX, 36, 6, 1}, stb[4] = {INT64_MAX, 6, 1, 1};
+            float *dev = NULL;
+            cudaMalloc((void **)&dev, 256);
+            ssm_tensor A = ssm_tensor_make(dev, SSM_F32, ssm_cuda_device(0), 4, sA, stA);
+            ssm_tensor h = ssm_tensor_make(dev, SSM_F32, ssm_cuda_device(0), 4, sb, stb);
+            ssm_tensor dA = ssm_tensor_make(dev + 8, SSM_F32, ssm_cuda_device(0), 4, sA, stA);
+            ssm_tensor db = ssm_tensor_make(dev + 16, SSM_F32, ssm_cuda_device(0), 4, sb, stb);
+            CHECK_OK(ssm_linrec_backward(cu, &d, &A, NULL, &h, &h, NULL, &dA, &db, NULL), cu);
+            CHECK_OK(ssm_linrec_forward(cu, &d, &A, &h, NULL, &db, NULL), cu);
+            cudaFree(dev);
+        }
     }
     {
         struct { ssm_dtype dt; ssm_linrec_method m; int64_t S, T, n, m_; } cs[3] = {
