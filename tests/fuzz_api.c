@@ -66,6 +66,13 @@ static uint64_t rnd(void) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     return rng_s = x;
 }
+/* splitmix64's finaliser: iteration states of nearby seeds and iterations share nothing. */
+static uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
 static int64_t rint_(int64_t n) { return n <= 0 ? 0 : (int64_t)(rnd() % (uint64_t)n); } /* [0, n) */
 static int chance(int pct) { return rint_(100) < pct; }
 static double runif(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() >> 11) / 9007199254740992.0; }
@@ -1394,7 +1401,7 @@ static void one_iteration(uint64_t seed, uint64_t iter) {
     int op;
     runfn fn = NULL;
     int compare = 1;
-    rng_s = (seed ^ (iter * 0x9E3779B97F4A7C15ull)) | 1;
+    rng_s = mix64(mix64(seed) ^ iter) | 1; /* every seed bit counts (seed ^ ... | 1 lost bit 0) */
     rnd(), rnd();
     cur_iter = iter;
     memset(&c, 0, sizeof c);
