@@ -4058,7 +4058,7 @@ static ssm_result ssm__delta_check_cu(ssm_ctx *ctx, const char *op, const ssm_te
             return ssm_ctx_error(ctx, SSM_ERROR_INVALID_STRIDE,
                                  "%s: cu_seqlens has a size and stride that reach outside the address space", op);
     }
-    if (!ssm__host_resident(cu) && ctx->backend->check_tensor)
+    if (ctx->backend->check_tensor) /* also a host-resident one: it is read on the host below */
         SSM__TRY(ctx->backend->check_tensor(ctx, op, "cu_seqlens", cu));
     if (p->B != 1)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: with cu_seqlens the batch B must be 1, got %lld",

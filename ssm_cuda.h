@@ -367,6 +367,14 @@ static ssm_result ssm__cu_check_tensor(ssm_ctx *ctx, const char *op, const char 
     cudaPointerAttributes at;
     cudaError_t e;
     if (!t || !t->data || ssm_tensor_numel(t) == 0) return SSM_OK;
+    if (t->device.type != SSM_DEVICE_CUDA) { /* host-resident (cu_seqlens): ssm.h reads it on the host */
+        e = cudaPointerGetAttributes(&at, t->data);
+        if (e != cudaSuccess) cudaGetLastError();
+        else if (at.type == cudaMemoryTypeDevice)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: %s (%p) is device memory tagged as device type %d",
+                                 op, name, t->data, (int)t->device.type);
+        return SSM_OK;
+    }
     if (t->device.id != s->device)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: %s is on cuda:%d, the context works on cuda:%d", op,
                              name, (int)t->device.id, s->device);
@@ -4011,9 +4019,34 @@ template <class E> static ssm__dl_ws<E> ssm__dl_ws_of(const ssm__dl_sizes &s, ch
     return w;
 }
 /* cu_seqlens (i32 or i64, any stride) as int64 in the workspace, and the chunk offsets. */
-__global__ void ssm__dl_cu_kernel(const char *raw, int bits, int N, int64_t *cu) {
-    for (int i = threadIdx.x; i <= N; i += blockDim.x)
-        cu[i] = bits == 64 ? ((const int64_t *)raw)[i] : (int64_t)((const int32_t *)raw)[i];
+/* Device-resident offsets are never read on the host, so nothing validated them: the staged
+   copy is forced into the contract (0 first, T last, each clamped to [0, T], a running maximum
+   so none decreases). Valid offsets pass unchanged; invalid ones give unspecified results, but
+   every access stays inside the tensors. One block of 256 threads; a Hillis-Steele max-scan per
+   256 offsets with the carry between them. */
+__global__ void __launch_bounds__(256) ssm__dl_cu_kernel(const char *raw, int bits, int N, int64_t T, int64_t *cu) {
+    __shared__ int64_t sh[256];
+    const int t = threadIdx.x;
+    int64_t carry = 0;
+    for (int base = 0; base <= N; base += 256) {
+        const int i = base + t;
+        int64_t v = 0;
+        if (i <= N) {
+            v = bits == 64 ? ((const int64_t *)raw)[i] : (int64_t)((const int32_t *)raw)[i];
+            v = i == 0 ? 0 : i == N ? T : v < 0 ? 0 : v > T ? T : v;
+        }
+        sh[t] = v;
+        __syncthreads();
+        for (int o = 1; o < 256; o <<= 1) {
+            const int64_t u = t >= o ? sh[t - o] : 0;
+            __syncthreads();
+            if (u > sh[t]) sh[t] = u;
+            __syncthreads();
+        }
+        if (i <= N) cu[i] = sh[t] > carry ? sh[t] : carry;
+        if (sh[255] > carry) carry = sh[255];
+        __syncthreads();
+    }
 }
 /* V block: 64 when that still gives a CTA per multiprocessor, else 32 (more CTAs in flight). */
 static int ssm__dl_pick_vb(int N, int H, int V, int sms) {
@@ -4192,7 +4225,7 @@ static ssm_result ssm__dl_stage_cu(ssm_ctx *ctx, const ssm_delta_plan *p, const 
     int64_t *cu64 = (int64_t *)(ws + s.off[13]);
     cudaMemcpyKind kind = (cu->device.type == SSM_DEVICE_CUDA) ? cudaMemcpyDeviceToDevice : cudaMemcpyDefault;
     SSM__CU_CHECK(ctx, cudaMemcpy2DAsync(raw, eb, cu->data, (size_t)p->cu_stride * eb, eb, (size_t)p->N + 1, kind, st->stream));
-    ssm__dl_cu_kernel<<<1, 256, 0, st->stream>>>(raw, p->cu_bits, (int)p->N, cu64);
+    ssm__dl_cu_kernel<<<1, 256, 0, st->stream>>>(raw, p->cu_bits, (int)p->N, p->T, cu64);
     SSM__CU_LAUNCHED(ctx, "ssm__dl_cu_kernel");
     a->cu = cu64;
     return SSM_OK;
