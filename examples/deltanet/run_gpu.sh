@@ -10,6 +10,10 @@ LOG=$OUT/${1}.log
 exec > >(tee -a "$LOG") 2>&1
 echo "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit ${SSMH_COMMIT:-?}"
 PKG=/tmp/pyssmh; FLA=/tmp/fla
+# a package built elsewhere for this GPU (nvcc sm_90, SSMH_CFLAGS=-O2) may come along as $SSMH_PREBUILT
+if [ -n "${SSMH_PREBUILT:-}" ] && PYTHONPATH=$SSMH_PREBUILT python3 -c "import torch, ssmh; assert ssmh.HAS_CUDA"; then
+  PKG=$SSMH_PREBUILT; echo "== using the prebuilt package $PKG"
+fi
 if [ ! -f $PKG/ssmh/__init__.py ]; then
   t=$(date +%s)
   SSMH_CUDA=1 SSMH_CUDA_ARCHS=90 python3 -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --target $PKG . >$OUT/pip.log 2>&1 || { tail -30 $OUT/pip.log; exit 1; }
