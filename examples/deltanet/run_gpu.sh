@@ -44,7 +44,7 @@ elif [ "$mode" = train ]; then
     echo "== train $s $args"; t=$(date +%s)
     python3 $EX/train.py --solver $s --out $OUT/deltanet_train.jsonl --ckpt /tmp/ckpt_$s.pt $args 2>&1 | grep -v '"kind": "train"' | tail -40
     echo "== $s took $(( $(date +%s) - t )) s"
-    if [ -f /tmp/ckpt_$s.pt ]; then
+    if [ -f /tmp/ckpt_$s.pt ] && [ -z "${NO_SAMPLE:-}" ]; then
       python3 $EX/sample.py --ckpt /tmp/ckpt_$s.pt --prompt "And God said" --n 300 --top-k 1 >> $OUT/samples.txt 2>&1
       python3 $EX/sample.py --ckpt /tmp/ckpt_$s.pt --prompt "In the beginning" --n 300 --top-k 5 --seed 0 >> $OUT/samples.txt 2>&1
     fi
