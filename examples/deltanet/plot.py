@@ -43,8 +43,9 @@ def main(path, outdir):
             ax.plot(x, y, "o-", color=c, ms=3, lw=1.5, label=f"{LABEL[s]} val")
     ax.set_xlabel("step (32 x 2048 tokens)")
     ax.set_ylabel("loss (nats / byte)")
-    any_s = next(iter(summ.values()), {})
-    ax.set_title(f"DeltaNet 6x256 on the KJV, bytes; {any_s.get('device', '')}, commit {any_s.get('commit', '')}")
+    devs = sorted({r["device"] for r in summ.values()})
+    commits = sorted({r["commit"] for r in summ.values()})
+    ax.set_title(f"DeltaNet 6x256 on the KJV, bytes; {', '.join(devs)}, commit {', '.join(commits)}")
     ax.set_ylim(top=min(3.0, ax.get_ylim()[1]))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -69,7 +70,8 @@ def main(path, outdir):
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "deltanet_speed_mem.png"), dpi=120)
 
-    common = min(max(e[0] for e in evals[s]) for s in names if evals[s]) if names else 0
+    steps = [set(e[0] for e in evals[s]) for s in names if evals[s]]
+    common = max(set.intersection(*steps)) if steps and set.intersection(*steps) else 0
     print(f"| solver | impl | chains | micro | steps | ms/step | tokens/s | peak GiB | val ppl @ {common} | "
           "val ppl @ end |")
     print("|---|---|---|---|---|---|---|---|---|---|")
