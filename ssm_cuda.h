@@ -4303,6 +4303,10 @@ static const ssm_backend ssm__cuda_backend = {
     /* .delta_workspace = */ ssm__cu_delta_workspace,
     /* .bell_forward = */ ssm__cu_bell_forward,
     /* .bell_backward = */ ssm__cu_bell_backward,
+    /* .proj_forward = */ NULL,
+    /* .proj_backward = */ NULL,
+    /* .outchain_forward = */ NULL,
+    /* .outchain_backward = */ NULL,
     /* .reserved = */ {NULL}};
 
 extern "C" SSMDEF const ssm_backend *ssm_cuda_backend(void) { return &ssm__cuda_backend; }
