@@ -8,6 +8,8 @@
      >>linrec      dense linear recurrence: fused kernel, tensor-core chunked path, slots
      >>decay       decay scan: look-back and tiled kernels
      >>bell        block-ELL sparse linear layer: gather-GEMM forward / dx, SDDMM dvalues
+     >>proj        projection chains: the epilogue-fused GEMM, the backward passes
+     >>outchain    output chain: norm-and-gate pass, cuBLAS o_proj
      >>delta       delta rule: chunked WY/UT forward / backward, recurrent, decode step
      >>backend     the backend table
 
@@ -41,8 +43,10 @@
      for B = 16, 32, 64 (f16/bf16 on tensor cores, f32 in f32 on CUDA cores; the index ops and
      the topology ops read col_idx on the host and need a CPU context). The delta rule runs on
      the GPU for DeltaNet and Gated DeltaNet (n_h = 1; f32, f16, bf16); DeltaProduct (n_h > 1)
-     and the f32 backward with K > 64 answer SSM_ERROR_UNSUPPORTED. Projection and output
-     chains have no CUDA path (UNSUPPORTED). Calls are asynchronous on the context's stream; errors
+     and the f32 backward with K > 64 answer SSM_ERROR_UNSUPPORTED. Projection chains run as
+     one mma.sync GEMM with every segment's epilogue in its tile (f16 / bf16; f32 and other
+     layouts: cuBLAS + epilogue passes), output chains as a norm pass + cuBLAS (the proj and
+     outchain sections below). Calls are asynchronous on the context's stream; errors
      that can be found before launch (shapes, dtypes, host pointers, wrong device, misaligned
      data) return an error and write nothing. CUDA / cuBLAS failures return SSM_ERROR_BACKEND
      with the native error string in ssm_ctx_last_error().
@@ -353,10 +357,14 @@ static int ssm__cu_dt(ssm_dtype t) { return t.bits == 32 ? 0 : (t.code == SSM_DT
 
 /* linrec (any method: the generic ones run on gemm + copy) and the decay scan. */
 static int ssm__cu_supports(const ssm_ctx *ctx, ssm_op op, const void *plan) {
-    (void)ctx, (void)plan;
+    (void)ctx;
     return op == SSM_OP_LINREC_FORWARD || op == SSM_OP_LINREC_BACKWARD || op == SSM_OP_DECAY_FORWARD ||
            op == SSM_OP_DECAY_BACKWARD || op == SSM_OP_BELL_FORWARD || op == SSM_OP_BELL_BACKWARD ||
-           op == SSM_OP_DELTA_FORWARD || op == SSM_OP_DELTA_BACKWARD || op == SSM_OP_DELTA_STEP;
+           op == SSM_OP_DELTA_FORWARD || op == SSM_OP_DELTA_BACKWARD || op == SSM_OP_DELTA_STEP ||
+           ((op == SSM_OP_PROJ_FORWARD || op == SSM_OP_PROJ_BACKWARD) && plan &&
+            ((const ssm_proj_plan *)plan)->dtype.bits != 64) ||
+           ((op == SSM_OP_OUTCHAIN_FORWARD || op == SSM_OP_OUTCHAIN_BACKWARD) && plan &&
+            ((const ssm_outchain_plan *)plan)->dtype.bits != 64);
 }
 
 /* The check_tensor slot: device id, element alignment, and device (or managed) memory. */
@@ -2016,8 +2024,18 @@ static size_t ssm__cu_decay_ws(const ssm_decay_plan *d) {
 
 /* The workspace_size slot: the decay scans, and the method scratch of the chunked kernels
    (the generic chunked figure, or the tensor-core path's when that is larger). */
+static size_t ssm__pj_ws(const ssm_proj_plan *p);
+static size_t ssm__oc_cu_ws(const ssm_outchain_plan *p);
 static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const void *plan, size_t *bytes) {
     (void)ctx;
+    if (op == SSM_OP_PROJ_FORWARD || op == SSM_OP_PROJ_BACKWARD) {
+        *bytes = ssm__pj_ws((const ssm_proj_plan *)plan);
+        return SSM_OK;
+    }
+    if (op == SSM_OP_OUTCHAIN_FORWARD || op == SSM_OP_OUTCHAIN_BACKWARD) {
+        *bytes = ssm__oc_cu_ws((const ssm_outchain_plan *)plan);
+        return SSM_OK;
+    }
     if (op == SSM_OP_DECAY_FORWARD || op == SSM_OP_DECAY_BACKWARD) {
         *bytes = ssm__cu_decay_ws((const ssm_decay_plan *)plan);
         return SSM_OK;
@@ -2933,6 +2951,658 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
                                                                                    dbias->strides[0], dt);
         SSM__CU_LAUNCHED(ctx, "ssm__bl_dbias_kernel");
     }
+    return SSM_OK;
+}
+
+/* >>proj ---- fused projection chains ------------------------------------------------------ */
+/* ---- projection chains: one GEMM with every segment's epilogue in its tile ------------------
+
+   Forward, 16-bit (f16 / bf16) with x and W K-contiguous (rows 16-byte aligned, K % 8 == 0):
+   ssm__pj_fused_kernel, a 128 x 128 x 32 mma.sync tile (m16n8k16, f32 accumulation; 8 warps
+   of 64 x 32, a 4-deep cp.async ring). Its epilogue stages the f32 tile in shared memory (the
+   ring's space) and each warp finishes 16 rows: bias, pre (SAVE_PRE), the activation, then the
+   per-head L2 norm of every head that lies inside the tile (heads of >= 32 columns: a warp
+   reduction; smaller ones: a per-column sum), and writes y once. Heads that straddle two tiles
+   (a segment starting off a 128-column boundary, or a head width that does not divide 128) get
+   a second pass over y (ssm__pj_l2_kernel) - with widths 64 / 128 and 128-aligned segments
+   there is none. Every reduction runs in a fixed order: results do not depend on the launch.
+   Everything else (f32, other layouts, UNFUSED) runs the GEMM on the gemm slot (cuBLAS: f32
+   stays f32-accurate, no TF32) into y, then the epilogue as one elementwise pass and one L2
+   pass over y; UNFUSED does that per segment (the usual layer code, for comparison).
+   Backward: z (pre, or recomputed by one GEMM into the dPre scratch), one pass computing
+   every activation and L2 derivative into dPre (a warp per row) and the decay gates' dA_log
+   terms, then one dX and one dW GEMM over the whole width (cuBLAS; per segment when
+   UNFUSED); dbias and dA_log are column sums in a fixed order (per-chunk partials, then a
+   sum over chunks): no atomics, deterministic. */
+
+#define SSM__PJ_BM 128
+#define SSM__PJ_BN 128
+#define SSM__PJ_BK 32
+#define SSM__PJ_LD 40 /* padded smem row (halfs): 80 bytes, conflict-free ldmatrix */
+#define SSM__PJ_NST 4
+#define SSM__PJ_CLD (SSM__PJ_BN + 4) /* f32 epilogue tile row */
+#define SSM__PJ_SMEM (SSM__PJ_NST * (SSM__PJ_BM + SSM__PJ_BN) * SSM__PJ_LD * 2)
+
+/* The segments as the kernels see them (by value: a few hundred bytes of kernel parameters). */
+typedef struct ssm__pj_segs {
+    int n;
+    int act[SSM_PROJ_MAX_SEGMENTS], bias[SSM_PROJ_MAX_SEGMENTS];
+    float param[SSM_PROJ_MAX_SEGMENTS];
+    int64_t c0[SSM_PROJ_MAX_SEGMENTS + 1], g0[SSM_PROJ_MAX_SEGMENTS], l2[SSM_PROJ_MAX_SEGMENTS];
+} ssm__pj_segs;
+
+typedef struct ssm__pj_vec { /* a vector operand: element i at p[i * s] (p NULL: absent) */
+    const void *p;
+    int64_t s;
+} ssm__pj_vec;
+
+typedef struct ssm__pj_mat { /* a 2-D operand: element (r, c) at p[r * rs + c * cs] */
+    void *p;
+    int64_t rs, cs;
+} ssm__pj_mat;
+
+__device__ __forceinline__ float ssm__pj_sigmoid(float z) { return 1.f / (1.f + expf(-z)); }
+__device__ __forceinline__ float ssm__pj_softplus(float z) { return fmaxf(z, 0.f) + log1pf(expf(-fabsf(z))); }
+
+/* act(z) and its derivative (ssm.h's ssm__proj_act in f32). */
+__device__ __forceinline__ float ssm__pj_act(int a, float param, float alog, float z, float *df) {
+    float s, t;
+    switch (a) {
+    case SSM_PROJ_SILU: s = ssm__pj_sigmoid(z); *df = s * (1.f + z * (1.f - s)); return z * s;
+    case SSM_PROJ_SIGMOID: s = ssm__pj_sigmoid(z); *df = s * (1.f - s); return s;
+    case SSM_PROJ_SIGMOID2: s = ssm__pj_sigmoid(z); *df = 2.f * s * (1.f - s); return 2.f * s;
+    case SSM_PROJ_LOGSIGMOID: *df = ssm__pj_sigmoid(-z) / param; return -ssm__pj_softplus(-z) / param;
+    case SSM_PROJ_SOFTPLUS: *df = ssm__pj_sigmoid(z); return ssm__pj_softplus(z);
+    case SSM_PROJ_RELU: *df = z > 0.f ? 1.f : 0.f; return fmaxf(z, 0.f);
+    case SSM_PROJ_GELU_TANH: {
+        const float k = 0.7978845608028654f, c = 0.044715f;
+        t = tanhf(k * (z + c * z * z * z));
+        *df = 0.5f * (1.f + t) + 0.5f * z * (1.f - t * t) * k * (1.f + 3.f * c * z * z);
+        return 0.5f * z * (1.f + t);
+    }
+    case SSM_PROJ_DECAY_GATE: s = -expf(alog); *df = s * ssm__pj_sigmoid(z); return s * ssm__pj_softplus(z);
+    case SSM_PROJ_SOFTCAP: t = tanhf(z / param); *df = 1.f - t * t; return param * t;
+    default: *df = 1.f; return z;
+    }
+}
+
+__device__ __forceinline__ int ssm__pj_seg_of(const ssm__pj_segs &sg, int64_t c) {
+    int s = 0;
+    while (s + 1 < sg.n && c >= sg.c0[s + 1]) ++s;
+    return s;
+}
+
+__device__ __forceinline__ float ssm__pj_wsum(float v) { /* butterfly: the same order on every lane */
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <int BF>
+__global__ void __launch_bounds__(256, 2) ssm__pj_fused_kernel(int64_t M, int64_t N, int64_t K, const unsigned short *x,
+                                                               int64_t xs, const unsigned short *W, int64_t wsr,
+                                                               ssm__pj_segs sg, ssm__pj_vec bias, ssm__pj_vec alog,
+                                                               ssm__pj_mat y, ssm__pj_mat pre, float eps) {
+    extern __shared__ uint4 ssm__pj_smem[];
+    unsigned short *sm = (unsigned short *)ssm__pj_smem;
+    float *Cs = (float *)ssm__pj_smem;
+    __shared__ float colb[SSM__PJ_BN], cola[SSM__PJ_BN], colp[SSM__PJ_BN];
+    __shared__ int colact[SSM__PJ_BN], colh[SSM__PJ_BN], colhd[SSM__PJ_BN], heads[SSM__PJ_BN], nheads;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
+    const int64_t m0 = (int64_t)blockIdx.y * SSM__PJ_BM, n0 = (int64_t)blockIdx.x * SSM__PJ_BN;
+    const int nk = (int)((K + SSM__PJ_BK - 1) / SSM__PJ_BK);
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+
+    /* one stage: 128 rows of x and of W, 32 k each, 16 bytes a cp.async (zero-filled past M, N, K) */
+#define SSM__PJ_LOAD(stage, kt)                                                                          \
+    do {                                                                                                 \
+        unsigned short *as_ = sm + (stage) * (SSM__PJ_BM + SSM__PJ_BN) * SSM__PJ_LD;                     \
+        unsigned short *bs_ = as_ + SSM__PJ_BM * SSM__PJ_LD;                                             \
+        const int64_t k0_ = (int64_t)(kt) * SSM__PJ_BK;                                                  \
+        _Pragma("unroll") for (int i_ = 0; i_ < 2; ++i_) {                                               \
+            const int id_ = tid + 256 * i_, r_ = id_ >> 2, c8_ = (id_ & 3) * 8;                           \
+            const bool kok_ = k0_ + c8_ < K;                                                             \
+            const bool aok_ = kok_ && m0 + r_ < M, bok_ = kok_ && n0 + r_ < N;                            \
+            ssm__cu_dkt_cp<16>(as_ + r_ * SSM__PJ_LD + c8_, x + (aok_ ? (m0 + r_) * xs + k0_ + c8_ : 0), aok_); \
+            ssm__cu_dkt_cp<16>(bs_ + r_ * SSM__PJ_LD + c8_, W + (bok_ ? (n0 + r_) * wsr + k0_ + c8_ : 0), bok_); \
+        }                                                                                                \
+    } while (0)
+
+#pragma unroll
+    for (int s = 0; s < SSM__PJ_NST - 1; ++s) {
+        if (s < nk) SSM__PJ_LOAD(s, s);
+        ssm__cu_dkt_commit();
+    }
+    /* the tile's columns: segment, bias, A_log, head (while the first stages load) */
+    if (tid < SSM__PJ_BN) {
+        const int64_t c = n0 + tid;
+        int act = 0, h = -1, hd = 0;
+        float b = 0.f, al = 0.f, p = 1.f;
+        if (c < N) {
+            const int s = ssm__pj_seg_of(sg, c);
+            act = sg.act[s], p = sg.param[s];
+            if (sg.bias[s]) b = ssm__cu_ld(bias.p, BF ? 2 : 1, c * bias.s);
+            if (act == SSM_PROJ_DECAY_GATE) al = ssm__cu_ld(alog.p, BF ? 2 : 1, (sg.g0[s] + c - sg.c0[s]) * alog.s);
+            if (sg.l2[s] > 0) {
+                const int64_t hs = sg.c0[s] + (c - sg.c0[s]) / sg.l2[s] * sg.l2[s];
+                hd = (int)sg.l2[s];
+                h = hs >= n0 && hs + sg.l2[s] <= n0 + SSM__PJ_BN ? (int)(hs - n0) : -2; /* -2: straddles */
+            }
+        }
+        colact[tid] = act, colp[tid] = p, colb[tid] = b, cola[tid] = al, colh[tid] = h, colhd[tid] = hd;
+    }
+    __syncthreads();
+    if (tid == 0) { /* heads of >= 32 columns inside the tile, in column order */
+        int n = 0;
+        for (int j = 0; j < SSM__PJ_BN; ++j)
+            if (colh[j] == j && colhd[j] >= 32) heads[n++] = j;
+        nheads = n;
+    }
+
+    for (int kt = 0; kt < nk; ++kt) {
+        ssm__cu_dkt_wait<SSM__PJ_NST - 2>();
+        __syncthreads();
+        if (kt + SSM__PJ_NST - 1 < nk) SSM__PJ_LOAD((kt + SSM__PJ_NST - 1) % SSM__PJ_NST, kt + SSM__PJ_NST - 1);
+        ssm__cu_dkt_commit();
+        const unsigned short *as = sm + (kt % SSM__PJ_NST) * (SSM__PJ_BM + SSM__PJ_BN) * SSM__PJ_LD;
+        const unsigned short *bs = as + SSM__PJ_BM * SSM__PJ_LD;
+#pragma unroll
+        for (int kk = 0; kk < SSM__PJ_BK / 16; ++kk) {
+            unsigned a[4][4], b[2][4];
+#pragma unroll
+            for (int mi = 0; mi < 4; ++mi)
+                ssm__tc_ldm4(a[mi], as + (wm * 64 + mi * 16 + (lane & 15)) * SSM__PJ_LD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+            for (int np = 0; np < 2; ++np)
+                ssm__tc_ldm4(b[np], bs + (wn * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * SSM__PJ_LD + kk * 16 +
+                                        (((lane >> 3) & 1) << 3));
+#pragma unroll
+            for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+                for (int np = 0; np < 2; ++np) {
+                    ssm__tc_mma<BF>(acc[mi][np * 2], a[mi], b[np][0], b[np][1]);
+                    ssm__tc_mma<BF>(acc[mi][np * 2 + 1], a[mi], b[np][2], b[np][3]);
+                }
+        }
+    }
+#undef SSM__PJ_LOAD
+    ssm__cu_dkt_wait<0>();
+    __syncthreads();
+    /* the f32 tile into shared memory (over the ring) */
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+        for (int nj = 0; nj < 4; ++nj) {
+            const int r = wm * 64 + mi * 16 + (lane >> 2), c = wn * 32 + nj * 8 + 2 * (lane & 3);
+            Cs[r * SSM__PJ_CLD + c] = acc[mi][nj][0], Cs[r * SSM__PJ_CLD + c + 1] = acc[mi][nj][1];
+            Cs[(r + 8) * SSM__PJ_CLD + c] = acc[mi][nj][2], Cs[(r + 8) * SSM__PJ_CLD + c + 1] = acc[mi][nj][3];
+        }
+    __syncthreads();
+    const int nh = nheads;
+    for (int i = 0; i < SSM__PJ_BM / 8; ++i) { /* warp `warp` finishes rows warp * 16 + i */
+        const int r = warp * (SSM__PJ_BM / 8) + i;
+        const int64_t m = m0 + r;
+        float *row = Cs + r * SSM__PJ_CLD, yv[4];
+        if (m >= M) break;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int j = lane + 32 * q;
+            float df, z = row[j] + colb[j];
+            if (pre.p && n0 + j < N) ssm__cu_stv(pre.p, BF ? 2 : 1, m * pre.rs + (n0 + j) * pre.cs, z);
+            row[j] = ssm__pj_act(colact[j], colp[j], cola[j], z, &df);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < 4; ++q) { /* small heads: each column sums its head (same order for all) */
+            const int j = lane + 32 * q, h = colh[j], hd = colhd[j];
+            yv[q] = row[j];
+            if (h >= 0 && hd < 32) {
+                float ss = 0.f;
+                for (int t = 0; t < hd; ++t) ss += row[h + t] * row[h + t];
+                yv[q] *= 1.f / sqrtf(ss + eps);
+            }
+        }
+        for (int e = 0; e < nh; ++e) { /* heads of >= 32 columns: a warp reduction each */
+            const int h = heads[e], hd = colhd[h];
+            float ss = 0.f;
+            for (int j = h + lane; j < h + hd; j += 32) ss += row[j] * row[j];
+            ss = 1.f / sqrtf(ssm__pj_wsum(ss) + eps);
+            for (int j = h + lane; j < h + hd; j += 32) row[j] *= ss;
+        }
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int j = lane + 32 * q;
+            if (n0 + j >= N) continue;
+            ssm__cu_stv(y.p, BF ? 2 : 1, m * y.rs + (n0 + j) * y.cs, (colh[j] >= 0 && colhd[j] < 32) ? yv[q] : row[j]);
+        }
+    }
+}
+
+/* The epilogue without L2 as one pass over columns [ca, cb) of y (which holds x W^T there). */
+__global__ void ssm__pj_act_kernel(int64_t M, int64_t ca, int64_t cb, int dt, ssm__pj_segs sg, ssm__pj_vec bias,
+                                   ssm__pj_vec alog, ssm__pj_mat y, ssm__pj_mat pre) {
+    const int64_t w = cb - ca, total = M * w;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / w, c = ca + i % w;
+        const int s = ssm__pj_seg_of(sg, c);
+        float df, z = ssm__cu_ld(y.p, dt, r * y.rs + c * y.cs), al = 0.f;
+        if (sg.bias[s]) z += ssm__cu_ld(bias.p, dt, c * bias.s);
+        if (pre.p) ssm__cu_stv(pre.p, dt, r * pre.rs + c * pre.cs, z);
+        if (sg.act[s] == SSM_PROJ_DECAY_GATE) al = ssm__cu_ld(alog.p, dt, (sg.g0[s] + c - sg.c0[s]) * alog.s);
+        ssm__cu_stv(y.p, dt, r * y.rs + c * y.cs, ssm__pj_act(sg.act[s], sg.param[s], al, z, &df));
+    }
+}
+
+/* Per-head L2 norm of segment s over y's activations, a warp per (row, head); straddle = 1:
+   only the heads the fused kernel's tiles cut. */
+__global__ void ssm__pj_l2_kernel(int64_t M, int64_t c0, int64_t nh, int64_t hd, int straddle, int dt, ssm__pj_mat y,
+                                  float eps) {
+    const int lane = threadIdx.x & 31;
+    const int64_t nw = M * nh;
+    for (int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < nw;
+         w += ((int64_t)gridDim.x * blockDim.x) >> 5) {
+        const int64_t r = w / nh, hs = c0 + (w % nh) * hd;
+        float ss = 0.f;
+        if (straddle && hs / SSM__PJ_BN == (hs + hd - 1) / SSM__PJ_BN) continue;
+        for (int64_t c = hs + lane; c < hs + hd; c += 32) {
+            const float v = ssm__cu_ld(y.p, dt, r * y.rs + c * y.cs);
+            ss += v * v;
+        }
+        ss = 1.f / sqrtf(ssm__pj_wsum(ss) + eps);
+        for (int64_t c = hs + lane; c < hs + hd; c += 32)
+            ssm__cu_stv(y.p, dt, r * y.rs + c * y.cs, ssm__cu_ld(y.p, dt, r * y.rs + c * y.cs) * ss);
+    }
+}
+
+/* dPre (compact [M, N] in dt) from z (pre, or x W^T already in dP plus the bias) and dy; the
+   decay gates' dA_log terms gy * a into ga [M, G] (f32). A warp per row, segment by segment. */
+__global__ void ssm__pj_dact_kernel(int64_t M, int64_t N, int64_t G, int dt, ssm__pj_segs sg, ssm__pj_vec bias,
+                                    ssm__pj_vec alog, ssm__pj_mat pre, ssm__pj_mat dy, void *dP, float *ga, float eps) {
+    const int lane = threadIdx.x & 31;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
+        for (int s = 0; s < sg.n; ++s) {
+            const int64_t c0 = sg.c0[s], c1 = sg.c0[s + 1], hd = sg.l2[s] > 0 ? sg.l2[s] : c1 - c0;
+            const int act = sg.act[s];
+            const float p = sg.param[s];
+#define SSM__PJ_Z(c)                                                                                              \
+    (pre.p ? ssm__cu_ld(pre.p, dt, r * pre.rs + (c) * pre.cs)                                                     \
+           : ssm__cu_ld(dP, dt, r * N + (c)) + (sg.bias[s] ? ssm__cu_ld(bias.p, dt, (c) * bias.s) : 0.f))
+#define SSM__PJ_AL(c) (act == SSM_PROJ_DECAY_GATE ? ssm__cu_ld(alog.p, dt, (sg.g0[s] + (c) - c0) * alog.s) : 0.f)
+            for (int64_t h = c0; h < c1; h += hd) {
+                float rn = 1.f, dot = 0.f, df, a;
+                if (sg.l2[s] > 0) { /* y = a rn: da = rn dy - rn^3 a (dy . a) */
+                    float ss = 0.f;
+                    for (int64_t c = h + lane; c < h + hd; c += 32) {
+                        a = ssm__pj_act(act, p, SSM__PJ_AL(c), SSM__PJ_Z(c), &df);
+                        ss += a * a, dot += a * ssm__cu_ld(dy.p, dt, r * dy.rs + c * dy.cs);
+                    }
+                    ss = ssm__pj_wsum(ss), dot = ssm__pj_wsum(dot);
+                    rn = 1.f / sqrtf(ss + eps);
+                }
+                for (int64_t c = h + lane; c < h + hd; c += 32) {
+                    float gy = ssm__cu_ld(dy.p, dt, r * dy.rs + c * dy.cs);
+                    a = ssm__pj_act(act, p, SSM__PJ_AL(c), SSM__PJ_Z(c), &df);
+                    if (sg.l2[s] > 0) gy = rn * gy - rn * rn * rn * a * dot;
+                    if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = gy * a;
+                    ssm__cu_stv(dP, dt, r * N + c, gy * df);
+                }
+            }
+#undef SSM__PJ_Z
+#undef SSM__PJ_AL
+        }
+}
+
+/* Column sums of a [rows, cols] matrix (row stride rs, unit column stride), in a fixed order:
+   part[k][c] = sum of chunk k's rows; then ssm__pj_colfin_kernel sums the chunks. */
+__global__ void ssm__pj_colsum_kernel(const void *src, int dt, int64_t rows, int64_t cols, int64_t rs, int64_t chunk,
+                                      float *part) {
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, r0 = (int64_t)blockIdx.y * chunk;
+    const int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
+    float s = 0.f;
+    if (c >= cols) return;
+    for (int64_t r = r0; r < r1; ++r) s += ssm__cu_ld(src, dt, r * rs + c);
+    part[blockIdx.y * cols + c] = s;
+}
+/* out[c * os] = sum_k part[k][c]; mask: 0 where column c's segment has no bias. */
+__global__ void ssm__pj_colfin_kernel(const float *part, int64_t nchunks, int64_t cols, void *out, int dt, int64_t os,
+                                      int mask, ssm__pj_segs sg) {
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    float s = 0.f;
+    if (c >= cols) return;
+    for (int64_t k = 0; k < nchunks; ++k) s += part[k * cols + c];
+    if (mask && !sg.bias[ssm__pj_seg_of(sg, c)]) s = 0.f;
+    ssm__cu_stv(out, dt, c * os, s);
+}
+
+static ssm__pj_segs ssm__pj_segs_of(const ssm_proj_plan *p) {
+    ssm__pj_segs g;
+    memset(&g, 0, sizeof g);
+    g.n = p->nseg;
+    for (int s = 0; s < p->nseg; ++s) {
+        g.act[s] = (int)p->seg[s].act, g.bias[s] = p->seg[s].bias, g.param[s] = (float)p->seg[s].param;
+        g.c0[s] = p->c0[s], g.g0[s] = p->g0[s], g.l2[s] = p->seg[s].l2_head;
+    }
+    g.c0[p->nseg] = p->c0[p->nseg];
+    return g;
+}
+static ssm__pj_mat ssm__pj_mat_of(const ssm_tensor *t) {
+    ssm__pj_mat m;
+    m.p = t ? t->data : NULL, m.rs = t ? t->strides[0] : 0, m.cs = t && t->ndim > 1 ? t->strides[1] : 0;
+    return m;
+}
+static ssm__pj_vec ssm__pj_vec_of(const ssm_tensor *t) {
+    ssm__pj_vec v;
+    v.p = t ? t->data : NULL, v.s = t ? t->strides[0] : 0;
+    return v;
+}
+static ssm_matrix_batch ssm__pj_mb(void *p, int64_t rs, int64_t cs) {
+    ssm_matrix_batch m;
+    memset(&m, 0, sizeof m);
+    m.ptr = p, m.rs = rs, m.cs = cs;
+    return m;
+}
+static size_t ssm__pj_al(size_t b) { return (b + 255) & ~(size_t)255; }
+/* rows per column-sum chunk: 256, more when the grid's y dimension would pass 65535 */
+static int64_t ssm__pj_chunk(int64_t rows) {
+    int64_t c = 256;
+    while ((rows + c - 1) / c > 65535) c *= 2;
+    return c;
+}
+
+/* Device scratch of a proj call: the backward's dPre [M, N], dA_log terms [M, G] and the
+   column-sum partials; the forward needs none. */
+static size_t ssm__pj_ws(const ssm_proj_plan *p) {
+    size_t es = (size_t)p->dtype.bits / 8u, nch;
+    if (p->op == SSM_OP_PROJ_FORWARD || p->M == 0) return 0;
+    nch = (size_t)((p->M + ssm__pj_chunk(p->M) - 1) / ssm__pj_chunk(p->M));
+    return ssm__pj_al((size_t)p->M * (size_t)p->N * es) + ssm__pj_al((size_t)p->M * (size_t)p->G * 4u) +
+           ssm__pj_al(nch * (size_t)(p->N + p->G) * 4u);
+}
+
+static ssm_result ssm__pj_colsums(ssm_ctx *ctx, const void *src, int dt, int64_t rows, int64_t cols, int64_t rs,
+                                  float *part, void *out, int odt, int64_t os, const ssm__pj_segs *mask) {
+    cudaStream_t st = ssm__cu_st(ctx)->stream;
+    const int64_t chunk = ssm__pj_chunk(rows), nch = (rows + chunk - 1) / chunk;
+    if (cols <= 0) return SSM_OK;
+    ssm__pj_colsum_kernel<<<dim3((unsigned)((cols + 255) / 256), (unsigned)nch), 256, 0, st>>>(src, dt, rows, cols, rs,
+                                                                                             chunk, part);
+    SSM__CU_LAUNCHED(ctx, "ssm__pj_colsum_kernel");
+    ssm__pj_colfin_kernel<<<(unsigned)((cols + 255) / 256), 256, 0, st>>>(part, nch, cols, out, odt, os, mask != NULL,
+                                                                          mask ? *mask : ssm__pj_segs());
+    SSM__CU_LAUNCHED(ctx, "ssm__pj_colfin_kernel");
+    return SSM_OK;
+}
+
+/* The fused kernel's conditions: 16-bit, K-contiguous x and W with 16-byte aligned rows. */
+static int ssm__pj_fusable(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W) {
+    return p->dtype.bits == 16 && p->path == SSM_PROJ_FUSED && p->K % 8 == 0 && p->K > 0 && x->strides[1] == 1 &&
+           W->strides[1] == 1 && x->strides[0] % 8 == 0 && W->strides[0] % 8 == 0 && !((uintptr_t)x->data & 15) &&
+           !((uintptr_t)W->data & 15) && (p->M + SSM__PJ_BM - 1) / SSM__PJ_BM <= 65535;
+}
+
+static ssm_result ssm__cu_proj_forward(ssm_ctx *ctx, const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W,
+                                       const ssm_tensor *bias, const ssm_tensor *A_log, ssm_tensor *y,
+                                       ssm_tensor *pre) {
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    const ssm__pj_segs sg = ssm__pj_segs_of(p);
+    const int dt = ssm__cu_dt(p->dtype);
+    const ssm__pj_mat my = ssm__pj_mat_of(y), mp = ssm__pj_mat_of(pre);
+    const ssm__pj_vec vb = ssm__pj_vec_of(bias), va = ssm__pj_vec_of(A_log);
+    const float eps = (float)p->l2_eps;
+    int s, fused;
+    if (p->M == 0) return SSM_OK;
+    fused = ssm__pj_fusable(p, x, W);
+    if (fused) {
+        dim3 grid((unsigned)((p->N + SSM__PJ_BN - 1) / SSM__PJ_BN), (unsigned)((p->M + SSM__PJ_BM - 1) / SSM__PJ_BM));
+        if (dt == 2) {
+            cudaFuncSetAttribute(ssm__pj_fused_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SSM__PJ_SMEM);
+            ssm__pj_fused_kernel<1><<<grid, 256, SSM__PJ_SMEM, st->stream>>>(
+                p->M, p->N, p->K, (const unsigned short *)x->data, x->strides[0], (const unsigned short *)W->data,
+                W->strides[0], sg, vb, va, my, mp, eps);
+        } else {
+            cudaFuncSetAttribute(ssm__pj_fused_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SSM__PJ_SMEM);
+            ssm__pj_fused_kernel<0><<<grid, 256, SSM__PJ_SMEM, st->stream>>>(
+                p->M, p->N, p->K, (const unsigned short *)x->data, x->strides[0], (const unsigned short *)W->data,
+                W->strides[0], sg, vb, va, my, mp, eps);
+        }
+        SSM__CU_LAUNCHED(ctx, "ssm__pj_fused_kernel");
+    }
+    for (s = 0; s < p->nseg; ++s) {
+        const int64_t c0 = p->c0[s], w = p->seg[s].width, hd = p->seg[s].l2_head;
+        if (!fused && (p->path == SSM_PROJ_UNFUSED || s == 0)) { /* the GEMM: per segment, or once */
+            const int64_t cw = p->path == SSM_PROJ_UNFUSED ? w : p->N;
+            SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, p->M, cw, p->K, 1.0,
+                                  ssm__pj_mb(x->data, x->strides[0], x->strides[1]),
+                                  ssm__pj_mb((char *)W->data + c0 * W->strides[0] * (p->dtype.bits / 8), W->strides[1],
+                                             W->strides[0]),
+                                  0.0, ssm__pj_mb((char *)y->data + c0 * y->strides[1] * (p->dtype.bits / 8),
+                                                  y->strides[0], y->strides[1])));
+        }
+        if (!fused) {
+            const int64_t ca = c0, cb = p->path == SSM_PROJ_UNFUSED ? c0 + w : p->N;
+            if (p->path == SSM_PROJ_UNFUSED || s == 0) {
+                ssm__pj_act_kernel<<<ssm__cu_blocks(p->M * (cb - ca)), 256, 0, st->stream>>>(p->M, ca, cb, dt, sg, vb,
+                                                                                              va, my, mp);
+                SSM__CU_LAUNCHED(ctx, "ssm__pj_act_kernel");
+            }
+        }
+        if (hd > 0) {
+            const int straddle = fused;
+            if (straddle && c0 % SSM__PJ_BN == 0 && SSM__PJ_BN % hd == 0) continue; /* no head is cut */
+            ssm__pj_l2_kernel<<<ssm__cu_blocks(p->M * (w / hd) * 32), 256, 0, st->stream>>>(p->M, c0, w / hd, hd,
+                                                                                            straddle, dt, my, eps);
+            SSM__CU_LAUNCHED(ctx, "ssm__pj_l2_kernel");
+        }
+    }
+    return SSM_OK;
+}
+
+static ssm_result ssm__cu_proj_backward(ssm_ctx *ctx, const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W,
+                                        const ssm_tensor *bias, const ssm_tensor *A_log, const ssm_tensor *pre,
+                                        const ssm_tensor *dy, ssm_tensor *dx, ssm_tensor *dW, ssm_tensor *dbias,
+                                        ssm_tensor *dA_log) {
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    const ssm__pj_segs sg = ssm__pj_segs_of(p);
+    const int dt = ssm__cu_dt(p->dtype);
+    const size_t es = (size_t)p->dtype.bits / 8u;
+    char *ws = NULL, *dP;
+    float *ga, *part;
+    int s;
+    if (p->M == 0) { /* no rows: zero gradients of the weights */
+        SSM__TRY(ssm__cu_copy(ctx, p->dtype, 1, 1, p->N, p->K, ssm__pj_mb(NULL, 0, 0),
+                              ssm__pj_mb(dW->data, dW->strides[0], dW->strides[1]), 0));
+        if (dbias) SSM__TRY(ssm__cu_copy(ctx, p->dtype, 1, 1, p->N, 1, ssm__pj_mb(NULL, 0, 0), ssm__pj_mb(dbias->data, dbias->strides[0], 1), 0));
+        if (dA_log && p->G)
+            SSM__TRY(ssm__cu_copy(ctx, p->dtype, 1, 1, p->G, 1, ssm__pj_mb(NULL, 0, 0), ssm__pj_mb(dA_log->data, dA_log->strides[0], 1), 0));
+        return SSM_OK;
+    }
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, (void **)&ws));
+    dP = ws;
+    ga = (float *)(ws + ssm__pj_al((size_t)p->M * (size_t)p->N * es));
+    part = (float *)((char *)ga + ssm__pj_al((size_t)p->M * (size_t)p->G * 4u));
+    if (!pre) /* SAVE_NONE: z = x W^T into the dPre buffer */
+        SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, p->M, p->N, p->K, 1.0, ssm__pj_mb(x->data, x->strides[0], x->strides[1]),
+                              ssm__pj_mb(W->data, W->strides[1], W->strides[0]), 0.0, ssm__pj_mb(dP, p->N, 1)));
+    {
+        const int64_t warps = p->M, blocks = (warps + 7) / 8;
+        ssm__pj_dact_kernel<<<(unsigned)(blocks < 1048576 ? blocks : 1048576), 256, 0, st->stream>>>(
+            p->M, p->N, p->G, dt, sg, ssm__pj_vec_of(bias), ssm__pj_vec_of(A_log), ssm__pj_mat_of(pre),
+            ssm__pj_mat_of(dy), dP, ga, (float)p->l2_eps);
+        SSM__CU_LAUNCHED(ctx, "ssm__pj_dact_kernel");
+    }
+    for (s = 0; s < (p->path == SSM_PROJ_FUSED ? 1 : p->nseg); ++s) { /* dX and dW: once, or per segment */
+        const int64_t c0 = p->path == SSM_PROJ_FUSED ? 0 : p->c0[s], w = p->path == SSM_PROJ_FUSED ? p->N : p->seg[s].width;
+        SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, p->M, p->K, w, 1.0, ssm__pj_mb(dP + c0 * es, p->N, 1),
+                              ssm__pj_mb((char *)W->data + c0 * W->strides[0] * es, W->strides[0], W->strides[1]),
+                              s ? 1.0 : 0.0, ssm__pj_mb(dx->data, dx->strides[0], dx->strides[1])));
+        SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, w, p->K, p->M, 1.0, ssm__pj_mb(dP + c0 * es, 1, p->N),
+                              ssm__pj_mb(x->data, x->strides[0], x->strides[1]), 0.0,
+                              ssm__pj_mb((char *)dW->data + c0 * dW->strides[0] * es, dW->strides[0], dW->strides[1])));
+    }
+    if (dbias) SSM__TRY(ssm__pj_colsums(ctx, dP, dt, p->M, p->N, p->N, part, dbias->data, dt, dbias->strides[0], &sg));
+    if (dA_log && p->G)
+        SSM__TRY(ssm__pj_colsums(ctx, ga, 0, p->M, p->G, p->G, part + ((p->M + ssm__pj_chunk(p->M) - 1) / ssm__pj_chunk(p->M)) * p->N,
+                                 dA_log->data, dt, dA_log->strides[0], NULL));
+    return SSM_OK;
+}
+
+/* >>outchain ---- output chain ------------------------------------------------------------- */
+/* ---- output chain: RMSNorm(o) * weight * gate(g), then o_proj ------------------------------
+
+   Forward: one pass (a warp per row: per head the mean square, rstd, z = o rstd w gate(g))
+   writes z [M, D] into scratch (and rstd when asked), then y = z W_o^T on the gemm slot
+   (cuBLAS). Backward: z again (from rstd when given), dW_o = dy^T z and dz = dy W_o (cuBLAS),
+   then one pass for do and dg, with dweight as per-row terms summed in a fixed order. The
+   norm and gate are not yet applied inside the GEMM's operand load (z makes one round trip
+   through memory). */
+
+__device__ __forceinline__ float ssm__oc_gatef(int sig, float g, float *dgate) {
+    const float s = ssm__pj_sigmoid(g);
+    if (sig) { *dgate = s * (1.f - s); return s; }
+    *dgate = s * (1.f + g * (1.f - s));
+    return g * s;
+}
+
+/* A warp per row: per head the rstd (from rin, or from o), z into z (compact [M, D], dt). */
+__global__ void ssm__oc_norm_kernel(int64_t M, int64_t D, int64_t hd, int dt, int sig, float eps, ssm__pj_mat o,
+                                    ssm__pj_mat g, ssm__pj_vec w, ssm__pj_mat rin, ssm__pj_mat rout, void *z) {
+    const int lane = threadIdx.x & 31;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
+        for (int64_t h = 0; h * hd < D; ++h) {
+            const int64_t h0 = h * hd;
+            float rs, dgate;
+            if (rin.p) rs = ssm__cu_ld(rin.p, dt, r * rin.rs + h * rin.cs);
+            else {
+                float ss = 0.f;
+                for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
+                    const float v = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs);
+                    ss += v * v;
+                }
+                rs = 1.f / sqrtf(ssm__pj_wsum(ss) / (float)hd + eps);
+                if (rout.p && lane == 0) ssm__cu_stv(rout.p, dt, r * rout.rs + h * rout.cs, rs);
+            }
+            for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
+                float v = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs) * rs *
+                          ssm__oc_gatef(sig, ssm__cu_ld(g.p, dt, r * g.rs + c * g.cs), &dgate);
+                if (w.p) v *= ssm__cu_ld(w.p, dt, (c - h0) * w.s);
+                ssm__cu_stv(z, dt, r * D + c, v);
+            }
+        }
+}
+
+/* From dz (compact [M, D], dt): do, dg, and dweight's per-(row, head) terms wpart [M * H, hd]. */
+__global__ void ssm__oc_bwd_kernel(int64_t M, int64_t D, int64_t hd, int dt, int sig, float eps, ssm__pj_mat o,
+                                   ssm__pj_mat g, ssm__pj_vec w, ssm__pj_mat rin, const void *dz, ssm__pj_mat dO,
+                                   ssm__pj_mat dG, float *wpart) {
+    const int lane = threadIdx.x & 31;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
+        for (int64_t h = 0; h * hd < D; ++h) {
+            const int64_t h0 = h * hd;
+            float rs, dot = 0.f, dgate;
+            if (rin.p) rs = ssm__cu_ld(rin.p, dt, r * rin.rs + h * rin.cs);
+            else {
+                float ss = 0.f;
+                for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
+                    const float v = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs);
+                    ss += v * v;
+                }
+                rs = 1.f / sqrtf(ssm__pj_wsum(ss) / (float)hd + eps);
+            }
+            for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
+                const float n = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs) * rs;
+                const float gt = ssm__oc_gatef(sig, ssm__cu_ld(g.p, dt, r * g.rs + c * g.cs), &dgate);
+                const float wv = w.p ? ssm__cu_ld(w.p, dt, (c - h0) * w.s) : 1.f;
+                dot += ssm__cu_ld(dz, dt, r * D + c) * wv * gt * n;
+            }
+            dot = ssm__pj_wsum(dot) / (float)hd;
+            for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
+                const float n = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs) * rs;
+                const float gt = ssm__oc_gatef(sig, ssm__cu_ld(g.p, dt, r * g.rs + c * g.cs), &dgate);
+                const float wv = w.p ? ssm__cu_ld(w.p, dt, (c - h0) * w.s) : 1.f;
+                const float dzv = ssm__cu_ld(dz, dt, r * D + c), dn = dzv * wv * gt;
+                if (wpart) wpart[(r * (D / hd) + h) * hd + c - h0] = dzv * n * gt;
+                ssm__cu_stv(dG.p, dt, r * dG.rs + c * dG.cs, dzv * n * wv * dgate);
+                ssm__cu_stv(dO.p, dt, r * dO.rs + c * dO.cs, rs * (dn - n * dot));
+            }
+        }
+}
+
+static size_t ssm__oc_cu_ws(const ssm_outchain_plan *p) {
+    const size_t es = (size_t)p->dtype.bits / 8u, md = (size_t)p->M * (size_t)p->D;
+    size_t b = ssm__pj_al(md * es);
+    if (p->M == 0) return 0;
+    if (p->op == SSM_OP_OUTCHAIN_FORWARD) return b;
+    b += ssm__pj_al(md * es);
+    if (p->want_dweight) {
+        const int64_t rows = p->M * p->H, ch = ssm__pj_chunk(rows);
+        b += ssm__pj_al(md * 4u) + ssm__pj_al((size_t)((rows + ch - 1) / ch) * (size_t)p->hd * 4u);
+    }
+    return b;
+}
+
+static unsigned ssm__oc_blocks(int64_t rows) { /* a warp per row, 8 a block */
+    const int64_t b = (rows + 7) / 8;
+    return (unsigned)(b < 1 ? 1 : b > 1048576 ? 1048576 : b);
+}
+
+static ssm_result ssm__cu_outchain_forward(ssm_ctx *ctx, const ssm_outchain_plan *p, const ssm_tensor *o,
+                                           const ssm_tensor *g, const ssm_tensor *weight, const ssm_tensor *W_o,
+                                           ssm_tensor *y, ssm_tensor *rstd) {
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    const int dt = ssm__cu_dt(p->dtype);
+    void *z = NULL;
+    if (p->M == 0) return SSM_OK;
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &z));
+    ssm__oc_norm_kernel<<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(
+        p->M, p->D, p->hd, dt, p->gate == SSM_OUTCHAIN_SIGMOID, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g),
+        ssm__pj_vec_of(weight), ssm__pj_mat_of(NULL), ssm__pj_mat_of(rstd), z);
+    SSM__CU_LAUNCHED(ctx, "ssm__oc_norm_kernel");
+    return ssm__cu_gemm(ctx, p->dtype, 1, 1, p->M, p->dout, p->D, 1.0, ssm__pj_mb(z, p->D, 1),
+                        ssm__pj_mb(W_o->data, W_o->strides[1], W_o->strides[0]), 0.0,
+                        ssm__pj_mb(y->data, y->strides[0], y->strides[1]));
+}
+
+static ssm_result ssm__cu_outchain_backward(ssm_ctx *ctx, const ssm_outchain_plan *p, const ssm_tensor *o,
+                                            const ssm_tensor *g, const ssm_tensor *weight, const ssm_tensor *W_o,
+                                            const ssm_tensor *rstd, const ssm_tensor *dy, ssm_tensor *do_,
+                                            ssm_tensor *dg, ssm_tensor *dweight, ssm_tensor *dW_o) {
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    const int dt = ssm__cu_dt(p->dtype), sig = p->gate == SSM_OUTCHAIN_SIGMOID;
+    const size_t es = (size_t)p->dtype.bits / 8u, md = (size_t)p->M * (size_t)p->D;
+    char *ws = NULL, *z, *dz;
+    float *wpart = NULL, *part = NULL;
+    if (p->M == 0) {
+        SSM__TRY(ssm__cu_copy(ctx, p->dtype, 1, 1, p->dout, p->D, ssm__pj_mb(NULL, 0, 0),
+                              ssm__pj_mb(dW_o->data, dW_o->strides[0], dW_o->strides[1]), 0));
+        if (dweight)
+            SSM__TRY(ssm__cu_copy(ctx, p->dtype, 1, 1, p->hd, 1, ssm__pj_mb(NULL, 0, 0), ssm__pj_mb(dweight->data, dweight->strides[0], 1), 0));
+        return SSM_OK;
+    }
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, (void **)&ws));
+    z = ws, dz = ws + ssm__pj_al(md * es);
+    if (dweight) wpart = (float *)(dz + ssm__pj_al(md * es)), part = (float *)((char *)wpart + ssm__pj_al(md * 4u));
+    ssm__oc_norm_kernel<<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(
+        p->M, p->D, p->hd, dt, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g), ssm__pj_vec_of(weight),
+        ssm__pj_mat_of(rstd), ssm__pj_mat_of(NULL), z);
+    SSM__CU_LAUNCHED(ctx, "ssm__oc_norm_kernel");
+    SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, p->dout, p->D, p->M, 1.0, ssm__pj_mb(dy->data, dy->strides[1], dy->strides[0]),
+                          ssm__pj_mb(z, p->D, 1), 0.0, ssm__pj_mb(dW_o->data, dW_o->strides[0], dW_o->strides[1])));
+    SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, p->M, p->D, p->dout, 1.0, ssm__pj_mb(dy->data, dy->strides[0], dy->strides[1]),
+                          ssm__pj_mb(W_o->data, W_o->strides[0], W_o->strides[1]), 0.0, ssm__pj_mb(dz, p->D, 1)));
+    ssm__oc_bwd_kernel<<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(
+        p->M, p->D, p->hd, dt, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g), ssm__pj_vec_of(weight),
+        ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_), ssm__pj_mat_of(dg), wpart);
+    SSM__CU_LAUNCHED(ctx, "ssm__oc_bwd_kernel");
+    if (dweight) SSM__TRY(ssm__pj_colsums(ctx, wpart, 0, p->M * p->H, p->hd, p->hd, part, dweight->data, dt, dweight->strides[0], NULL));
     return SSM_OK;
 }
 
@@ -4303,10 +4973,10 @@ static const ssm_backend ssm__cuda_backend = {
     /* .delta_workspace = */ ssm__cu_delta_workspace,
     /* .bell_forward = */ ssm__cu_bell_forward,
     /* .bell_backward = */ ssm__cu_bell_backward,
-    /* .proj_forward = */ NULL,
-    /* .proj_backward = */ NULL,
-    /* .outchain_forward = */ NULL,
-    /* .outchain_backward = */ NULL,
+    /* .proj_forward = */ ssm__cu_proj_forward,
+    /* .proj_backward = */ ssm__cu_proj_backward,
+    /* .outchain_forward = */ ssm__cu_outchain_forward,
+    /* .outchain_backward = */ ssm__cu_outchain_backward,
     /* .reserved = */ {NULL}};
 
 extern "C" SSMDEF const ssm_backend *ssm_cuda_backend(void) { return &ssm__cuda_backend; }
