@@ -10,8 +10,8 @@ echo "tests: $(tail -1 $OUT/test_proj.log)"
 grep FAIL $OUT/test_proj.log | head -20
 ./build/cuda_proj > $OUT/bench.log 2>&1
 cat $OUT/bench.log
-SSM_COMMIT=$COMMIT timeout ${PEER_S:-200} python3 bench/peers/torch_proj.py > $OUT/torch.log 2>&1
+SSM_COMMIT=$COMMIT timeout ${PEER_S:-150} python3 bench/peers/torch_proj.py > $OUT/torch.log 2>&1
 cat $OUT/torch.log | tail -12
-SSM_TEST_CUDA_ONLY=proj timeout ${SAN_S:-150} compute-sanitizer --tool memcheck ./build/test_cuda > $OUT/sanitizer.log 2>&1
+SSM_TEST_CUDA_ONLY=proj timeout ${SAN_S:-90} compute-sanitizer --tool memcheck ./build/test_cuda > $OUT/sanitizer.log 2>&1
 echo "sanitizer: rc $? $(grep -c 'Invalid\|ERROR SUMMARY: [1-9]' $OUT/sanitizer.log) issues; $(grep 'ERROR SUMMARY' $OUT/sanitizer.log | tail -1); $(tail -1 $OUT/sanitizer.log)"
 cp bench/results/cuda_proj.jsonl $OUT/ 2>/dev/null
