@@ -4,8 +4,14 @@
 # Usage (repository root, on the GPU machine): COMMIT=<hash> OUT=<dir> sh bench/proj_run.sh
 OUT=${OUT:-.}
 COMMIT=${COMMIT:-unknown}
-make -j16 build/test_cuda build/cuda_proj COMMIT=$COMMIT > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
+build() { make -j16 $1 build/test_cuda build/cuda_proj COMMIT=$COMMIT > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }; }
+# binaries built elsewhere (carried) are used when they link and see the GPU; else rebuilt here
+if [ ! -x build/test_cuda ] || [ ! -x build/cuda_proj ] || ldd build/test_cuda build/cuda_proj | grep -q 'not found'; then build; fi
 SSM_TEST_CUDA_ONLY=proj ./build/test_cuda > $OUT/test_proj.log 2>&1
+if grep -q "no CUDA device\|driver version is insufficient" $OUT/test_proj.log; then
+    build -B
+    SSM_TEST_CUDA_ONLY=proj ./build/test_cuda > $OUT/test_proj.log 2>&1
+fi
 echo "tests: $(tail -1 $OUT/test_proj.log)"
 grep FAIL $OUT/test_proj.log | head -20
 ./build/cuda_proj > $OUT/bench.log 2>&1
