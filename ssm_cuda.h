@@ -151,6 +151,9 @@ typedef struct ssm_cuda_config {
     int decay_prefetch;   /* tiled forward: 1 = no cp.async ring for x, 2 = the ring           */
     int linrec_tc_split;  /* tensor-core chunked: 1 = plain 16-bit running product, 2 = hi/lo
                              split (~f32 accurate); by shape: split for bf16, plain for f16   */
+    int proj_kernel;      /* projection chain, FUSED forward: 1 = cuBLAS GEMM + one epilogue
+                             pass (the default), 2 = the tile-fused mma.sync kernel (16-bit,
+                             K-contiguous x and W; other calls take 1)                        */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -253,7 +256,8 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
     if (cc.decay_kernel < 0 || cc.decay_kernel > 2 || (cc.decay_tile_cols && cc.decay_tile_cols != 4 &&
         cc.decay_tile_cols != 8 && cc.decay_tile_cols != 16) || (cc.decay_tile_steps && cc.decay_tile_steps != 4 &&
         cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
-        cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2)
+        cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
+        cc.proj_kernel > 2)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -2955,25 +2959,26 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
 }
 
 /* >>proj ---- fused projection chains ------------------------------------------------------ */
-/* ---- projection chains: one GEMM with every segment's epilogue in its tile ------------------
+/* ---- projection chains: one GEMM, then every segment's epilogue in one pass ------------------
 
-   Forward, 16-bit (f16 / bf16) with x and W K-contiguous (rows 16-byte aligned, K % 8 == 0):
-   ssm__pj_fused_kernel, a 128 x 128 x 32 mma.sync tile (m16n8k16, f32 accumulation; 8 warps
-   of 64 x 32, a 4-deep cp.async ring). Its epilogue stages the f32 tile in shared memory (the
-   ring's space) and each warp finishes 16 rows: bias, pre (SAVE_PRE), the activation, then the
-   per-head L2 norm of every head that lies inside the tile (heads of >= 32 columns: a warp
-   reduction; smaller ones: a per-column sum), and writes y once. Heads that straddle two tiles
-   (a segment starting off a 128-column boundary, or a head width that does not divide 128) get
-   a second pass over y (ssm__pj_l2_kernel) - with widths 64 / 128 and 128-aligned segments
-   there is none. Every reduction runs in a fixed order: results do not depend on the launch.
-   Everything else (f32, other layouts, UNFUSED) runs the GEMM on the gemm slot (cuBLAS: f32
-   stays f32-accurate, no TF32) into y, then the epilogue as one elementwise pass and one L2
-   pass over y; UNFUSED does that per segment (the usual layer code, for comparison).
+   Forward, FUSED (the default): one GEMM over the whole width on the gemm slot (cuBLAS; f32
+   stays f32-accurate, no TF32) into y, then ssm__pj_epi_kernel, the whole epilogue in one pass
+   over y (a warp per row: bias, pre under SAVE_PRE, the activation, the per-head L2 norm with
+   heads of <= 256 columns held in registers), so y is written by the GEMM and read + written
+   once more. UNFUSED runs a GEMM and an epilogue pass per segment (the usual layer code).
+   ssm__pj_fused_kernel (ssm_cuda_config.proj_kernel = 2; f16 / bf16 with K-contiguous x and W,
+   16-byte aligned rows, K % 8 == 0) is the epilogue-in-the-tile variant: a 128 x 128 x 32
+   mma.sync tile (m16n8k16, f32 accumulation; 8 warps of 64 x 32, a 4-deep cp.async ring)
+   whose epilogue stages the f32 tile in shared memory and applies bias, pre, activation and
+   the L2 norm of every head inside the tile before writing y once (heads cut by a tile
+   boundary: a second pass, ssm__pj_l2_kernel). On an H200 it reaches ~30% of cuBLAS's rate
+   (233 vs 795 TFLOP/s at 8192^3 bf16: mma.sync against wgmma), so it loses to cuBLAS + one
+   pass; a wgmma / TMA mainloop is what would make the in-tile epilogue pay.
    Backward: z (pre, or recomputed by one GEMM into the dPre scratch), one pass computing
    every activation and L2 derivative into dPre (a warp per row) and the decay gates' dA_log
    terms, then one dX and one dW GEMM over the whole width (cuBLAS; per segment when
    UNFUSED); dbias and dA_log are column sums in a fixed order (per-chunk partials, then a
-   sum over chunks): no atomics, deterministic. */
+   sum over chunks): no atomics, deterministic. Every reduction runs in a fixed order. */
 
 #define SSM__PJ_BM 128
 #define SSM__PJ_BN 128
@@ -3183,19 +3188,91 @@ __global__ void __launch_bounds__(256, 2) ssm__pj_fused_kernel(int64_t M, int64_
     }
 }
 
-/* The epilogue without L2 as one pass over columns [ca, cb) of y (which holds x W^T there). */
-__global__ void ssm__pj_act_kernel(int64_t M, int64_t ca, int64_t cb, int dt, ssm__pj_segs sg, ssm__pj_vec bias,
-                                   ssm__pj_vec alog, ssm__pj_mat y, ssm__pj_mat pre) {
-    const int64_t w = cb - ca, total = M * w;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / w, c = ca + i % w;
-        const int s = ssm__pj_seg_of(sg, c);
-        float df, z = ssm__cu_ld(y.p, dt, r * y.rs + c * y.cs), al = 0.f;
-        if (sg.bias[s]) z += ssm__cu_ld(bias.p, dt, c * bias.s);
-        if (pre.p) ssm__cu_stv(pre.p, dt, r * pre.rs + c * pre.cs, z);
-        if (sg.act[s] == SSM_PROJ_DECAY_GATE) al = ssm__cu_ld(alog.p, dt, (sg.g0[s] + c - sg.c0[s]) * alog.s);
-        ssm__cu_stv(y.p, dt, r * y.rs + c * y.cs, ssm__pj_act(sg.act[s], sg.param[s], al, z, &df));
-    }
+/* Typed loads and stores (f32 math). */
+template <typename T> __device__ __forceinline__ float ssm__pj_ld(const void *p, int64_t i);
+template <> __device__ __forceinline__ float ssm__pj_ld<float>(const void *p, int64_t i) { return ((const float *)p)[i]; }
+template <> __device__ __forceinline__ float ssm__pj_ld<__half>(const void *p, int64_t i) {
+    return __half2float(((const __half *)p)[i]);
+}
+template <> __device__ __forceinline__ float ssm__pj_ld<__nv_bfloat16>(const void *p, int64_t i) {
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+template <typename T> __device__ __forceinline__ void ssm__pj_st(void *p, int64_t i, float v);
+template <> __device__ __forceinline__ void ssm__pj_st<float>(void *p, int64_t i, float v) { ((float *)p)[i] = v; }
+template <> __device__ __forceinline__ void ssm__pj_st<__half>(void *p, int64_t i, float v) {
+    ((__half *)p)[i] = __float2half_rn(v);
+}
+template <> __device__ __forceinline__ void ssm__pj_st<__nv_bfloat16>(void *p, int64_t i, float v) {
+    ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+}
+
+#define SSM__PJ_HREG 8 /* L2 heads of <= 32 * 8 = 256 columns keep their values in registers */
+
+/* The whole epilogue as one pass over columns [ca, cb) (segment boundaries) of y, which holds
+   x W^T there: bias, pre, activation, per-head L2 norm; a warp per row, y read and written
+   once (heads over 256 columns: their activations are re-read once for the norm). */
+template <typename T>
+__global__ void __launch_bounds__(256) ssm__pj_epi_kernel(int64_t M, int64_t ca, int64_t cb, ssm__pj_segs sg,
+                                                          ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat y,
+                                                          ssm__pj_mat pre, float eps) {
+    const int lane = threadIdx.x & 31;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
+        for (int s = 0; s < sg.n; ++s) {
+            const int64_t c0 = sg.c0[s] > ca ? sg.c0[s] : ca, c1 = sg.c0[s + 1] < cb ? sg.c0[s + 1] : cb, hd = sg.l2[s];
+            const int act = sg.act[s];
+            const float p = sg.param[s];
+            if (c0 >= c1) continue;
+#define SSM__PJ_ZA(c, z, a)                                                                                      \
+    do {                                                                                                         \
+        float df_, al_ = 0.f;                                                                                    \
+        z = ssm__pj_ld<T>(y.p, r * y.rs + (c) * y.cs);                                                           \
+        if (sg.bias[s]) z += ssm__pj_ld<T>(bias.p, (c) * bias.s);                                                \
+        if (pre.p) ssm__pj_st<T>(pre.p, r * pre.rs + (c) * pre.cs, z);                                           \
+        if (act == SSM_PROJ_DECAY_GATE) al_ = ssm__pj_ld<T>(alog.p, (sg.g0[s] + (c) - sg.c0[s]) * alog.s);       \
+        a = ssm__pj_act(act, p, al_, z, &df_);                                                                   \
+    } while (0)
+            if (hd > 0 && hd <= 32 * SSM__PJ_HREG) {
+                for (int64_t h = c0; h < c1; h += hd) {
+                    float v[SSM__PJ_HREG], ss = 0.f, z;
+#pragma unroll
+                    for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                        const int64_t c = h + lane + 32 * t;
+                        v[t] = 0.f;
+                        if (32 * t < hd && c < h + hd) {
+                            SSM__PJ_ZA(c, z, v[t]);
+                            ss += v[t] * v[t];
+                        }
+                    }
+                    ss = 1.f / sqrtf(ssm__pj_wsum(ss) + eps);
+#pragma unroll
+                    for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                        const int64_t c = h + lane + 32 * t;
+                        if (32 * t < hd && c < h + hd) ssm__pj_st<T>(y.p, r * y.rs + c * y.cs, v[t] * ss);
+                    }
+                }
+            } else {
+                for (int64_t c = c0 + lane; c < c1; c += 32) {
+                    float z, a;
+                    SSM__PJ_ZA(c, z, a);
+                    ssm__pj_st<T>(y.p, r * y.rs + c * y.cs, a);
+                }
+                if (hd > 0) { /* heads over 256 columns: norm from the stored activations */
+                    __syncwarp();
+                    for (int64_t h = c0; h < c1; h += hd) {
+                        float ss = 0.f;
+                        for (int64_t c = h + lane; c < h + hd; c += 32) {
+                            const float v = ssm__pj_ld<T>(y.p, r * y.rs + c * y.cs);
+                            ss += v * v;
+                        }
+                        ss = 1.f / sqrtf(ssm__pj_wsum(ss) + eps);
+                        for (int64_t c = h + lane; c < h + hd; c += 32)
+                            ssm__pj_st<T>(y.p, r * y.rs + c * y.cs, ssm__pj_ld<T>(y.p, r * y.rs + c * y.cs) * ss);
+                    }
+                    __syncwarp();
+                }
+            }
+#undef SSM__PJ_ZA
+        }
 }
 
 /* Per-head L2 norm of segment s over y's activations, a warp per (row, head); straddle = 1:
@@ -3219,37 +3296,68 @@ __global__ void ssm__pj_l2_kernel(int64_t M, int64_t c0, int64_t nh, int64_t hd,
     }
 }
 
-/* dPre (compact [M, N] in dt) from z (pre, or x W^T already in dP plus the bias) and dy; the
-   decay gates' dA_log terms gy * a into ga [M, G] (f32). A warp per row, segment by segment. */
-__global__ void ssm__pj_dact_kernel(int64_t M, int64_t N, int64_t G, int dt, ssm__pj_segs sg, ssm__pj_vec bias,
-                                    ssm__pj_vec alog, ssm__pj_mat pre, ssm__pj_mat dy, void *dP, float *ga, float eps) {
+/* dPre (compact [M, N]) from z (pre, or x W^T already in dP plus the bias) and dy; the
+   decay gates' dA_log terms gy * a into ga [M, G] (f32). A warp per row, segment by segment;
+   L2 heads of <= 256 columns keep a, f'(z) and dy in registers between their two sweeps. */
+template <typename T>
+__global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N, int64_t G, ssm__pj_segs sg,
+                                                           ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat pre,
+                                                           ssm__pj_mat dy, void *dP, float *ga, float eps) {
     const int lane = threadIdx.x & 31;
     for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
         for (int s = 0; s < sg.n; ++s) {
-            const int64_t c0 = sg.c0[s], c1 = sg.c0[s + 1], hd = sg.l2[s] > 0 ? sg.l2[s] : c1 - c0;
+            const int64_t c0 = sg.c0[s], c1 = sg.c0[s + 1], l2 = sg.l2[s];
             const int act = sg.act[s];
             const float p = sg.param[s];
 #define SSM__PJ_Z(c)                                                                                              \
-    (pre.p ? ssm__cu_ld(pre.p, dt, r * pre.rs + (c) * pre.cs)                                                     \
-           : ssm__cu_ld(dP, dt, r * N + (c)) + (sg.bias[s] ? ssm__cu_ld(bias.p, dt, (c) * bias.s) : 0.f))
-#define SSM__PJ_AL(c) (act == SSM_PROJ_DECAY_GATE ? ssm__cu_ld(alog.p, dt, (sg.g0[s] + (c) - c0) * alog.s) : 0.f)
-            for (int64_t h = c0; h < c1; h += hd) {
+    (pre.p ? ssm__pj_ld<T>(pre.p, r * pre.rs + (c) * pre.cs)                                                      \
+           : ssm__pj_ld<T>(dP, r * N + (c)) + (sg.bias[s] ? ssm__pj_ld<T>(bias.p, (c) * bias.s) : 0.f))
+#define SSM__PJ_AL(c) (act == SSM_PROJ_DECAY_GATE ? ssm__pj_ld<T>(alog.p, (sg.g0[s] + (c) - c0) * alog.s) : 0.f)
+            if (l2 > 0 && l2 <= 32 * SSM__PJ_HREG) { /* y = a rn: da = rn dy - rn^3 a (dy . a) */
+                for (int64_t h = c0; h < c1; h += l2) {
+                    float a[SSM__PJ_HREG], df[SSM__PJ_HREG], gy[SSM__PJ_HREG], ss = 0.f, dot = 0.f, rn;
+#pragma unroll
+                    for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                        const int64_t c = h + lane + 32 * t;
+                        a[t] = df[t] = gy[t] = 0.f;
+                        if (32 * t < l2 && c < h + l2) {
+                            a[t] = ssm__pj_act(act, p, SSM__PJ_AL(c), SSM__PJ_Z(c), &df[t]);
+                            gy[t] = ssm__pj_ld<T>(dy.p, r * dy.rs + c * dy.cs);
+                            ss += a[t] * a[t], dot += a[t] * gy[t];
+                        }
+                    }
+                    ss = ssm__pj_wsum(ss), dot = ssm__pj_wsum(dot);
+                    rn = 1.f / sqrtf(ss + eps);
+#pragma unroll
+                    for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                        const int64_t c = h + lane + 32 * t;
+                        if (32 * t < l2 && c < h + l2) {
+                            const float g = rn * gy[t] - rn * rn * rn * a[t] * dot;
+                            if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = g * a[t];
+                            ssm__pj_st<T>(dP, r * N + c, g * df[t]);
+                        }
+                    }
+                }
+                continue;
+            }
+            for (int64_t h = c0; h < c1; h += (l2 > 0 ? l2 : c1 - c0)) {
+                const int64_t he = l2 > 0 ? h + l2 : c1;
                 float rn = 1.f, dot = 0.f, df, a;
-                if (sg.l2[s] > 0) { /* y = a rn: da = rn dy - rn^3 a (dy . a) */
+                if (l2 > 0) { /* heads over 256 columns: two sweeps */
                     float ss = 0.f;
-                    for (int64_t c = h + lane; c < h + hd; c += 32) {
+                    for (int64_t c = h + lane; c < he; c += 32) {
                         a = ssm__pj_act(act, p, SSM__PJ_AL(c), SSM__PJ_Z(c), &df);
-                        ss += a * a, dot += a * ssm__cu_ld(dy.p, dt, r * dy.rs + c * dy.cs);
+                        ss += a * a, dot += a * ssm__pj_ld<T>(dy.p, r * dy.rs + c * dy.cs);
                     }
                     ss = ssm__pj_wsum(ss), dot = ssm__pj_wsum(dot);
                     rn = 1.f / sqrtf(ss + eps);
                 }
-                for (int64_t c = h + lane; c < h + hd; c += 32) {
-                    float gy = ssm__cu_ld(dy.p, dt, r * dy.rs + c * dy.cs);
+                for (int64_t c = h + lane; c < he; c += 32) {
+                    float g = ssm__pj_ld<T>(dy.p, r * dy.rs + c * dy.cs);
                     a = ssm__pj_act(act, p, SSM__PJ_AL(c), SSM__PJ_Z(c), &df);
-                    if (sg.l2[s] > 0) gy = rn * gy - rn * rn * rn * a * dot;
-                    if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = gy * a;
-                    ssm__cu_stv(dP, dt, r * N + c, gy * df);
+                    if (l2 > 0) g = rn * g - rn * rn * rn * a * dot;
+                    if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = g * a;
+                    ssm__pj_st<T>(dP, r * N + c, g * df);
                 }
             }
 #undef SSM__PJ_Z
@@ -3345,6 +3453,26 @@ static int ssm__pj_fusable(const ssm_proj_plan *p, const ssm_tensor *x, const ss
            !((uintptr_t)W->data & 15) && (p->M + SSM__PJ_BM - 1) / SSM__PJ_BM <= 65535;
 }
 
+/* The one-pass epilogue over columns [ca, cb) of y. */
+static ssm_result ssm__pj_epi(ssm_ctx *ctx, const ssm_proj_plan *p, int64_t ca, int64_t cb, const ssm__pj_segs &sg,
+                              ssm__pj_vec vb, ssm__pj_vec va, ssm__pj_mat my, ssm__pj_mat mp) {
+    cudaStream_t st = ssm__cu_st(ctx)->stream;
+    const int64_t blocks = (p->M + 7) / 8;
+    const unsigned nb = (unsigned)(blocks < 1048576 ? blocks : 1048576);
+    const float eps = (float)p->l2_eps;
+    switch (ssm__cu_dt(p->dtype)) {
+    case 0: ssm__pj_epi_kernel<float><<<nb, 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
+    case 1: ssm__pj_epi_kernel<__half><<<nb, 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
+    default: ssm__pj_epi_kernel<__nv_bfloat16><<<nb, 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
+    }
+    SSM__CU_LAUNCHED(ctx, "ssm__pj_epi_kernel");
+    return SSM_OK;
+}
+
+/* FUSED: one cuBLAS GEMM over the whole width, then the whole epilogue in one pass over y
+   (measured faster on an H200 than the tile-fused mma.sync kernel, which reaches ~30% of
+   cuBLAS's wgmma rate: bench/results/cuda_proj_run1.log); ssm_cuda_config.proj_kernel = 2
+   forces the tile-fused kernel. UNFUSED: a GEMM and an epilogue pass per segment. */
 static ssm_result ssm__cu_proj_forward(ssm_ctx *ctx, const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W,
                                        const ssm_tensor *bias, const ssm_tensor *A_log, ssm_tensor *y,
                                        ssm_tensor *pre) {
@@ -3352,13 +3480,13 @@ static ssm_result ssm__cu_proj_forward(ssm_ctx *ctx, const ssm_proj_plan *p, con
     ssm__cu_device_guard guard(st->device);
     const ssm__pj_segs sg = ssm__pj_segs_of(p);
     const int dt = ssm__cu_dt(p->dtype);
+    const size_t es = (size_t)p->dtype.bits / 8u;
     const ssm__pj_mat my = ssm__pj_mat_of(y), mp = ssm__pj_mat_of(pre);
     const ssm__pj_vec vb = ssm__pj_vec_of(bias), va = ssm__pj_vec_of(A_log);
     const float eps = (float)p->l2_eps;
-    int s, fused;
+    int s;
     if (p->M == 0) return SSM_OK;
-    fused = ssm__pj_fusable(p, x, W);
-    if (fused) {
+    if (st->knobs.proj_kernel == 2 && ssm__pj_fusable(p, x, W)) {
         dim3 grid((unsigned)((p->N + SSM__PJ_BN - 1) / SSM__PJ_BN), (unsigned)((p->M + SSM__PJ_BM - 1) / SSM__PJ_BM));
         if (dt == 2) {
             cudaFuncSetAttribute(ssm__pj_fused_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SSM__PJ_SMEM);
@@ -3372,33 +3500,23 @@ static ssm_result ssm__cu_proj_forward(ssm_ctx *ctx, const ssm_proj_plan *p, con
                 W->strides[0], sg, vb, va, my, mp, eps);
         }
         SSM__CU_LAUNCHED(ctx, "ssm__pj_fused_kernel");
-    }
-    for (s = 0; s < p->nseg; ++s) {
-        const int64_t c0 = p->c0[s], w = p->seg[s].width, hd = p->seg[s].l2_head;
-        if (!fused && (p->path == SSM_PROJ_UNFUSED || s == 0)) { /* the GEMM: per segment, or once */
-            const int64_t cw = p->path == SSM_PROJ_UNFUSED ? w : p->N;
-            SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, p->M, cw, p->K, 1.0,
-                                  ssm__pj_mb(x->data, x->strides[0], x->strides[1]),
-                                  ssm__pj_mb((char *)W->data + c0 * W->strides[0] * (p->dtype.bits / 8), W->strides[1],
-                                             W->strides[0]),
-                                  0.0, ssm__pj_mb((char *)y->data + c0 * y->strides[1] * (p->dtype.bits / 8),
-                                                  y->strides[0], y->strides[1])));
-        }
-        if (!fused) {
-            const int64_t ca = c0, cb = p->path == SSM_PROJ_UNFUSED ? c0 + w : p->N;
-            if (p->path == SSM_PROJ_UNFUSED || s == 0) {
-                ssm__pj_act_kernel<<<ssm__cu_blocks(p->M * (cb - ca)), 256, 0, st->stream>>>(p->M, ca, cb, dt, sg, vb,
-                                                                                              va, my, mp);
-                SSM__CU_LAUNCHED(ctx, "ssm__pj_act_kernel");
-            }
-        }
-        if (hd > 0) {
-            const int straddle = fused;
-            if (straddle && c0 % SSM__PJ_BN == 0 && SSM__PJ_BN % hd == 0) continue; /* no head is cut */
-            ssm__pj_l2_kernel<<<ssm__cu_blocks(p->M * (w / hd) * 32), 256, 0, st->stream>>>(p->M, c0, w / hd, hd,
-                                                                                            straddle, dt, my, eps);
+        for (s = 0; s < p->nseg; ++s) { /* the heads a 128-column tile boundary cuts */
+            const int64_t c0 = p->c0[s], w = p->seg[s].width, hd = p->seg[s].l2_head;
+            if (hd <= 0 || (c0 % SSM__PJ_BN == 0 && SSM__PJ_BN % hd == 0)) continue;
+            ssm__pj_l2_kernel<<<ssm__cu_blocks(p->M * (w / hd) * 32), 256, 0, st->stream>>>(p->M, c0, w / hd, hd, 1, dt,
+                                                                                            my, eps);
             SSM__CU_LAUNCHED(ctx, "ssm__pj_l2_kernel");
         }
+        return SSM_OK;
+    }
+    for (s = 0; s < (p->path == SSM_PROJ_UNFUSED ? p->nseg : 1); ++s) {
+        const int64_t c0 = p->path == SSM_PROJ_UNFUSED ? p->c0[s] : 0;
+        const int64_t cw = p->path == SSM_PROJ_UNFUSED ? p->seg[s].width : p->N;
+        SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, p->M, cw, p->K, 1.0, ssm__pj_mb(x->data, x->strides[0], x->strides[1]),
+                              ssm__pj_mb((char *)W->data + c0 * W->strides[0] * (int64_t)es, W->strides[1], W->strides[0]),
+                              0.0, ssm__pj_mb((char *)y->data + c0 * y->strides[1] * (int64_t)es, y->strides[0],
+                                              y->strides[1])));
+        SSM__TRY(ssm__pj_epi(ctx, p, c0, c0 + cw, sg, vb, va, my, mp));
     }
     return SSM_OK;
 }
@@ -3432,9 +3550,13 @@ static ssm_result ssm__cu_proj_backward(ssm_ctx *ctx, const ssm_proj_plan *p, co
                               ssm__pj_mb(W->data, W->strides[1], W->strides[0]), 0.0, ssm__pj_mb(dP, p->N, 1)));
     {
         const int64_t warps = p->M, blocks = (warps + 7) / 8;
-        ssm__pj_dact_kernel<<<(unsigned)(blocks < 1048576 ? blocks : 1048576), 256, 0, st->stream>>>(
-            p->M, p->N, p->G, dt, sg, ssm__pj_vec_of(bias), ssm__pj_vec_of(A_log), ssm__pj_mat_of(pre),
-            ssm__pj_mat_of(dy), dP, ga, (float)p->l2_eps);
+        const unsigned nb = (unsigned)(blocks < 1048576 ? blocks : 1048576);
+        const ssm__pj_vec vb = ssm__pj_vec_of(bias), va = ssm__pj_vec_of(A_log);
+        const ssm__pj_mat mp = ssm__pj_mat_of(pre), mdy = ssm__pj_mat_of(dy);
+        const float eps = (float)p->l2_eps;
+        if (dt == 0) ssm__pj_dact_kernel<float><<<nb, 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+        else if (dt == 1) ssm__pj_dact_kernel<__half><<<nb, 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+        else ssm__pj_dact_kernel<__nv_bfloat16><<<nb, 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
         SSM__CU_LAUNCHED(ctx, "ssm__pj_dact_kernel");
     }
     for (s = 0; s < (p->path == SSM_PROJ_FUSED ? 1 : p->nseg); ++s) { /* dX and dW: once, or per segment */
@@ -3470,35 +3592,60 @@ __device__ __forceinline__ float ssm__oc_gatef(int sig, float g, float *dgate) {
     return g * s;
 }
 
-/* A warp per row: per head the rstd (from rin, or from o), z into z (compact [M, D], dt). */
-__global__ void ssm__oc_norm_kernel(int64_t M, int64_t D, int64_t hd, int dt, int sig, float eps, ssm__pj_mat o,
-                                    ssm__pj_mat g, ssm__pj_vec w, ssm__pj_mat rin, ssm__pj_mat rout, void *z) {
+/* A warp per row: per head the rstd (from rin, or from o), z into z (compact [M, D]); heads
+   of <= 256 columns keep o in registers between the two sweeps. */
+template <typename T>
+__global__ void __launch_bounds__(256) ssm__oc_norm_kernel(int64_t M, int64_t D, int64_t hd, int sig, float eps,
+                                                           ssm__pj_mat o, ssm__pj_mat g, ssm__pj_vec w, ssm__pj_mat rin,
+                                                           ssm__pj_mat rout, void *z) {
     const int lane = threadIdx.x & 31;
     for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
         for (int64_t h = 0; h * hd < D; ++h) {
             const int64_t h0 = h * hd;
             float rs, dgate;
-            if (rin.p) rs = ssm__cu_ld(rin.p, dt, r * rin.rs + h * rin.cs);
-            else {
-                float ss = 0.f;
-                for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
-                    const float v = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs);
-                    ss += v * v;
+            if (hd <= 32 * SSM__PJ_HREG) {
+                float ss = 0.f, ov[SSM__PJ_HREG];
+#pragma unroll
+                for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                    const int64_t c = h0 + lane + 32 * t;
+                    ov[t] = 32 * t < hd && c < h0 + hd ? ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs) : 0.f;
+                    ss += ov[t] * ov[t];
                 }
-                rs = 1.f / sqrtf(ssm__pj_wsum(ss) / (float)hd + eps);
-                if (rout.p && lane == 0) ssm__cu_stv(rout.p, dt, r * rout.rs + h * rout.cs, rs);
+                ss = ssm__pj_wsum(ss);
+                rs = rin.p ? ssm__pj_ld<T>(rin.p, r * rin.rs + h * rin.cs) : 1.f / sqrtf(ss / (float)hd + eps);
+#pragma unroll
+                for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                    const int64_t c = h0 + lane + 32 * t;
+                    if (32 * t < hd && c < h0 + hd) {
+                        float v = ov[t] * rs * ssm__oc_gatef(sig, ssm__pj_ld<T>(g.p, r * g.rs + c * g.cs), &dgate);
+                        if (w.p) v *= ssm__pj_ld<T>(w.p, (c - h0) * w.s);
+                        ssm__pj_st<T>(z, r * D + c, v);
+                    }
+                }
+            } else {
+                if (rin.p) rs = ssm__pj_ld<T>(rin.p, r * rin.rs + h * rin.cs);
+                else {
+                    float ss = 0.f;
+                    for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
+                        const float v = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs);
+                        ss += v * v;
+                    }
+                    rs = 1.f / sqrtf(ssm__pj_wsum(ss) / (float)hd + eps);
+                }
+                for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
+                    float v = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs) * rs *
+                              ssm__oc_gatef(sig, ssm__pj_ld<T>(g.p, r * g.rs + c * g.cs), &dgate);
+                    if (w.p) v *= ssm__pj_ld<T>(w.p, (c - h0) * w.s);
+                    ssm__pj_st<T>(z, r * D + c, v);
+                }
             }
-            for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
-                float v = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs) * rs *
-                          ssm__oc_gatef(sig, ssm__cu_ld(g.p, dt, r * g.rs + c * g.cs), &dgate);
-                if (w.p) v *= ssm__cu_ld(w.p, dt, (c - h0) * w.s);
-                ssm__cu_stv(z, dt, r * D + c, v);
-            }
+            if (!rin.p && rout.p && lane == 0) ssm__pj_st<T>(rout.p, r * rout.rs + h * rout.cs, rs);
         }
 }
 
-/* From dz (compact [M, D], dt): do, dg, and dweight's per-(row, head) terms wpart [M * H, hd]. */
-__global__ void ssm__oc_bwd_kernel(int64_t M, int64_t D, int64_t hd, int dt, int sig, float eps, ssm__pj_mat o,
+/* From dz (compact [M, D]): do, dg, and dweight's per-(row, head) terms wpart [M * H, hd]. */
+template <typename T>
+__global__ void __launch_bounds__(256) ssm__oc_bwd_kernel(int64_t M, int64_t D, int64_t hd, int sig, float eps, ssm__pj_mat o,
                                    ssm__pj_mat g, ssm__pj_vec w, ssm__pj_mat rin, const void *dz, ssm__pj_mat dO,
                                    ssm__pj_mat dG, float *wpart) {
     const int lane = threadIdx.x & 31;
@@ -3506,33 +3653,41 @@ __global__ void ssm__oc_bwd_kernel(int64_t M, int64_t D, int64_t hd, int dt, int
         for (int64_t h = 0; h * hd < D; ++h) {
             const int64_t h0 = h * hd;
             float rs, dot = 0.f, dgate;
-            if (rin.p) rs = ssm__cu_ld(rin.p, dt, r * rin.rs + h * rin.cs);
+            if (rin.p) rs = ssm__pj_ld<T>(rin.p, r * rin.rs + h * rin.cs);
             else {
                 float ss = 0.f;
                 for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
-                    const float v = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs);
+                    const float v = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs);
                     ss += v * v;
                 }
                 rs = 1.f / sqrtf(ssm__pj_wsum(ss) / (float)hd + eps);
             }
             for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
-                const float n = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs) * rs;
-                const float gt = ssm__oc_gatef(sig, ssm__cu_ld(g.p, dt, r * g.rs + c * g.cs), &dgate);
-                const float wv = w.p ? ssm__cu_ld(w.p, dt, (c - h0) * w.s) : 1.f;
-                dot += ssm__cu_ld(dz, dt, r * D + c) * wv * gt * n;
+                const float n = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs) * rs;
+                const float gt = ssm__oc_gatef(sig, ssm__pj_ld<T>(g.p, r * g.rs + c * g.cs), &dgate);
+                const float wv = w.p ? ssm__pj_ld<T>(w.p, (c - h0) * w.s) : 1.f;
+                dot += ssm__pj_ld<T>(dz, r * D + c) * wv * gt * n;
             }
             dot = ssm__pj_wsum(dot) / (float)hd;
             for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
-                const float n = ssm__cu_ld(o.p, dt, r * o.rs + c * o.cs) * rs;
-                const float gt = ssm__oc_gatef(sig, ssm__cu_ld(g.p, dt, r * g.rs + c * g.cs), &dgate);
-                const float wv = w.p ? ssm__cu_ld(w.p, dt, (c - h0) * w.s) : 1.f;
-                const float dzv = ssm__cu_ld(dz, dt, r * D + c), dn = dzv * wv * gt;
+                const float n = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs) * rs;
+                const float gt = ssm__oc_gatef(sig, ssm__pj_ld<T>(g.p, r * g.rs + c * g.cs), &dgate);
+                const float wv = w.p ? ssm__pj_ld<T>(w.p, (c - h0) * w.s) : 1.f;
+                const float dzv = ssm__pj_ld<T>(dz, r * D + c), dn = dzv * wv * gt;
                 if (wpart) wpart[(r * (D / hd) + h) * hd + c - h0] = dzv * n * gt;
-                ssm__cu_stv(dG.p, dt, r * dG.rs + c * dG.cs, dzv * n * wv * dgate);
-                ssm__cu_stv(dO.p, dt, r * dO.rs + c * dO.cs, rs * (dn - n * dot));
+                ssm__pj_st<T>(dG.p, r * dG.rs + c * dG.cs, dzv * n * wv * dgate);
+                ssm__pj_st<T>(dO.p, r * dO.rs + c * dO.cs, rs * (dn - n * dot));
             }
         }
 }
+
+/* launches kernel template K for the plan's dtype, a warp per row (needs dt, p, st in scope) */
+#define SSM__OC_BY_DT(K, ...)                                                                             \
+    do {                                                                                                  \
+        if (dt == 0) K<float><<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(__VA_ARGS__);                 \
+        else if (dt == 1) K<__half><<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(__VA_ARGS__);           \
+        else K<__nv_bfloat16><<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(__VA_ARGS__);                 \
+    } while (0)
 
 static size_t ssm__oc_cu_ws(const ssm_outchain_plan *p) {
     const size_t es = (size_t)p->dtype.bits / 8u, md = (size_t)p->M * (size_t)p->D;
@@ -3561,9 +3716,8 @@ static ssm_result ssm__cu_outchain_forward(ssm_ctx *ctx, const ssm_outchain_plan
     void *z = NULL;
     if (p->M == 0) return SSM_OK;
     SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &z));
-    ssm__oc_norm_kernel<<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(
-        p->M, p->D, p->hd, dt, p->gate == SSM_OUTCHAIN_SIGMOID, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g),
-        ssm__pj_vec_of(weight), ssm__pj_mat_of(NULL), ssm__pj_mat_of(rstd), z);
+    SSM__OC_BY_DT(ssm__oc_norm_kernel, p->M, p->D, p->hd, p->gate == SSM_OUTCHAIN_SIGMOID, (float)p->eps, ssm__pj_mat_of(o),
+                  ssm__pj_mat_of(g), ssm__pj_vec_of(weight), ssm__pj_mat_of(NULL), ssm__pj_mat_of(rstd), z);
     SSM__CU_LAUNCHED(ctx, "ssm__oc_norm_kernel");
     return ssm__cu_gemm(ctx, p->dtype, 1, 1, p->M, p->dout, p->D, 1.0, ssm__pj_mb(z, p->D, 1),
                         ssm__pj_mb(W_o->data, W_o->strides[1], W_o->strides[0]), 0.0,
@@ -3590,17 +3744,15 @@ static ssm_result ssm__cu_outchain_backward(ssm_ctx *ctx, const ssm_outchain_pla
     SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, (void **)&ws));
     z = ws, dz = ws + ssm__pj_al(md * es);
     if (dweight) wpart = (float *)(dz + ssm__pj_al(md * es)), part = (float *)((char *)wpart + ssm__pj_al(md * 4u));
-    ssm__oc_norm_kernel<<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(
-        p->M, p->D, p->hd, dt, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g), ssm__pj_vec_of(weight),
-        ssm__pj_mat_of(rstd), ssm__pj_mat_of(NULL), z);
+    SSM__OC_BY_DT(ssm__oc_norm_kernel, p->M, p->D, p->hd, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g),
+                  ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), ssm__pj_mat_of(NULL), z);
     SSM__CU_LAUNCHED(ctx, "ssm__oc_norm_kernel");
     SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, p->dout, p->D, p->M, 1.0, ssm__pj_mb(dy->data, dy->strides[1], dy->strides[0]),
                           ssm__pj_mb(z, p->D, 1), 0.0, ssm__pj_mb(dW_o->data, dW_o->strides[0], dW_o->strides[1])));
     SSM__TRY(ssm__cu_gemm(ctx, p->dtype, 1, 1, p->M, p->D, p->dout, 1.0, ssm__pj_mb(dy->data, dy->strides[0], dy->strides[1]),
                           ssm__pj_mb(W_o->data, W_o->strides[0], W_o->strides[1]), 0.0, ssm__pj_mb(dz, p->D, 1)));
-    ssm__oc_bwd_kernel<<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(
-        p->M, p->D, p->hd, dt, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g), ssm__pj_vec_of(weight),
-        ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_), ssm__pj_mat_of(dg), wpart);
+    SSM__OC_BY_DT(ssm__oc_bwd_kernel, p->M, p->D, p->hd, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g),
+                  ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_), ssm__pj_mat_of(dg), wpart);
     SSM__CU_LAUNCHED(ctx, "ssm__oc_bwd_kernel");
     if (dweight) SSM__TRY(ssm__pj_colsums(ctx, wpart, 0, p->M * p->H, p->hd, p->hd, part, dweight->data, dt, dweight->strides[0], NULL));
     return SSM_OK;

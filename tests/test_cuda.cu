@@ -709,9 +709,14 @@ int main(void) {
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }
-    if (proj) { /* projection and output chains */
+    if (proj) { /* projection and output chains; proj again with the tile-fused kernel forced */
         cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
         cases_run(CASE_CUDA_DTYPES, CASE_OUTCHAIN);
+        cc.proj_kernel = 2;
+        cases_label = "tile";
+        cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
+        cases_label = NULL;
+        cc.proj_kernel = 0;
     }
     if (!only) cases_run(CASE_CUDA_DTYPES, CASE_DELTA);
     if (test_skipped) printf("%d skipped (the backend declined the op)\n", test_skipped);
