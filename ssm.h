@@ -798,6 +798,45 @@ typedef struct ssm_bell_plan {
     int has_bias, want_dx, want_dvalues, want_dbias;
 } ssm_bell_plan;
 
+/* A validated projection chain (ssm_proj_forward / ssm_proj_backward) as a backend sees it:
+   x [M, K] W [N, K] y, pre, dy [M, N]; segments with their parameters resolved (param 0 ->
+   the default, l2_eps 0 -> 1e-6) and their first columns c0 / first A_log index g0. Strides
+   are element strides (row, col) of each 2-D operand, (elem) of each vector; all zero for an
+   absent tensor and for a workspace query (which knows no tensors). */
+typedef struct ssm_proj_plan {
+    ssm_op op;              /* SSM_OP_PROJ_FORWARD or _BACKWARD                              */
+    ssm_dtype dtype;
+    int64_t M, K, N, G;     /* rows, input width d, output width, decay-gate columns          */
+    int nseg;
+    ssm_proj_segment seg[SSM_PROJ_MAX_SEGMENTS];
+    int64_t c0[SSM_PROJ_MAX_SEGMENTS + 1]; /* first column of each segment; c0[nseg] = N   */
+    int64_t g0[SSM_PROJ_MAX_SEGMENTS];     /* first A_log index of each decay gate          */
+    ssm_proj_path path;
+    ssm_proj_save save;
+    int64_t block_rows;     /* resolved (host FUSED forward)                                  */
+    double l2_eps;          /* resolved                                                       */
+    int has_bias;           /* some segment reads bias                                        */
+    int want_dbias, want_dalog;
+    int64_t x[2], W[2], y[2], pre[2], dy[2], dx[2], dW[2];
+    int64_t bias, alog, dbias, dalog;
+    size_t workspace_bytes; /* what the call takes from the workspace (device bytes on CUDA) */
+} ssm_proj_plan;
+
+/* A validated output chain: o, g [M, D] in H heads of hd, weight [hd], W_o [dout, D],
+   y, dy [M, dout], rstd [M, H]; eps resolved. Strides as in ssm_proj_plan. */
+typedef struct ssm_outchain_plan {
+    ssm_op op;              /* SSM_OP_OUTCHAIN_FORWARD or _BACKWARD                          */
+    ssm_dtype dtype;
+    int64_t M, D, hd, H, dout;
+    ssm_outchain_gate gate;
+    double eps;
+    int64_t block_rows;     /* resolved (host forward)                                        */
+    int has_weight, has_rstd, want_dweight;
+    int64_t o[2], g[2], W_o[2], y[2], rstd[2], dy[2], do_[2], dg[2], dW_o[2];
+    int64_t weight, dweight;
+    size_t workspace_bytes;
+} ssm_outchain_plan;
+
 struct ssm_backend {
     const char *name;
     int32_t device_type; /* SSM_DEVICE_CPU or SSM_DEVICE_CUDA: where tensors must live */
@@ -884,6 +923,25 @@ struct ssm_backend {
                                 const ssm_tensor *t_offsets, const ssm_tensor *t_slots,
                                 const ssm_tensor *dy, ssm_tensor *dx, ssm_tensor *dvalues,
                                 ssm_tensor *dbias);
+    /* Projection and output chains on a validated plan (NULL or SSM__NOT_MINE = ssm.h's host
+       code on the gemm slot, CPU backends only). */
+    ssm_result (*proj_forward)(ssm_ctx *ctx, const ssm_proj_plan *p, const ssm_tensor *x,
+                               const ssm_tensor *W, const ssm_tensor *bias, const ssm_tensor *A_log,
+                               ssm_tensor *y, ssm_tensor *pre);
+    ssm_result (*proj_backward)(ssm_ctx *ctx, const ssm_proj_plan *p, const ssm_tensor *x,
+                                const ssm_tensor *W, const ssm_tensor *bias,
+                                const ssm_tensor *A_log, const ssm_tensor *pre,
+                                const ssm_tensor *dy, ssm_tensor *dx, ssm_tensor *dW,
+                                ssm_tensor *dbias, ssm_tensor *dA_log);
+    ssm_result (*outchain_forward)(ssm_ctx *ctx, const ssm_outchain_plan *p, const ssm_tensor *o,
+                                   const ssm_tensor *g, const ssm_tensor *weight,
+                                   const ssm_tensor *W_o, ssm_tensor *y, ssm_tensor *rstd);
+    ssm_result (*outchain_backward)(ssm_ctx *ctx, const ssm_outchain_plan *p,
+                                    const ssm_tensor *o, const ssm_tensor *g,
+                                    const ssm_tensor *weight, const ssm_tensor *W_o,
+                                    const ssm_tensor *rstd, const ssm_tensor *dy,
+                                    ssm_tensor *do_, ssm_tensor *dg, ssm_tensor *dweight,
+                                    ssm_tensor *dW_o);
     void *reserved[16];
 };
 
@@ -3401,7 +3459,6 @@ static ssm_result ssm__proj_setup(ssm__proj *P, ssm_ctx *ctx, const char *op, co
     int64_t shape[2];
     memset(P, 0, sizeof *P);
     SSM__TRY(ssm__proj_check_desc(ctx, op, d));
-    SSM__TRY(ssm__supported(ctx, op, strstr(op, "backward") ? SSM_OP_PROJ_BACKWARD : SSM_OP_PROJ_FORWARD, NULL));
     P->ctx = ctx, P->d = d;
     for (s = 0; s < d->nseg; ++s) {
         const ssm_proj_segment *g = &d->seg[s];
@@ -3522,30 +3579,81 @@ static size_t ssm__proj_ws(const ssm_proj_desc *d, ssm_dtype dt, int64_t M, int6
                       d->save == SSM_PROJ_SAVE_NONE ? ssm__szmul(ssm__szmul(es, M), dim) : 0);
 }
 
+static void ssm__st2(int64_t st[2], const ssm_tensor *t) {
+    st[0] = t ? t->strides[0] : 0, st[1] = t ? t->strides[1] : 0;
+}
+static int64_t ssm__st1(const ssm_tensor *t) { return t ? t->strides[0] : 0; }
+
+/* The plan of a call (or, tensors all NULL, of a workspace query): sizes, resolved segments. */
+static void ssm__proj_plan_of(ssm_proj_plan *p, ssm_op op, const ssm_proj_desc *d, ssm_dtype dt, int64_t M, int64_t K) {
+    int s;
+    memset(p, 0, sizeof *p);
+    p->op = op, p->dtype = dt, p->M = M, p->K = K, p->nseg = d->nseg;
+    p->path = d->path, p->save = d->save;
+    p->block_rows = d->block_rows ? d->block_rows : SSM__PROJ_ROWS;
+    p->l2_eps = d->l2_eps > 0 ? d->l2_eps : 1e-6;
+    for (s = 0; s < d->nseg; ++s) {
+        p->seg[s] = d->seg[s];
+        if (p->seg[s].param == 0.0) p->seg[s].param = d->seg[s].act == SSM_PROJ_SOFTCAP ? 15.0 : 1.0;
+        p->c0[s + 1] = p->c0[s] + d->seg[s].width;
+        p->g0[s] = p->G;
+        if (d->seg[s].act == SSM_PROJ_DECAY_GATE) p->G += d->seg[s].width;
+        if (d->seg[s].bias) p->has_bias = 1;
+    }
+    p->N = p->c0[d->nseg];
+}
+
+/* Asks the backend (supports with the plan) and sizes the workspace: the backend's figure,
+   else the host algorithm's. */
+static ssm_result ssm__proj_plan_finish(ssm_ctx *ctx, const char *op, const ssm_proj_desc *d, ssm_proj_plan *p) {
+    ssm_result r = SSM__NOT_MINE;
+    SSM__TRY(ssm__supported(ctx, op, p->op, p));
+    if (ctx->backend->workspace_size) r = ctx->backend->workspace_size(ctx, p->op, p, &p->workspace_bytes);
+    if (r == SSM__NOT_MINE)
+        p->workspace_bytes = ssm__proj_ws(d, p->dtype, p->M, p->K, p->N, p->G, p->op == SSM_OP_PROJ_BACKWARD);
+    else if (r != SSM_OK) return r;
+    if (p->workspace_bytes == SIZE_MAX)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: the workspace size overflows size_t", op);
+    return SSM_OK;
+}
+
+/* Stats of a call a backend slot ran: its GEMMs are those of the host algorithm's
+   fused / unfused schedule with one fused GEMM per forward. */
+static void ssm__proj_slot_stats(const ssm_proj_plan *p, const ssm_proj_desc *d) {
+    ssm_proj_stats st;
+    double one = 2.0 * (double)p->M * (double)p->N * (double)p->K;
+    if (!d->stats) return;
+    memset(&st, 0, sizeof st);
+    if (p->M > 0) {
+        if (p->op == SSM_OP_PROJ_FORWARD) st.gemm_calls = p->path == SSM_PROJ_FUSED ? 1 : p->nseg, st.gemm_flops = one;
+        else {
+            st.gemm_calls = (p->path == SSM_PROJ_FUSED ? 2 : 2 * p->nseg) + (p->save == SSM_PROJ_SAVE_NONE);
+            st.gemm_flops = one * (p->save == SSM_PROJ_SAVE_NONE ? 3.0 : 2.0);
+        }
+    }
+    st.workspace_bytes = p->workspace_bytes;
+    *d->stats = st;
+}
+
 SSMDEF ssm_result ssm_proj_workspace_size(const ssm_ctx *ctx, const ssm_proj_desc *desc, ssm_dtype dtype,
                                           int64_t M, int64_t d, int backward, size_t *bytes) {
     static const char *op = "ssm_proj_workspace_size";
     ssm_ctx *mctx = (ssm_ctx *)ctx; /* the message only: a query changes nothing else */
-    int64_t G = 0;
-    size_t ws;
-    int s;
+    ssm_proj_plan p;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     mctx->message[0] = 0;
     if (!desc || !bytes) return ssm_ctx_error(mctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc and bytes are required", op);
     SSM__TRY(ssm__proj_check_desc(mctx, op, desc)); /* the checks the op makes, on what a query knows */
-    SSM__TRY(ssm__supported(mctx, op, backward ? SSM_OP_PROJ_BACKWARD : SSM_OP_PROJ_FORWARD, NULL));
     SSM__TRY(ssm__check_compute_dtype(mctx, op, dtype));
     if (M < 0 || d < 0)
         return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE, "%s: M = %lld and d = %lld must be >= 0", op, (long long)M,
                              (long long)d);
     if (backward != 0 && backward != 1)
         return ssm_ctx_error(mctx, SSM_ERROR_INVALID_VALUE, "%s: backward must be 0 or 1", op);
-    for (s = 0; s < desc->nseg; ++s)
-        if (desc->seg[s].act == SSM_PROJ_DECAY_GATE) G += desc->seg[s].width;
-    ws = ssm__proj_ws(desc, dtype, M, d, ssm_proj_desc_width(desc), G, backward);
-    if (ws == SIZE_MAX)
-        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE, "%s: the workspace size overflows size_t", op);
-    *bytes = ws;
+    ssm__proj_plan_of(&p, backward ? SSM_OP_PROJ_BACKWARD : SSM_OP_PROJ_FORWARD, desc, dtype, M, d);
+    p.want_dbias = p.want_dalog = backward; /* the most a call can ask for */
+    SSM__TRY(ssm__proj_plan_finish(mctx, op, desc, &p));
+    *bytes = p.workspace_bytes;
     return SSM_OK;
 }
 
@@ -3560,6 +3668,7 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
                                    ssm_tensor *y, ssm_tensor *pre) {
     static const char *op = "ssm_proj_forward";
     ssm__proj P;
+    ssm_proj_plan pl;
     int64_t shape[2], r0, mb;
     ssm__arg args[6];
     size_t es, ws;
@@ -3584,8 +3693,19 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
     ssm__arg_set(&args[4], "y", y, 1);
     ssm__arg_set(&args[5], "pre", pre, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
+    ssm__proj_plan_of(&pl, SSM_OP_PROJ_FORWARD, desc, P.dt, P.M, P.dim);
+    ssm__st2(pl.x, x), ssm__st2(pl.W, W), ssm__st2(pl.y, y), ssm__st2(pl.pre, pre);
+    pl.bias = ssm__st1(P.bias), pl.alog = ssm__st1(A_log);
+    SSM__TRY(ssm__proj_plan_finish(ctx, op, desc, &pl));
+    if (ctx->backend->proj_forward) {
+        ssm_result r = ctx->backend->proj_forward(ctx, &pl, x, W, P.bias, A_log, y, pre);
+        if (r != SSM__NOT_MINE) {
+            if (r == SSM_OK) ssm__proj_slot_stats(&pl, desc);
+            return r;
+        }
+    }
     es = P.es;
-    ws = ssm__proj_ws(desc, P.dt, P.M, P.dim, P.N, P.G, 0);
+    ws = pl.workspace_bytes;
     SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
     xt = (char *)wsp;
     if (desc->path == SSM_PROJ_FUSED) {
@@ -3615,6 +3735,7 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
                                     ssm_tensor *dW, ssm_tensor *dbias, ssm_tensor *dA_log) {
     static const char *op = "ssm_proj_backward";
     ssm__proj P;
+    ssm_proj_plan pl;
     int64_t shMN[2], shMd[2], shNd[2], r, c, r0;
     ssm__arg args[10];
     size_t es, ws;
@@ -3649,8 +3770,21 @@ SSMDEF ssm_result ssm_proj_backward(ssm_ctx *ctx, const ssm_proj_desc *desc, con
     ssm__arg_set(&args[8], "dbias", dbias, 1);
     ssm__arg_set(&args[9], "dA_log", dA_log, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 10));
+    ssm__proj_plan_of(&pl, SSM_OP_PROJ_BACKWARD, desc, P.dt, P.M, P.dim);
+    ssm__st2(pl.x, x), ssm__st2(pl.W, W), ssm__st2(pl.pre, pre), ssm__st2(pl.dy, dy);
+    ssm__st2(pl.dx, dx), ssm__st2(pl.dW, dW);
+    pl.bias = ssm__st1(P.bias), pl.alog = ssm__st1(A_log), pl.dbias = ssm__st1(dbias), pl.dalog = ssm__st1(dA_log);
+    pl.want_dbias = dbias != NULL, pl.want_dalog = dA_log != NULL && P.G > 0;
+    SSM__TRY(ssm__proj_plan_finish(ctx, op, desc, &pl));
+    if (ctx->backend->proj_backward) {
+        ssm_result r = ctx->backend->proj_backward(ctx, &pl, x, W, P.bias, A_log, pre, dy, dx, dW, dbias, dA_log);
+        if (r != SSM__NOT_MINE) {
+            if (r == SSM_OK) ssm__proj_slot_stats(&pl, desc);
+            return r;
+        }
+    }
     es = P.es;
-    ws = ssm__proj_ws(desc, P.dt, P.M, P.dim, P.N, P.G, 1);
+    ws = pl.workspace_bytes;
     SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
     dP = (char *)wsp; /* ws did not saturate, so none of these products overflows */
     bacc = (double *)(dP + SSM__PROJ_ALIGN((size_t)(P.M * P.N) * es));
@@ -3727,13 +3861,33 @@ static size_t ssm__oc_ws(ssm_dtype dt, const ssm_outchain_desc *d, int64_t M, in
 
 static ssm_result ssm__oc_check_desc(ssm_ctx *ctx, const char *op, const ssm_outchain_desc *d);
 
+static void ssm__oc_plan_of(ssm_outchain_plan *p, ssm_op op, const ssm_outchain_desc *d, ssm_dtype dt, int64_t M,
+                            int64_t D, int64_t hd, int64_t dout) {
+    memset(p, 0, sizeof *p);
+    p->op = op, p->dtype = dt, p->M = M, p->D = D, p->hd = hd, p->H = D / hd, p->dout = dout;
+    p->gate = d->gate, p->eps = d->eps > 0 ? d->eps : 1e-6, p->block_rows = d->block_rows ? d->block_rows : 64;
+}
+
+/* supports (with the plan) and the workspace: the backend's figure, else the host one. */
+static ssm_result ssm__oc_plan_finish(ssm_ctx *ctx, const char *op, const ssm_outchain_desc *d, ssm_outchain_plan *p) {
+    ssm_result r = SSM__NOT_MINE;
+    SSM__TRY(ssm__supported(ctx, op, p->op, p));
+    if (ctx->backend->workspace_size) r = ctx->backend->workspace_size(ctx, p->op, p, &p->workspace_bytes);
+    if (r == SSM__NOT_MINE)
+        p->workspace_bytes = ssm__oc_ws(p->dtype, d, p->M, p->D, p->hd, p->op == SSM_OP_OUTCHAIN_BACKWARD);
+    else if (r != SSM_OK) return r;
+    if (p->workspace_bytes == SIZE_MAX)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: the workspace size overflows size_t", op);
+    return SSM_OK;
+}
+
 SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outchain_desc *desc,
                                               ssm_dtype dtype, int64_t M, int64_t D, int64_t d_out,
                                               int backward, size_t *bytes) {
     static const char *op = "ssm_outchain_workspace_size";
     ssm_ctx *mctx = (ssm_ctx *)ctx; /* the message only: a query changes nothing else */
+    ssm_outchain_plan p;
     int64_t hd;
-    size_t ws;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     mctx->message[0] = 0;
     if (!desc || !bytes) return ssm_ctx_error(mctx, SSM_ERROR_NULL_ARGUMENT, "%s: desc and bytes are required", op);
@@ -3748,10 +3902,10 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
                              (long long)hd, (long long)D);
     if (backward != 0 && backward != 1)
         return ssm_ctx_error(mctx, SSM_ERROR_INVALID_VALUE, "%s: backward must be 0 or 1", op);
-    ws = ssm__oc_ws(dtype, desc, M, D, hd, backward);
-    if (ws == SIZE_MAX)
-        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE, "%s: the workspace size overflows size_t", op);
-    *bytes = ws;
+    ssm__oc_plan_of(&p, backward ? SSM_OP_OUTCHAIN_BACKWARD : SSM_OP_OUTCHAIN_FORWARD, desc, dtype, M, D, hd, d_out);
+    p.has_weight = p.has_rstd = p.want_dweight = backward; /* the most a call can ask for */
+    SSM__TRY(ssm__oc_plan_finish(mctx, op, desc, &p));
+    *bytes = p.workspace_bytes;
     return SSM_OK;
 }
 
@@ -3762,8 +3916,7 @@ static ssm_result ssm__oc_check_desc(ssm_ctx *ctx, const char *op, const ssm_out
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown gate %d", op, (int)d->gate);
     if (d->head_dim < 0 || d->block_rows < 0 || !(d->eps >= 0.0))
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: head_dim, block_rows and eps must be >= 0", op);
-    return ssm__supported(ctx, op, strstr(op, "backward") ? SSM_OP_OUTCHAIN_BACKWARD : SSM_OP_OUTCHAIN_FORWARD,
-                          NULL);
+    return SSM_OK;
 }
 
 /* Validates desc, o, g [M,D], weight [hd], W_o [dout, D] and fills C. */
@@ -3841,6 +3994,7 @@ SSMDEF ssm_result ssm_outchain_forward(ssm_ctx *ctx, const ssm_outchain_desc *de
                                        ssm_tensor *y, ssm_tensor *rstd) {
     static const char *op = "ssm_outchain_forward";
     ssm__oc C;
+    ssm_outchain_plan pl;
     int64_t shape[2], block, r0, mb;
     ssm__arg args[6];
     size_t es, ws;
@@ -3861,8 +4015,17 @@ SSMDEF ssm_result ssm_outchain_forward(ssm_ctx *ctx, const ssm_outchain_desc *de
     ssm__arg_set(&args[4], "y", y, 1);
     ssm__arg_set(&args[5], "rstd", rstd, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
+    ssm__oc_plan_of(&pl, SSM_OP_OUTCHAIN_FORWARD, desc, C.dt, C.M, C.D, C.hd, C.dout);
+    pl.has_weight = weight != NULL, pl.has_rstd = rstd != NULL;
+    ssm__st2(pl.o, o), ssm__st2(pl.g, g), ssm__st2(pl.W_o, W_o), ssm__st2(pl.y, y), ssm__st2(pl.rstd, rstd);
+    pl.weight = ssm__st1(weight);
+    SSM__TRY(ssm__oc_plan_finish(ctx, op, desc, &pl));
+    if (ctx->backend->outchain_forward) {
+        ssm_result r = ctx->backend->outchain_forward(ctx, &pl, o, g, weight, W_o, y, rstd);
+        if (r != SSM__NOT_MINE) return r;
+    }
     es = C.es;
-    ws = ssm__oc_ws(C.dt, desc, C.M, C.D, C.hd, 0);
+    ws = pl.workspace_bytes;
     SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
     block = desc->block_rows ? desc->block_rows : 64;
     for (r0 = 0; r0 < C.M; r0 += block) { /* z for a block of rows, then its o_proj GEMM while hot */
@@ -3881,6 +4044,7 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
                                         ssm_tensor *dg, ssm_tensor *dweight, ssm_tensor *dW_o) {
     static const char *op = "ssm_outchain_backward";
     ssm__oc C;
+    ssm_outchain_plan pl;
     int64_t shape[2], r, h, c;
     ssm__arg args[10];
     size_t es, ws;
@@ -3913,8 +4077,18 @@ SSMDEF ssm_result ssm_outchain_backward(ssm_ctx *ctx, const ssm_outchain_desc *d
     ssm__arg_set(&args[8], "dweight", dweight, 1);
     ssm__arg_set(&args[9], "dW_o", dW_o, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 10));
+    ssm__oc_plan_of(&pl, SSM_OP_OUTCHAIN_BACKWARD, desc, C.dt, C.M, C.D, C.hd, C.dout);
+    pl.has_weight = weight != NULL, pl.has_rstd = rstd != NULL, pl.want_dweight = dweight != NULL;
+    ssm__st2(pl.o, o), ssm__st2(pl.g, g), ssm__st2(pl.W_o, W_o), ssm__st2(pl.rstd, rstd), ssm__st2(pl.dy, dy);
+    ssm__st2(pl.do_, do_), ssm__st2(pl.dg, dg), ssm__st2(pl.dW_o, dW_o);
+    pl.weight = ssm__st1(weight), pl.dweight = ssm__st1(dweight);
+    SSM__TRY(ssm__oc_plan_finish(ctx, op, desc, &pl));
+    if (ctx->backend->outchain_backward) {
+        ssm_result r = ctx->backend->outchain_backward(ctx, &pl, o, g, weight, W_o, rstd, dy, do_, dg, dweight, dW_o);
+        if (r != SSM__NOT_MINE) return r;
+    }
     es = C.es;
-    ws = ssm__oc_ws(C.dt, desc, C.M, C.D, C.hd, 1);
+    ws = pl.workspace_bytes;
     SSM__TRY(ssm_ctx_workspace(ctx, ws, &wsp));
     zb = (char *)wsp;
     dzb = zb + SSM__PROJ_ALIGN((size_t)(C.M * C.D) * es);
@@ -5258,7 +5432,8 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
 /* C++ has no designated initializers before C++20: slots in declaration order. */
 static const ssm_backend ssm__reference_backend = {
     "reference", SSM_DEVICE_CPU, NULL, NULL, NULL, NULL, NULL, NULL, ssm__ref_gemm2,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, {NULL}};
 #else
 static const ssm_backend ssm__reference_backend = {
     .name = "reference",

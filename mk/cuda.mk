@@ -25,7 +25,7 @@ endif
 DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
 
 # (examples/quickstart_cuda.cu is built by check-examples with its first-line command)
-compile-cuda: $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
+compile-cuda: $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
 
 $(BUILD)/compile_cuda_sm80.o: tests/compile_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) -arch=sm_80 -I. -c $< -o $@
@@ -62,9 +62,14 @@ $(BUILD)/dev_%: dev/cuda/%.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h
 $(BUILD)/cuda_bell: bench/cuda_bell.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -lcusparse -o $@
 
-bench-cuda: $(BUILD)/cuda_bench $(BUILD)/cuda_bell
+# Projection and output chains: cuBLAS GEMMs of the same shapes are the floor and a peer.
+$(BUILD)/cuda_proj: bench/cuda_proj.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+
+bench-cuda: $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj
 	$(B)/cuda_bench
 	$(B)/cuda_bell
+	$(B)/cuda_proj
 
 $(BUILD)/quickstart_cuda: examples/quickstart_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) $< $(CUDALIBS) -o $@

@@ -558,9 +558,29 @@ static double ref_act(ssm_proj_act a, double p, double alog, double z) {
 }
 
 /* chain 0: every activation, with and without bias, L2 heads of several sizes;
-   chain 1: a Gated-DeltaNet-like chain (q, k, v, g, a, b). */
+   chain 1: a Gated-DeltaNet-like chain (q, k, v, g, a, b);
+   chain 2: the same at GPU tile scale (heads of 64 and 128 on 128-column boundaries);
+   chain 3: segments off tile boundaries, heads of 8, 48, 100 and 256 (cut by the tiles). */
 static ssm_proj_desc proj_chain(int chain) {
     ssm_proj_desc d = ssm_proj_desc_init();
+    if (chain == 2) {
+        ssm_proj_desc_add(&d, 256, SSM_PROJ_SILU, 0, 0, 64);
+        ssm_proj_desc_add(&d, 256, SSM_PROJ_SILU, 0, 0, 128);
+        ssm_proj_desc_add(&d, 192, SSM_PROJ_SILU, 0, 0, 0);
+        ssm_proj_desc_add(&d, 64, SSM_PROJ_NONE, 0, 1, 0);
+        ssm_proj_desc_add(&d, 4, SSM_PROJ_SIGMOID2, 0, 0, 0);
+        ssm_proj_desc_add(&d, 4, SSM_PROJ_DECAY_GATE, 0, 1, 0);
+        return d;
+    }
+    if (chain == 3) {
+        ssm_proj_desc_add(&d, 40, SSM_PROJ_GELU_TANH, 0, 1, 8);
+        ssm_proj_desc_add(&d, 96, SSM_PROJ_SILU, 0, 0, 48);
+        ssm_proj_desc_add(&d, 200, SSM_PROJ_SOFTPLUS, 0, 0, 100);
+        ssm_proj_desc_add(&d, 256, SSM_PROJ_NONE, 0, 1, 256);
+        ssm_proj_desc_add(&d, 5, SSM_PROJ_LOGSIGMOID, 16, 0, 0);
+        ssm_proj_desc_add(&d, 3, SSM_PROJ_DECAY_GATE, 0, 1, 0);
+        return d;
+    }
     if (chain == 1) {
         ssm_proj_desc_add(&d, 8, SSM_PROJ_SILU, 0, 0, 4);
         ssm_proj_desc_add(&d, 8, SSM_PROJ_SILU, 0, 0, 4);
@@ -656,7 +676,7 @@ static void run_proj(const op_case *c, ssm_dtype dt) {
             if (save) check_out("pre", &tpre, pr, tol);
             else CHECK(tb_untouched(&tpre), "pre written under SAVE_NONE");
             if (!test_mem && M > 0)
-                CHECK(st.gemm_calls == (d.path == SSM_PROJ_FUSED ? (M + (c->chunk ? c->chunk : 256) - 1) / (c->chunk ? c->chunk : 256) : d.nseg),
+                CHECK(st.gemm_calls == (d.path == SSM_PROJ_FUSED ? (cases_gpu && dt.bits < 64 ? 1 : (M + (c->chunk ? c->chunk : 256) - 1) / (c->chunk ? c->chunk : 256)) : d.nseg),
                       "forward made %lld GEMM calls", (long long)st.gemm_calls);
         }
     } else { /* gradients against finite differences of the oracle (f64), for every dtype */
@@ -1280,6 +1300,25 @@ static void build(void) {
         pj_row(v, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, 0, 5, SSM_PROJ_FUSED, 1, CASE_SAVE, 0);
     }
 
+    /* proj at GPU tile scale (the fused kernel: 16-bit, K % 8 == 0, K-contiguous x and W):
+       several row tiles with a ragged last one, heads inside and across the 128-column
+       tiles, SAVE_PRE and SAVE_NONE; the same chains on the fallback paths (UNFUSED, padded
+       layouts, K % 8 != 0); backward of the tile-scale chain against finite differences */
+    pj_row(CASE_FWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 133, 64, SSM_PROJ_FUSED, 2, CASE_SAVE, 0);
+    pj_row(CASE_FWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 257, 40, SSM_PROJ_FUSED, 3, 0, 0);
+    pj_row(CASE_FWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 257, 40, SSM_PROJ_FUSED, 3, CASE_SAVE, 0);
+    pj_row(CASE_FWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 13, 8, SSM_PROJ_FUSED, 0, CASE_SAVE, 0);
+    pj_row(CASE_FWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 61, 64, SSM_PROJ_UNFUSED, 2, CASE_SAVE, 0);
+    pj_row(CASE_FWD, CASE_CUDA_DTYPES, LAYOUT_PADDED, 67, 24, SSM_PROJ_FUSED, 3, CASE_SAVE, 0);
+    pj_row(CASE_FWD, CASE_CUDA_DTYPES, LAYOUT_NEGATIVE, 29, 16, SSM_PROJ_FUSED, 2, 0, 0);
+    pj_row(CASE_FWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 31, 7, SSM_PROJ_FUSED, 0, 0, 0);
+    pj_row(CASE_FWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 0, 16, SSM_PROJ_FUSED, 2, CASE_SAVE, 0);
+    pj_row(CASE_BWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 5, 8, SSM_PROJ_FUSED, 2, CASE_SAVE, 0);
+    pj_row(CASE_BWD, CASE_CUDA_DTYPES, LAYOUT_PADDED, 3, 8, SSM_PROJ_FUSED, 3, 0, 0);
+    pj_row(CASE_BWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 4, 6, SSM_PROJ_UNFUSED, 0, CASE_SAVE, 0);
+    pj_row(CASE_BWD, CASE_CUDA_DTYPES, LAYOUT_NEGATIVE, 5, 5, SSM_PROJ_FUSED, 1, 0, 0);
+    pj_row(CASE_BWD, CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 0, 8, SSM_PROJ_FUSED, 2, 0, 0);
+
     /* outchain: both gates, with/without weight and rstd, every layout, whole-width norm */
     for (gate = 0; gate < 2; ++gate)
         for (l = 0; l < 3; ++l) {
@@ -1290,6 +1329,11 @@ static void build(void) {
     oc_rows(CASE_F64 | CASE_F32, LAYOUT_PADDED, 6, 10, 0, 3, 1, CASE_WEIGHT, 0);
     oc_rows(CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, 1, 3, 3, 1, 0, CASE_WEIGHT | CASE_RSTD, 0);
     oc_rows(CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, 0, 8, 4, 3, 0, CASE_WEIGHT | CASE_RSTD, 0);
+    /* outchain in every GPU dtype: heads of 64 and 32, a whole-width 48, odd M */
+    oc_rows(CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 3, 128, 64, 5, 0, CASE_WEIGHT | CASE_RSTD, 0);
+    oc_rows(CASE_CUDA_DTYPES, LAYOUT_PADDED, 5, 64, 32, 7, 1, CASE_WEIGHT, 0);
+    oc_rows(CASE_CUDA_DTYPES, LAYOUT_NEGATIVE, 3, 48, 0, 4, 0, CASE_RSTD, 0);
+    oc_rows(CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 0, 64, 64, 4, 0, CASE_WEIGHT | CASE_RSTD, 0);
 
     /* delta: DeltaNet (rank-4 and rank-5 k/v), Gated DeltaNet, DeltaProduct (n_h = 2), both
        methods (and AUTO), T from 0 to 131 across chunk boundaries, odd K != V, every layout */

@@ -680,13 +680,14 @@ static void suite_cuda_workspace(ssm_ctx *cu) {
 int main(void) {
     int count = 0;
     ssm_cuda_config cc = ssm_cuda_config_init();
-    /* SSM_TEST_CUDA_ONLY=decay|linrec|bell runs the table's rows of that op on CUDA (and the
+    /* SSM_TEST_CUDA_ONLY=decay|linrec|bell|delta|proj runs the table's rows of that op on CUDA (and the
        error suite) alone: the short runs under compute-sanitizer. Unset: the CPU suites and
        table first, then every CUDA suite; the tally below counts both. */
     const char *only = getenv("SSM_TEST_CUDA_ONLY");
     const int decay = !only || !strcmp(only, "decay"), linrec = !only || !strcmp(only, "linrec");
     const int bell = !only || !strcmp(only, "bell");
     const int delta = !only || !strcmp(only, "delta");
+    const int proj = !only || !strcmp(only, "proj");
     if (!only) ssm_test_cpu_main();
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("no CUDA device: CUDA tests not run\n%d passed, %d failed\n", test_passed, test_failed);
@@ -734,10 +735,16 @@ int main(void) {
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }
-    if (!only) { /* ops without CUDA kernels yet: every row declines (skipped) until they land */
+    if (proj) { /* projection and output chains; proj again with the tile-fused kernel forced */
+        cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
         cases_run(CASE_CUDA_DTYPES, CASE_OUTCHAIN);
-        cases_run(CASE_CUDA_DTYPES, CASE_DELTA);
+        cc.proj_kernel = 2;
+        cases_label = "tile";
+        cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
+        cases_label = NULL;
+        cc.proj_kernel = 0;
     }
+    if (!only) cases_run(CASE_CUDA_DTYPES, CASE_DELTA);
     if (test_skipped) printf("%d skipped (the backend declined the op)\n", test_skipped);
     printf("%d passed, %d failed\n", test_passed, test_failed);
     return test_failed ? 1 : 0;

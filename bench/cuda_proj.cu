@@ -1,0 +1,272 @@
+/* CUDA benchmark of the projection and output chains (make bench-cuda). Each row: ours
+   (FUSED: one cuBLAS GEMM over the whole width + one epilogue pass; fused_tile: the mma.sync
+   GEMM with every segment's epilogue in its tile) beside, on the same inputs in
+   the same run, the same GEMM alone in cuBLAS (the floor: FLOPs over the rate cuBLAS reaches
+   on that very shape) and the unfused schedule (a cuBLAS GEMM per segment, then separate
+   activation and L2 kernels: ours:unfused, what eager layer code runs). fwd+bwd rows: the
+   forward with SAVE_PRE, then the backward; their floor is the three cuBLAS GEMMs (y, dX, dW)
+   alone. Also our GEMM with the identity epilogue against cuBLAS at 8192^3 (TFLOP/s).
+   JSON lines: bench/results/cuda_proj.jsonl (../shared/BENCH.md format). BENCH_QUICK=1
+   trims the grid. */
+#define SSM_IMPLEMENTATION
+#define SSM_CUDA_IMPLEMENTATION
+#include "../ssm_cuda.h"
+#include "cuda_common.h"
+#include <cublas_v2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#ifndef SSM_BENCH_COMMIT
+#define SSM_BENCH_COMMIT "unknown"
+#endif
+static char g_dev[256], g_date[32];
+static cublasHandle_t g_h;
+
+static FILE *open_jsonl(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "bench/results/%s.jsonl", name);
+    FILE *f = fopen(path, "a");
+    if (!f) f = fopen(name, "a");
+    return f;
+}
+
+static cudaDataType cty(ssm_dtype dt) { return dt.bits == 32 ? CUDA_R_32F : dt.code == SSM_DTYPE_BFLOAT ? CUDA_R_16BF : CUDA_R_16F; }
+
+/* Row-major C[m, n] = A[m, k] B[n, k]^T (ta = 0) or A[m, k] B[k, n] (ta = 1), column-major in cuBLAS. */
+static void gemm_nt(ssm_dtype dt, int64_t m, int64_t n, int64_t k, const void *A, const void *B, void *C) {
+    const float one = 1.f, zero = 0.f;
+    cublasGemmEx(g_h, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, B, cty(dt), (int)k, A, cty(dt), (int)k, &zero,
+                 C, cty(dt), (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+static void gemm_nn(ssm_dtype dt, int64_t m, int64_t n, int64_t k, const void *A, const void *B, void *C) {
+    const float one = 1.f, zero = 0.f;
+    cublasGemmEx(g_h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, B, cty(dt), (int)n, A, cty(dt), (int)k, &zero,
+                 C, cty(dt), (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+/* C[m, n] = A[k, m]^T B[k, n] */
+static void gemm_tn(ssm_dtype dt, int64_t m, int64_t n, int64_t k, const void *A, const void *B, void *C) {
+    const float one = 1.f, zero = 0.f;
+    cublasGemmEx(g_h, CUBLAS_OP_N, CUBLAS_OP_T, (int)n, (int)m, (int)k, &one, B, cty(dt), (int)n, A, cty(dt), (int)m, &zero,
+                 C, cty(dt), (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+static void row_json(FILE *js, const char *op, const char *impl, const char *backend, ssm_dtype dt, const char *shape,
+                     double ms, double floor_ms, size_t ws) {
+    fprintf(js, "{\"op\":\"%s\",\"impl\":\"%s\",\"backend\":\"%s\",\"dtype\":\"%s\",\"shape\":%s,\"ms\":%.5f,\"floor_ms\":%.5f,"
+                "\"peak_mem_bytes\":%zu,\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+            op, impl, backend, ssm_dtype_name(dt), shape, ms, floor_ms, ws, g_dev, g_date, SSM_BENCH_COMMIT);
+    fflush(js);
+}
+
+/* the chains: 0 DeltaNet-like at d = 1024 (8 heads of 128; q, k with L2 per 64 and 128),
+   1 Gated DeltaNet at d = 2048 (16 heads of 128: q, k, v, g, beta, a; N = 8224) */
+static ssm_proj_desc chain(int which, int64_t *d) {
+    ssm_proj_desc c = ssm_proj_desc_init();
+    if (which == 0) {
+        *d = 1024;
+        ssm_proj_desc_add(&c, 1024, SSM_PROJ_SILU, 0, 0, 64);
+        ssm_proj_desc_add(&c, 1024, SSM_PROJ_SILU, 0, 0, 128);
+        ssm_proj_desc_add(&c, 1024, SSM_PROJ_SILU, 0, 0, 0);
+        ssm_proj_desc_add(&c, 1024, SSM_PROJ_NONE, 0, 0, 0);
+        ssm_proj_desc_add(&c, 8, SSM_PROJ_SIGMOID, 0, 0, 0);
+    } else {
+        *d = 2048;
+        ssm_proj_desc_add(&c, 2048, SSM_PROJ_SILU, 0, 0, 128);
+        ssm_proj_desc_add(&c, 2048, SSM_PROJ_SILU, 0, 0, 128);
+        ssm_proj_desc_add(&c, 2048, SSM_PROJ_SILU, 0, 0, 0);
+        ssm_proj_desc_add(&c, 2048, SSM_PROJ_NONE, 0, 0, 0);
+        ssm_proj_desc_add(&c, 16, SSM_PROJ_SIGMOID, 0, 0, 0);
+        ssm_proj_desc_add(&c, 16, SSM_PROJ_DECAY_GATE, 0, 1, 0);
+    }
+    return c;
+}
+
+static ssm_ctx *g_tile; /* a context with the tile-fused kernel forced (proj_kernel = 2) */
+
+static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M) {
+    int64_t K;
+    ssm_proj_desc d = chain(which, &K);
+    ssm_ctx *const c0 = ctx;
+    const int64_t N = ssm_proj_desc_width(&d), G = which ? 16 : 1;
+    const int64_t sx[2] = {M, K}, sW[2] = {N, K}, sy[2] = {M, N}, sN[1] = {N}, sG[1] = {G};
+    void *x = dev_random(dt, M * K, 1.f, 1), *W = dev_random(dt, N * K, 0.03f, 2), *b = dev_random(dt, N, 0.5f, 3);
+    void *al = dev_random(dt, G, 0.5f, 4), *y = dev_random(dt, M * N, 0.f, 5), *pre = dev_random(dt, M * N, 0.f, 6);
+    void *dy = dev_random(dt, M * N, 1.f, 7), *dx = dev_random(dt, M * K, 0.f, 8), *dW = dev_random(dt, N * K, 0.f, 9);
+    void *db = dev_random(dt, N, 0.f, 10), *dal = dev_random(dt, G, 0.f, 11);
+    char shape[128];
+    size_t wsf = 0, wsb = 0;
+    if (!x || !W || !b || !al || !y || !pre || !dy || !dx || !dW || !db || !dal) {
+        printf("  (skipped M%lld: out of memory)\n", (long long)M);
+        cudaGetLastError();
+    } else {
+        ssm_tensor tx = ssm_tensor_make(x, dt, ssm_cuda_device(0), 2, sx, NULL), tW = ssm_tensor_make(W, dt, ssm_cuda_device(0), 2, sW, NULL);
+        ssm_tensor tb = ssm_tensor_make(b, dt, ssm_cuda_device(0), 1, sN, NULL), tal = ssm_tensor_make(al, dt, ssm_cuda_device(0), 1, sG, NULL);
+        ssm_tensor ty = ssm_tensor_make(y, dt, ssm_cuda_device(0), 2, sy, NULL), tpre = ssm_tensor_make(pre, dt, ssm_cuda_device(0), 2, sy, NULL);
+        ssm_tensor tdy = ssm_tensor_make(dy, dt, ssm_cuda_device(0), 2, sy, NULL), tdx = ssm_tensor_make(dx, dt, ssm_cuda_device(0), 2, sx, NULL);
+        ssm_tensor tdW = ssm_tensor_make(dW, dt, ssm_cuda_device(0), 2, sW, NULL), tdb = ssm_tensor_make(db, dt, ssm_cuda_device(0), 1, sN, NULL);
+        ssm_tensor tdal = ssm_tensor_make(dal, dt, ssm_cuda_device(0), 1, sG, NULL);
+        const ssm_tensor *palog = which ? &tal : NULL;
+        ssm_tensor *pdal = which ? &tdal : NULL;
+        double gf = time_ms([&] { gemm_nt(dt, M, N, K, x, W, y); });
+        double gx = time_ms([&] { gemm_nn(dt, M, K, N, dy, W, dx); });
+        double gw = time_ms([&] { gemm_tn(dt, N, K, M, dy, x, dW); });
+        double floor_f = gf, floor_fb = gf + gx + gw, flops = 2.0 * M * N * K;
+        snprintf(shape, sizeof shape, "{\"M\":%lld,\"d\":%lld,\"N\":%lld}", (long long)M, (long long)K, (long long)N);
+        printf("  proj %-4s M%-6lld d%-5lld N%-5lld  cublas gemm %8.3f ms (%6.1f TFLOP/s)  dX %8.3f  dW %8.3f\n",
+               ssm_dtype_name(dt), (long long)M, (long long)K, (long long)N, gf, flops / gf * 1e-9, gx, gw);
+        row_json(js, "proj_fwd", "peer:cublas_gemm", "cublas", dt, shape, gf, floor_f, 0);
+        row_json(js, "proj_fwdbwd", "peer:cublas_gemm", "cublas", dt, shape, floor_fb, floor_fb, 0);
+        for (int path = 0; path < 3; ++path) {
+            const char *impl = path == 1 ? "ours:unfused" : path == 2 ? "ours:fused_tile" : "ours:fused";
+            ssm_result r;
+            if (path == 2 && dt.bits == 32) continue; /* the tile kernel is 16-bit only */
+            ctx = path == 2 ? g_tile : c0;
+            d.path = path == 1 ? SSM_PROJ_UNFUSED : SSM_PROJ_FUSED;
+            d.save = SSM_PROJ_SAVE_NONE;
+            ssm_proj_workspace_size(ctx, &d, dt, M, K, 0, &wsf);
+            r = ssm_proj_forward(ctx, &d, &tx, &tW, &tb, palog, &ty, NULL);
+            if (r != SSM_OK) { printf("  %s: %s\n", impl, ssm_ctx_last_error(ctx)); continue; }
+            double f = time_ms([&] { ssm_proj_forward(ctx, &d, &tx, &tW, &tb, palog, &ty, NULL); });
+            d.save = SSM_PROJ_SAVE_PRE;
+            ssm_proj_workspace_size(ctx, &d, dt, M, K, 1, &wsb);
+            r = ssm_proj_backward(ctx, &d, &tx, &tW, &tb, palog, &tpre, &tdy, &tdx, &tdW, &tdb, pdal);
+            if (r != SSM_OK) { printf("  %s bwd: %s\n", impl, ssm_ctx_last_error(ctx)); continue; }
+            double fb = time_ms([&] {
+                ssm_proj_forward(ctx, &d, &tx, &tW, &tb, palog, &ty, &tpre);
+                ssm_proj_backward(ctx, &d, &tx, &tW, &tb, palog, &tpre, &tdy, &tdx, &tdW, &tdb, pdal);
+            });
+            printf("    %-13s fwd %8.3f ms  floor %8.3f  x%5.2f  (%6.1f TFLOP/s)   fwd+bwd %8.3f ms  floor %8.3f  x%5.2f  ws %.1f MB\n",
+                   impl, f, floor_f, f / floor_f, flops / f * 1e-9, fb, floor_fb, fb / floor_fb, wsb / 1e6);
+            row_json(js, "proj_fwd", impl, "cuda", dt, shape, f, floor_f, wsf);
+            row_json(js, "proj_fwdbwd", impl, "cuda", dt, shape, fb, floor_fb, wsb);
+        }
+        fflush(stdout);
+    }
+    cudaFree(x), cudaFree(W), cudaFree(b), cudaFree(al), cudaFree(y), cudaFree(pre), cudaFree(dy), cudaFree(dx), cudaFree(dW);
+    cudaFree(db), cudaFree(dal);
+}
+
+/* our GEMM (the fused kernel with one identity segment) against cuBLAS on a square shape */
+static void gemm_row(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t n) {
+    ssm_proj_desc d = ssm_proj_desc_init();
+    const int64_t s2[2] = {n, n};
+    void *a = dev_random(dt, n * n, 1.f, 21), *w = dev_random(dt, n * n, 0.02f, 22), *y = dev_random(dt, n * n, 0.f, 23);
+    char shape[128];
+    ssm_proj_desc_add(&d, n, SSM_PROJ_NONE, 0, 0, 0);
+    if (a && w && y) {
+        ssm_tensor ta = ssm_tensor_make(a, dt, ssm_cuda_device(0), 2, s2, NULL), tw = ssm_tensor_make(w, dt, ssm_cuda_device(0), 2, s2, NULL);
+        ssm_tensor ty = ssm_tensor_make(y, dt, ssm_cuda_device(0), 2, s2, NULL);
+        double g = time_ms([&] { gemm_nt(dt, n, n, n, a, w, y); });
+        double o = time_ms([&] { ssm_proj_forward(g_tile, &d, &ta, &tw, NULL, NULL, &ty, NULL); });
+        double e = time_ms([&] { ssm_proj_forward(ctx, &d, &ta, &tw, NULL, NULL, &ty, NULL); });
+        double fl = 2.0 * n * n * n;
+        snprintf(shape, sizeof shape, "{\"M\":%lld,\"d\":%lld,\"N\":%lld}", (long long)n, (long long)n, (long long)n);
+        printf("  gemm %-4s %lld^3: cublas %7.3f ms (%6.1f TFLOP/s)  ours tile kernel (identity epilogue) %7.3f ms (%6.1f TFLOP/s)  %.0f%% of cuBLAS;"
+               "  cuBLAS + epilogue pass %7.3f ms\n",
+               ssm_dtype_name(dt), (long long)n, g, fl / g * 1e-9, o, fl / o * 1e-9, 100.0 * g / o, e);
+        row_json(js, "proj_fwd", "peer:cublas_gemm", "cublas", dt, shape, g, g, 0);
+        row_json(js, "proj_fwd", "ours:fused_tile", "cuda", dt, shape, o, g, 0);
+        row_json(js, "proj_fwd", "ours:fused", "cuda", dt, shape, e, g, 0);
+    }
+    cudaFree(a), cudaFree(w), cudaFree(y);
+}
+
+static void outchain_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t M, int64_t D, int64_t hd, int64_t dout) {
+    const int64_t so[2] = {M, D}, sw[1] = {hd}, sWo[2] = {dout, D}, sy[2] = {M, dout}, sr[2] = {M, D / hd};
+    void *o = dev_random(dt, M * D, 1.f, 31), *g = dev_random(dt, M * D, 2.f, 32), *w = dev_random(dt, hd, 1.f, 33);
+    void *Wo = dev_random(dt, dout * D, 0.03f, 34), *y = dev_random(dt, M * dout, 0.f, 35), *rs = dev_random(dt, M * D / hd, 0.f, 36);
+    void *dy = dev_random(dt, M * dout, 1.f, 37), *dO = dev_random(dt, M * D, 0.f, 38), *dg = dev_random(dt, M * D, 0.f, 39);
+    void *dw = dev_random(dt, hd, 0.f, 40), *dWo = dev_random(dt, dout * D, 0.f, 41);
+    char shape[160];
+    size_t wsf = 0, wsb = 0;
+    if (o && g && w && Wo && y && rs && dy && dO && dg && dw && dWo) {
+        ssm_tensor to = ssm_tensor_make(o, dt, ssm_cuda_device(0), 2, so, NULL), tg = ssm_tensor_make(g, dt, ssm_cuda_device(0), 2, so, NULL);
+        ssm_tensor tw = ssm_tensor_make(w, dt, ssm_cuda_device(0), 1, sw, NULL), tWo = ssm_tensor_make(Wo, dt, ssm_cuda_device(0), 2, sWo, NULL);
+        ssm_tensor ty = ssm_tensor_make(y, dt, ssm_cuda_device(0), 2, sy, NULL), tr = ssm_tensor_make(rs, dt, ssm_cuda_device(0), 2, sr, NULL);
+        ssm_tensor tdy = ssm_tensor_make(dy, dt, ssm_cuda_device(0), 2, sy, NULL), tdo = ssm_tensor_make(dO, dt, ssm_cuda_device(0), 2, so, NULL);
+        ssm_tensor tdg = ssm_tensor_make(dg, dt, ssm_cuda_device(0), 2, so, NULL), tdw = ssm_tensor_make(dw, dt, ssm_cuda_device(0), 1, sw, NULL);
+        ssm_tensor tdWo = ssm_tensor_make(dWo, dt, ssm_cuda_device(0), 2, sWo, NULL);
+        ssm_outchain_desc d = ssm_outchain_desc_init();
+        d.head_dim = hd;
+        ssm_outchain_workspace_size(ctx, &d, dt, M, D, dout, 0, &wsf);
+        ssm_outchain_workspace_size(ctx, &d, dt, M, D, dout, 1, &wsb);
+        double gf = time_ms([&] { gemm_nt(dt, M, dout, D, o, Wo, y); });
+        double gx = time_ms([&] { gemm_nn(dt, M, D, dout, dy, Wo, dO); });
+        double gw = time_ms([&] { gemm_tn(dt, dout, D, M, dy, o, dWo); });
+        ssm_result r = ssm_outchain_forward(ctx, &d, &to, &tg, &tw, &tWo, &ty, &tr);
+        if (r != SSM_OK) { printf("  outchain: %s\n", ssm_ctx_last_error(ctx)); goto done; }
+        r = ssm_outchain_backward(ctx, &d, &to, &tg, &tw, &tWo, &tr, &tdy, &tdo, &tdg, &tdw, &tdWo);
+        if (r != SSM_OK) { printf("  outchain bwd: %s\n", ssm_ctx_last_error(ctx)); goto done; }
+        {
+            double f = time_ms([&] { ssm_outchain_forward(ctx, &d, &to, &tg, &tw, &tWo, &ty, &tr); });
+            double fb = time_ms([&] {
+                ssm_outchain_forward(ctx, &d, &to, &tg, &tw, &tWo, &ty, &tr);
+                ssm_outchain_backward(ctx, &d, &to, &tg, &tw, &tWo, &tr, &tdy, &tdo, &tdg, &tdw, &tdWo);
+            });
+            snprintf(shape, sizeof shape, "{\"M\":%lld,\"D\":%lld,\"hd\":%lld,\"d_out\":%lld}", (long long)M, (long long)D,
+                     (long long)hd, (long long)dout);
+            printf("  outchain %-4s M%-6lld D%-5lld hd%-4lld dout%-5lld fwd %8.3f ms floor %8.3f x%5.2f   fwd+bwd %8.3f ms floor %8.3f x%5.2f\n",
+                   ssm_dtype_name(dt), (long long)M, (long long)D, (long long)hd, (long long)dout, f, gf, f / gf, fb,
+                   gf + gx + gw, fb / (gf + gx + gw));
+            row_json(js, "outchain_fwd", "peer:cublas_gemm", "cublas", dt, shape, gf, gf, 0);
+            row_json(js, "outchain_fwdbwd", "peer:cublas_gemm", "cublas", dt, shape, gf + gx + gw, gf + gx + gw, 0);
+            row_json(js, "outchain_fwd", "ours:fused", "cuda", dt, shape, f, gf, wsf);
+            row_json(js, "outchain_fwdbwd", "ours:fused", "cuda", dt, shape, fb, gf + gx + gw, wsb);
+        }
+    } else {
+        printf("  (outchain M%lld skipped: out of memory)\n", (long long)M);
+        cudaGetLastError();
+    }
+done:
+    cudaFree(o), cudaFree(g), cudaFree(w), cudaFree(Wo), cudaFree(y), cudaFree(rs), cudaFree(dy), cudaFree(dO), cudaFree(dg);
+    cudaFree(dw), cudaFree(dWo);
+}
+
+int main(void) {
+    cudaDeviceProp prop;
+    ssm_ctx *ctx;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    int quick = getenv("BENCH_QUICK") != NULL;
+    time_t now = time(NULL);
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { printf("no CUDA device\n"); return 1; }
+    snprintf(g_dev, sizeof g_dev, "%s", prop.name);
+    strftime(g_date, sizeof g_date, "%Y-%m-%d", gmtime(&now));
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &cc;
+    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
+    cublasCreate(&g_h);
+    {
+        ssm_cuda_config c2 = ssm_cuda_config_init();
+        ssm_ctx_config cfg2 = ssm_ctx_config_init();
+        c2.proj_kernel = 2;
+        cfg2.backend = ssm_cuda_backend();
+        cfg2.backend_config = &c2;
+        if (ssm_ctx_create(&cfg2, &g_tile) != SSM_OK) return 1;
+    }
+    FILE *js = open_jsonl("cuda_proj");
+    printf("device %s\n== GEMM alone: ours (identity epilogue) vs cuBLAS\n", g_dev);
+    gemm_row(ctx, js, SSM_BF16, 8192);
+    printf("== projection chains: fused vs unfused vs the cuBLAS GEMM alone (floor)\n");
+    {
+        const int64_t Ma[2] = {4096, 16384}, Mb[2] = {8192, 32768};
+        for (int i = 0; i < 2; ++i) {
+            if (quick && i) continue;
+            proj_rows(ctx, js, SSM_BF16, 0, Ma[i]);
+            proj_rows(ctx, js, SSM_F32, 0, Ma[i]);
+        }
+        for (int i = 0; i < 2; ++i) {
+            if (quick && i) continue;
+            proj_rows(ctx, js, SSM_BF16, 1, Mb[i]);
+        }
+    }
+    printf("== output chain: RMSNorm-gate + o_proj vs the cuBLAS GEMM alone (floor)\n");
+    outchain_rows(ctx, js, SSM_BF16, 8192, 2048, 128, 2048);
+    if (!quick) outchain_rows(ctx, js, SSM_BF16, 32768, 2048, 128, 2048);
+    fclose(js);
+    cublasDestroy(g_h);
+    ssm_ctx_destroy(g_tile);
+    ssm_ctx_destroy(ctx);
+    return 0;
+}
