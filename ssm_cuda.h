@@ -2961,7 +2961,7 @@ typedef struct ssm__dl_args {
     int vec;     /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
     int variant; /* bit 0: the column-by-column UT solve (1.5x slower); bit 1: the blocked solve's block
                     products on scalar FMAs instead of 3xTF32 mma; bit 2: the sequential passes single-
-                    buffered (less shared memory, more CTAs per SM) (dev/cuda/delta.cu times them) */
+                    buffered; bit 3: double-buffered whenever it fits (dev/cuda/delta.cu times them) */
     int svec;    /* f32 states with unit column stride and 16-byte aligned rows: float4 access */
     float scale;
     /* backward: dout, dsT in; dq, dk, dv, dbeta, dg, ds0 out (each may be NULL) */
@@ -4051,57 +4051,64 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
    the query (and dout) only at j = n_h - 1. Then o_t and dq_t are the last sub-token's, dg_t the
    first's, dk, dv, dbeta each factor's own: the same arithmetic as the token form, exact. The
    sub-token tensors are contiguous [B, T n_h, H, D] copies in the workspace (fla's DeltaProduct
-   takes the same route). One CTA per token (b, t, h) copies its n_h sub-tokens. */
+   takes the same route). A warp per token (b, t, h) copies its n_h sub-tokens. */
 struct ssm__dl_xbuf {
     void *q, *k, *v, *beta, *g, *o, *dout, *dq, *dk, *dv, *dbeta, *dg; /* sub-token copies (or NULL) */
 };
-__global__ void ssm__dl_expand_kernel(ssm_delta_strides st, const void *q, const void *k, const void *v, const void *beta,
-                                      const void *g, const void *dout, ssm__dl_xbuf x, int T, int H, int nh, int K,
-                                      int V, int dt) {
-    const int64_t tok = blockIdx.x, b = tok / ((int64_t)T * H), t = tok / H % T, h = tok % H;
+__global__ void __launch_bounds__(256) ssm__dl_expand_kernel(ssm_delta_strides st, const void *q, const void *k, const void *v,
+                                                             const void *beta, const void *g, const void *dout, ssm__dl_xbuf x,
+                                                             int T, int H, int nh, int K, int V, int dt, int64_t toks) {
+    const int64_t tok = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); /* a warp per token */
+    const int lane = threadIdx.x & 31;
+    if (tok >= toks) return;
+    const int64_t b = tok / ((int64_t)T * H), t = tok / H % T, h = tok % H;
     for (int j = 0; j < nh; ++j) {
         const int64_t r = (b * T * nh + t * nh + j) * H + h; /* sub-token row */
         const bool last = j == nh - 1;
-        for (int f = threadIdx.x; f < K; f += blockDim.x) {
+        for (int f = lane; f < K; f += 32) {
             ssm__dl_st(x.k, dt, r * K + f, ssm__dl_ld(k, dt, b * st.k[0] + t * st.k[1] + h * st.k[2] + j * st.k[3] + f * st.k[4]));
             ssm__dl_st(x.q, dt, r * K + f, last ? ssm__dl_ld(q, dt, b * st.q[0] + t * st.q[1] + h * st.q[2] + f * st.q[4]) : 0.f);
         }
-        for (int f = threadIdx.x; f < V; f += blockDim.x) {
+        for (int f = lane; f < V; f += 32) {
             ssm__dl_st(x.v, dt, r * V + f, ssm__dl_ld(v, dt, b * st.v[0] + t * st.v[1] + h * st.v[2] + j * st.v[3] + f * st.v[4]));
             if (dout)
                 ssm__dl_st(x.dout, dt, r * V + f,
                            last ? ssm__dl_ld(dout, dt, b * st.dout[0] + t * st.dout[1] + h * st.dout[2] + f * st.dout[4]) : 0.f);
         }
-        if (threadIdx.x == 0) {
+        if (lane == 0) {
             ssm__dl_st(x.beta, dt, r, ssm__dl_ld(beta, dt, b * st.beta[0] + t * st.beta[1] + h * st.beta[2] + j * st.beta[3]));
             if (g) ssm__dl_st(x.g, dt, r, j == 0 ? ssm__dl_ld(g, dt, b * st.g[0] + t * st.g[1] + h * st.g[2]) : 0.f);
         }
     }
 }
 /* Back to token form: o, dq from the last sub-token, dk, dv, dbeta per factor, dg from the first. */
-__global__ void ssm__dl_collect_kernel(ssm_delta_strides st, ssm__dl_xbuf x, void *o, void *dq, void *dk, void *dv,
-                                       void *dbeta, void *dg, int T, int H, int nh, int K, int V, int dt) {
-    const int64_t tok = blockIdx.x, b = tok / ((int64_t)T * H), t = tok / H % T, h = tok % H;
+__global__ void __launch_bounds__(256) ssm__dl_collect_kernel(ssm_delta_strides st, ssm__dl_xbuf x, void *o, void *dq, void *dk,
+                                                              void *dv, void *dbeta, void *dg, int T, int H, int nh, int K,
+                                                              int V, int dt, int64_t toks) {
+    const int64_t tok = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (tok >= toks) return;
+    const int64_t b = tok / ((int64_t)T * H), t = tok / H % T, h = tok % H;
     const int64_t r0 = (b * T * nh + t * nh) * H + h, rl = r0 + (int64_t)(nh - 1) * H;
-    for (int f = threadIdx.x; f < V; f += blockDim.x)
+    for (int f = lane; f < V; f += 32)
         if (o) ssm__dl_st(o, dt, b * st.o[0] + t * st.o[1] + h * st.o[2] + f * st.o[4], ssm__dl_ld(x.o, dt, rl * V + f));
-    for (int f = threadIdx.x; f < K; f += blockDim.x)
+    for (int f = lane; f < K; f += 32)
         if (dq) ssm__dl_st(dq, dt, b * st.dq[0] + t * st.dq[1] + h * st.dq[2] + f * st.dq[4], ssm__dl_ld(x.dq, dt, rl * K + f));
     for (int j = 0; j < nh; ++j) {
         const int64_t r = r0 + (int64_t)j * H;
-        for (int f = threadIdx.x; f < K; f += blockDim.x)
+        for (int f = lane; f < K; f += 32)
             if (dk)
                 ssm__dl_st(dk, dt, b * st.dk[0] + t * st.dk[1] + h * st.dk[2] + j * st.dk[3] + f * st.dk[4],
                            ssm__dl_ld(x.dk, dt, r * K + f));
-        for (int f = threadIdx.x; f < V; f += blockDim.x)
+        for (int f = lane; f < V; f += 32)
             if (dv)
                 ssm__dl_st(dv, dt, b * st.dv[0] + t * st.dv[1] + h * st.dv[2] + j * st.dv[3] + f * st.dv[4],
                            ssm__dl_ld(x.dv, dt, r * V + f));
-        if (threadIdx.x == 0 && dbeta)
+        if (lane == 0 && dbeta)
             ssm__dl_st(dbeta, dt, b * st.dbeta[0] + t * st.dbeta[1] + h * st.dbeta[2] + j * st.dbeta[3],
                        ssm__dl_ld(x.dbeta, dt, r));
     }
-    if (threadIdx.x == 0 && dg)
+    if (lane == 0 && dg)
         ssm__dl_st(dg, dt, b * st.dg[0] + t * st.dg[1] + h * st.dg[2], ssm__dl_ld(x.dg, dt, r0));
 }
 
@@ -4163,11 +4170,24 @@ static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__d
     if (s.nc > 0) ssm__dl_prep_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t);
     return 0;
 }
+/* Double-buffer the sequential passes (NB = 2) when every CTA of the grid is still resident at
+   once; else single-buffer (half the shared memory, more CTAs per SM): at K = 128 the double-
+   buffered pass fits one CTA per SM, and a grid of two waves doubles its latency chain (H200:
+   state pass 0.83 -> 0.66 ms, reverse pass 0.97 -> 0.70 ms at B4 H16 K=V=128). */
+template <class KF> static int ssm__dl_one_wave(KF kernel, size_t smem, int64_t ctas) {
+    int dev = 0, sms = 0, per = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, SSM__DL_NT, smem) != cudaSuccess)
+        return 1;
+    return ctas <= (int64_t)sms * per;
+}
 template <class E, int KP, int VB>
 static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, E *vn, E *so, int optin,
                           cudaStream_t st) {
     dim3 grid(a.N, a.H, s.VP / VB);
-    if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin))
+    if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin) &&
+        ((a.variant & 8) || ssm__dl_one_wave(ssm__dl_fwd_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(),
+                                             (int64_t)a.N * a.H * (s.VP / VB))))
         ssm__dl_fwd_kernel<E, KP, VB, 2><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 2>(), st>>>(a, w, vn, so);
     else if (ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 1>, ssm__dl_fwd_smem<E, KP, VB, 1>(), optin))
         ssm__dl_fwd_kernel<E, KP, VB, 1><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 1>(), st>>>(a, w, vn, so);
@@ -4178,7 +4198,9 @@ static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl
 template <class E, int KP, int VB>
 static int ssm__dl_bwd_seq_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
     dim3 grid(a.N, a.H, s.VP / VB);
-    if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin))
+    if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin) &&
+        ((a.variant & 8) || ssm__dl_one_wave(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(),
+                                             (int64_t)a.N * a.H * (s.VP / VB))))
         ssm__dl_bwd_seq_kernel<E, KP, VB, 2><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 2>(), st>>>(a, w);
     else if (ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 1>, ssm__dl_fwd_smem<E, KP, VB, 1>(), optin))
         ssm__dl_bwd_seq_kernel<E, KP, VB, 1><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 1>(), st>>>(a, w);
@@ -4346,14 +4368,15 @@ static void ssm__dl_sub_args(ssm__dl_args *a, const ssm_delta_plan *p, const ssm
 static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
     const int64_t toks = p->B * p->T * p->H;
     if (toks > 0)
-        ssm__dl_expand_kernel<<<(unsigned)toks, 128, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T,
-                                                               (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt);
+        ssm__dl_expand_kernel<<<(unsigned)((toks + 7) / 8), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T,
+                                                                           (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, toks);
 }
 static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
     const int64_t toks = p->B * p->T * p->H;
     if (toks > 0)
-        ssm__dl_collect_kernel<<<(unsigned)toks, 128, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T,
-                                                                (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt);
+        ssm__dl_collect_kernel<<<(unsigned)((toks + 7) / 8), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg,
+                                                                            (int)p->T, (int)p->H, (int)p->n_h, (int)p->K,
+                                                                            (int)p->V, u.dt, toks);
 }
 static ssm__dl_sizes ssm__dl_plan_sizes(const ssm_ctx *ctx, const ssm_delta_plan *p, int chunked, int bwd) {
     return ssm__dl_sizes_of((int)p->N, p->T * p->n_h, (int)p->H, (int)p->K, (int)p->V, p->cu_bits != 0,

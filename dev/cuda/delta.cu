@@ -519,7 +519,7 @@ static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes 
     for (int vi = 0; vi < 2; ++vi)
         for (int nb = 0; nb < 2; ++nb) {
             ssm__dl_args av = a, abv = ab;
-            av.variant = abv.variant = nb ? 4 : 0;
+            av.variant = abv.variant = nb ? 4 : 8; /* forced single / double buffering */
             dl_sizes sv = dl_sizes_of(a, 2, vi ? 64 : 32, 1);
             if (sv.VP != s.VP) { tf[vi][nb] = tbs[vi][nb] = -1; continue; }
             tf[vi][nb] = time_ms([&] {
