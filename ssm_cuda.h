@@ -67,7 +67,8 @@
                 tiled one-pass kernel
        bell     gather-GEMM forward and dx, SDDMM dvalues (deterministic)
        delta    chunked WY/UT forward and backward on tensor cores, the recurrent (token by
-                token) form, the single-token decode step
+                token) form, the single-token decode step; DeltaProduct through them on the
+                T n_h sub-tokens
 
    LIMITS
      Any S, T, B (grid-stride loops / 2-D grids); n * m and n * n in shared memory for the
@@ -2937,7 +2938,7 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
 }
 
 /* >>delta ---- delta rule ------------------------------------------------------------------ */
-/* ==== delta rule (DeltaNet, Gated DeltaNet): chunked WY/UT form on tensor cores ====================
+/* ==== delta rule (DeltaNet, Gated DeltaNet, DeltaProduct): chunked WY/UT form on tensor cores =======
    Per head, S_t = a_t (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, o_t = scale S_t^T q_t (Schlag et al.
    2021; Yang et al. 2024, "Parallelizing linear transformers with the delta rule over sequence length";
    gated: a_t = exp(g_t), Yang et al. 2025). Chunks of C = 64 tokens: a parallel kernel builds each
@@ -2946,8 +2947,9 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
    registers, fusing the intra-chunk output. The backward replays that pass for the chunk-start states,
    walks the chunks in reverse for the state gradients, and differentiates every chunk in parallel.
    Operands go through mma.sync m16n8k16 (bf16/f16) or f32 FMAs in the same fragment layout (f32);
-   the state, the UT solve and every accumulation are f32. No atomics: results are bitwise
-   reproducible. Variants and the f64 token-loop oracle: dev/cuda/delta.cu. */
+   the state, the UT solve and every accumulation are f32 (the solve's block products on mma.sync
+   in 3xTF32). DeltaProduct (Siems et al. 2025) runs as DeltaNet over T n_h sub-tokens. No atomics:
+   results are bitwise reproducible. Variants and the f64 token-loop oracle: dev/cuda/delta.cu. */
 
 /* One problem as the kernels see it: q,k [.,.,H,K], v,o [.,.,H,V] as (b,t,h,d) element strides;
    beta, g [.,.,H] as (b,t,h); states [B or N,H,K,V] f32 as (n,h,k,v). Sequences: N of them; with
