@@ -42,11 +42,11 @@
      f32 accumulation and f32 state. The block-ELL layer's forward and backward run on the GPU
      for B = 16, 32, 64 (f16/bf16 on tensor cores, f32 in f32 on CUDA cores; the index ops and
      the topology ops read col_idx on the host and need a CPU context). The delta rule runs on
-     the GPU for DeltaNet and Gated DeltaNet (n_h = 1; f32, f16, bf16); DeltaProduct (n_h > 1)
-     and the f32 backward with K > 64 answer SSM_ERROR_UNSUPPORTED. Projection chains run as
-     one mma.sync GEMM with every segment's epilogue in its tile (f16 / bf16; f32 and other
-     layouts: cuBLAS + epilogue passes), output chains as a norm pass + cuBLAS (the proj and
-     outchain sections below). Calls are asynchronous on the context's stream; errors
+     the GPU for DeltaNet, Gated DeltaNet and DeltaProduct (n_h > 1, as DeltaNet over T n_h
+     sub-tokens; f32, f16, bf16); the f32 backward with K > 64 answers SSM_ERROR_UNSUPPORTED.
+     Projection chains run as cuBLAS GEMMs with every segment's epilogue in one pass (an
+     in-tile mma.sync variant behind ssm_cuda_config.proj_kernel), output chains as a norm pass
+     + cuBLAS (the proj and outchain sections below). Calls are asynchronous on the context's stream; errors
      that can be found before launch (shapes, dtypes, host pointers, wrong device, misaligned
      data) return an error and write nothing. CUDA / cuBLAS failures return SSM_ERROR_BACKEND
      with the native error string in ssm_ctx_last_error().
@@ -71,7 +71,8 @@
                 tiled one-pass kernel
        bell     gather-GEMM forward and dx, SDDMM dvalues (deterministic)
        delta    chunked WY/UT forward and backward on tensor cores, the recurrent (token by
-                token) form, the single-token decode step
+                token) form, the single-token decode step; DeltaProduct through them on the
+                T n_h sub-tokens
 
    LIMITS
      Any S, T, B (grid-stride loops / 2-D grids); n * m and n * n in shared memory for the
@@ -3790,7 +3791,7 @@ static ssm_result ssm__cu_outchain_backward(ssm_ctx *ctx, const ssm_outchain_pla
 }
 
 /* >>delta ---- delta rule ------------------------------------------------------------------ */
-/* ==== delta rule (DeltaNet, Gated DeltaNet): chunked WY/UT form on tensor cores ====================
+/* ==== delta rule (DeltaNet, Gated DeltaNet, DeltaProduct): chunked WY/UT form on tensor cores =======
    Per head, S_t = a_t (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T, o_t = scale S_t^T q_t (Schlag et al.
    2021; Yang et al. 2024, "Parallelizing linear transformers with the delta rule over sequence length";
    gated: a_t = exp(g_t), Yang et al. 2025). Chunks of C = 64 tokens: a parallel kernel builds each
@@ -3799,8 +3800,9 @@ static ssm_result ssm__cu_outchain_backward(ssm_ctx *ctx, const ssm_outchain_pla
    registers, fusing the intra-chunk output. The backward replays that pass for the chunk-start states,
    walks the chunks in reverse for the state gradients, and differentiates every chunk in parallel.
    Operands go through mma.sync m16n8k16 (bf16/f16) or f32 FMAs in the same fragment layout (f32);
-   the state, the UT solve and every accumulation are f32. No atomics: results are bitwise
-   reproducible. Variants and the f64 token-loop oracle: dev/cuda/delta.cu. */
+   the state, the UT solve and every accumulation are f32 (the solve's block products on mma.sync
+   in 3xTF32). DeltaProduct (Siems et al. 2025) runs as DeltaNet over T n_h sub-tokens. No atomics:
+   results are bitwise reproducible. Variants and the f64 token-loop oracle: dev/cuda/delta.cu. */
 
 /* One problem as the kernels see it: q,k [.,.,H,K], v,o [.,.,H,V] as (b,t,h,d) element strides;
    beta, g [.,.,H] as (b,t,h); states [B or N,H,K,V] f32 as (n,h,k,v). Sequences: N of them; with
@@ -3812,7 +3814,9 @@ typedef struct ssm__dl_args {
     int64_t qs[4], ks[4], vs[4], os[4], bs[3], gs[3], h0s[4], hTs[4];
     int N, T, H, K, V, dt, bdt, gdt, sdt; /* sdt: dtype of the state tensors */
     int vec;     /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
-    int variant; /* bit 0: the column-by-column UT solve (1.5x slower; dev/cuda/delta.cu times both) */
+    int variant; /* bit 0: the column-by-column UT solve (1.5x slower); bit 1: the blocked solve's block
+                    products on scalar FMAs instead of 3xTF32 mma; bit 2: the sequential passes single-
+                    buffered; bit 3: double-buffered whenever it fits (dev/cuda/delta.cu times them) */
     int svec;    /* f32 states with unit column stride and 16-byte aligned rows: float4 access */
     float scale;
     /* backward: dout, dsT in; dq, dk, dv, dbeta, dg, ds0 out (each may be NULL) */
@@ -3903,6 +3907,30 @@ template <> __device__ __forceinline__ void ssm__dl_mma<__half>(float c[4], cons
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* c += a b on tensor cores in 3xTF32 (each operand split hi + lo in TF32, the lo lo term dropped):
+   about f32 accuracy. m16n8k8 fragments: a (g, t), (g+8, t), (g, t+4), (g+8, t+4); b (t, g), (t+4, g). */
+__device__ __forceinline__ unsigned ssm__dl_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ void ssm__dl_mma_tf32(float c[4], const unsigned a[4], const unsigned b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void ssm__dl_mma3(float c[4], float a0, float a1, float a2, float a3, float b0, float b1) {
+    const float av[4] = {a0, a1, a2, a3}, bv[2] = {b0, b1};
+    unsigned ah[4], al[4], bh[2], bl[2];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ah[i] = ssm__dl_tf32(av[i]), al[i] = ssm__dl_tf32(av[i] - __uint_as_float(ah[i]));
+#pragma unroll
+    for (int i = 0; i < 2; ++i) bh[i] = ssm__dl_tf32(bv[i]), bl[i] = ssm__dl_tf32(bv[i] - __uint_as_float(bh[i]));
+    ssm__dl_mma_tf32(c, al, bh);
+    ssm__dl_mma_tf32(c, ah, bl);
+    ssm__dl_mma_tf32(c, ah, bh);
 }
 
 template <int NT, int KD, bool TA, bool TB, class E>
@@ -4003,6 +4031,32 @@ __device__ __forceinline__ void ssm__dl_gemm(const E *A, int lda, const E *B, in
     }
 }
 
+/* The same, f(row, col, value at col, value at col + 1): column pairs for 4- or 8-byte stores. */
+template <int M, int N, int KD, bool TA, bool TB, class E, class F>
+__device__ __forceinline__ void ssm__dl_gemm2(const E *A, int lda, const E *B, int ldb, F f) {
+    constexpr int TN = N >= 32 ? 32 : 16, tiles = (M / 16) * (N / TN);
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    for (int tile = w; tile < tiles; tile += SSM__DL_NT / 32) {
+        const int m0 = (tile / (N / TN)) * 16, n0 = (tile % (N / TN)) * TN;
+        float acc[TN / 8][4];
+        ssm__dl_zero(acc);
+        ssm__dl_wmma<TN / 8, KD, TA, TB>(acc, A, lda, m0, B, ldb, n0);
+#pragma unroll
+        for (int j = 0; j < TN / 8; ++j) {
+            const int n = n0 + 8 * j + 2 * t;
+            f(m0 + g, n, acc[j][0], acc[j][1]), f(m0 + g + 8, n, acc[j][2], acc[j][3]);
+        }
+    }
+}
+template <class E> __device__ __forceinline__ void ssm__dl_st2(E *p, float x0, float x1);
+template <> __device__ __forceinline__ void ssm__dl_st2<float>(float *p, float x0, float x1) { *(float2 *)p = make_float2(x0, x1); }
+template <> __device__ __forceinline__ void ssm__dl_st2<__half>(__half *p, float x0, float x1) {
+    *(__half2 *)p = __floats2half2_rn(x0, x1);
+}
+template <> __device__ __forceinline__ void ssm__dl_st2<__nv_bfloat16>(__nv_bfloat16 *p, float x0, float x1) {
+    *(__nv_bfloat162 *)p = __floats2bfloat162_rn(x0, x1);
+}
+
 /* ---- shared-memory staging ------------------------------------------------------------------ */
 /* rows x cols tile of a strided tensor (row i at p + base + i*rs, element j at + j*cs), times
    mul(i), into s (E, leading dimension ld); rows >= nr and cols >= nc are zeros. */
@@ -4084,7 +4138,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
     constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8;
     extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
     const int64_t gc = blockIdx.x;
-    const int h = blockIdx.y, tid = threadIdx.x;
+    const int h = blockIdx.y, tid = threadIdx.x, wp = tid >> 5, lane = tid & 31;
     int64_t c;
     const int n = ssm__dl_find(a, gc, ws.choff, &c);
     if (n < 0) return;
@@ -4130,14 +4184,15 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
     ssm__dl_gemm<C, C, KP, false, true>(sK, LK, sK, LK, [&](int i, int j, float x) {
         sA[i * (C + 1) + j] = i > j ? sb[i] * x * __expf(sg[i] - sg[j]) : 0.f;
     });
-    ssm__dl_gemm<C, C, KP, false, true>(sQ, LK, sK, LK, [&](int i, int j, float x) {
-        aqk[i * C + j] = ssm__dl_cv<E>(i >= j ? scale * x * __expf(sg[i] - sg[j]) : 0.f);
+    ssm__dl_gemm2<C, C, KP, false, true>(sQ, LK, sK, LK, [&](int i, int j, float x0, float x1) {
+        ssm__dl_st2(aqk + i * C + j, i >= j ? scale * x0 * __expf(sg[i] - sg[j]) : 0.f,
+                    i > j ? scale * x1 * __expf(sg[i] - sg[j + 1]) : 0.f);
     });
     __syncthreads();
     /* f32 T [C][72], over sQ, sK (dead now) where they are large enough; stride 72 spreads banks */
     float *sTf = ssm__dl_prep_alias<E, KP>() ? (float *)sQ : seg + C;
     if (!(a.variant & 1)) { /* blocked: 16 x 16 diagonal blocks, then three levels of block products */
-        float *sX = seg + C + (ssm__dl_prep_alias<E, KP>() ? 0 : C * 72); /* [3][16][16] */
+        float *sX = seg + C + (ssm__dl_prep_alias<E, KP>() ? 0 : C * 72); /* [3][16][24] */
         {   /* diagonal block b, column c: four lanes split each row's sum (j mod 4) */
             const int b = tid >> 6, c = (tid >> 2) & 15, part = tid & 3, o = 16 * b;
             const unsigned gm4 = 0xFu << (tid & 28);
@@ -4154,6 +4209,34 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
             }
         }
         __syncthreads();
+        if (!(a.variant & 2)) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ on tensor cores: 3xTF32 (f32 accuracy) */
+            const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+            for (int I = 1; I < 4; ++I) {
+                const int J = wp >> 1, n0 = 8 * (wp & 1);
+                if (wp < 2 * I) { /* warp (J, half): X_J[:, n0..n0+7] */
+                    float x[4] = {0.f, 0.f, 0.f, 0.f};
+                    for (int k0 = 16 * J; k0 < 16 * I; k0 += 8) {
+                        const float *ar = sA + (16 * I + g) * (C + 1) + k0 + t, *br = sTf + (k0 + t) * 72 + 16 * J + n0 + g;
+                        ssm__dl_mma3(x, ar[0], ar[8 * (C + 1)], ar[4], ar[8 * (C + 1) + 4], br[0], br[4 * 72]);
+                    }
+                    float *xs = sX + J * 16 * 24 + n0 + 2 * t;
+                    xs[g * 24] = x[0], xs[g * 24 + 1] = x[1], xs[(g + 8) * 24] = x[2], xs[(g + 8) * 24 + 1] = x[3];
+                }
+                __syncthreads();
+                if (wp < 2 * I) { /* T_IJ[:, n0..] = -D_I X_J[:, n0..] */
+                    float x[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                    for (int k0 = 0; k0 < 16; k0 += 8) {
+                        const float *ar = sTf + (16 * I + g) * 72 + 16 * I + k0 + t, *br = sX + J * 16 * 24 + (k0 + t) * 24 + n0 + g;
+                        ssm__dl_mma3(x, ar[0], ar[8 * 72], ar[4], ar[8 * 72 + 4], br[0], br[4 * 24]);
+                    }
+                    float *ts = sTf + (16 * I + g) * 72 + 16 * J + n0 + 2 * t;
+                    ts[0] = -x[0], ts[1] = -x[1], ts[8 * 72] = -x[2], ts[8 * 72 + 1] = -x[3];
+                }
+                __syncthreads();
+            }
+        } else { /* the same block products on scalar FMAs */
         const int r = tid >> 4, c = tid & 15;
 #pragma unroll
         for (int I = 1; I < 4; ++I) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ for every J < I (unrolled: fixed trips) */
@@ -4162,7 +4245,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
                 float x = 0.f;
 #pragma unroll 16
                 for (int k = 16 * J; k < 16 * I; ++k) x += sA[(16 * I + r) * (C + 1) + k] * sTf[k * 72 + 16 * J + c];
-                sX[J * 256 + r * 16 + c] = x;
+                sX[J * 16 * 24 + r * 24 + c] = x;
             }
             __syncthreads();
 #pragma unroll
@@ -4170,10 +4253,11 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
                 float t = 0.f;
 #pragma unroll
                 for (int m = 0; m < 16; ++m) /* D_I is zero above its diagonal */
-                    t += sTf[(16 * I + r) * 72 + 16 * I + m] * sX[J * 256 + m * 16 + c];
+                    t += sTf[(16 * I + r) * 72 + 16 * I + m] * sX[J * 16 * 24 + m * 24 + c];
                 sTf[(16 * I + r) * 72 + 16 * J + c] = -t;
             }
             __syncthreads();
+        }
         }
         for (int idx = tid; idx < C * C; idx += blockDim.x) {
             const int i = idx >> 6, j = idx & 63;
@@ -4200,10 +4284,10 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
     __syncthreads();
     if (store_t) ssm__dl_sttile<C, C>(ws.tm + ch * C * C, C, sT, LC);
     E *w = ws.w + ch * C * KP, *u = ws.u + ch * C * VP;
-    ssm__dl_gemm<C, KP, C, false, false>(sT, LC, sKb, LK, [&](int i, int j, float x) { w[i * KP + j] = ssm__dl_cv<E>(x); });
+    ssm__dl_gemm2<C, KP, C, false, false>(sT, LC, sKb, LK, [&](int i, int j, float x0, float x1) { ssm__dl_st2(w + i * KP + j, x0, x1); });
     for (int v0 = 0; v0 < VP; v0 += 32)
-        ssm__dl_gemm<C, 32, C, false, false>(sT, LC, sV + v0, LV,
-                                             [&](int i, int j, float x) { u[i * VP + v0 + j] = ssm__dl_cv<E>(x); });
+        ssm__dl_gemm2<C, 32, C, false, false>(sT, LC, sV + v0, LV,
+                                              [&](int i, int j, float x0, float x1) { ssm__dl_st2(u + i * VP + v0 + j, x0, x1); });
     if (store_t && a.dout) { /* the backward's packed dout */
         __syncthreads();
         const int64_t db = sq.b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2];
@@ -4213,7 +4297,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
     }
 }
 template <class E, int KP> static size_t ssm__dl_prep_smem(int VP) {
-    const size_t extra = (ssm__dl_prep_alias<E, KP>() ? 0 : sizeof(float) * SSM__DL_C * 72) + sizeof(float) * 3 * 256;
+    const size_t extra = (ssm__dl_prep_alias<E, KP>() ? 0 : sizeof(float) * SSM__DL_C * 72) + sizeof(float) * 3 * 16 * 24;
     constexpr int C = SSM__DL_C;
     return sizeof(E) * ((size_t)3 * C * (KP + 8) + (size_t)C * (VP + 8) + (size_t)C * (C + 8)) +
            sizeof(float) * ((size_t)C * (C + 1) + 3 * C) + extra;
@@ -4817,6 +4901,72 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
     }
 }
 
+/* ---- DeltaProduct: DeltaNet over T n_h sub-tokens ---------------------------------------------
+   Sub-token s = t n_h + j applies factor j of token t: its k, v, beta; the gate only at j = 0,
+   the query (and dout) only at j = n_h - 1. Then o_t and dq_t are the last sub-token's, dg_t the
+   first's, dk, dv, dbeta each factor's own: the same arithmetic as the token form, exact. The
+   sub-token tensors are contiguous [B, T n_h, H, D] copies in the workspace (fla's DeltaProduct
+   takes the same route). A warp per token (b, t, h) copies its n_h sub-tokens. */
+struct ssm__dl_xbuf {
+    void *q, *k, *v, *beta, *g, *o, *dout, *dq, *dk, *dv, *dbeta, *dg; /* sub-token copies (or NULL) */
+};
+__global__ void __launch_bounds__(256) ssm__dl_expand_kernel(ssm_delta_strides st, const void *q, const void *k, const void *v,
+                                                             const void *beta, const void *g, const void *dout, ssm__dl_xbuf x,
+                                                             int T, int H, int nh, int K, int V, int dt, int64_t toks) {
+    const int64_t tok = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); /* a warp per token */
+    const int lane = threadIdx.x & 31;
+    if (tok >= toks) return;
+    const int64_t b = tok / ((int64_t)T * H), t = tok / H % T, h = tok % H;
+    for (int j = 0; j < nh; ++j) {
+        const int64_t r = (b * T * nh + t * nh + j) * H + h; /* sub-token row */
+        const bool last = j == nh - 1;
+        for (int f = lane; f < K; f += 32) {
+            ssm__dl_st(x.k, dt, r * K + f, ssm__dl_ld(k, dt, b * st.k[0] + t * st.k[1] + h * st.k[2] + j * st.k[3] + f * st.k[4]));
+            ssm__dl_st(x.q, dt, r * K + f, last ? ssm__dl_ld(q, dt, b * st.q[0] + t * st.q[1] + h * st.q[2] + f * st.q[4]) : 0.f);
+        }
+        for (int f = lane; f < V; f += 32) {
+            ssm__dl_st(x.v, dt, r * V + f, ssm__dl_ld(v, dt, b * st.v[0] + t * st.v[1] + h * st.v[2] + j * st.v[3] + f * st.v[4]));
+            if (dout)
+                ssm__dl_st(x.dout, dt, r * V + f,
+                           last ? ssm__dl_ld(dout, dt, b * st.dout[0] + t * st.dout[1] + h * st.dout[2] + f * st.dout[4]) : 0.f);
+        }
+        if (lane == 0) {
+            ssm__dl_st(x.beta, dt, r, ssm__dl_ld(beta, dt, b * st.beta[0] + t * st.beta[1] + h * st.beta[2] + j * st.beta[3]));
+            if (g) ssm__dl_st(x.g, dt, r, j == 0 ? ssm__dl_ld(g, dt, b * st.g[0] + t * st.g[1] + h * st.g[2]) : 0.f);
+        }
+    }
+}
+/* Back to token form: o, dq from the last sub-token, dk, dv, dbeta per factor, dg from the first. */
+__global__ void __launch_bounds__(256) ssm__dl_collect_kernel(ssm_delta_strides st, ssm__dl_xbuf x, void *o, void *dq, void *dk,
+                                                              void *dv, void *dbeta, void *dg, int T, int H, int nh, int K,
+                                                              int V, int dt, int64_t toks) {
+    const int64_t tok = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (tok >= toks) return;
+    const int64_t b = tok / ((int64_t)T * H), t = tok / H % T, h = tok % H;
+    const int64_t r0 = (b * T * nh + t * nh) * H + h, rl = r0 + (int64_t)(nh - 1) * H;
+    for (int f = lane; f < V; f += 32)
+        if (o) ssm__dl_st(o, dt, b * st.o[0] + t * st.o[1] + h * st.o[2] + f * st.o[4], ssm__dl_ld(x.o, dt, rl * V + f));
+    for (int f = lane; f < K; f += 32)
+        if (dq) ssm__dl_st(dq, dt, b * st.dq[0] + t * st.dq[1] + h * st.dq[2] + f * st.dq[4], ssm__dl_ld(x.dq, dt, rl * K + f));
+    for (int j = 0; j < nh; ++j) {
+        const int64_t r = r0 + (int64_t)j * H;
+        for (int f = lane; f < K; f += 32)
+            if (dk)
+                ssm__dl_st(dk, dt, b * st.dk[0] + t * st.dk[1] + h * st.dk[2] + j * st.dk[3] + f * st.dk[4],
+                           ssm__dl_ld(x.dk, dt, r * K + f));
+        for (int f = lane; f < V; f += 32)
+            if (dv)
+                ssm__dl_st(dv, dt, b * st.dv[0] + t * st.dv[1] + h * st.dv[2] + j * st.dv[3] + f * st.dv[4],
+                           ssm__dl_ld(x.dv, dt, r * V + f));
+        if (lane == 0 && dbeta)
+            ssm__dl_st(dbeta, dt, b * st.dbeta[0] + t * st.dbeta[1] + h * st.dbeta[2] + j * st.dbeta[3],
+                       ssm__dl_ld(x.dbeta, dt, r));
+    }
+    if (lane == 0 && dg)
+        ssm__dl_st(dg, dt, b * st.dg[0] + t * st.dg[1] + h * st.dg[2], ssm__dl_ld(x.dg, dt, r0));
+}
+
 /* ---- delta rule: launchers ------------------------------------------------------------------------ */
 
 static int ssm__dl_kp(int K) { return K <= 32 ? 32 : K <= 64 ? 64 : K <= 128 ? 128 : 256; }
@@ -4855,10 +5005,10 @@ template <class E> static ssm__dl_ws<E> ssm__dl_ws_of(const ssm__dl_sizes &s, ch
 /* cu_seqlens (i32 or i64, any stride) as int64 in the workspace, and the chunk offsets. */
 /* Device-resident offsets are never read on the host, so nothing validated them: the staged
    copy is forced into the contract (0 first, T last, each clamped to [0, T], a running maximum
-   so none decreases). Valid offsets pass unchanged; invalid ones give unspecified results, but
-   every access stays inside the tensors. One block of 256 threads; a Hillis-Steele max-scan per
-   256 offsets with the carry between them. */
-__global__ void __launch_bounds__(256) ssm__dl_cu_kernel(const char *raw, int bits, int N, int64_t T, int64_t *cu) {
+   so none decreases), then counted in sub-tokens (n_h per token). Valid offsets pass unchanged;
+   invalid ones give unspecified results, but every access stays inside the tensors. One block
+   of 256 threads; a Hillis-Steele max-scan per 256 offsets with the carry between them. */
+__global__ void __launch_bounds__(256) ssm__dl_cu_kernel(const char *raw, int bits, int N, int64_t T, int nh, int64_t *cu) {
     __shared__ int64_t sh[256];
     const int t = threadIdx.x;
     int64_t carry = 0;
@@ -4877,7 +5027,7 @@ __global__ void __launch_bounds__(256) ssm__dl_cu_kernel(const char *raw, int bi
             if (u > sh[t]) sh[t] = u;
             __syncthreads();
         }
-        if (i <= N) cu[i] = sh[t] > carry ? sh[t] : carry;
+        if (i <= N) cu[i] = (sh[t] > carry ? sh[t] : carry) * nh;
         if (sh[255] > carry) carry = sh[255];
         __syncthreads();
     }
@@ -4900,11 +5050,24 @@ static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__d
     if (s.nc > 0) ssm__dl_prep_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t);
     return 0;
 }
+/* Double-buffer the sequential passes (NB = 2) when every CTA of the grid is still resident at
+   once; else single-buffer (half the shared memory, more CTAs per SM): at K = 128 the double-
+   buffered pass fits one CTA per SM, and a grid of two waves doubles its latency chain (H200:
+   state pass 0.83 -> 0.66 ms, reverse pass 0.97 -> 0.70 ms at B4 H16 K=V=128). */
+template <class KF> static int ssm__dl_one_wave(KF kernel, size_t smem, int64_t ctas) {
+    int dev = 0, sms = 0, per = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, SSM__DL_NT, smem) != cudaSuccess)
+        return 1;
+    return ctas <= (int64_t)sms * per;
+}
 template <class E, int KP, int VB>
 static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, E *vn, E *so, int optin,
                           cudaStream_t st) {
     dim3 grid(a.N, a.H, s.VP / VB);
-    if (ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin))
+    if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin) &&
+        ((a.variant & 8) || ssm__dl_one_wave(ssm__dl_fwd_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(),
+                                             (int64_t)a.N * a.H * (s.VP / VB))))
         ssm__dl_fwd_kernel<E, KP, VB, 2><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 2>(), st>>>(a, w, vn, so);
     else if (ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 1>, ssm__dl_fwd_smem<E, KP, VB, 1>(), optin))
         ssm__dl_fwd_kernel<E, KP, VB, 1><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 1>(), st>>>(a, w, vn, so);
@@ -4915,7 +5078,9 @@ static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl
 template <class E, int KP, int VB>
 static int ssm__dl_bwd_seq_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
     dim3 grid(a.N, a.H, s.VP / VB);
-    if (ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin))
+    if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin) &&
+        ((a.variant & 8) || ssm__dl_one_wave(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(),
+                                             (int64_t)a.N * a.H * (s.VP / VB))))
         ssm__dl_bwd_seq_kernel<E, KP, VB, 2><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 2>(), st>>>(a, w);
     else if (ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 1>, ssm__dl_fwd_smem<E, KP, VB, 1>(), optin))
         ssm__dl_bwd_seq_kernel<E, KP, VB, 1><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 1>(), st>>>(a, w);
@@ -5041,11 +5206,60 @@ static int ssm__dl_chunked_fits(const ssm_delta_plan *p, int bwd) {
     return 1;
 }
 static int ssm__dl_supported(const ssm_delta_plan *p) {
-    return p->n_h == 1 && p->dtype.bits <= 32 && p->K <= 256 && p->V <= 256 && p->N <= 65535 && p->H <= 65535 &&
-           p->T < ((int64_t)1 << 31);
+    return p->dtype.bits <= 32 && p->K <= 256 && p->V <= 256 && p->N <= 65535 && p->H <= 65535 &&
+           p->T * p->n_h < ((int64_t)1 << 31) && p->B * p->T * p->H < ((int64_t)1 << 31);
+}
+/* DeltaProduct's sub-token copies (ssm__dl_expand_kernel), after the chunked workspace at off:
+   their bytes, and with ws their pointers in x. */
+static size_t ssm__dl_xbytes(const ssm_delta_plan *p, int bwd, char *ws, size_t off, ssm__dl_xbuf *x) {
+    if (x) memset(x, 0, sizeof *x);
+    if (p->n_h == 1) return 0;
+    const size_t e = ssm__cu_esize(p->dtype), R = (size_t)(p->B * p->T * p->n_h * p->H), K = (size_t)p->K, V = (size_t)p->V;
+    const size_t f = bwd ? 0 : 1, b = bwd ? 1 : 0, gt = p->gated ? 1 : 0;
+    const size_t sz[12] = {R * K * e, R * K * e, R * V * e, R * e, gt * R * e, f * R * V * e,
+                           b * R * V * e, b * R * K * e, b * R * K * e, b * R * V * e, b * R * e, b * gt * R * e};
+    void **ptr[12] = {NULL};
+    if (x) {
+        void **pp[12] = {&x->q, &x->k, &x->v, &x->beta, &x->g, &x->o, &x->dout, &x->dq, &x->dk, &x->dv, &x->dbeta, &x->dg};
+        memcpy(ptr, pp, sizeof pp);
+    }
+    size_t total = 0;
+    for (int i = 0; i < 12; ++i) {
+        if (x) *ptr[i] = sz[i] ? (void *)(ws + off + total) : NULL;
+        total += ssm__dl_al(sz[i]);
+    }
+    return total;
+}
+/* The kernels' view of the sub-token problem: T n_h steps, contiguous copies (DeltaProduct). */
+static void ssm__dl_sub_args(ssm__dl_args *a, const ssm_delta_plan *p, const ssm__dl_xbuf &x) {
+    const int64_t T = p->T * p->n_h, H = p->H, K = p->K, V = p->V, e = (int64_t)ssm__cu_esize(p->dtype);
+    const int64_t sk[4] = {T * H * K, H * K, K, 1}, sv[4] = {T * H * V, H * V, V, 1}, sb[3] = {T * H, H, 1};
+    a->T = (int)T;
+    a->q = x.q, a->k = x.k, a->v = x.v, a->beta = x.beta, a->g = a->g ? x.g : NULL;
+    memcpy(a->qs, sk, sizeof sk), memcpy(a->ks, sk, sizeof sk), memcpy(a->dqs, sk, sizeof sk), memcpy(a->dks, sk, sizeof sk);
+    memcpy(a->vs, sv, sizeof sv), memcpy(a->os, sv, sizeof sv), memcpy(a->dos, sv, sizeof sv), memcpy(a->dvs, sv, sizeof sv);
+    memcpy(a->bs, sb, sizeof sb), memcpy(a->gs, sb, sizeof sb), memcpy(a->dbs, sb, sizeof sb), memcpy(a->dgs, sb, sizeof sb);
+    if (a->o) a->o = x.o;
+    if (a->dout) a->dout = x.dout;
+    a->dq = a->dq ? x.dq : NULL, a->dk = a->dk ? x.dk : NULL, a->dv = a->dv ? x.dv : NULL;
+    a->dbeta = a->dbeta ? x.dbeta : NULL, a->dg = a->dg ? x.dg : NULL;
+    a->vec = (K * e) % 16 == 0 && (V * e) % 16 == 0;
+}
+static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
+    const int64_t toks = p->B * p->T * p->H;
+    if (toks > 0)
+        ssm__dl_expand_kernel<<<(unsigned)((toks + 7) / 8), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T,
+                                                                           (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, toks);
+}
+static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
+    const int64_t toks = p->B * p->T * p->H;
+    if (toks > 0)
+        ssm__dl_collect_kernel<<<(unsigned)((toks + 7) / 8), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg,
+                                                                            (int)p->T, (int)p->H, (int)p->n_h, (int)p->K,
+                                                                            (int)p->V, u.dt, toks);
 }
 static ssm__dl_sizes ssm__dl_plan_sizes(const ssm_ctx *ctx, const ssm_delta_plan *p, int chunked, int bwd) {
-    return ssm__dl_sizes_of((int)p->N, p->T, (int)p->H, (int)p->K, (int)p->V, p->cu_bits != 0,
+    return ssm__dl_sizes_of((int)p->N, p->T * p->n_h, (int)p->H, (int)p->K, (int)p->V, p->cu_bits != 0,
                             ssm__cu_esize(p->dtype), ssm__dl_pick_vb((int)p->N, (int)p->H, (int)p->V, ssm__cu_st(ctx)->sms),
                             chunked, bwd);
 }
@@ -5059,7 +5273,7 @@ static ssm_result ssm__dl_stage_cu(ssm_ctx *ctx, const ssm_delta_plan *p, const 
     int64_t *cu64 = (int64_t *)(ws + s.off[13]);
     cudaMemcpyKind kind = (cu->device.type == SSM_DEVICE_CUDA) ? cudaMemcpyDeviceToDevice : cudaMemcpyDefault;
     SSM__CU_CHECK(ctx, cudaMemcpy2DAsync(raw, eb, cu->data, (size_t)p->cu_stride * eb, eb, (size_t)p->N + 1, kind, st->stream));
-    ssm__dl_cu_kernel<<<1, 256, 0, st->stream>>>(raw, p->cu_bits, (int)p->N, p->T, cu64);
+    ssm__dl_cu_kernel<<<1, 256, 0, st->stream>>>(raw, p->cu_bits, (int)p->N, p->T, (int)p->n_h, cu64);
     SSM__CU_LAUNCHED(ctx, "ssm__dl_cu_kernel");
     a->cu = cu64;
     return SSM_OK;
@@ -5068,16 +5282,16 @@ static ssm_result ssm__dl_stage_cu(ssm_ctx *ctx, const ssm_delta_plan *p, const 
 static ssm_delta_method ssm__cu_delta_pick(const ssm_ctx *ctx, const ssm_delta_plan *p) {
     (void)ctx;
     if (!ssm__dl_chunked_fits(p, 0)) return SSM_DELTA_RECURRENT;
-    return p->max_len >= SSM__DL_C ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT;
+    return p->max_len * p->n_h >= SSM__DL_C ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT;
 }
 static ssm_result ssm__cu_delta_workspace(const ssm_ctx *ctx, const ssm_delta_plan *p, int pass, size_t *bytes) {
     if (!ssm__dl_supported(p)) return SSM_OK; /* the generic figure stands (the call will decline) */
     if (pass == 2) {
-        *bytes = 0;
+        *bytes = ssm__dl_xbytes(p, 0, NULL, 0, NULL);
         return SSM_OK;
     }
     int chunked = pass == 1 || (p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p, 0));
-    *bytes = ssm__dl_plan_sizes(ctx, p, chunked, pass == 1).bytes;
+    *bytes = ssm__dl_plan_sizes(ctx, p, chunked, pass == 1).bytes + ssm__dl_xbytes(p, pass == 1, NULL, 0, NULL);
     return SSM_OK;
 }
 
@@ -5096,13 +5310,18 @@ static ssm_result ssm__cu_delta_forward(ssm_ctx *ctx, const ssm_delta_plan *p, c
     const int chunked = p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p, 0);
     ssm__dl_sizes s = ssm__dl_plan_sizes(ctx, p, chunked, 0);
     char *ws = NULL;
-    SSM__TRY(ssm_ctx_workspace(ctx, s.bytes, (void **)&ws));
+    ssm__dl_xbuf x;
+    SSM__TRY(ssm_ctx_workspace(ctx, s.bytes + ssm__dl_xbytes(p, 0, NULL, 0, NULL), (void **)&ws));
+    ssm__dl_xbytes(p, 0, ws, s.bytes, &x);
     SSM__TRY(ssm__dl_stage_cu(ctx, p, cu, s, ws, &a));
+    const ssm__dl_args u = a; /* the caller's tensors */
+    if (p->n_h > 1) ssm__dl_expand(p, u, x, st->stream), ssm__dl_sub_args(&a, p, x);
     if (chunked) {
         if (ssm__dl_forward_chunked(a, s, ws, (int)st->smem_optin, st->stream))
             return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: no chunked kernel fits K = %lld", op, (long long)p->K);
     } else
         ssm__dl_recurrent(a, st->stream);
+    if (p->n_h > 1) ssm__dl_collect(p, u, x, st->stream);
     SSM__CU_LAUNCHED(ctx, "the delta-rule forward kernels");
     return SSM_OK;
 }
@@ -5127,10 +5346,15 @@ static ssm_result ssm__cu_delta_backward(ssm_ctx *ctx, const ssm_delta_plan *p, 
     a.vec = ssm__dl_vec_ok(a, vt, 4, ssm__cu_esize(p->dtype));
     ssm__dl_sizes s = ssm__dl_plan_sizes(ctx, p, 1, 1);
     char *ws = NULL;
-    SSM__TRY(ssm_ctx_workspace(ctx, s.bytes, (void **)&ws));
+    ssm__dl_xbuf x;
+    SSM__TRY(ssm_ctx_workspace(ctx, s.bytes + ssm__dl_xbytes(p, 1, NULL, 0, NULL), (void **)&ws));
+    ssm__dl_xbytes(p, 1, ws, s.bytes, &x);
     SSM__TRY(ssm__dl_stage_cu(ctx, p, cu, s, ws, &a));
+    const ssm__dl_args u = a;
+    if (p->n_h > 1) ssm__dl_expand(p, u, x, st->stream), ssm__dl_sub_args(&a, p, x);
     if (ssm__dl_backward_chunked(a, s, ws, (int)st->smem_optin, st->stream))
         return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: no chunked kernel fits K = %lld", op, (long long)p->K);
+    if (p->n_h > 1) ssm__dl_collect(p, u, x, st->stream);
     SSM__CU_LAUNCHED(ctx, "the delta-rule backward kernels");
     return SSM_OK;
 }
@@ -5148,7 +5372,17 @@ static ssm_result ssm__cu_delta_step(ssm_ctx *ctx, const ssm_delta_plan *p, cons
     a.svec = p->dtype.bits == 32 && a.h0s[3] == 1 && p->V % 4 == 0 && (uintptr_t)state->data % 16 == 0 &&
              a.h0s[0] % 4 == 0 && a.h0s[1] % 4 == 0 && a.h0s[2] % 4 == 0;
     a.T = 1, a.cu = NULL;
-    ssm__dl_recurrent(a, st->stream);
+    if (p->n_h > 1) { /* n_h sub-steps through the token loop */
+        char *ws = NULL;
+        ssm__dl_xbuf x;
+        SSM__TRY(ssm_ctx_workspace(ctx, ssm__dl_xbytes(p, 0, NULL, 0, NULL), (void **)&ws));
+        ssm__dl_xbytes(p, 0, ws, 0, &x);
+        const ssm__dl_args u = a;
+        ssm__dl_expand(p, u, x, st->stream), ssm__dl_sub_args(&a, p, x);
+        ssm__dl_recurrent(a, st->stream);
+        ssm__dl_collect(p, u, x, st->stream);
+    } else
+        ssm__dl_recurrent(a, st->stream);
     SSM__CU_LAUNCHED(ctx, "ssm__dl_step_kernel");
     return SSM_OK;
 }

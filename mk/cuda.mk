@@ -11,7 +11,7 @@ SSM_LIBARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
-.PHONY: compile-cuda test-cuda bench-cuda lib run-cuda fuzz-cuda
+.PHONY: compile-cuda test-cuda bench-cuda bench-cuda-delta lib run-cuda fuzz-cuda
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
@@ -25,7 +25,7 @@ endif
 DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
 
 # (examples/quickstart_cuda.cu is built by check-examples with its first-line command)
-compile-cuda: $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
+compile-cuda: $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
 
 $(BUILD)/compile_cuda_sm80.o: tests/compile_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) -arch=sm_80 -I. -c $< -o $@
@@ -66,10 +66,21 @@ $(BUILD)/cuda_bell: bench/cuda_bell.cu bench/cuda_common.h bench/bench.h ssm.h s
 $(BUILD)/cuda_proj: bench/cuda_proj.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 
-bench-cuda: $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj
+# Delta-rule benchmark: DeltaNet / Gated DeltaNet / DeltaProduct / decode; fla's kernels on the
+# same inputs in the same run when `import fla` works (the program writes its inputs, the peer
+# script reads them).
+$(BUILD)/cuda_delta: bench/cuda_delta.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+
+bench-cuda-delta: $(BUILD)/cuda_delta
+	@if python3 -c "import fla" 2>/dev/null; then d=$$(mktemp -d); DELTA_PEER_DIR=$$d $(B)/cuda_delta && \
+	  python3 bench/peers/fla_peer.py --from $$d; rm -rf $$d; else $(B)/cuda_delta; fi
+
+bench-cuda: $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta
 	$(B)/cuda_bench
 	$(B)/cuda_bell
 	$(B)/cuda_proj
+	$(MAKE) --no-print-directory bench-cuda-delta
 
 $(BUILD)/quickstart_cuda: examples/quickstart_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) $< $(CUDALIBS) -o $@

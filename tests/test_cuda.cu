@@ -294,6 +294,7 @@ struct dl_case {
     int gated, use_s0, use_sT, layout, cu_dev; /* cu_dev: cu_seqlens on the device (i32), else host (i64) */
     std::vector<int64_t> lens;                 /* varlen: sequence lengths (B = 1) */
     double gmin;
+    int64_t nh = 1; /* DeltaProduct: Householder factors per token (k, v [B,T,H,nh,D], beta [B,T,H,nh]) */
 };
 
 static ssm_dtype dl_i64(void) {
@@ -312,23 +313,29 @@ static void delta_case(ssm_ctx *cu, ssm_ctx *ref, const dl_case *c) {
         T = 0;
         for (int64_t l : c->lens) T += l;
     }
-    snprintf(name, sizeof name, "cuda delta %s %s B%lld T%lld H%lld K%lld V%lld g%d s0%d sT%d layout%d seqs%lld%s",
+    const int64_t nh = c->nh;
+    snprintf(name, sizeof name, "cuda delta %s %s B%lld T%lld H%lld K%lld V%lld n_h%lld g%d s0%d sT%d layout%d seqs%lld%s",
              ssm_dtype_name(c->dt), ssm_delta_method_name(c->method), (long long)B, (long long)T, (long long)c->H,
-             (long long)c->K, (long long)c->V, c->gated, c->use_s0, c->use_sT, c->layout, (long long)c->lens.size(),
-             c->cu_dev ? " cu-dev" : "");
+             (long long)c->K, (long long)c->V, (long long)nh, c->gated, c->use_s0, c->use_sT, c->layout,
+             (long long)c->lens.size(), c->cu_dev ? " cu-dev" : "");
     test_begin(name);
+    /* k, v, beta carry the factor dimension when n_h > 1 (rank 5 / 4) */
+    const int rf = nh > 1 ? 1 : 0;
     int64_t sq[4] = {B, T, c->H, c->K}, sv[4] = {B, T, c->H, c->V}, sb[3] = {B, T, c->H}, ss[4] = {N, c->H, c->K, c->V};
+    int64_t skf[5] = {B, T, c->H, nh, c->K}, svf[5] = {B, T, c->H, nh, c->V}, sbf[4] = {B, T, c->H, nh};
+    int64_t *sk = rf ? skf : sq, *svv = rf ? svf : sv, *sbb = rf ? sbf : sb;
     std::vector<double> q, k, v, beta, g, s0;
-    dbuf dq_ = db_random(c->dt, 4, sq, c->layout, 1.0, q), dk_ = db_new(c->dt, 4, sq, c->layout);
-    dbuf dv_ = db_random(c->dt, 4, sv, c->layout, 1.0, v), db_ = db_new(c->dt, 3, sb, c->layout);
+    dbuf dq_ = db_random(c->dt, 4, sq, c->layout, 1.0, q), dk_ = db_new(c->dt, 4 + rf, sk, c->layout);
+    dbuf dv_ = db_random(c->dt, 4 + rf, svv, c->layout, 1.0, v), db_ = db_new(c->dt, 3 + rf, sbb, c->layout);
     dbuf dg_ = db_new(c->dt, 3, sb, c->layout), ds0 = db_random(c->dt, 4, ss, c->layout, 1.0, s0);
-    k.resize((size_t)(B * T * c->H * c->K)), beta.resize((size_t)(B * T * c->H)), g.resize(beta.size());
+    k.resize((size_t)(B * T * c->H * nh * c->K)), beta.resize((size_t)(B * T * c->H * nh)), g.resize((size_t)(B * T * c->H));
     for (size_t r = 0; r < beta.size(); ++r) { /* L2-normalised keys, beta in (0, 1), log gates <= 0 */
         double nk = 0;
         for (int64_t i = 0; i < c->K; ++i) k[r * c->K + i] = test_uniform(-1, 1), nk += k[r * c->K + i] * k[r * c->K + i];
         for (int64_t i = 0; i < c->K; ++i) k[r * c->K + i] /= sqrt(nk);
-        beta[r] = test_uniform(0.05, 1.0), g[r] = test_uniform(c->gmin, 0.0);
+        beta[r] = test_uniform(0.05, 1.0);
     }
+    for (size_t r = 0; r < g.size(); ++r) g[r] = test_uniform(c->gmin, 0.0);
     db_set(&dk_, k.data()), db_set(&db_, beta.data()), db_set(&dg_, g.data());
     /* cu_seqlens: host i64 for both contexts; the CUDA call may take a device i32 copy */
     std::vector<int64_t> cuv;
@@ -345,7 +352,7 @@ static void delta_case(ssm_ctx *cu, ssm_ctx *ref, const dl_case *c) {
         tcu_d = ssm_tensor_make(cud, ssm_dtype_i32(), ssm_cuda_device(0), 1, &ncu, NULL);
     }
     const ssm_tensor *tcu_ref = cuv.empty() ? NULL : &tcu_h, *tcu_cu = cuv.empty() ? NULL : (c->cu_dev ? &tcu_d : &tcu_h);
-    ssm_tensor hq = host_f64(q, 4, sq), hk = host_f64(k, 4, sq), hv = host_f64(v, 4, sv), hb = host_f64(beta, 3, sb);
+    ssm_tensor hq = host_f64(q, 4, sq), hk = host_f64(k, 4 + rf, sk), hv = host_f64(v, 4 + rf, svv), hb = host_f64(beta, 3 + rf, sbb);
     ssm_tensor hg = host_f64(g, 3, sb), hs0 = host_f64(s0, 4, ss);
     std::vector<double> ro((size_t)(B * T * c->H * c->V)), rT(s0.size());
     ssm_tensor hro = host_f64(ro, 4, sv), hrT = host_f64(rT, 4, ss);
@@ -384,12 +391,12 @@ static void delta_case(ssm_ctx *cu, ssm_ctx *ref, const dl_case *c) {
     dbuf ddo = db_random(c->dt, 4, sv, c->layout, 1.0, vdo), ddT = db_random(c->dt, 4, ss, c->layout, 1.0, vdT);
     std::vector<double> rq(q.size()), rk(k.size()), rv(v.size()), rb(beta.size()), rg(g.size()), r0(s0.size());
     ssm_tensor hdo = host_f64(vdo, 4, sv), hdT = host_f64(vdT, 4, ss);
-    ssm_tensor hrq = host_f64(rq, 4, sq), hrk = host_f64(rk, 4, sq), hrv = host_f64(rv, 4, sv), hrb = host_f64(rb, 3, sb);
+    ssm_tensor hrq = host_f64(rq, 4, sq), hrk = host_f64(rk, 4 + rf, sk), hrv = host_f64(rv, 4 + rf, svv), hrb = host_f64(rb, 3 + rf, sbb);
     ssm_tensor hrg = host_f64(rg, 3, sb), hr0 = host_f64(r0, 4, ss);
     CHECK_OK(ssm_delta_backward(ref, &dref, &hq, &hk, &hv, &hb, c->gated ? &hg : NULL, c->use_s0 ? &hs0 : NULL, tcu_ref,
                                 &hdo, c->use_sT ? &hdT : NULL, &hrq, &hrk, &hrv, &hrb, c->gated ? &hrg : NULL, &hr0), ref);
-    dbuf gq = db_new(c->dt, 4, sq, c->layout), gk = db_new(c->dt, 4, sq, c->layout), gv = db_new(c->dt, 4, sv, c->layout);
-    dbuf gb = db_new(c->dt, 3, sb, c->layout), gg = db_new(c->dt, 3, sb, c->layout), g0 = db_new(c->dt, 4, ss, c->layout);
+    dbuf gq = db_new(c->dt, 4, sq, c->layout), gk = db_new(c->dt, 4 + rf, sk, c->layout), gv = db_new(c->dt, 4 + rf, svv, c->layout);
+    dbuf gb = db_new(c->dt, 3 + rf, sbb, c->layout), gg = db_new(c->dt, 3, sb, c->layout), g0 = db_new(c->dt, 4, ss, c->layout);
     std::vector<unsigned char> first[6];
     dbuf *outs[6] = {&gq, &gk, &gv, &gb, &gg, &g0};
     for (int rep = 0; rep < 2; ++rep) {
@@ -477,6 +484,17 @@ static void suite_cuda_delta(ssm_ctx *cu, ssm_ctx *ref) {
         c.lens.clear(), c.B = 1, c.T = 128, c.gmin = -20; /* strong gates stay finite */
         if (di != 1) delta_case(cu, ref, &c);
         c.gmin = -0.5, c.method = SSM_DELTA_RECURRENT, c.T = 90, c.K = 32, c.V = 96, c.layout = LAYOUT_PADDED;
+        delta_case(cu, ref, &c);
+    }
+    for (int di = 0; di < 3; ++di) { /* DeltaProduct: n_h = 2, 3 sub-tokens per token; varlen; recurrent */
+        dl_case c;
+        c.dt = dts[di], c.method = SSM_DELTA_CHUNKED, c.B = 2, c.T = 77, c.H = 2, c.K = 64, c.V = 48, c.nh = 2;
+        c.gated = di != 1, c.use_s0 = 1, c.use_sT = 1, c.layout = di == 2 ? LAYOUT_PADDED : LAYOUT_CONTIGUOUS;
+        c.cu_dev = 0, c.gmin = -0.5;
+        delta_case(cu, ref, &c);
+        c.nh = 3, c.B = 1, c.T = 0, c.K = 32, c.V = 32, c.lens = {40, 5, 33}, c.cu_dev = di == 0;
+        delta_case(cu, ref, &c);
+        c.lens.clear(), c.B = 2, c.T = 9, c.method = SSM_DELTA_RECURRENT, c.K = 48, c.V = 40;
         delta_case(cu, ref, &c);
     }
     for (int di = 0; di < 3; ++di) {

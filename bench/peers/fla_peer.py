@@ -1,7 +1,10 @@
 """fla peer for the delta-rule benchmark: chunk_delta_rule / chunk_gated_delta_rule forward and
 forward+backward, and the one-token decode through fused_recurrent_delta_rule, on the shapes of
 issue #12 (bf16). Prints one JSON row per measurement (BENCH.md), impl peer:fla.
-Usage: python3 fla_peer.py [fwd|all]   (needs fla-core, carried as a wheel)"""
+Usage: python3 fla_peer.py [fwd|all]   (needs fla-core, carried as a wheel)
+       python3 fla_peer.py --from DIR     the inputs bench/cuda_delta.cu wrote (same inputs, same
+                                          run): fla's rows beside ours, ratio fla/ours, JSON rows
+                                          appended to bench/results/cuda_delta.jsonl"""
 import json, os, sys, time, torch
 import torch.nn.functional as F
 from fla.ops.delta_rule import chunk_delta_rule, fused_recurrent_delta_rule
@@ -31,7 +34,88 @@ def row(op, shape, ms):
                       "commit": COMMIT}), flush=True)
 
 
+def from_dir(d):
+    import numpy as np
+    from einops import rearrange
+    from fla.ops.gated_delta_product import chunk_gated_delta_product
+    ours, inputs = {}, []
+    for l in open(os.path.join(d, "ours.jsonl")):
+        r = json.loads(l)
+        if "input" in r: inputs.append(r)
+        else: ours[(r["op"], json.dumps(r["shape"], sort_keys=True))] = r["ms"]
+    out = open("bench/results/cuda_delta.jsonl", "a")
+    print("%-26s %-56s %9s %9s %8s" % ("op", "shape", "ours ms", "fla ms", "fla/ours"))
+    def rowp(op, shape, ms):
+        r = {"op": op, "impl": "peer:fla", "backend": "torch", "dtype": "bf16", "shape": shape, "ms": ms,
+             "floor_ms": None, "peak_mem_bytes": None, "relerr": None, "device": NAME, "date": DATE, "commit": COMMIT}
+        out.write(json.dumps(r) + "\n"); out.flush()
+        o = ours.get((op, json.dumps(shape, sort_keys=True)))
+        print("%-26s %-56s %9s %9.4f %8s" % (op, json.dumps(shape), "%.4f" % o if o else "-", ms,
+              "%.2f" % (ms / o) if o else "-"), flush=True)
+    for inp in inputs:
+        B, T, H, D, nh, shape = inp["B"], inp["T"], inp["H"], inp["D"], inp["nh"], inp["shape"]
+        raw = np.fromfile(inp["input"], dtype=np.uint16)
+        n, nk = B * T * H * D, B * T * H * nh * D
+        sizes = [n, nk, nk, B * T * H * nh, B * T * H, n]
+        ts, o = [], 0
+        for s in sizes:
+            ts.append(torch.from_numpy(raw[o:o + s].astype(np.int16)).view(torch.bfloat16).to(dev)); o += s
+        q = ts[0].view(B, T, H, D)
+        k, v = ts[1].view(B, T, H, nh, D), ts[2].view(B, T, H, nh, D)
+        beta, g, do = ts[3].view(B, T, H, nh), ts[4].view(B, T, H).float(), ts[5].view(B, T, H, D)
+        cu = torch.tensor(inp["cu"], dtype=torch.long, device=dev) if inp["cu"] else None
+        if nh > 1:  # fla's interleaved layout [B, T n_h, H, D]: the same values
+            k = rearrange(k, "b t h n d -> b (t n) h d").contiguous()
+            v = rearrange(v, "b t h n d -> b (t n) h d").contiguous()
+            beta = rearrange(beta, "b t h n -> b (t n) h").contiguous()
+        else:
+            k, v, beta = k[:, :, :, 0].contiguous(), v[:, :, :, 0].contiguous(), beta[..., 0].contiguous()
+        for gated in (0, 1):
+            def fwd():
+                if nh > 1:
+                    return chunk_gated_delta_product(q, k, v, g if gated else None, beta, num_householder=nh,
+                                                     scale=D ** -0.5, cu_seqlens=cu)[0]
+                if gated: return chunk_gated_delta_rule(q, k, v, g, beta, scale=D ** -0.5, cu_seqlens=cu)[0]
+                return chunk_delta_rule(q, k, v, beta, scale=D ** -0.5, cu_seqlens=cu)[0]
+            base = ("gated_delta_product" if gated else "delta_product") if nh > 1 else ("gated_delta" if gated else "delta")
+            try:
+                with torch.no_grad():
+                    rowp(base + "_fwd", shape, timeit(fwd))
+            except Exception as e:
+                print("# fla %s_fwd: %s" % (base, str(e).splitlines()[0] if str(e) else type(e).__name__), flush=True)
+                continue
+            leaves = [q, k, v, beta] + ([g] if gated else [])
+            for t in leaves: t.requires_grad_(True)
+            def fb():
+                for t in leaves: t.grad = None
+                fwd().backward(do)
+            try:
+                rowp(base + "_fwdbwd", shape, timeit(fb))
+            except Exception as e:  # e.g. fla refuses its gated backward on Triton < 3.7.1 on Hopper (fla #640)
+                print("# fla %s_fwdbwd: %s" % (base, str(e).splitlines()[0] if str(e) else type(e).__name__), flush=True)
+            for t in leaves: t.requires_grad_(False)
+        del q, k, v, beta, g, do, ts, raw
+        torch.cuda.empty_cache()
+        os.remove(inp["input"])
+    decode(rowp)
+
+
+def decode(rowp):
+    B, H, D = 64, 16, 128
+    q = torch.randn(B, 1, H, D, device=dev, dtype=torch.bfloat16)
+    k = F.normalize(torch.randn(B, 1, H, D, device=dev), dim=-1).bfloat16()
+    v = torch.randn(B, 1, H, D, device=dev, dtype=torch.bfloat16)
+    beta = torch.rand(B, 1, H, device=dev).bfloat16()
+    h0 = torch.randn(B, H, D, D, device=dev, dtype=torch.float32)
+    with torch.no_grad():
+        rowp("delta_decode", {"B": B, "T": 1, "H": H, "K": D, "V": D},
+             timeit(lambda: fused_recurrent_delta_rule(q, k, v, beta, scale=D ** -0.5, initial_state=h0,
+                                                       output_final_state=True), 50))
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--from":
+        return from_dir(sys.argv[2])
     torch.manual_seed(0)
     pick = os.environ.get("FLA_SHAPES")  # e.g. "2,3,4": a subset of SHAPES (indices)
     shapes = [SHAPES[int(i)] for i in pick.split(",")] if pick else SHAPES

@@ -501,6 +501,44 @@ static double gemm_rate() {
     return 2.0 * n * n * (double)n / ms; /* FLOP per ms */
 }
 
+/* Where the time goes: each launch alone (after a full backward filled the workspace). Prep
+   solves: variant 0 (blocked, 3xTF32 block products), 2 (blocked, scalar block products), 1 (column). */
+template <int KP>
+static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes &s, char *ws, double ms, double msb) {
+    typedef __nv_bfloat16 E;
+    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
+    double tp[3];
+    const int vars[3] = {0, 2, 1};
+    for (int i = 0; i < 3; ++i) {
+        ssm__dl_args av = a;
+        av.variant = vars[i];
+        tp[i] = time_ms([&] { ssm__dl_prep_go<E, KP>(av, s, w, 0, g_optin, 0); });
+    }
+    /* the sequential passes: V blocks of 32 / 64 columns, double / single buffered (variant bit 2) */
+    double tf[2][2], tbs[2][2];
+    for (int vi = 0; vi < 2; ++vi)
+        for (int nb = 0; nb < 2; ++nb) {
+            ssm__dl_args av = a, abv = ab;
+            av.variant = abv.variant = nb ? 4 : 8; /* forced single / double buffering */
+            dl_sizes sv = dl_sizes_of(a, 2, vi ? 64 : 32, 1);
+            if (sv.VP != s.VP) { tf[vi][nb] = tbs[vi][nb] = -1; continue; }
+            tf[vi][nb] = time_ms([&] {
+                if (vi) ssm__dl_fwd_go<E, KP, 64>(av, sv, w, NULL, NULL, g_optin, 0);
+                else ssm__dl_fwd_go<E, KP, 32>(av, sv, w, NULL, NULL, g_optin, 0);
+            });
+            tbs[vi][nb] = time_ms([&] {
+                if (vi) ssm__dl_bwd_seq_go<E, KP, 64>(abv, sv, w, g_optin, 0);
+                else ssm__dl_bwd_seq_go<E, KP, 32>(abv, sv, w, g_optin, 0);
+            });
+        }
+    printf("# split D%d: state pass vb32/nb2 %.4f vb32/nb1 %.4f vb64/nb2 %.4f vb64/nb1 %.4f ms; reverse pass %.4f %.4f %.4f %.4f ms\n",
+           KP, tf[0][0], tf[0][1], tf[1][0], tf[1][1], tbs[0][0], tbs[0][1], tbs[1][0], tbs[1][1]);
+    size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
+    double tbc = time_ms([&] { ssm__dl_bwd_chunk_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc>>>(ab, w); });
+    printf("# split D%d vb%d: prep tc-solve %.4f ms, prep scalar-block %.4f ms, prep column %.4f ms, "
+           "bwd chunk grads %.4f ms; full fwd %.4f ms, fwd+bwd %.4f ms\n", KP, s.VB, tp[0], tp[1], tp[2], tbc, ms, msb);
+}
+
 static const char *COMMIT = "unknown";
 static void bench(int argc, char **argv) {
     const char *cm = getenv("SSM_COMMIT");
@@ -571,16 +609,8 @@ static void bench(int argc, char **argv) {
             double msb = time_ms([&] { dl_forward_chunked(a, s, ws, 0); dl_backward(ab, s, ws, 0); });
             /* fwd+bwd bytes: q,k,v,beta,o once forward; q,k,v,dout in, dq,dk,dv out backward */
             double floor_b = std::max((bytes + 7.0 * ntok * D * 2) / bw, (fl_fwd + fl_bwd) / fr);
-            if (gated == 0 && sh.seqs == 0 && sh.D == 64) { /* where the time goes: each launch alone */
-                ssm__dl_ws<__nv_bfloat16> w = ssm__dl_ws_of<__nv_bfloat16>(s, ws);
-                ssm__dl_args a0 = a, a1 = a;
-                a0.variant = 1, a1.variant = 0; /* bit 0 set: the column solve */
-                double t_p0 = time_ms([&] { ssm__dl_prep_go<__nv_bfloat16, 64>(a0, s, w, 0, g_optin, 0); });
-                double t_p1 = time_ms([&] { ssm__dl_prep_go<__nv_bfloat16, 64>(a1, s, w, 0, g_optin, 0); });
-                double t_f = time_ms([&] { ssm__dl_fwd_go<__nv_bfloat16, 64, 32>(a, s, w, NULL, NULL, g_optin, 0); });
-                printf("# split D%d (variant %d): prep column-solve %.4f ms, prep blocked-solve %.4f ms, state pass %.4f ms, "
-                       "full fwd %.4f ms, fwd+bwd %.4f ms\n", sh.D, g_variant, t_p0, t_p1, t_f, ms, msb);
-            }
+            if (gated == 0 && sh.seqs == 0 && sh.D == 64) split<64>(a, ab, s, ws, ms, msb);
+            if (gated == 0 && sh.seqs == 0 && sh.D == 128 && sh.B == 4) split<128>(a, ab, s, ws, ms, msb);
             printf("{\"op\": \"%s\", \"impl\": \"ours:chunked\", \"backend\": \"cuda\", \"dtype\": \"bf16\", \"shape\": "
                    "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s}, \"ms\": %.4f, \"floor_ms\": %.4f, \"peak_mem_bytes\": %zu, "
                    "\"relerr\": null, \"device\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\", \"vb\": %d}\n",

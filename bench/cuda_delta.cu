@@ -1,0 +1,221 @@
+/* Delta-rule benchmark (make bench-cuda): DeltaNet and Gated DeltaNet forward and forward+backward
+   through the public calls (ssm_delta_forward / ssm_delta_backward, chunked, bf16) on the shapes
+   of the delta-rule issue, DeltaProduct (n_h = 2) at the first shape, and the decode step
+   (ssm_delta_step, B64 H16 K=V=128, bf16 state in place). Floor per row: max(bytes of q, k, v, o once
+   (+ dout, dq, dk, dv backward) / copy bandwidth, FLOPs of the chunked form / bf16 GEMM rate),
+   both measured in this run. JSON lines: bench/results/cuda_delta.jsonl (BENCH.md format).
+   fla side by side, same inputs: with DELTA_PEER_DIR set (make bench-cuda sets it when fla
+   imports), each shape's inputs are written there as raw bf16 and bench/peers/fla_peer.py
+   --from DIR times chunk_delta_rule / chunk_gated_delta_rule / chunk_gated_delta_product on
+   them right after, printing both columns and the ratio. DELTA_GRID=quick: the first shape. */
+#define SSM_IMPLEMENTATION
+#define SSM_CUDA_IMPLEMENTATION
+#include "../ssm_cuda.h"
+#include "cuda_common.h"
+#include "bench.h"
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef SSM_BENCH_COMMIT
+#define SSM_BENCH_COMMIT "unknown"
+#endif
+static const char *JS = "bench/results/cuda_delta.jsonl";
+static double g_bw, g_rate; /* bytes per ms, FLOPs per ms */
+static char g_dev[256];     /* the GPU's own name (bench.h's bench_json names the CPU) */
+
+static void jrow(const char *op, const char *impl, const char *shape, double ms, double floor_ms, double ws) {
+    FILE *f = getenv("BENCH_NO_JSON") ? NULL : fopen(JS, "a");
+    if (!f) return;
+    fprintf(f, "{\"op\":\"%s\",\"impl\":\"%s\",\"backend\":\"cuda\",\"dtype\":\"bf16\",\"shape\":%s,\"ms\":%.6g,"
+               "\"floor_ms\":%.6g,\"peak_mem_bytes\":%.0f,\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+            op, impl, shape, ms, floor_ms, ws, g_dev, bench_date(), SSM_BENCH_COMMIT);
+    fclose(f);
+}
+
+__global__ void fill_range_kernel(void *p, int dt, int64_t n, float lo, float hi, unsigned seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        unsigned x = (unsigned)(i * 2654435761u) ^ seed;
+        x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+        float v = lo + (hi - lo) * ((x & 0xFFFFFF) / 16777216.f);
+        if (dt == 0) ((float *)p)[i] = v;
+        else ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    }
+}
+static void *dev_range(int64_t n, float lo, float hi, unsigned seed) {
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)n * 2) != cudaSuccess) return NULL;
+    fill_range_kernel<<<4096, 256>>>(p, 2, n, lo, hi, seed);
+    return p;
+}
+static double gemm_rate(void) { /* bf16, 8192^3, f32 accumulation */
+    const int n = 8192;
+    void *a = dev_range((int64_t)n * n, -1, 1, 1), *b = dev_range((int64_t)n * n, -1, 1, 2), *c = dev_range((int64_t)n * n, -1, 1, 3);
+    cublasHandle_t h;
+    cublasCreate(&h);
+    const float one = 1.f, zero = 0.f;
+    double ms = time_ms([&] {
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &zero, c, CUDA_R_16BF, n,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    });
+    cublasDestroy(h);
+    cudaFree(a), cudaFree(b), cudaFree(c);
+    return 2.0 * n * (double)n * n / ms;
+}
+static void dump(FILE *f, const void *p, int64_t n) { /* raw bf16, for the peer */
+    std::vector<char> h((size_t)n * 2);
+    cudaMemcpy(h.data(), p, h.size(), cudaMemcpyDeviceToHost);
+    fwrite(h.data(), 1, h.size(), f);
+}
+static void row(const char *op, const char *shape, double ms, double floor_ms, size_t ws) {
+    printf("%-20s %-50s %9.4f ms  floor %8.4f  x%6.1f\n", op, shape, ms, floor_ms, ms / floor_ms);
+    jrow(op, "ours:chunked", shape, ms, floor_ms, (double)ws);
+    fflush(stdout);
+}
+
+/* One shape: DeltaNet and Gated DeltaNet, forward and forward+backward (DeltaProduct with nh = 2). */
+static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh, FILE *peer) {
+    const ssm_dtype bf = SSM_BF16;
+    const int64_t ntok = (int64_t)B * T * H, nk = ntok * nh * D;
+    void *q = dev_range(ntok * D, -1, 1, 11), *k = dev_range(nk, -sqrtf(3.f / D), sqrtf(3.f / D), 12);
+    void *v = dev_range(nk, -1, 1, 13), *be = dev_range(ntok * nh, 0.05f, 1.f, 14), *g = dev_range(ntok, -0.5f, 0.f, 15);
+    void *dout = dev_range(ntok * D, -1, 1, 16), *o, *dq, *dk, *dv, *db, *dg;
+    cudaMalloc(&o, ntok * D * 2), cudaMalloc(&dq, ntok * D * 2), cudaMalloc(&dk, nk * 2), cudaMalloc(&dv, nk * 2);
+    cudaMalloc(&db, ntok * nh * 2), cudaMalloc(&dg, ntok * 2);
+    int64_t sd[5] = {B, T, H, D}, sf[5] = {B, T, H, nh, D}, sb[4] = {B, T, H, nh};
+    const int r = nh > 1 ? 1 : 0;
+    ssm_tensor tq = ssm_tensor_make(q, bf, ssm_cuda_device(0), 4, sd, NULL), to = ssm_tensor_make(o, bf, ssm_cuda_device(0), 4, sd, NULL);
+    ssm_tensor tk = ssm_tensor_make(k, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, NULL);
+    ssm_tensor tv = ssm_tensor_make(v, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, NULL);
+    ssm_tensor tb = ssm_tensor_make(be, bf, ssm_cuda_device(0), 3 + r, sb, NULL), tg = ssm_tensor_make(g, bf, ssm_cuda_device(0), 3, sb, NULL);
+    ssm_tensor tdo = ssm_tensor_make(dout, bf, ssm_cuda_device(0), 4, sd, NULL), tdq = ssm_tensor_make(dq, bf, ssm_cuda_device(0), 4, sd, NULL);
+    ssm_tensor tdk = ssm_tensor_make(dk, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, NULL);
+    ssm_tensor tdv = ssm_tensor_make(dv, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, NULL);
+    ssm_tensor tdb = ssm_tensor_make(db, bf, ssm_cuda_device(0), 3 + r, sb, NULL), tdg = ssm_tensor_make(dg, bf, ssm_cuda_device(0), 3, sb, NULL);
+    int64_t *cud = NULL, ncu = seqs + 1;
+    ssm_tensor tcu;
+    std::vector<int64_t> c(seqs + 1);
+    if (seqs) { /* uneven lengths summing to T (the peer uses the same offsets) */
+        for (int i = 0; i <= seqs; ++i) c[i] = (int64_t)T * i / seqs + (i > 0 && i < seqs ? (i % 2 ? 1000 : -1000) : 0);
+        cudaMalloc(&cud, c.size() * 8);
+        cudaMemcpy(cud, c.data(), c.size() * 8, cudaMemcpyHostToDevice);
+        ssm_dtype i64 = ssm_dtype_i32();
+        i64.bits = 64;
+        tcu = ssm_tensor_make(cud, i64, ssm_cuda_device(0), 1, &ncu, NULL);
+    }
+    char shape[160];
+    snprintf(shape, sizeof shape, "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s%s}", B, T, H, D, D,
+             seqs ? ",\"seqs\":8" : "", nh > 1 ? ",\"n_h\":2" : "");
+    ssm_delta_desc d = ssm_delta_desc_init();
+    d.method = SSM_DELTA_CHUNKED;
+    const double C = 64, nch = (double)ntok * nh / C;
+    const double fl_fwd = nch * (6 * C * C * D + 3 * C * C * D + 6 * C * D * (double)D);
+    const double fl_bwd = fl_fwd + nch * (2 * C * C * D + 6 * C * D * (double)D) + nch * (14 * C * C * D + 4 * C * C * C + 6 * C * D * (double)D);
+    const double by = 2.0 * (2 * ntok * D + 2 * nk), byb = by + 2.0 * (2 * ntok * D + 2 * nk);
+    size_t wf = 0, wb = 0;
+    ssm_delta_workspace_size(cu, &d, bf, seqs ? 1 : B, T, H, D, D, nh, 0, &wf);
+    ssm_delta_workspace_size(cu, &d, bf, seqs ? 1 : B, T, H, D, D, nh, 1, &wb);
+    for (int gated = 0; gated < 2; ++gated) {
+        const ssm_tensor *gg = gated ? &tg : NULL, *cc = seqs ? &tcu : NULL;
+        ssm_result rc = SSM_OK;
+        double ms = time_ms([&] { rc = ssm_delta_forward(cu, &d, &tq, &tk, &tv, &tb, gg, NULL, cc, &to, NULL); });
+        if (rc != SSM_OK) {
+            printf("forward failed: %s\n", ssm_ctx_last_error(cu));
+            break;
+        }
+        double msb = time_ms([&] {
+            ssm_delta_forward(cu, &d, &tq, &tk, &tv, &tb, gg, NULL, cc, &to, NULL);
+            rc = ssm_delta_backward(cu, &d, &tq, &tk, &tv, &tb, gg, NULL, cc, &tdo, NULL, &tdq, &tdk, &tdv, &tdb,
+                                    gated ? &tdg : NULL, NULL);
+        });
+        if (rc != SSM_OK) printf("backward failed: %s\n", ssm_ctx_last_error(cu));
+        const char *base = nh > 1 ? (gated ? "gated_delta_product" : "delta_product") : (gated ? "gated_delta" : "delta");
+        char op[64];
+        snprintf(op, sizeof op, "%s_fwd", base);
+        row(op, shape, ms, std::max(by / g_bw, fl_fwd / g_rate), wf);
+        snprintf(op, sizeof op, "%s_fwdbwd", base);
+        if (rc == SSM_OK) row(op, shape, msb, std::max(byb / g_bw, (fl_fwd + fl_bwd) / g_rate), std::max(wf, wb));
+        if (peer) fprintf(peer, "{\"op\": \"%s\", \"shape\": %s, \"ms\": %.5f}\n", op, shape, msb),
+                  fprintf(peer, "{\"op\": \"%s_fwd\", \"shape\": %s, \"ms\": %.5f}\n", base, shape, ms);
+    }
+    if (peer) { /* the inputs, for the peer: q k v beta g dout as raw bf16, then the offsets */
+        char path[512];
+        snprintf(path, sizeof path, "%s/B%d_T%d_H%d_D%d_nh%d.bin", getenv("DELTA_PEER_DIR"), B, T, H, D, nh);
+        FILE *f = fopen(path, "wb");
+        if (f) {
+            dump(f, q, ntok * D), dump(f, k, nk), dump(f, v, nk), dump(f, be, ntok * nh), dump(f, g, ntok), dump(f, dout, ntok * D);
+            fclose(f);
+        }
+        fprintf(peer, "{\"input\": \"%s\", \"B\": %d, \"T\": %d, \"H\": %d, \"D\": %d, \"nh\": %d, \"cu\": [", path, B, T, H, D, nh);
+        for (int i = 0; seqs && i <= seqs; ++i) fprintf(peer, "%s%lld", i ? ", " : "", (long long)c[i]);
+        fprintf(peer, "], \"shape\": %s}\n", shape);
+        fflush(peer);
+    }
+    cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(g), cudaFree(dout), cudaFree(o);
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(db), cudaFree(dg), cudaFree(cud);
+}
+
+static void decode_row(ssm_ctx *cu, FILE *peer) {
+    const int B = 64, H = 16, D = 128;
+    const int64_t n = (int64_t)B * H;
+    const ssm_dtype bf = SSM_BF16;
+    void *q = dev_range(n * D, -1, 1, 21), *k = dev_range(n * D, -0.15f, 0.15f, 22), *v = dev_range(n * D, -1, 1, 23);
+    void *be = dev_range(n, 0.05f, 1.f, 24), *o, *S = dev_range(n * D * D, -1, 1, 25); /* the state in bf16 too */
+    cudaMalloc(&o, n * D * 2);
+    int64_t s3[3] = {B, H, D}, s2[2] = {B, H}, s4[4] = {B, H, D, D};
+    ssm_tensor tq = ssm_tensor_make(q, bf, ssm_cuda_device(0), 3, s3, NULL), tk = ssm_tensor_make(k, bf, ssm_cuda_device(0), 3, s3, NULL);
+    ssm_tensor tv = ssm_tensor_make(v, bf, ssm_cuda_device(0), 3, s3, NULL), tb = ssm_tensor_make(be, bf, ssm_cuda_device(0), 2, s2, NULL);
+    ssm_tensor to = ssm_tensor_make(o, bf, ssm_cuda_device(0), 3, s3, NULL), tS = ssm_tensor_make(S, bf, ssm_cuda_device(0), 4, s4, NULL);
+    ssm_delta_desc d = ssm_delta_desc_init();
+    ssm_result rc = SSM_OK;
+    double ms = time_ms([&] { rc = ssm_delta_step(cu, &d, &tq, &tk, &tv, &tb, NULL, &tS, &to); }, 50);
+    if (rc != SSM_OK) printf("step failed: %s\n", ssm_ctx_last_error(cu));
+    char shape[96];
+    snprintf(shape, sizeof shape, "{\"B\":%d,\"T\":1,\"H\":%d,\"K\":%d,\"V\":%d}", B, H, D, D);
+    const double fl = 2.0 * n * D * D * 2 / g_bw; /* the state read once and written once */
+    printf("%-20s %-50s %9.4f ms  floor %8.4f  x%6.1f\n", "delta_decode", shape, ms, fl, ms / fl);
+    jrow("delta_decode", "ours:recurrent", shape, ms, fl, 0);
+    if (peer) fprintf(peer, "{\"op\": \"delta_decode\", \"shape\": %s, \"ms\": %.5f}\n", shape, ms);
+    cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(o), cudaFree(S);
+}
+
+int main(void) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+        printf("no CUDA device\n");
+        return 0;
+    }
+    snprintf(g_dev, sizeof g_dev, "%s", prop.name);
+    ssm_ctx *cu = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &cc;
+    if (ssm_ctx_create(&cfg, &cu) != SSM_OK) {
+        printf("CUDA context failed\n");
+        return 1;
+    }
+    g_bw = copy_bandwidth(), g_rate = gemm_rate();
+    const char *grid = getenv("DELTA_GRID"), *pd = getenv("DELTA_PEER_DIR");
+    const int quick = grid && !strcmp(grid, "quick");
+    printf("delta rule on %s, commit %s: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", prop.name, SSM_BENCH_COMMIT, g_bw / 1e6,
+           g_rate / 1e9);
+    FILE *peer = NULL;
+    if (pd && *pd) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/ours.jsonl", pd);
+        peer = fopen(path, "w");
+    }
+    static const int shapes[5][5] = {{8, 4096, 16, 64, 0}, {4, 8192, 16, 128, 0}, {1, 32768, 32, 128, 0},
+                                     {1, 32768, 32, 128, 8}, {32, 2048, 8, 32, 0}};
+    for (int i = 0; i < (quick ? 1 : 5); ++i) {
+        shape_rows(cu, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 1, peer);
+        if (i == 0) shape_rows(cu, 8, 4096, 16, 64, 0, 2, peer); /* DeltaProduct, n_h = 2 */
+    }
+    decode_row(cu, peer);
+    if (peer) fclose(peer);
+    ssm_ctx_destroy(cu);
+    return 0;
+}
