@@ -3624,6 +3624,19 @@ __device__ __forceinline__ float ssm__oc_gatef(int sig, float g, float *dgate) {
     return g * s;
 }
 
+/* The rstd of head h of row r, a warp's sweep over o (or rin's saved value when given). */
+template <typename T>
+__device__ __forceinline__ float ssm__oc_rstd(ssm__pj_mat o, ssm__pj_mat rin, int64_t r, int64_t h, int64_t hd, float eps,
+                                              int lane) {
+    float ss = 0.f;
+    if (rin.p) return ssm__pj_ld<T>(rin.p, r * rin.rs + h * rin.cs);
+    for (int64_t c = h * hd + lane; c < (h + 1) * hd; c += 32) {
+        const float v = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs);
+        ss += v * v;
+    }
+    return 1.f / sqrtf(ssm__pj_wsum(ss) / (float)hd + eps);
+}
+
 /* A warp per row: per head the rstd (from rin, or from o), z into z (compact [M, D]); heads
    of <= 256 columns keep o in registers between the two sweeps. */
 template <typename T>
@@ -3655,15 +3668,7 @@ __global__ void __launch_bounds__(256) ssm__oc_norm_kernel(int64_t M, int64_t D,
                     }
                 }
             } else {
-                if (rin.p) rs = ssm__pj_ld<T>(rin.p, r * rin.rs + h * rin.cs);
-                else {
-                    float ss = 0.f;
-                    for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
-                        const float v = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs);
-                        ss += v * v;
-                    }
-                    rs = 1.f / sqrtf(ssm__pj_wsum(ss) / (float)hd + eps);
-                }
+                rs = ssm__oc_rstd<T>(o, rin, r, h, hd, eps, lane);
                 for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
                     float v = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs) * rs *
                               ssm__oc_gatef(sig, ssm__pj_ld<T>(g.p, r * g.rs + c * g.cs), &dgate);
@@ -3684,16 +3689,8 @@ __global__ void __launch_bounds__(256) ssm__oc_bwd_kernel(int64_t M, int64_t D, 
     for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
         for (int64_t h = 0; h * hd < D; ++h) {
             const int64_t h0 = h * hd;
-            float rs, dot = 0.f, dgate;
-            if (rin.p) rs = ssm__pj_ld<T>(rin.p, r * rin.rs + h * rin.cs);
-            else {
-                float ss = 0.f;
-                for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
-                    const float v = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs);
-                    ss += v * v;
-                }
-                rs = 1.f / sqrtf(ssm__pj_wsum(ss) / (float)hd + eps);
-            }
+            const float rs = ssm__oc_rstd<T>(o, rin, r, h, hd, eps, lane);
+            float dot = 0.f, dgate;
             for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
                 const float n = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs) * rs;
                 const float gt = ssm__oc_gatef(sig, ssm__pj_ld<T>(g.p, r * g.rs + c * g.cs), &dgate);
