@@ -3,7 +3,7 @@
    GEMM, forward+backward 3) and cuSPARSE Blocked-ELL SpMM (forward; it has no transposed
    path), same inputs, same run. Floor: useful FLOPs (density x dense) over the dense GEMM
    rate measured in this run (cuBLAS, 8192^3, per dtype). JSON lines:
-   bench/results/cuda_bell.jsonl (../shared/BENCH.md format).
+   bench/results/cuda_bell.jsonl (the row format of bench/bench.h).
    BELL_GRID=prio (default): 50% density, bf16, then f16 and f32; BELL_GRID=full adds 25% and
    75% density in bf16; BELL_GRID=quick: one N. */
 #define SSM_IMPLEMENTATION

@@ -1,7 +1,7 @@
 /* CUDA benchmark (make bench-cuda): every linrec method and the decay scan on the GPU, with the
    floor (bytes read once + written once over the device-to-device copy bandwidth measured in
    this run), the ratio to it, TFLOP/s and workspace. Median of CUDA-event timings, warm.
-   JSON lines: bench/results/cuda_linrec.jsonl, cuda_decay.jsonl (../shared/BENCH.md format).
+   JSON lines: bench/results/cuda_linrec.jsonl, cuda_decay.jsonl (the row format of bench/bench.h).
    bench/peers/torch_peers.py runs the PyTorch peers on the same shapes and prints the side by
    side table from these rows. BENCH_QUICK=1 trims the grid. */
 #define SSM_IMPLEMENTATION

@@ -3,7 +3,7 @@
    of the delta-rule issue, DeltaProduct (n_h = 2) at the first shape, and the decode step
    (ssm_delta_step, B64 H16 K=V=128, bf16 state in place). Floor per row: max(bytes of q, k, v, o once
    (+ dout, dq, dk, dv backward) / copy bandwidth, FLOPs of the chunked form / bf16 GEMM rate),
-   both measured in this run. JSON lines: bench/results/cuda_delta.jsonl (BENCH.md format).
+   both measured in this run. JSON lines: bench/results/cuda_delta.jsonl (the row format of bench/bench.h).
    fla side by side, same inputs: with DELTA_PEER_DIR set (make bench-cuda sets it when fla
    imports), each shape's inputs are written there as raw bf16 and bench/peers/fla_peer.py
    --from DIR times chunk_delta_rule / chunk_gated_delta_rule / chunk_gated_delta_product on

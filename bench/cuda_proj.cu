@@ -6,7 +6,7 @@
    activation and L2 kernels: ours:unfused, what eager layer code runs). fwd+bwd rows: the
    forward with SAVE_PRE, then the backward; their floor is the three cuBLAS GEMMs (y, dX, dW)
    alone. Also our GEMM with the identity epilogue against cuBLAS at 8192^3 (TFLOP/s).
-   JSON lines: bench/results/cuda_proj.jsonl (../shared/BENCH.md format). BENCH_QUICK=1
+   JSON lines: bench/results/cuda_proj.jsonl (the row format of bench/bench.h). BENCH_QUICK=1
    trims the grid. */
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION

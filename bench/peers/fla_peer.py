@@ -1,6 +1,6 @@
 """fla peer for the delta-rule benchmark: chunk_delta_rule / chunk_gated_delta_rule forward and
 forward+backward, and the one-token decode through fused_recurrent_delta_rule, on the shapes of
-issue #12 (bf16). Prints one JSON row per measurement (BENCH.md), impl peer:fla.
+bench/cuda_delta.cu (bf16). Prints one JSON row per measurement (the row format of bench/bench.h), impl peer:fla.
 Usage: python3 fla_peer.py [fwd|all]   (needs fla-core, carried as a wheel)
        python3 fla_peer.py --from DIR     the inputs bench/cuda_delta.cu wrote (same inputs, same
                                           run): fla's rows beside ours, ratio fla/ours, JSON rows

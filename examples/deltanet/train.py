@@ -1,5 +1,5 @@
 """Train the DeltaNet LM of model.py on the King James Bible (byte tokens) with a chosen
-recurrence solver; JSON lines (BENCH.md's deltanet_train rows) go to --out.
+recurrence solver; JSON lines (deltanet_train rows in the row format of bench/bench.h) go to --out.
 
   python train.py --solver delta --steps 1000 --out ../../bench/results/deltanet_train.jsonl
   python train.py --solver cr --micro 8 ...          # gradient accumulation: 4 x 8 sequences
