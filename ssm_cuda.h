@@ -1219,6 +1219,7 @@ static size_t ssm__cu_szmul(size_t a, int64_t b) {
     if (b < 0 || a == SIZE_MAX || (b != 0 && a > SIZE_MAX / (uint64_t)b)) return SIZE_MAX;
     return a * (size_t)b;
 }
+static size_t ssm__cu_szadd(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 
 static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L) {
     int64_t nc;
@@ -3446,7 +3447,7 @@ static ssm_matrix_batch ssm__pj_mb(void *p, int64_t rs, int64_t cs) {
     m.ptr = p, m.rs = rs, m.cs = cs;
     return m;
 }
-static size_t ssm__pj_al(size_t b) { return (b + 255) & ~(size_t)255; }
+static size_t ssm__pj_al(size_t b) { return b > SIZE_MAX - 255 ? SIZE_MAX : (b + 255) & ~(size_t)255; } /* saturating */
 /* rows per column-sum chunk: 256, more when the grid's y dimension would pass 65535 */
 static int64_t ssm__pj_chunk(int64_t rows) {
     int64_t c = 256;
@@ -3459,9 +3460,12 @@ static int64_t ssm__pj_chunk(int64_t rows) {
 static size_t ssm__pj_ws(const ssm_proj_plan *p) {
     size_t es = (size_t)p->dtype.bits / 8u, nch;
     if (p->op == SSM_OP_PROJ_FORWARD || p->M == 0) return 0;
+    if (p->M > ((int64_t)1 << 62)) return SIZE_MAX; /* no such tensor; ssm__pj_chunk would overflow */
     nch = (size_t)((p->M + ssm__pj_chunk(p->M) - 1) / ssm__pj_chunk(p->M));
-    return ssm__pj_al((size_t)p->M * (size_t)p->N * es) + ssm__pj_al((size_t)p->M * (size_t)p->G * 4u) +
-           ssm__pj_al(nch * (size_t)(p->N + p->G) * 4u);
+    /* saturating: a query may carry sizes whose products overflow (refused as SIZE_MAX) */
+    return ssm__cu_szadd(ssm__cu_szadd(ssm__pj_al(ssm__cu_szmul(ssm__cu_szmul(es, p->M), p->N)),
+                                       ssm__pj_al(ssm__cu_szmul(ssm__cu_szmul(4u, p->M), p->G))),
+                         ssm__pj_al(ssm__cu_szmul(ssm__cu_szmul(4u, (int64_t)nch), p->N + p->G)));
 }
 
 static ssm_result ssm__pj_colsums(ssm_ctx *ctx, const void *src, int dt, int64_t rows, int64_t cols, int64_t rs,
@@ -3719,14 +3723,17 @@ __global__ void __launch_bounds__(256) ssm__oc_bwd_kernel(int64_t M, int64_t D, 
     } while (0)
 
 static size_t ssm__oc_cu_ws(const ssm_outchain_plan *p) {
-    const size_t es = (size_t)p->dtype.bits / 8u, md = (size_t)p->M * (size_t)p->D;
-    size_t b = ssm__pj_al(md * es);
+    /* saturating, as ssm__pj_ws */
+    const size_t es = (size_t)p->dtype.bits / 8u, md = ssm__cu_szmul((size_t)p->M, p->D), mde = ssm__cu_szmul(md, (int64_t)es);
+    size_t b = ssm__pj_al(mde);
     if (p->M == 0) return 0;
     if (p->op == SSM_OP_OUTCHAIN_FORWARD) return b;
-    b += ssm__pj_al(md * es);
+    b = ssm__cu_szadd(b, ssm__pj_al(mde));
     if (p->want_dweight) {
-        const int64_t rows = p->M * p->H, ch = ssm__pj_chunk(rows);
-        b += ssm__pj_al(md * 4u) + ssm__pj_al((size_t)((rows + ch - 1) / ch) * (size_t)p->hd * 4u);
+        const size_t rows = ssm__cu_szmul((size_t)p->M, p->H);
+        const int64_t ch = rows > ((size_t)1 << 62) ? 1 : ssm__pj_chunk((int64_t)rows);
+        b = ssm__cu_szadd(b, ssm__cu_szadd(ssm__pj_al(ssm__cu_szmul(md, 4)),
+                                           ssm__pj_al(ssm__cu_szmul(ssm__cu_szmul(4u, p->hd), (int64_t)(rows / (size_t)ch + 1)))));
     }
     return b;
 }
