@@ -499,7 +499,7 @@ typedef struct ssm_proj_desc {
     ssm_proj_segment seg[SSM_PROJ_MAX_SEGMENTS];
     ssm_proj_path path;
     ssm_proj_save save;
-    int64_t block_rows;    /* FUSED forward: rows per cache block (0 = 256)         */
+    int64_t block_rows;    /* FUSED forward: rows per GEMM (0 = all: W packed once) */
     double l2_eps;         /* L2 norm: a / sqrt(sum a^2 + eps) (0 = 1e-6, as fla)   */
     ssm_proj_stats *stats; /* optional out: filled on success                      */
 } ssm_proj_desc;
@@ -3392,11 +3392,14 @@ static ssm_result ssm__proj_gemm(ssm__proj *P, int64_t M, int64_t N, int64_t K, 
     return ssm_ctx_gemm(P->ctx, P->dt, 1, M, N, K, 1.0, A, B, beta, C);
 }
 
-/* FUSED forward rows per block when desc->block_rows = 0. Each block's GEMM streams (and on
-   BLIS re-packs) all of W (75 MB at d = 2048, N = 9228), so 64-row blocks made the fused
-   forward 3.8x slower than the unfused one on BLIS at M = 1024; 256 rows measured on par or
-   faster (bench/cpu_proj.c, BENCH_BLOCK_ROWS). */
-#define SSM__PROJ_ROWS 256
+/* FUSED forward rows per GEMM when desc->block_rows = 0: all of them. Each block's GEMM
+   streams (and on BLIS re-packs) all of W (75 MB at d = 2048, N = 9228): 64-row blocks were
+   3.8x slower than the unfused forward on BLIS at M = 1024 and 256-row blocks still 0.62-0.80x
+   (bench/cpu_proj.c, BENCH_BLOCK_ROWS), while the epilogue pass over y costs a few percent of
+   the GEMM on a CPU. So by default one GEMM over the whole width and every row (W packed
+   once), then every segment's epilogue, a row block at a time - the schedule of the CUDA
+   backend too. block_rows > 0 keeps y's block cache-hot between GEMM and epilogue. */
+#define SSM__PROJ_ROWS INT64_MAX
 
 /* Packs rows [r0, r0+mb) of x transposed into xt [d, mb]: x W^T contracts over the
    contiguous dim of both operands, so one of them must be transposed for a unit-stride GEMM
@@ -3669,7 +3672,7 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
     static const char *op = "ssm_proj_forward";
     ssm__proj P;
     ssm_proj_plan pl;
-    int64_t shape[2], r0, mb;
+    int64_t shape[2], r0, mb, e0;
     ssm__arg args[6];
     size_t es, ws;
     void *wsp = NULL;
@@ -3714,7 +3717,8 @@ SSMDEF ssm_result ssm_proj_forward(ssm_ctx *ctx, const ssm_proj_desc *desc, cons
             mb = SSM__MIN(block, P.M - r0);
             ssm__proj_pack_xt(&P, r0, mb, xt);
             SSM__TRY(ssm__proj_gemm_xwt(&P, xt, mb, 0, P.N, SSM__AT2(y, r0, 0), y->strides[0], y->strides[1]));
-            for (s = 0; s < desc->nseg; ++s) ssm__proj_epilogue(&P, s, r0, r0 + mb, y, pre);
+            for (e0 = r0; e0 < r0 + mb; e0 += 64) /* every segment of 64 rows at a time: y's rows stay hot */
+                for (s = 0; s < desc->nseg; ++s) ssm__proj_epilogue(&P, s, e0, SSM__MIN(e0 + 64, r0 + mb), y, pre);
         }
     } else if (P.M > 0) {
         ssm__proj_pack_xt(&P, 0, P.M, xt);
