@@ -1,4 +1,4 @@
-/* CPU benchmark of the dense linear recurrence: seed 000's MVE table (n = 32, T = 64..1024,
+/* CPU benchmark of the dense linear recurrence: the minimal-experiment table (n = 32, T = 64..1024,
    n = 64 and n = 128) for every method on the reference backend and, when built with
    SSM_BENCH_BLAS (make does when BLIS is installed), on the BLIS backend in the same run,
    with the GFLOP/s of one large BLIS sgemm (1024^3, same threads) as the practical ceiling

@@ -1,4 +1,4 @@
-/* Fused vs unfused projection chain (seed 001) on the CPU backend, forward and
+/* Fused vs unfused projection chain on the CPU backend, forward and
    forward+backward, at a CPU-sized Gated DeltaNet layer: d = 2048, q,k 1536 (SiLU + per-head
    L2 norm, head 256), v 3072 (SiLU), g 3072, a (decay gate, dt_bias) and b (sigmoid) one per
    head (6 heads). Plus the output chain RMSNorm(o)*SiLU(g) -> o_proj. Prints a table with

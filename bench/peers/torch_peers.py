@@ -1,6 +1,6 @@
-"""PyTorch peers for bench-cuda, the seed's approaches on the same shapes: sequential loop,
-Hillis-Steele scan and cyclic reduction with torch.bmm (seed 000), nanoSSM's naive einsum and a
-chunked PyTorch decay scan (seed 004). Appends peer rows to bench/results/cuda_*.jsonl and prints
+"""PyTorch peers for bench-cuda, what a researcher writes today, on the same shapes: sequential
+loop, Hillis-Steele scan and cyclic reduction with torch.bmm, the naive einsum decay scan and a
+chunked PyTorch decay scan. Appends peer rows to bench/results/cuda_*.jsonl and prints
 one side-by-side table with our rows of this run (speedup = peer ms / our best ms)."""
 import json, os, sys, time, torch
 
