@@ -3248,13 +3248,12 @@ template <typename T>
 __global__ void __launch_bounds__(256) ssm__pj_epi_kernel(int64_t M, int64_t ca, int64_t cb, ssm__pj_segs sg,
                                                           ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat y,
                                                           ssm__pj_mat pre, float eps) {
-    const int lane = threadIdx.x & 31;
-    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
-        for (int s = 0; s < sg.n; ++s) {
-            const int64_t c0 = sg.c0[s] > ca ? sg.c0[s] : ca, c1 = sg.c0[s + 1] < cb ? sg.c0[s + 1] : cb, hd = sg.l2[s];
-            const int act = sg.act[s];
-            const float p = sg.param[s];
-            if (c0 >= c1) continue;
+    const int lane = threadIdx.x & 31, s = blockIdx.y; /* a warp per (row, segment) */
+    const int64_t c0 = sg.c0[s] > ca ? sg.c0[s] : ca, c1 = sg.c0[s + 1] < cb ? sg.c0[s + 1] : cb, hd = sg.l2[s];
+    const int act = sg.act[s];
+    const float p = sg.param[s];
+    if (c0 >= c1) return;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5) {
 #define SSM__PJ_ZA(c, z, a)                                                                                      \
     do {                                                                                                         \
         float df_, al_ = 0.f;                                                                                    \
@@ -3284,10 +3283,23 @@ __global__ void __launch_bounds__(256) ssm__pj_epi_kernel(int64_t M, int64_t ca,
                     }
                 }
             } else {
-                for (int64_t c = c0 + lane; c < c1; c += 32) {
-                    float z, a;
-                    SSM__PJ_ZA(c, z, a);
-                    ssm__pj_st<T>(y.p, r * y.rs + c * y.cs, a);
+                for (int64_t cc = c0; cc < c1; cc += 32 * SSM__PJ_HREG) { /* 8 columns a lane in flight */
+                    float zv[SSM__PJ_HREG];
+#pragma unroll
+                    for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                        const int64_t c = cc + lane + 32 * t;
+                        zv[t] = c < c1 ? ssm__pj_ld<T>(y.p, r * y.rs + c * y.cs) : 0.f;
+                    }
+#pragma unroll
+                    for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                        const int64_t c = cc + lane + 32 * t;
+                        float df, al = 0.f, z = zv[t];
+                        if (c >= c1) continue;
+                        if (sg.bias[s]) z += ssm__pj_ld<T>(bias.p, c * bias.s);
+                        if (pre.p) ssm__pj_st<T>(pre.p, r * pre.rs + c * pre.cs, z);
+                        if (act == SSM_PROJ_DECAY_GATE) al = ssm__pj_ld<T>(alog.p, (sg.g0[s] + c - sg.c0[s]) * alog.s);
+                        ssm__pj_st<T>(y.p, r * y.rs + c * y.cs, ssm__pj_act(act, p, al, z, &df));
+                    }
                 }
                 if (hd > 0) { /* heads over 256 columns: norm from the stored activations */
                     __syncwarp();
@@ -3336,9 +3348,8 @@ template <typename T>
 __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N, int64_t G, ssm__pj_segs sg,
                                                            ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat pre,
                                                            ssm__pj_mat dy, void *dP, float *ga, float eps) {
-    const int lane = threadIdx.x & 31;
-    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
-        for (int s = 0; s < sg.n; ++s) {
+    const int lane = threadIdx.x & 31, s = blockIdx.y; /* a warp per (row, segment) */
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5) {
             const int64_t c0 = sg.c0[s], c1 = sg.c0[s + 1], l2 = sg.l2[s];
             const int act = sg.act[s];
             const float p = sg.param[s];
@@ -3369,6 +3380,27 @@ __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N,
                             if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = g * a[t];
                             ssm__pj_st<T>(dP, r * N + c, g * df[t]);
                         }
+                    }
+                }
+                continue;
+            }
+            if (l2 == 0) { /* no norm: 8 columns a lane in flight */
+                for (int64_t cc = c0; cc < c1; cc += 32 * SSM__PJ_HREG) {
+                    float zv[SSM__PJ_HREG], gv[SSM__PJ_HREG];
+#pragma unroll
+                    for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                        const int64_t c = cc + lane + 32 * t;
+                        zv[t] = c < c1 ? SSM__PJ_Z(c) : 0.f;
+                        gv[t] = c < c1 ? ssm__pj_ld<T>(dy.p, r * dy.rs + c * dy.cs) : 0.f;
+                    }
+#pragma unroll
+                    for (int t = 0; t < SSM__PJ_HREG; ++t) {
+                        const int64_t c = cc + lane + 32 * t;
+                        float df, a;
+                        if (c >= c1) continue;
+                        a = ssm__pj_act(act, p, SSM__PJ_AL(c), zv[t], &df);
+                        if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = gv[t] * a;
+                        ssm__pj_st<T>(dP, r * N + c, gv[t] * df);
                     }
                 }
                 continue;
@@ -3497,9 +3529,9 @@ static ssm_result ssm__pj_epi(ssm_ctx *ctx, const ssm_proj_plan *p, int64_t ca, 
     const unsigned nb = (unsigned)(blocks < 1048576 ? blocks : 1048576);
     const float eps = (float)p->l2_eps;
     switch (ssm__cu_dt(p->dtype)) {
-    case 0: ssm__pj_epi_kernel<float><<<nb, 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
-    case 1: ssm__pj_epi_kernel<__half><<<nb, 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
-    default: ssm__pj_epi_kernel<__nv_bfloat16><<<nb, 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
+    case 0: ssm__pj_epi_kernel<float><<<dim3(nb, (unsigned)p->nseg), 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
+    case 1: ssm__pj_epi_kernel<__half><<<dim3(nb, (unsigned)p->nseg), 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
+    default: ssm__pj_epi_kernel<__nv_bfloat16><<<dim3(nb, (unsigned)p->nseg), 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
     }
     SSM__CU_LAUNCHED(ctx, "ssm__pj_epi_kernel");
     return SSM_OK;
@@ -3590,9 +3622,9 @@ static ssm_result ssm__cu_proj_backward(ssm_ctx *ctx, const ssm_proj_plan *p, co
         const ssm__pj_vec vb = ssm__pj_vec_of(bias), va = ssm__pj_vec_of(A_log);
         const ssm__pj_mat mp = ssm__pj_mat_of(pre), mdy = ssm__pj_mat_of(dy);
         const float eps = (float)p->l2_eps;
-        if (dt == 0) ssm__pj_dact_kernel<float><<<nb, 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
-        else if (dt == 1) ssm__pj_dact_kernel<__half><<<nb, 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
-        else ssm__pj_dact_kernel<__nv_bfloat16><<<nb, 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+        if (dt == 0) ssm__pj_dact_kernel<float><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+        else if (dt == 1) ssm__pj_dact_kernel<__half><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+        else ssm__pj_dact_kernel<__nv_bfloat16><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
         SSM__CU_LAUNCHED(ctx, "ssm__pj_dact_kernel");
     }
     for (s = 0; s < (p->path == SSM_PROJ_FUSED ? 1 : p->nseg); ++s) { /* dX and dW: once, or per segment */
