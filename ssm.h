@@ -3131,7 +3131,9 @@ SSMDEF ssm_result ssm_bell_topology_workspace_size(const ssm_bell_topology *topo
                                                    size_t *bytes) {
     /* tiles are staged in f64-sized slots; the dtype must still be one the ops take */
     if (!topo || !bytes) return SSM_ERROR_NULL_ARGUMENT;
-    if (!ssm_dtype_equal(dtype, SSM_F32) && !ssm_dtype_equal(dtype, SSM_F64)) return SSM_ERROR_INVALID_DTYPE;
+    if (!ssm_dtype_equal(dtype, SSM_F32) && !ssm_dtype_equal(dtype, SSM_F64) &&
+        (topo->device_type == SSM_DEVICE_CPU || (!ssm_dtype_equal(dtype, SSM_F16) && !ssm_dtype_equal(dtype, SSM_BF16))))
+        return SSM_ERROR_INVALID_DTYPE;
     if (B < 1 || ssm__bell_topo_ws(topo, B) == SIZE_MAX) return SSM_ERROR_INVALID_SHAPE;
     *bytes = ssm__bell_topo_ws(topo, B);
     return SSM_OK;
@@ -5586,7 +5588,7 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
 static const ssm_backend ssm__reference_backend = {
     "reference", SSM_DEVICE_CPU, NULL, NULL, NULL, NULL, NULL, NULL, ssm__ref_gemm2,
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, {NULL}};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
 #else
 static const ssm_backend ssm__reference_backend = {
     .name = "reference",
