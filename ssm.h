@@ -369,7 +369,20 @@ SSMDEF ssm_result ssm_bell_checksum(ssm_ctx *ctx, const ssm_tensor *col_idx, uin
    The all-reduce hook, when set, is called on keep_score then grow_score right before
    selection (an in-place average across data-parallel ranks makes every rank pick the
    same topology).
+   Norms are sums of squares in double in one fixed order, so that a device computes the
+   same bits: a B x B tile row by row (each row's squares summed left to right, then the
+   rows top to bottom); a B-wide block of x or dy as SSM_BELL_OBS_LANES lane sums (lane l
+   takes tokens l, l + LANES, ...; each token's B squares summed first), then the lanes in
+   order; then the square root. No multiply-add is fused (IEEE double, round to nearest).
+   On a device backend (ssm_bell_topology_create with a CUDA context) the scores live in
+   device memory: observe runs as kernels; step copies the scores and the index to the host,
+   runs the same selection code (ssm_bell_topology_select_row), then moves values and
+   optimizer states and rebuilds the transposed index on the device. The same inputs give
+   the same topology, bit for bit, on every backend. The hook then gets device pointers
+   (ssm_cuda.h's NCCL hook averages them on the device); col_idx contents are checked on the
+   host after the hook ran (a bad index leaves the layer unchanged, the scores reduced).
    ------------------------------------------------------------------------------------------ */
+#define SSM_BELL_OBS_LANES 256
 typedef enum ssm_bell_drop_score {
     SSM_BELL_DROP_GRAD_EMA = 0, /* EMA of the tile's gradient norm (default)     */
     SSM_BELL_DROP_MAGNITUDE = 1 /* ||W_tile||_F (RigL's drop criterion)           */
@@ -403,6 +416,9 @@ typedef struct ssm_bell_topology {
     double *grow_score;    /* [R,C]                      */
     int64_t observations;  /* observe calls so far       */
     ssm_allocator allocator;
+    int32_t device_type;   /* where the scores live: SSM_DEVICE_CPU or the context's device */
+    void *device_state;    /* the device backend's buffers (NULL on the host)               */
+    void (*device_release)(void *device_state);
 } ssm_bell_topology;
 
 typedef struct ssm_bell_topology_report {
@@ -417,7 +433,8 @@ typedef struct ssm_bell_topology_report {
 } ssm_bell_topology_report;
 
 SSMDEF ssm_bell_topology_config ssm_bell_topology_config_init(void);
-/* Allocates the score buffers (zeros) through the context's allocator. */
+/* Allocates the score buffers (zeros): through the context's allocator on a CPU backend,
+   in device memory (with host staging for the selection) on a device backend. */
 SSMDEF ssm_result ssm_bell_topology_create(ssm_ctx *ctx, const ssm_bell_topology_config *config,
                                            int64_t R, int64_t C, int64_t K, ssm_bell_topology **out);
 SSMDEF void ssm_bell_topology_destroy(ssm_bell_topology *topo);
@@ -430,7 +447,8 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
                                          ssm_tensor *values, ssm_tensor *col_idx, ssm_tensor *t_offsets,
                                          ssm_tensor *t_slots, ssm_tensor *const *opt_states, int n_opt,
                                          ssm_bell_topology_report *report);
-/* Scratch bytes observe / step need for tiles of size B and element dtype. */
+/* Scratch bytes observe / step need for tiles of size B and element dtype (0 for a device
+   topology: its buffers were allocated by create). */
 SSMDEF ssm_result ssm_bell_topology_workspace_size(const ssm_bell_topology *topo, int64_t B,
                                                    ssm_dtype dtype, size_t *bytes);
 
@@ -942,6 +960,23 @@ struct ssm_backend {
                                     const ssm_tensor *rstd, const ssm_tensor *dy,
                                     ssm_tensor *do_, ssm_tensor *dg, ssm_tensor *dweight,
                                     ssm_tensor *dW_o);
+    /* Block-ELL topology with the scores on the device (NULL = host scores, CPU backends).
+       create: zeroed score buffers and whatever step needs (sets topo's keep_score,
+       grow_score, device_state, device_release). observe: folds one step into the scores
+       (plan: dtype, N, R, K, B, C). step with update = 1: an update step (ssm.h has run the
+       hook and set rep->updated / prune_frac; nd drop candidates per row), selecting through
+       ssm_bell_topology_select_row and filling rep's counts and checksum; update = 0: only
+       rep->checksum (rep NULL: nothing to do). */
+    ssm_result (*bell_topology_create)(ssm_ctx *ctx, ssm_bell_topology *topo);
+    ssm_result (*bell_topology_observe)(ssm_ctx *ctx, const ssm_bell_plan *p,
+                                        ssm_bell_topology *topo, const ssm_tensor *x,
+                                        const ssm_tensor *dy, const ssm_tensor *dvalues);
+    ssm_result (*bell_topology_step)(ssm_ctx *ctx, const ssm_bell_plan *p,
+                                     ssm_bell_topology *topo, int64_t global_step, int64_t nd,
+                                     int update, ssm_tensor *values, ssm_tensor *col_idx,
+                                     ssm_tensor *t_offsets, ssm_tensor *t_slots,
+                                     ssm_tensor *const *opt_states, int n_opt,
+                                     ssm_bell_topology_report *rep);
     void *reserved[16];
 };
 
@@ -958,6 +993,22 @@ SSMDEF ssm_result ssm_ctx_workspace(ssm_ctx *ctx, size_t bytes, void **ptr);
 SSMDEF ssm_result ssm_ctx_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, int64_t M, int64_t N,
                                int64_t K, double alpha, ssm_matrix_batch A, ssm_matrix_batch B,
                                double beta, ssm_matrix_batch C);
+/* For backends, on host arrays (no validation): one row of the block-ELL topology update
+   rule exactly as ssm_bell_topology_step runs it, so every backend selects the same tiles.
+   col [K] the row's columns (out: re-sorted when changed), keep [K] its keep scores (moved
+   with the tiles; a grown tile's is its grow score), grow [C], drop [K] the drop scores (NULL
+   = keep), nd drop candidates. Out: perm [K] (new slot j takes old slot perm[j]), fresh [K]
+   (old slot k was regrown: its tile and optimizer states start at zero). scratch holds
+   SSM_BELL_SELECT_SCRATCH(K, C) bytes (8-byte aligned). Adds to rep's grown / explored /
+   rejected / rows_changed; returns 1 when the row changed. */
+#define SSM_BELL_SELECT_SCRATCH(K, C) ((size_t)8 * (size_t)((C) + 2 * (K)))
+SSMDEF int ssm_bell_topology_select_row(const ssm_bell_topology_config *cfg, int64_t global_step,
+                                        int64_t row, int64_t nd, int64_t K, int64_t C, int32_t *col,
+                                        double *keep, const double *grow, const double *drop,
+                                        int32_t *perm, int32_t *fresh, void *scratch,
+                                        ssm_bell_topology_report *rep);
+/* ssm_bell_checksum of a contiguous host [R, K] index. */
+SSMDEF uint64_t ssm_bell_checksum_rows(const int32_t *col, int64_t R, int64_t K);
 
 #ifdef __cplusplus
 }
@@ -2962,6 +3013,15 @@ SSMDEF ssm_result ssm_bell_checksum(ssm_ctx *ctx, const ssm_tensor *col_idx, uin
     return SSM_OK;
 }
 
+SSMDEF uint64_t ssm_bell_checksum_rows(const int32_t *col, int64_t R, int64_t K) {
+    ssm_tensor t;
+    ssm__bell_shape s;
+    memset(&t, 0, sizeof t);
+    t.data = (void *)(uintptr_t)col, t.strides[0] = K, t.strides[1] = 1;
+    s.R = R, s.K = K, s.B = 1, s.C = 0;
+    return ssm__bell_hash_index(&t, &s);
+}
+
 /* ---- dynamic topology -------------------------------------------------------------------- */
 
 /* Counter-based uniform in [0,1): a pure function of its key, so every rank and every rerun
@@ -3011,6 +3071,9 @@ SSMDEF ssm_result ssm_bell_topology_create(ssm_ctx *ctx, const ssm_bell_topology
     if (!config || !out) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: config and out are required", op);
     *out = NULL;
     SSM__TRY(ssm__bell_check_config(ctx, op, config));
+    if (ctx->backend->device_type != SSM_DEVICE_CPU && !ctx->backend->bell_topology_create)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the %s backend keeps no topology scores", op,
+                             ctx->backend->name);
     if (R < 1 || C < 1 || K < 1 || K > C)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need R >= 1, C >= 1 and 1 <= K <= C", op);
     if ((uint64_t)ssm__mul64(R, K) > INT32_MAX || C > INT32_MAX) /* the layer's index is i32 */
@@ -3022,14 +3085,24 @@ SSMDEF ssm_result ssm_bell_topology_create(ssm_ctx *ctx, const ssm_bell_topology
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: R*C = %lld*%lld scores do not fit in memory", op,
                              (long long)R, (long long)C);
     n = (n - sizeof *t) / sizeof(double);
+    if (ctx->backend->device_type != SSM_DEVICE_CPU) n = 0; /* the scores live on the device */
     t = (ssm_bell_topology *)ssm__alloc(&ctx->allocator, sizeof *t + sizeof(double) * n);
     if (!t) return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "%s: cannot allocate the score buffers", op);
     memset(t, 0, sizeof *t + sizeof(double) * n);
     t->config = *config;
     t->R = R, t->C = C, t->K = K;
-    t->keep_score = (double *)(void *)(t + 1);
-    t->grow_score = t->keep_score + R * K;
     t->allocator = ctx->allocator;
+    t->device_type = ctx->backend->device_type;
+    if (t->device_type != SSM_DEVICE_CPU) {
+        ssm_result r = ctx->backend->bell_topology_create(ctx, t);
+        if (r != SSM_OK) {
+            ssm__free(&t->allocator, t);
+            return r;
+        }
+    } else {
+        t->keep_score = (double *)(void *)(t + 1);
+        t->grow_score = t->keep_score + R * K;
+    }
     *out = t;
     return SSM_OK;
 }
@@ -3037,17 +3110,20 @@ SSMDEF ssm_result ssm_bell_topology_create(ssm_ctx *ctx, const ssm_bell_topology
 SSMDEF void ssm_bell_topology_destroy(ssm_bell_topology *topo) {
     ssm_allocator a;
     if (!topo) return;
+    if (topo->device_release) topo->device_release(topo->device_state);
     a = topo->allocator;
     ssm__free(&a, topo);
 }
 
-/* Scratch: observe needs R + C doubles; step needs per row C flags, K drop candidates and
-   a permutation (int64), K keep scores and K tiles (f64-sized) for re-sorting the row. */
+/* Scratch: observe needs R + C doubles; step needs per row the selection's scratch
+   (C + 2K int64), K drop scores (double), the row's columns, permutation and fresh flags
+   (3K i32, padded to 8-byte units) and K tiles (f64-sized) for re-sorting the row. */
 static size_t ssm__bell_topo_ws(const ssm_bell_topology *t, int64_t B) {
     size_t obs = ssm__szadd(ssm__szmul(sizeof(double), t->R), ssm__szmul(sizeof(double), t->C));
     int64_t bb = ssm__mul64(B, B);
-    size_t step = ssm__szadd(ssm__szadd(ssm__szmul(sizeof(int64_t), t->C), ssm__szmul(2 * sizeof(int64_t), t->K)),
-                             ssm__szmul(ssm__szmul(sizeof(double), t->K), bb < 0 || bb == INT64_MAX ? -1 : bb + 1));
+    size_t step = ssm__szadd(ssm__szadd(ssm__szmul(sizeof(int64_t), t->C), ssm__szmul(5 * sizeof(int64_t), t->K)),
+                             ssm__szmul(ssm__szmul(sizeof(double), t->K), bb < 0 || bb == INT64_MAX ? -1 : bb));
+    if (t->device_type != SSM_DEVICE_CPU) return 0; /* allocated by create */
     return obs > step ? obs : step;
 }
 
@@ -3055,7 +3131,9 @@ SSMDEF ssm_result ssm_bell_topology_workspace_size(const ssm_bell_topology *topo
                                                    size_t *bytes) {
     /* tiles are staged in f64-sized slots; the dtype must still be one the ops take */
     if (!topo || !bytes) return SSM_ERROR_NULL_ARGUMENT;
-    if (!ssm_dtype_equal(dtype, SSM_F32) && !ssm_dtype_equal(dtype, SSM_F64)) return SSM_ERROR_INVALID_DTYPE;
+    if (!ssm_dtype_equal(dtype, SSM_F32) && !ssm_dtype_equal(dtype, SSM_F64) &&
+        (topo->device_type == SSM_DEVICE_CPU || (!ssm_dtype_equal(dtype, SSM_F16) && !ssm_dtype_equal(dtype, SSM_BF16))))
+        return SSM_ERROR_INVALID_DTYPE;
     if (B < 1 || ssm__bell_topo_ws(topo, B) == SIZE_MAX) return SSM_ERROR_INVALID_SHAPE;
     *bytes = ssm__bell_topo_ws(topo, B);
     return SSM_OK;
@@ -3070,29 +3148,52 @@ static ssm_result ssm__bell_check_topo(ssm_ctx *ctx, const char *op, const ssm_b
     return ssm__bell_check_config(ctx, op, &topo->config);
 }
 
-/* ||t[:, blk*B .. blk*B+B)||_F of a 2-D [N, *] tensor. */
+/* ||t[:, blk*B .. blk*B+B)||_F of a 2-D [N, *] tensor, in the documented order (lanes of
+   tokens, then the lanes in order): a device sums the lanes in parallel to the same bits. */
 static double ssm__bell_block_norm(const ssm_tensor *t, int64_t N, int64_t blk, int64_t B) {
     size_t es = ssm__esize(t->dtype);
     double acc = 0.0;
-    int64_t n, j;
-    for (n = 0; n < N; ++n)
-        for (j = blk * B; j < blk * B + B; ++j) {
-            double v = SSM__LOAD(t->dtype, (char *)t->data + (n * t->strides[0] + j * t->strides[1]) * (int64_t)es);
-            acc += v * v;
+    int64_t n, j, l;
+    for (l = 0; l < SSM_BELL_OBS_LANES && l < N; ++l) {
+        double lane = 0.0;
+        for (n = l; n < N; n += SSM_BELL_OBS_LANES) {
+            double tok = 0.0;
+            for (j = blk * B; j < blk * B + B; ++j) {
+                double v = SSM__LOAD(t->dtype, (char *)t->data + (n * t->strides[0] + j * t->strides[1]) * (int64_t)es);
+                tok += v * v;
+            }
+            lane += tok;
         }
+        acc += lane;
+    }
     return sqrt(acc);
 }
+/* ||tile||_F: each row's squares, then the rows (the order a device reproduces). */
 static double ssm__bell_tile_norm(const ssm_tensor *v, int64_t r, int64_t k, int64_t B) {
     size_t es = ssm__esize(v->dtype);
     double acc = 0.0;
     int64_t i, j;
-    for (i = 0; i < B; ++i)
+    for (i = 0; i < B; ++i) {
+        double row = 0.0;
         for (j = 0; j < B; ++j) {
             double w = SSM__LOAD(v->dtype, (char *)v->data + (r * v->strides[0] + k * v->strides[1] + i * v->strides[2] +
                                                              j * v->strides[3]) * (int64_t)es);
-            acc += w * w;
+            row += w * w;
         }
+        acc += row;
+    }
     return sqrt(acc);
+}
+
+/* Host scores need a CPU context; device scores a context of their device type whose
+   backend has the topology slots. */
+static ssm_result ssm__bell_topo_where(ssm_ctx *ctx, const char *op, const ssm_bell_topology *topo) {
+    if (topo->device_type == SSM_DEVICE_CPU) return ssm__bell_cpu(ctx, op);
+    if (ctx->backend->device_type != topo->device_type || !ctx->backend->bell_topology_observe ||
+        !ctx->backend->bell_topology_step)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: the topology's scores live on device type %d, the context's backend (%s) cannot reach them",
+                             op, (int)topo->device_type, ctx->backend->name);
+    return SSM_OK;
 }
 
 SSMDEF ssm_result ssm_bell_topology_observe(ssm_ctx *ctx, ssm_bell_topology *topo, const ssm_tensor *x,
@@ -3105,7 +3206,7 @@ SSMDEF ssm_result ssm_bell_topology_observe(ssm_ctx *ctx, ssm_bell_topology *top
     ctx->message[0] = 0;
     if (!topo || !x || !dy || !dvalues)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: topo, x, dy and dvalues are required", op);
-    SSM__TRY(ssm__bell_cpu(ctx, op));
+    SSM__TRY(ssm__bell_topo_where(ctx, op, topo));
     SSM__TRY(ssm__check_float_dtype(ctx, op, dvalues));
     SSM__TRY(ssm__check(ctx, op, "dvalues", dvalues, dvalues->dtype, 4, 4, NULL));
     s.R = dvalues->shape[0], s.K = dvalues->shape[1], s.B = dvalues->shape[2];
@@ -3117,6 +3218,14 @@ SSMDEF ssm_result ssm_bell_topology_observe(ssm_ctx *ctx, ssm_bell_topology *top
     SSM__TRY(ssm__bell_check_topo(ctx, op, topo, &s));
     shape[0] = N, shape[1] = s.R * s.B;
     SSM__TRY(ssm__check(ctx, op, "dy", dy, dvalues->dtype, 2, 2, shape));
+    if (topo->device_type != SSM_DEVICE_CPU) {
+        ssm_bell_plan p;
+        ssm__bell_plan_of(&p, dvalues->dtype, N, &s, 0, 0, 0, 0);
+        SSM__TRY(ssm__supported(ctx, op, SSM_OP_BELL_TOPOLOGY, &p));
+        SSM__TRY(ctx->backend->bell_topology_observe(ctx, &p, topo, x, dy, dvalues));
+        ++topo->observations;
+        return SSM_OK;
+    }
     SSM__TRY(ssm_ctx_workspace(ctx, ssm__bell_topo_ws(topo, s.B), (void **)&act));
     err = act + s.C;
     for (c = 0; c < s.C; ++c) act[c] = ssm__bell_block_norm(x, N, c, s.B);
@@ -3134,8 +3243,9 @@ SSMDEF ssm_result ssm_bell_topology_observe(ssm_ctx *ctx, ssm_bell_topology *top
 }
 
 /* Applies the permutation perm (new slot j takes old slot perm[j]) to row r of a [R,K,B,B]
-   tensor, staging the row's tiles in buf. */
-static void ssm__bell_permute_row(ssm_tensor *v, int64_t r, const int64_t *perm, int64_t K, int64_t B, char *buf) {
+   tensor, staging the row's tiles in buf; old slots flagged fresh start at zero. */
+static void ssm__bell_permute_row(ssm_tensor *v, int64_t r, const int32_t *perm, const int32_t *fresh, int64_t K,
+                                  int64_t B, char *buf) {
     ssm_dtype dt = v->dtype;
     int64_t k;
     ssm_matrix_batch stage;
@@ -3145,9 +3255,76 @@ static void ssm__bell_permute_row(ssm_tensor *v, int64_t r, const int64_t *perm,
         ssm__copy2d(dt, 1, B, B, ssm__bell_tile(v, r, k, 0), stage, 0);
     }
     for (k = 0; k < K; ++k) {
+        if (fresh[perm[k]]) {
+            ssm__bell_zero_tile(v, r, k, B);
+            continue;
+        }
         stage.ptr = buf + (size_t)(perm[k] * B * B) * ssm__esize(dt);
         ssm__copy2d(dt, 1, B, B, stage, ssm__bell_tile(v, r, k, 0), 0);
     }
+}
+
+SSMDEF int ssm_bell_topology_select_row(const ssm_bell_topology_config *cfg, int64_t global_step, int64_t row,
+                                        int64_t nd, int64_t K, int64_t C, int32_t *col, double *keep,
+                                        const double *grow, const double *drop, int32_t *perm, int32_t *fresh,
+                                        void *scratch, ssm_bell_topology_report *rep) {
+    int64_t *used = (int64_t *)scratch, *cand = used + C, i, j, k;
+    double *dscore = (double *)(void *)(cand + K); /* the drop scores, then the keep staging */
+    int changed = 0;
+    for (j = 0; j < C; ++j) used[j] = 0;
+    for (k = 0; k < K; ++k) {
+        used[col[k]] = 1;
+        dscore[k] = drop ? drop[k] : keep[k];
+        perm[k] = 0; /* chosen-as-drop-candidate flags */
+        fresh[k] = 0;
+    }
+    for (i = 0; i < nd; ++i) { /* the nd lowest drop scores, lowest first; ties keep the lower slot first */
+        int64_t best = -1;
+        for (k = 0; k < K; ++k)
+            if (!perm[k] && (best < 0 || dscore[k] < dscore[best])) best = k;
+        perm[best] = 1;
+        cand[i] = best;
+    }
+    for (i = 0; i < nd; ++i) {
+        int64_t slot = cand[i], cnew = -1;
+        if (ssm__bell_uniform(cfg, global_step, row, 2 * i) < cfg->epsilon) {
+            /* explore: a uniformly random column unused in this row */
+            int64_t nfree = 0, pick;
+            for (j = 0; j < C; ++j) nfree += !used[j];
+            pick = (int64_t)(ssm__bell_uniform(cfg, global_step, row, 2 * i + 1) * (double)nfree);
+            for (j = 0; j < C; ++j)
+                if (!used[j] && pick-- == 0) { cnew = j; break; }
+            ++rep->explored;
+        } else {
+            for (j = 0; j < C; ++j)
+                if (!used[j] && (cnew < 0 || grow[j] > grow[cnew])) cnew = j;
+            if (cnew < 0 || !(grow[cnew] > 0.0) || grow[cnew] < cfg->swap_ratio * keep[slot]) {
+                ++rep->rejected;
+                continue;
+            }
+        }
+        used[cnew] = 1; /* the dropped column stays marked: no regrowth in the same update */
+        col[slot] = (int32_t)cnew;
+        fresh[slot] = 1;
+        keep[slot] = grow[cnew];
+        ++rep->grown;
+        changed = 1;
+    }
+    for (k = 0; k < K; ++k) perm[k] = (int32_t)k;
+    if (!changed) return 0;
+    ++rep->rows_changed;
+    /* re-sort the row by column (insertion sort of a permutation); keep scores move along */
+    for (k = 1; k < K; ++k)
+        for (j = k; j > 0 && col[perm[j - 1]] > col[perm[j]]; --j) {
+            int32_t tmp = perm[j];
+            perm[j] = perm[j - 1];
+            perm[j - 1] = tmp;
+        }
+    for (k = 0; k < K; ++k) dscore[k] = keep[perm[k]];
+    for (k = 0; k < K; ++k) keep[k] = dscore[k];
+    for (k = 0; k < K; ++k) used[k] = col[perm[k]]; /* used: free again (C >= K) */
+    for (k = 0; k < K; ++k) col[k] = (int32_t)used[k];
+    return 1;
 }
 
 SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, int64_t global_step,
@@ -3160,11 +3337,13 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
     ssm_bell_topology_report rep;
     const ssm_bell_topology_config *cfg;
     ssm__arg args[4 + MAX_OPT];
-    int64_t shape[4], so, ss, r, k, i, j, nd;
-    int64_t *used, *drop, *perm;
-    double *keep_row, frac;
+    ssm_bell_plan plan;
+    int64_t shape[4], so, ss, r, k, nd;
+    int32_t *colr, *perm, *fresh;
+    double *drop, frac;
+    void *scratch = NULL;
     char *buf;
-    int o;
+    int o, device;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
     if (!topo || !values || !col_idx || !t_offsets || !t_slots)
@@ -3172,10 +3351,16 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
     if (n_opt < 0 || n_opt > MAX_OPT || (n_opt > 0 && !opt_states))
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: n_opt must be in [0, %d] with opt_states set", op, MAX_OPT);
     if (global_step < 0) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: global_step < 0", op);
-    SSM__TRY(ssm__bell_cpu(ctx, op));
+    SSM__TRY(ssm__bell_topo_where(ctx, op, topo));
+    device = topo->device_type != SSM_DEVICE_CPU;
     SSM__TRY(ssm__bell_check_layer(ctx, op, values, col_idx, topo->C, &s));
     SSM__TRY(ssm__bell_check_topo(ctx, op, topo, &s));
-    SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
+    if (device) { /* the index is not read on the host here: the backend checks its copy */
+        shape[0] = s.R, shape[1] = s.K;
+        SSM__TRY(ssm__check(ctx, op, "col_idx", col_idx, SSM_I32, 2, 2, shape));
+    } else {
+        SSM__TRY(ssm__bell_check_index(ctx, op, col_idx, &s));
+    }
     so = s.C + 1, ss = s.R * s.K;
     SSM__TRY(ssm__check(ctx, op, "t_offsets", t_offsets, SSM_I32, 1, 1, &so));
     SSM__TRY(ssm__check(ctx, op, "t_slots", t_slots, SSM_I32, 1, 1, &ss));
@@ -3190,21 +3375,25 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
         ssm__arg_set(&args[4 + o], "opt_states[i]", opt_states[o], 1);
     }
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 4 + n_opt));
+    ssm__bell_plan_of(&plan, values->dtype, 0, &s, 0, 0, 0, 0);
+    if (device) SSM__TRY(ssm__supported(ctx, op, SSM_OP_BELL_TOPOLOGY, &plan));
     cfg = &topo->config;
     memset(&rep, 0, sizeof rep);
     frac = cfg->prune_frac;
     if (cfg->cosine_decay) frac *= 0.5 * (1.0 + cos(3.14159265358979323846 * (double)global_step / (double)cfg->stop_step));
     rep.prune_frac = frac;
     if (global_step == 0 || global_step % cfg->period != 0 || (cfg->stop_step > 0 && global_step >= cfg->stop_step)) {
-        rep.checksum = ssm__bell_hash_index(col_idx, &s);
+        if (device) {
+            if (report)
+                SSM__TRY(ctx->backend->bell_topology_step(ctx, &plan, topo, global_step, 0, 0, values, col_idx, t_offsets,
+                                                          t_slots, opt_states, n_opt, &rep));
+        } else {
+            rep.checksum = ssm__bell_hash_index(col_idx, &s);
+        }
         if (report) *report = rep;
         return SSM_OK;
     }
-    SSM__TRY(ssm_ctx_workspace(ctx, ssm__bell_topo_ws(topo, s.B), (void **)&used));
-    drop = used + s.C;
-    perm = drop + s.K;
-    keep_row = (double *)(void *)(perm + s.K);
-    buf = (char *)(keep_row + s.K);
+    if (!device) SSM__TRY(ssm_ctx_workspace(ctx, ssm__bell_topo_ws(topo, s.B), (void **)&scratch));
     if (cfg->allreduce) { /* every rank selects from the same (reduced) scores */
         ssm_result r1 = cfg->allreduce(cfg->allreduce_user, topo->keep_score, s.R * s.K), r2 = SSM_OK;
         if (r1 == SSM_OK) r2 = cfg->allreduce(cfg->allreduce_user, topo->grow_score, s.R * s.C);
@@ -3215,65 +3404,31 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
     rep.updated = 1;
     nd = (int64_t)floor(frac * (double)s.K + 0.5);
     if (nd > s.C - s.K) nd = s.C - s.K; /* cannot grow more than the unused columns */
+    if (device) {
+        SSM__TRY(ctx->backend->bell_topology_step(ctx, &plan, topo, global_step, nd, 1, values, col_idx, t_offsets, t_slots,
+                                                  opt_states, n_opt, &rep));
+        rep.pruned = rep.grown;
+        rep.churn = (double)rep.grown / (double)(s.R * s.K);
+        if (report) *report = rep;
+        return SSM_OK;
+    }
+    drop = (double *)((char *)scratch + SSM_BELL_SELECT_SCRATCH(s.K, s.C));
+    colr = (int32_t *)(void *)(drop + s.K);
+    perm = colr + s.K;
+    fresh = perm + s.K;
+    buf = (char *)(void *)(drop + 3 * s.K); /* past the K drop scores and the 3K i32 (<= 2K doubles) */
     for (r = 0; r < s.R; ++r) {
-        double *keep = topo->keep_score + r * s.K, *grow = topo->grow_score + r * s.C;
-        int64_t changed = 0;
-        for (j = 0; j < s.C; ++j) used[j] = 0;
+        double *keep = topo->keep_score + r * s.K;
         for (k = 0; k < s.K; ++k) {
-            used[SSM__BELL_IDX(col_idx, r, k)] = 1;
-            /* drop score, staged in keep_row; ties keep the lower slot first */
-            keep_row[k] = cfg->drop_score == SSM_BELL_DROP_MAGNITUDE ? ssm__bell_tile_norm(values, r, k, s.B) : keep[k];
-            perm[k] = 0; /* chosen-as-drop-candidate flags */
+            colr[k] = SSM__BELL_IDX(col_idx, r, k);
+            drop[k] = cfg->drop_score == SSM_BELL_DROP_MAGNITUDE ? ssm__bell_tile_norm(values, r, k, s.B) : keep[k];
         }
-        for (i = 0; i < nd; ++i) { /* the nd lowest drop scores, lowest first */
-            int64_t best = -1;
-            for (k = 0; k < s.K; ++k)
-                if (!perm[k] && (best < 0 || keep_row[k] < keep_row[best])) best = k;
-            perm[best] = 1;
-            drop[i] = best;
-        }
-        for (i = 0; i < nd; ++i) {
-            int64_t slot = drop[i], cnew = -1;
-            if (ssm__bell_uniform(cfg, global_step, r, 2 * i) < cfg->epsilon) {
-                /* explore: a uniformly random column unused in this row */
-                int64_t nfree = 0, pick;
-                for (j = 0; j < s.C; ++j) nfree += !used[j];
-                pick = (int64_t)(ssm__bell_uniform(cfg, global_step, r, 2 * i + 1) * (double)nfree);
-                for (j = 0; j < s.C; ++j)
-                    if (!used[j] && pick-- == 0) { cnew = j; break; }
-                ++rep.explored;
-            } else {
-                for (j = 0; j < s.C; ++j)
-                    if (!used[j] && (cnew < 0 || grow[j] > grow[cnew])) cnew = j;
-                if (cnew < 0 || !(grow[cnew] > 0.0) || grow[cnew] < cfg->swap_ratio * keep[slot]) {
-                    ++rep.rejected;
-                    continue;
-                }
-            }
-            used[cnew] = 1; /* the dropped column stays marked: no regrowth in the same update */
-            SSM__BELL_IDX(col_idx, r, slot) = (int32_t)cnew;
-            ssm__bell_zero_tile(values, r, slot, s.B);
-            for (o = 0; o < n_opt; ++o) ssm__bell_zero_tile(opt_states[o], r, slot, s.B);
-            keep[slot] = grow[cnew];
-            ++rep.grown;
-            changed = 1;
-        }
-        if (!changed) continue;
-        ++rep.rows_changed;
-        /* re-sort the row by column (insertion sort of a permutation), moving its tiles */
-        for (k = 0; k < s.K; ++k) perm[k] = k;
-        for (k = 1; k < s.K; ++k)
-            for (j = k; j > 0 && SSM__BELL_IDX(col_idx, r, perm[j - 1]) > SSM__BELL_IDX(col_idx, r, perm[j]); --j) {
-                int64_t tmp = perm[j];
-                perm[j] = perm[j - 1];
-                perm[j - 1] = tmp;
-            }
-        for (k = 0; k < s.K; ++k) keep_row[k] = keep[perm[k]];
-        for (k = 0; k < s.K; ++k) keep[k] = keep_row[k];
-        for (k = 0; k < s.K; ++k) used[k] = SSM__BELL_IDX(col_idx, r, perm[k]); /* used: free again */
-        for (k = 0; k < s.K; ++k) SSM__BELL_IDX(col_idx, r, k) = (int32_t)used[k];
-        ssm__bell_permute_row(values, r, perm, s.K, s.B, buf);
-        for (o = 0; o < n_opt; ++o) ssm__bell_permute_row(opt_states[o], r, perm, s.K, s.B, buf);
+        if (!ssm_bell_topology_select_row(cfg, global_step, r, nd, s.K, s.C, colr, keep, topo->grow_score + r * s.C, drop,
+                                          perm, fresh, scratch, &rep))
+            continue;
+        for (k = 0; k < s.K; ++k) SSM__BELL_IDX(col_idx, r, k) = colr[k];
+        ssm__bell_permute_row(values, r, perm, fresh, s.K, s.B, buf);
+        for (o = 0; o < n_opt; ++o) ssm__bell_permute_row(opt_states[o], r, perm, fresh, s.K, s.B, buf);
     }
     rep.pruned = rep.grown;
     rep.churn = (double)rep.grown / (double)(s.R * s.K);
@@ -5437,7 +5592,7 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
 static const ssm_backend ssm__reference_backend = {
     "reference", SSM_DEVICE_CPU, NULL, NULL, NULL, NULL, NULL, NULL, ssm__ref_gemm2,
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, {NULL}};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
 #else
 static const ssm_backend ssm__reference_backend = {
     .name = "reference",

@@ -40,8 +40,11 @@
    WHAT IT DOES
      Every op of ssm.h's linrec / decay families runs on the GPU: f32, f16 and bf16 inputs,
      f32 accumulation and f32 state. The block-ELL layer's forward and backward run on the GPU
-     for B = 16, 32, 64 (f16/bf16 on tensor cores, f32 in f32 on CUDA cores; the index ops and
-     the topology ops read col_idx on the host and need a CPU context). The delta rule runs on
+     for B = 16, 32, 64 (f16/bf16 on tensor cores, f32 in f32 on CUDA cores; the index ops
+     read col_idx on the host and need a CPU context). Its dynamic topology runs on device
+     scores when created with a CUDA context (observe as kernels, selection on the host by
+     ssm.h's rule, tiles moved and the transposed index rebuilt on the device; B <= 64), and
+     across GPUs with the NCCL hook (-DSSM_NCCL). The delta rule runs on
      the GPU for DeltaNet, Gated DeltaNet and DeltaProduct (n_h > 1, as DeltaNet over T n_h
      sub-tokens; f32, f16, bf16); the f32 backward with K > 64 answers SSM_ERROR_UNSUPPORTED.
      Projection chains run as cuBLAS GEMMs with every segment's epilogue in one pass (an
@@ -174,9 +177,39 @@ SSMDEF const ssm_backend *ssm_cuda_backend(void);
 /* Switch the stream of a CUDA context (e.g. to torch.cuda.current_stream() per call). */
 SSMDEF ssm_result ssm_cuda_set_stream(ssm_ctx *ctx, void *stream);
 
+
 #ifdef __cplusplus
 }
 #endif
+
+#ifdef SSM_NCCL
+#include <nccl.h>
+/* One block-ELL topology across data-parallel ranks over NCCL (build with -DSSM_NCCL, link
+   libnccl). One per rank: ssm_cuda_nccl_init(&h, comm, stream) with the context's stream, then
+   cfg.allreduce = ssm_cuda_nccl_allreduce, cfg.allreduce_user = &h before
+   ssm_bell_topology_create. The hook averages the device score buffers in double (ncclAllReduce
+   sum, then times 1/nranks) on that stream, so every rank selects from the same scores and
+   picks the same topology. ssm_cuda_nccl_check_checksum gathers every rank's checksum (the
+   report's) and answers SSM_ERROR_INVALID_VALUE, with the ranks in ctx's message, when they
+   disagree. Both are collectives: every rank calls them in the same order. */
+#ifdef __cplusplus
+extern "C" { /* nccl.h (it includes cuda_fp16.h's C++ operators) stays outside */
+#endif
+typedef struct ssm_cuda_nccl {
+    ncclComm_t comm;
+    void *stream;               /* cudaStream_t: the context's stream */
+    int nranks, rank, device;
+    unsigned long long *sums;   /* device [nranks] checksums */
+    unsigned long long *host;   /* pinned host [nranks]     */
+} ssm_cuda_nccl;
+SSMDEF ssm_result ssm_cuda_nccl_init(ssm_cuda_nccl *h, ncclComm_t comm, void *stream);
+SSMDEF void ssm_cuda_nccl_free(ssm_cuda_nccl *h);
+SSMDEF ssm_result ssm_cuda_nccl_allreduce(void *user, double *data, int64_t count);
+SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda_nccl *h, uint64_t checksum);
+#ifdef __cplusplus
+}
+#endif
+#endif /* SSM_NCCL */
 #endif /* SSM_CUDA_H_INCLUDED */
 
 /* ========================================================================================== */
@@ -380,6 +413,7 @@ static int ssm__cu_supports(const ssm_ctx *ctx, ssm_op op, const void *plan) {
     return op == SSM_OP_LINREC_FORWARD || op == SSM_OP_LINREC_BACKWARD || op == SSM_OP_DECAY_FORWARD ||
            op == SSM_OP_DECAY_BACKWARD || op == SSM_OP_BELL_FORWARD || op == SSM_OP_BELL_BACKWARD ||
            op == SSM_OP_DELTA_FORWARD || op == SSM_OP_DELTA_BACKWARD || op == SSM_OP_DELTA_STEP ||
+           (op == SSM_OP_BELL_TOPOLOGY && plan) || /* observe / step; the host-only index tools ask with NULL */
            ((op == SSM_OP_PROJ_FORWARD || op == SSM_OP_PROJ_BACKWARD) && plan &&
             ((const ssm_proj_plan *)plan)->dtype.bits != 64) ||
            ((op == SSM_OP_OUTCHAIN_FORWARD || op == SSM_OP_OUTCHAIN_BACKWARD) && plan &&
@@ -2991,6 +3025,436 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
     return SSM_OK;
 }
 
+/* ---- block-ELL topology on the device --------------------------------------------------------
+   Scores (double) live in device memory. observe: lane sums of squares per B-wide block of x
+   and dy (thread per (block, lane), tokens l, l + LANES, ...), the lanes summed in order per
+   block, then the grow EMA (thread per (r, c)) and the keep EMA (a CTA per tile: row sums,
+   then the rows in order). Every product and sum is __dmul_rn / __dadd_rn so nvcc cannot fuse
+   a multiply-add: the same IEEE double operations, in the same order, as ssm.h's host code,
+   hence the same bits and the same selection. step: the scores and the index come to the host
+   (pinned staging), ssm_bell_topology_select_row (ssm.h's rule) runs per row, then the new
+   index, keep scores and per-row permutations go up; a CTA per changed row moves the row's
+   tiles along the permutation's cycles (one B x B tile staged in shared memory, fresh tiles
+   zeroed) for values and each optimizer state; the transposed index is rebuilt from an
+   [R, C] slot map (a thread per column walks the rows in order: ascending slots, no atomics).
+   Buffers are allocated once by create (cudaMalloc / cudaMallocHost; observe and step take no
+   workspace). Tiles up to B = 64 (one tile in shared memory). */
+#define SSM__BT_MAXB 64
+
+typedef struct ssm__bt_state {
+    int device;
+    int64_t R, C, K;
+    void *dmem, *hmem;
+    double *keep, *grow, *part, *norm;   /* device: [R*K], [R*C], [LANES*(C+R)], [max(C+R, R*K)] */
+    int32_t *col, *perm, *fresh, *changed, *map, *cnt; /* device: [R*K] x3, [R], [R*C], [C+1] */
+    double *h_keep, *h_grow, *h_drop;    /* pinned host staging */
+    int32_t *h_col, *h_perm, *h_fresh, *h_changed;
+    void *h_scratch;
+} ssm__bt_state;
+
+static void ssm__bt_release(void *p) {
+    ssm__bt_state *b = (ssm__bt_state *)p;
+    if (!b) return;
+    {
+        ssm__cu_device_guard guard(b->device);
+        if (b->dmem) cudaFree(b->dmem);
+        if (b->hmem) cudaFreeHost(b->hmem);
+    }
+    free(b);
+}
+
+static size_t ssm__bt_al(size_t b) { return (b + 255) & ~(size_t)255; }
+
+static ssm_result ssm__cu_bell_topology_create(ssm_ctx *ctx, ssm_bell_topology *topo) {
+    static const char *op = "ssm_bell_topology_create";
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    const int64_t R = topo->R, C = topo->C, K = topo->K, RK = R * K, RC = R * C, nb = C + R;
+    const size_t nnorm = (size_t)(nb > RK ? nb : RK);
+    size_t dsz[10], hsz[8], dtot = 0, htot = 0;
+    char *d, *h;
+    int i;
+    ssm__bt_state *b;
+    if ((uint64_t)RC > ((uint64_t)1 << 40) / 12) /* scores and slot map: keep it addressable */
+        return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "%s: R*C = %lld scores do not fit in device memory", op,
+                             (long long)RC);
+    dsz[0] = 8 * RK, dsz[1] = 8 * RC, dsz[2] = 8 * (size_t)SSM_BELL_OBS_LANES * nb, dsz[3] = 8 * nnorm;
+    dsz[4] = 4 * RK, dsz[5] = 4 * RK, dsz[6] = 4 * RK, dsz[7] = 4 * R, dsz[8] = 4 * RC, dsz[9] = 4 * (C + 1);
+    hsz[0] = 8 * RK, hsz[1] = 8 * RC, hsz[2] = 8 * RK, hsz[3] = 4 * RK, hsz[4] = 4 * RK, hsz[5] = 4 * RK, hsz[6] = 4 * R;
+    hsz[7] = SSM_BELL_SELECT_SCRATCH(K, C);
+    for (i = 0; i < 10; ++i) dtot += ssm__bt_al(dsz[i]);
+    for (i = 0; i < 8; ++i) htot += ssm__bt_al(hsz[i]);
+    b = (ssm__bt_state *)calloc(1, sizeof *b);
+    if (!b) return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "%s: cannot allocate the topology state", op);
+    b->device = st->device, b->R = R, b->C = C, b->K = K;
+    if (cudaMalloc(&b->dmem, dtot) != cudaSuccess || cudaMallocHost(&b->hmem, htot) != cudaSuccess) {
+        cudaGetLastError();
+        ssm__bt_release(b);
+        return ssm_ctx_error(ctx, SSM_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %zu device + %zu pinned host bytes", op,
+                             dtot, htot);
+    }
+    d = (char *)b->dmem, h = (char *)b->hmem;
+#define SSM__BT_TAKE(p, base, k, arr) (p = (decltype(p))(void *)base, base += ssm__bt_al(arr[k]))
+    SSM__BT_TAKE(b->keep, d, 0, dsz), SSM__BT_TAKE(b->grow, d, 1, dsz), SSM__BT_TAKE(b->part, d, 2, dsz);
+    SSM__BT_TAKE(b->norm, d, 3, dsz), SSM__BT_TAKE(b->col, d, 4, dsz), SSM__BT_TAKE(b->perm, d, 5, dsz);
+    SSM__BT_TAKE(b->fresh, d, 6, dsz), SSM__BT_TAKE(b->changed, d, 7, dsz), SSM__BT_TAKE(b->map, d, 8, dsz);
+    SSM__BT_TAKE(b->cnt, d, 9, dsz);
+    SSM__BT_TAKE(b->h_keep, h, 0, hsz), SSM__BT_TAKE(b->h_grow, h, 1, hsz), SSM__BT_TAKE(b->h_drop, h, 2, hsz);
+    SSM__BT_TAKE(b->h_col, h, 3, hsz), SSM__BT_TAKE(b->h_perm, h, 4, hsz), SSM__BT_TAKE(b->h_fresh, h, 5, hsz);
+    SSM__BT_TAKE(b->h_changed, h, 6, hsz), SSM__BT_TAKE(b->h_scratch, h, 7, hsz);
+#undef SSM__BT_TAKE
+    if (cudaMemsetAsync(b->dmem, 0, ssm__bt_al(dsz[0]) + dsz[1], st->stream) != cudaSuccess || /* keep, grow */
+        cudaStreamSynchronize(st->stream) != cudaSuccess) {
+        cudaError_t e = cudaGetLastError();
+        ssm__bt_release(b);
+        return ssm_ctx_error(ctx, SSM_ERROR_BACKEND, "%s: CUDA: zeroing the scores failed: %s", op, cudaGetErrorString(e));
+    }
+    topo->keep_score = b->keep, topo->grow_score = b->grow;
+    topo->device_state = b, topo->device_release = ssm__bt_release;
+    return SSM_OK;
+}
+
+static __device__ __forceinline__ double ssm__bt_ld(const void *p, int64_t off, int dt) {
+    if (dt == 0) return (double)((const float *)p)[off];
+    if (dt == 2) return (double)__bfloat162float(((const __nv_bfloat16 *)p)[off]);
+    return (double)__half2float(((const __half *)p)[off]);
+}
+
+/* part[blk * LANES + l]: lane l's sum over tokens l, l + LANES, ... of each token's B squares
+   (blocks 0..C-1 of x, then C..C+R-1 of dy). */
+__global__ void ssm__bt_lanes_kernel(const void *x, int64_t xrs, int64_t xcs, const void *dy, int64_t yrs, int64_t ycs,
+                                     int64_t C, int64_t nb, int64_t N, int B, int dt, double *part) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nb * SSM_BELL_OBS_LANES;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t blk = i / SSM_BELL_OBS_LANES, l = i % SSM_BELL_OBS_LANES;
+        const void *t = blk < C ? x : dy;
+        const int64_t rs = blk < C ? xrs : yrs, cs = blk < C ? xcs : ycs, f0 = (blk < C ? blk : blk - C) * B;
+        double lane = 0.0;
+        for (int64_t n = l; n < N; n += SSM_BELL_OBS_LANES) {
+            double tok = 0.0;
+            for (int j = 0; j < B; ++j) {
+                const double v = ssm__bt_ld(t, n * rs + (f0 + j) * cs, dt);
+                tok = __dadd_rn(tok, __dmul_rn(v, v));
+            }
+            lane = __dadd_rn(lane, tok);
+        }
+        part[i] = lane;
+    }
+}
+/* norm[blk] = sqrt(sum of its lanes in order). */
+__global__ void ssm__bt_norm_kernel(const double *part, int64_t nb, double *norm) {
+    for (int64_t blk = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; blk < nb; blk += (int64_t)gridDim.x * blockDim.x) {
+        double s = 0.0;
+        for (int l = 0; l < SSM_BELL_OBS_LANES; ++l) s = __dadd_rn(s, part[blk * SSM_BELL_OBS_LANES + l]);
+        norm[blk] = sqrt(s);
+    }
+}
+/* grow[r, c] = a grow + ((1 - a) act[c]) err[r]   (act = norm[0..C), err = norm[C..C+R)). */
+__global__ void ssm__bt_grow_kernel(double *grow, const double *norm, int64_t R, int64_t C, double a, double b) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < R * C; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / C, c = i % C;
+        grow[i] = __dadd_rn(__dmul_rn(a, grow[i]), __dmul_rn(__dmul_rn(b, norm[c]), norm[C + r]));
+    }
+}
+/* A CTA per tile s = r*K + k: ||tile||_F (row sums, then the rows in order); ema: keep[s] =
+   a keep[s] + (1 - a) norm, else out[s] = norm. */
+__global__ void ssm__bt_tile_kernel(const void *v, int64_t s0, int64_t s1, int64_t s2, int64_t s3, int64_t RK, int64_t K,
+                                    int B, int dt, int ema, double a, double b, double *keep, double *out) {
+    __shared__ double rows[SSM__BT_MAXB];
+    for (int64_t s = blockIdx.x; s < RK; s += gridDim.x) {
+        const int64_t base = (s / K) * s0 + (s % K) * s1;
+        for (int i = threadIdx.x; i < B; i += blockDim.x) {
+            double row = 0.0;
+            for (int j = 0; j < B; ++j) {
+                const double w = ssm__bt_ld(v, base + i * s2 + j * s3, dt);
+                row = __dadd_rn(row, __dmul_rn(w, w));
+            }
+            rows[i] = row;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double acc = 0.0;
+            for (int i = 0; i < B; ++i) acc = __dadd_rn(acc, rows[i]);
+            acc = sqrt(acc);
+            if (ema) keep[s] = __dadd_rn(__dmul_rn(a, keep[s]), __dmul_rn(b, acc));
+            else out[s] = acc;
+        }
+        __syncthreads();
+    }
+}
+
+static ssm_result ssm__cu_bell_topology_observe(ssm_ctx *ctx, const ssm_bell_plan *p, ssm_bell_topology *topo,
+                                                const ssm_tensor *x, const ssm_tensor *dy, const ssm_tensor *dvalues) {
+    static const char *op = "ssm_bell_topology_observe";
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    ssm__bt_state *b = (ssm__bt_state *)topo->device_state;
+    const int64_t nb = p->C + p->R, RK = p->R * p->K;
+    const int dt = ssm__cu_dt(p->dtype);
+    const double ak = topo->config.keep_alpha, ag = topo->config.grow_alpha;
+    if (b->device != st->device)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: the topology's scores are on cuda:%d, the context works on cuda:%d",
+                             op, b->device, st->device);
+    if (p->B > SSM__BT_MAXB)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the CUDA topology takes B <= %d, got B = %lld", op,
+                             SSM__BT_MAXB, (long long)p->B);
+    ssm__bt_lanes_kernel<<<ssm__cu_blocks(nb * SSM_BELL_OBS_LANES), 256, 0, st->stream>>>(
+        x->data, x->strides[0], x->strides[1], dy->data, dy->strides[0], dy->strides[1], p->C, nb, p->N, (int)p->B, dt,
+        b->part);
+    ssm__bt_norm_kernel<<<ssm__cu_blocks(nb), 256, 0, st->stream>>>(b->part, nb, b->norm);
+    ssm__bt_grow_kernel<<<ssm__cu_blocks(p->R * p->C), 256, 0, st->stream>>>(b->grow, b->norm, p->R, p->C, ag, 1.0 - ag);
+    ssm__bt_tile_kernel<<<(unsigned)(RK < 65535 * 16 ? RK : 65535 * 16), 64, 0, st->stream>>>(
+        dvalues->data, dvalues->strides[0], dvalues->strides[1], dvalues->strides[2], dvalues->strides[3], RK, p->K,
+        (int)p->B, dt, 1, ak, 1.0 - ak, b->keep, NULL);
+    SSM__CU_LAUNCHED(ctx, "block-ELL topology observe kernels");
+    return SSM_OK;
+}
+
+/* col_idx (any strides) <-> the contiguous copy. */
+__global__ void ssm__bt_col_kernel(int *ci, int64_t s0, int64_t s1, int64_t R, int64_t K, int32_t *col, int up) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < R * K; i += (int64_t)gridDim.x * blockDim.x) {
+        int *e = ci + (i / K) * s0 + (i % K) * s1;
+        if (up) *e = col[i];
+        else col[i] = *e;
+    }
+}
+/* A CTA per changed row: new slot j takes old slot perm[j] (zero when fresh[perm[j]]), moved
+   cycle by cycle (a cycle's smallest slot leads it) with one tile staged in shared memory. */
+template <typename E>
+__global__ void ssm__bt_permute_kernel(E *v, int64_t s0, int64_t s1, int64_t s2, int64_t s3, int64_t R, int64_t K, int B,
+                                       const int32_t *perm, const int32_t *fresh, const int32_t *changed) {
+    __shared__ E tmp[SSM__BT_MAXB * SSM__BT_MAXB];
+    const int bb = B * B;
+    for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
+        const int32_t *pr = perm + r * K, *fr = fresh + r * K;
+        if (!changed[r]) continue;
+        for (int64_t s = 0; s < K; ++s) {
+            int64_t j = pr[s];
+            int lead = 1;
+            while (j != s) { /* every thread walks the same cycle: a uniform branch */
+                if (j < s) { lead = 0; break; }
+                j = pr[j];
+            }
+            if (!lead || (pr[s] == s && !fr[s])) continue;
+            E *ts = v + r * s0 + s * s1;
+            for (int e = threadIdx.x; e < bb; e += blockDim.x) tmp[e] = ts[(e / B) * s2 + (e % B) * s3];
+            __syncthreads();
+            j = s;
+            for (;;) {
+                const int64_t src = pr[j];
+                E *dst = v + r * s0 + j * s1;
+                if (src == s) {
+                    for (int e = threadIdx.x; e < bb; e += blockDim.x) dst[(e / B) * s2 + (e % B) * s3] = fr[s] ? E(0) : tmp[e];
+                    __syncthreads();
+                    break;
+                }
+                const E *from = v + r * s0 + src * s1;
+                for (int e = threadIdx.x; e < bb; e += blockDim.x) {
+                    const int64_t o = (e / B) * s2 + (e % B) * s3;
+                    dst[o] = fr[src] ? E(0) : from[o];
+                }
+                __syncthreads();
+                j = src;
+            }
+        }
+    }
+}
+/* The transposed index from the contiguous col: map[r, c] = slot or -1; a thread per column
+   counts, one thread scans, a thread per column lists its slots in ascending row order. */
+__global__ void ssm__bt_map_kernel(const int32_t *col, int64_t R, int64_t K, int64_t C, int32_t *map) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < R * K; i += (int64_t)gridDim.x * blockDim.x)
+        map[(i / K) * C + col[i]] = (int32_t)i;
+}
+__global__ void ssm__bt_count_kernel(const int32_t *map, int64_t R, int64_t C, int32_t *cnt) {
+    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < C; c += (int64_t)gridDim.x * blockDim.x) {
+        int32_t n = 0;
+        for (int64_t r = 0; r < R; ++r) n += map[r * C + c] >= 0;
+        cnt[c] = n;
+    }
+}
+__global__ void ssm__bt_scan_kernel(int32_t *cnt, int64_t C, int *toff, int64_t ts) {
+    int32_t acc = 0;
+    for (int64_t c = 0; c < C; ++c) {
+        const int32_t n = cnt[c];
+        cnt[c] = acc, toff[c * ts] = acc;
+        acc += n;
+    }
+    toff[C * ts] = acc;
+}
+__global__ void ssm__bt_list_kernel(const int32_t *map, const int32_t *start, int64_t R, int64_t C, int *tsl, int64_t ss) {
+    for (int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; c < C; c += (int64_t)gridDim.x * blockDim.x) {
+        int64_t pos = start[c];
+        for (int64_t r = 0; r < R; ++r) {
+            const int32_t s = map[r * C + c];
+            if (s >= 0) tsl[(pos++) * ss] = s;
+        }
+    }
+}
+
+static ssm_result ssm__bt_permute(ssm_ctx *ctx, cudaStream_t s, ssm_tensor *v, const ssm__bt_state *b, int B) {
+    const unsigned grid = (unsigned)(b->R < 65535 ? b->R : 65535);
+    if (v->dtype.bits == 32)
+        ssm__bt_permute_kernel<float><<<grid, 256, 0, s>>>((float *)v->data, v->strides[0], v->strides[1], v->strides[2],
+                                                           v->strides[3], b->R, b->K, B, b->perm, b->fresh, b->changed);
+    else
+        ssm__bt_permute_kernel<unsigned short><<<grid, 256, 0, s>>>((unsigned short *)v->data, v->strides[0], v->strides[1],
+                                                                    v->strides[2], v->strides[3], b->R, b->K, B, b->perm,
+                                                                    b->fresh, b->changed);
+    SSM__CU_LAUNCHED(ctx, "ssm__bt_permute_kernel");
+    return SSM_OK;
+}
+
+static ssm_result ssm__cu_bell_topology_step(ssm_ctx *ctx, const ssm_bell_plan *p, ssm_bell_topology *topo,
+                                             int64_t global_step, int64_t nd, int update, ssm_tensor *values,
+                                             ssm_tensor *col_idx, ssm_tensor *t_offsets, ssm_tensor *t_slots,
+                                             ssm_tensor *const *opt_states, int n_opt, ssm_bell_topology_report *rep) {
+    static const char *op = "ssm_bell_topology_step";
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    ssm__bt_state *b = (ssm__bt_state *)topo->device_state;
+    const int64_t R = p->R, K = p->K, C = p->C, RK = R * K;
+    const int magnitude = topo->config.drop_score == SSM_BELL_DROP_MAGNITUDE;
+    cudaStream_t s = st->stream;
+    int64_t r, k, j;
+    int o;
+    if (b->device != st->device)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: the topology's scores are on cuda:%d, the context works on cuda:%d",
+                             op, b->device, st->device);
+    if (p->B > SSM__BT_MAXB)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the CUDA topology takes B <= %d, got B = %lld", op,
+                             SSM__BT_MAXB, (long long)p->B);
+    if (!rep) return SSM_OK;
+    ssm__bt_col_kernel<<<ssm__cu_blocks(RK), 256, 0, s>>>((int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R,
+                                                          K, b->col, 0);
+    if (update && magnitude)
+        ssm__bt_tile_kernel<<<(unsigned)(RK < 65535 * 16 ? RK : 65535 * 16), 64, 0, s>>>(
+            values->data, values->strides[0], values->strides[1], values->strides[2], values->strides[3], RK, K, (int)p->B,
+            ssm__cu_dt(p->dtype), 0, 0.0, 0.0, NULL, b->norm);
+    SSM__CU_LAUNCHED(ctx, "block-ELL topology gather kernels");
+    SSM__CU_CHECK(ctx, cudaMemcpyAsync(b->h_col, b->col, 4 * RK, cudaMemcpyDeviceToHost, s));
+    if (update) {
+        SSM__CU_CHECK(ctx, cudaMemcpyAsync(b->h_keep, b->keep, 8 * RK, cudaMemcpyDeviceToHost, s));
+        SSM__CU_CHECK(ctx, cudaMemcpyAsync(b->h_grow, b->grow, 8 * R * C, cudaMemcpyDeviceToHost, s));
+        if (magnitude) SSM__CU_CHECK(ctx, cudaMemcpyAsync(b->h_drop, b->norm, 8 * RK, cudaMemcpyDeviceToHost, s));
+    }
+    SSM__CU_CHECK(ctx, cudaStreamSynchronize(s));
+    for (r = 0; r < R; ++r) /* the host checks of the index, on the copy: nothing changed yet */
+        for (k = 0; k < K; ++k) {
+            const int32_t c = b->h_col[r * K + k];
+            if (c < 0 || c >= C)
+                return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: col_idx[%lld,%lld] = %d is outside [0, %lld)", op,
+                                     (long long)r, (long long)k, (int)c, (long long)C);
+            for (j = 0; j < k; ++j)
+                if (b->h_col[r * K + j] == c)
+                    return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: row %lld uses column %d twice (slots %lld, %lld)",
+                                         op, (long long)r, (int)c, (long long)j, (long long)k);
+        }
+    if (!update) {
+        rep->checksum = ssm_bell_checksum_rows(b->h_col, R, K);
+        return SSM_OK;
+    }
+    for (r = 0; r < R; ++r)
+        b->h_changed[r] = ssm_bell_topology_select_row(&topo->config, global_step, r, nd, K, C, b->h_col + r * K,
+                                                       b->h_keep + r * K, b->h_grow + r * C,
+                                                       magnitude ? b->h_drop + r * K : NULL, b->h_perm + r * K,
+                                                       b->h_fresh + r * K, b->h_scratch, rep);
+    rep->checksum = ssm_bell_checksum_rows(b->h_col, R, K);
+    if (rep->rows_changed) { /* else nothing moves: index and scores as they were */
+    SSM__CU_CHECK(ctx, cudaMemcpyAsync(b->col, b->h_col, 4 * RK, cudaMemcpyHostToDevice, s));
+    SSM__CU_CHECK(ctx, cudaMemcpyAsync(b->keep, b->h_keep, 8 * RK, cudaMemcpyHostToDevice, s));
+    SSM__CU_CHECK(ctx, cudaMemcpyAsync(b->perm, b->h_perm, 4 * RK, cudaMemcpyHostToDevice, s));
+    SSM__CU_CHECK(ctx, cudaMemcpyAsync(b->fresh, b->h_fresh, 4 * RK, cudaMemcpyHostToDevice, s));
+    SSM__CU_CHECK(ctx, cudaMemcpyAsync(b->changed, b->h_changed, 4 * R, cudaMemcpyHostToDevice, s));
+    ssm__bt_col_kernel<<<ssm__cu_blocks(RK), 256, 0, s>>>((int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R,
+                                                          K, b->col, 1);
+    SSM__CU_LAUNCHED(ctx, "ssm__bt_col_kernel");
+    SSM__TRY(ssm__bt_permute(ctx, s, values, b, (int)p->B));
+    for (o = 0; o < n_opt; ++o) SSM__TRY(ssm__bt_permute(ctx, s, opt_states[o], b, (int)p->B));
+    }
+    /* the transposed index, rebuilt on every update step (as the host code does) */
+    SSM__CU_CHECK(ctx, cudaMemsetAsync(b->map, 0xFF, 4 * (size_t)(R * C), s));
+    ssm__bt_map_kernel<<<ssm__cu_blocks(RK), 256, 0, s>>>(b->col, R, K, C, b->map);
+    ssm__bt_count_kernel<<<ssm__cu_blocks(C), 256, 0, s>>>(b->map, R, C, b->cnt);
+    ssm__bt_scan_kernel<<<1, 1, 0, s>>>(b->cnt, C, (int *)t_offsets->data, t_offsets->strides[0]);
+    ssm__bt_list_kernel<<<ssm__cu_blocks(C), 256, 0, s>>>(b->map, b->cnt, R, C, (int *)t_slots->data, t_slots->strides[0]);
+    SSM__CU_LAUNCHED(ctx, "block-ELL transposed index kernels");
+    /* the staging is read by the copies above before the next call writes it (same stream,
+       and the next call synchronizes before its host loop) */
+    return SSM_OK;
+}
+
+
+#ifdef SSM_NCCL
+/* ---- NCCL: the data-parallel topology hook and the checksum agreement check ---------------- */
+__global__ void ssm__nccl_scale_kernel(double *d, int64_t n, double s) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        d[i] = __dmul_rn(d[i], s);
+}
+
+extern "C" SSMDEF ssm_result ssm_cuda_nccl_init(ssm_cuda_nccl *h, ncclComm_t comm, void *stream) {
+    if (!h || !comm) return SSM_ERROR_NULL_ARGUMENT;
+    memset(h, 0, sizeof *h);
+    h->comm = comm, h->stream = stream;
+    if (ncclCommCount(comm, &h->nranks) != ncclSuccess || ncclCommUserRank(comm, &h->rank) != ncclSuccess ||
+        ncclCommCuDevice(comm, &h->device) != ncclSuccess || h->nranks < 1)
+        return SSM_ERROR_BACKEND;
+    ssm__cu_device_guard guard(h->device);
+    if (cudaMalloc((void **)&h->sums, 8 * (size_t)h->nranks) != cudaSuccess ||
+        cudaMallocHost((void **)&h->host, 8 * (size_t)h->nranks) != cudaSuccess) {
+        cudaGetLastError();
+        ssm_cuda_nccl_free(h);
+        return SSM_ERROR_OUT_OF_MEMORY;
+    }
+    return SSM_OK;
+}
+
+extern "C" SSMDEF void ssm_cuda_nccl_free(ssm_cuda_nccl *h) {
+    if (!h) return;
+    {
+        ssm__cu_device_guard guard(h->device);
+        if (h->sums) cudaFree(h->sums);
+        if (h->host) cudaFreeHost(h->host);
+    }
+    h->sums = NULL, h->host = NULL;
+}
+
+extern "C" SSMDEF ssm_result ssm_cuda_nccl_allreduce(void *user, double *data, int64_t count) {
+    ssm_cuda_nccl *h = (ssm_cuda_nccl *)user;
+    cudaStream_t s;
+    if (!h || !data || count < 0) return SSM_ERROR_NULL_ARGUMENT;
+    if (count == 0) return SSM_OK;
+    ssm__cu_device_guard guard(h->device);
+    s = (cudaStream_t)h->stream;
+    if (ncclAllReduce(data, data, (size_t)count, ncclDouble, ncclSum, h->comm, s) != ncclSuccess) return SSM_ERROR_BACKEND;
+    if (h->nranks > 1) ssm__nccl_scale_kernel<<<ssm__cu_blocks(count), 256, 0, s>>>(data, count, 1.0 / h->nranks);
+    return cudaGetLastError() == cudaSuccess ? SSM_OK : SSM_ERROR_BACKEND;
+}
+
+extern "C" SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda_nccl *h, uint64_t checksum) {
+    static const char *op = "ssm_cuda_nccl_check_checksum";
+    cudaStream_t s;
+    ncclResult_t nr;
+    int i;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    if (!h || !h->sums) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: h is not initialised", op);
+    ssm__cu_device_guard guard(h->device);
+    s = (cudaStream_t)h->stream;
+    h->host[h->rank] = (unsigned long long)checksum;
+    SSM__CU_CHECK(ctx, cudaMemcpyAsync(h->sums + h->rank, h->host + h->rank, 8, cudaMemcpyHostToDevice, s));
+    nr = ncclAllGather(h->sums + h->rank, h->sums, 1, ncclUint64, h->comm, s); /* in place */
+    if (nr != ncclSuccess)
+        return ssm_ctx_error(ctx, SSM_ERROR_BACKEND, "%s: ncclAllGather failed: %s", op, ncclGetErrorString(nr));
+    SSM__CU_CHECK(ctx, cudaMemcpyAsync(h->host, h->sums, 8 * (size_t)h->nranks, cudaMemcpyDeviceToHost, s));
+    SSM__CU_CHECK(ctx, cudaStreamSynchronize(s));
+    for (i = 0; i < h->nranks; ++i)
+        if (h->host[i] != (unsigned long long)checksum)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE,
+                                 "%s: the topology differs across ranks: rank %d has checksum %016llx, rank %d (this one) %016llx",
+                                 op, i, h->host[i], h->rank, (unsigned long long)checksum);
+    return SSM_OK;
+}
+#endif /* SSM_NCCL */
+
 /* >>proj ---- fused projection chains ------------------------------------------------------ */
 /* ---- projection chains: one GEMM, then every segment's epilogue in one pass ------------------
 
@@ -5455,6 +5919,9 @@ static const ssm_backend ssm__cuda_backend = {
     /* .proj_backward = */ ssm__cu_proj_backward,
     /* .outchain_forward = */ ssm__cu_outchain_forward,
     /* .outchain_backward = */ ssm__cu_outchain_backward,
+    /* .bell_topology_create = */ ssm__cu_bell_topology_create,
+    /* .bell_topology_observe = */ ssm__cu_bell_topology_observe,
+    /* .bell_topology_step = */ ssm__cu_bell_topology_step,
     /* .reserved = */ {NULL}};
 
 extern "C" SSMDEF const ssm_backend *ssm_cuda_backend(void) { return &ssm__cuda_backend; }

@@ -11,7 +11,7 @@ SSM_LIBARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
-.PHONY: compile-cuda test-cuda bench-cuda bench-cuda-delta lib run-cuda fuzz-cuda
+.PHONY: compile-cuda test-cuda test-nccl bench-cuda bench-cuda-delta lib run-cuda fuzz-cuda
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
@@ -25,7 +25,7 @@ endif
 DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
 
 # (examples/quickstart_cuda.cu is built by check-examples with its first-line command)
-compile-cuda: $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
+compile-cuda: $(if $(NCCL_SO),$(BUILD)/test_nccl) $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
 
 $(BUILD)/compile_cuda_sm80.o: tests/compile_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) -arch=sm_80 -I. -c $< -o $@
@@ -39,6 +39,18 @@ $(BUILD)/test_cuda: tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CPUTESTS) tes
 
 test-cuda: $(BUILD)/test_cuda
 	$(B)/test_cuda
+
+# NCCL (ssm_cuda.h's SSM_NCCL hook, tests/test_nccl.cu on 2 GPUs): nccl.h and libnccl under
+# NCCL_HOME; by default the CUDA toolkit, /usr, or the nvidia-nccl wheel PyTorch ships.
+# compile-cuda builds the 2-GPU test only where nccl.h and the library are found.
+NCCL_HOME ?= $(firstword $(foreach d,/usr/local/cuda /usr $(shell python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null),$(if $(wildcard $(d)/include/nccl.h),$(d))))
+NCCL_SO = $(firstword $(wildcard $(addprefix $(NCCL_HOME)/,lib/libnccl.so lib64/libnccl.so lib/x86_64-linux-gnu/libnccl.so lib/libnccl.so.2 lib64/libnccl.so.2 lib/x86_64-linux-gnu/libnccl.so.2)))
+
+$(BUILD)/test_nccl: tests/test_nccl.cu ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_NCCL -I$(NCCL_HOME)/include $< $(CUDALIBS) $(NCCL_SO) -Xlinker -rpath,$(dir $(NCCL_SO)) -o $@
+
+test-nccl: $(BUILD)/test_nccl
+	$(B)/test_nccl
 
 # The API fuzzer with CUDA contexts as the second backend (tests/fuzz_api.c, SSM_FUZZ_CUDA):
 # every call's memory mirrored to the device, the same contract checks, results compared with

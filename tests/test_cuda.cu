@@ -3,7 +3,8 @@
    views with poisoned guards), against the same independent f64 oracles the CPU backends
    meet; then the CUDA-specific checks: the block-ELL kernels on odd strides and their
    determinism (two backward runs, identical bits), the delta rule against the f64 CPU reference
-   (chunked and recurrent, varlen, decode steps, bitwise-repeatable backward), bad input (host pointers, wrong device, misaligned
+   (chunked and recurrent, varlen, decode steps, bitwise-repeatable backward), the block-ELL
+   topology on device scores bit for bit against the CPU reference, bad input (host pointers, wrong device, misaligned
    data, overlaps) returns its error and leaves outputs untouched, and a caller-owned device
    workspace that is too small is refused. The CPU suites run first (shared harness, linked
    from the tests' C files). Last line: "N passed, N failed". */
@@ -284,6 +285,172 @@ static void suite_cuda_bell(ssm_ctx *cu, ssm_ctx *ref) {
         db_free(&dv), db_free(&dx), db_free(&dy), db_free(&dci);
         test_end();
     }
+}
+
+/* ---- block-ELL topology on the device: observe kernels and the device step against the CPU
+   reference fed the same inputs (16-bit data held exactly in f64 on the host): scores, index,
+   transposed index, values and optimizer states must agree bit for bit, every step ---- */
+static int topo_same(const std::vector<double> &a, const std::vector<double> &b) {
+    return a.size() == b.size() && (a.empty() || !memcmp(a.data(), b.data(), a.size() * sizeof(double)));
+}
+static std::vector<double> topo_scores(const double *dev, int64_t n) {
+    std::vector<double> h((size_t)n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), dev, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost);
+    return h;
+}
+static std::vector<int32_t> topo_i32(const dbuf *b) {
+    std::vector<int32_t> h(b->bytes / 4);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), b->mem, b->bytes, cudaMemcpyDeviceToHost);
+    return h;
+}
+static void topo_index(int64_t R, int64_t C, int64_t K, std::vector<int32_t> &ci) {
+    ci.assign((size_t)(R * K), 0);
+    for (int64_t r = 0; r < R; ++r) { /* random distinct columns, shuffled order */
+        std::vector<int32_t> perm((size_t)C);
+        for (int64_t q = 0; q < C; ++q) perm[(size_t)q] = (int32_t)q;
+        for (int64_t q = C - 1; q > 0; --q) std::swap(perm[(size_t)q], perm[(size_t)(test_uniform(0.0, 1.0) * (q + 1)) % (size_t)(q + 1)]);
+        for (int64_t k = 0; k < K; ++k) ci[(size_t)(r * K + k)] = perm[(size_t)k];
+    }
+}
+
+static void topo_case(ssm_ctx *cu, ssm_ctx *ref, ssm_dtype dt, int64_t B, int64_t R, int64_t C, int64_t K, int64_t N,
+                      int magnitude, int layout) {
+    char name[200];
+    int64_t sv[4] = {R, K, B, B}, sci[2] = {R, K}, sto = C + 1, sts = R * K, sx[2] = {N, C * B}, sy[2] = {N, R * B};
+    int64_t grown = 0;
+    snprintf(name, sizeof name, "cuda bell topology %s B%lld R%lld C%lld K%lld N%lld %s layout%d", ssm_dtype_name(dt),
+             (long long)B, (long long)R, (long long)C, (long long)K, (long long)N, magnitude ? "magnitude" : "grad-ema", layout);
+    test_begin(name);
+    std::vector<int32_t> ci, toff((size_t)(C + 1)), tsl((size_t)(R * K));
+    topo_index(R, C, K, ci);
+    ssm_tensor hci = ssm_tensor_make(ci.data(), SSM_I32, ssm_cpu(), 2, sci, NULL);
+    ssm_tensor hto = ssm_tensor_make(toff.data(), SSM_I32, ssm_cpu(), 1, &sto, NULL);
+    ssm_tensor hts = ssm_tensor_make(tsl.data(), SSM_I32, ssm_cpu(), 1, &sts, NULL);
+    CHECK_OK(ssm_bell_transpose_index(ref, &hci, &hto, &hts), ref);
+    dbuf dci = db_i32(ci, 2, sci), dto = db_i32(toff, 1, &sto), dts = db_i32(tsl, 1, &sts);
+    std::vector<double> v, m, w;
+    dbuf dv = db_random(dt, 4, sv, layout, 0.25, v), dm = db_random(SSM_F32, 4, sv, (layout + 1) % 3, 0.1, m);
+    dbuf dw = db_random(SSM_F32, 4, sv, LAYOUT_CONTIGUOUS, 0.1, w);
+    ssm_tensor hv = host_f64(v, 4, sv), hm = host_f64(m, 4, sv), hw = host_f64(w, 4, sv);
+    ssm_bell_topology_config cfg = ssm_bell_topology_config_init();
+    cfg.period = 2, cfg.prune_frac = 0.5, cfg.epsilon = 0.2, cfg.swap_ratio = 0.5, cfg.seed = 1234 + (uint64_t)B;
+    cfg.layer_id = 7, cfg.drop_score = magnitude ? SSM_BELL_DROP_MAGNITUDE : SSM_BELL_DROP_GRAD_EMA;
+    ssm_bell_topology *tc = NULL, *tr = NULL;
+    CHECK_OK(ssm_bell_topology_create(cu, &cfg, R, C, K, &tc), cu);
+    CHECK_OK(ssm_bell_topology_create(ref, &cfg, R, C, K, &tr), ref);
+    if (tc && tr) {
+        size_t ws = 1;
+        CHECK(tc->device_type == SSM_DEVICE_CUDA, "the CUDA topology's scores are on device type %d", (int)tc->device_type);
+        CHECK_OK(ssm_bell_topology_workspace_size(tc, B, dt, &ws), cu);
+        CHECK(ws == 0, "a device topology takes no workspace (%zu)", ws);
+        for (int64_t step = 1; step <= 7; ++step) {
+            std::vector<double> x, dy, g;
+            dbuf dx = db_matrix(dt, N, C * B, (int)(step + layout) % 4), dyb = db_matrix(dt, N, R * B, (int)(step + 1) % 4);
+            x.resize((size_t)(N * C * B)), dy.resize((size_t)(N * R * B));
+            for (auto &e : x) e = test_uniform(-1.0, 1.0);
+            for (auto &e : dy) e = test_uniform(-1.0, 1.0);
+            db_set(&dx, x.data()), db_set(&dyb, dy.data());
+            dbuf dg = db_random(dt, 4, sv, (int)step % 3, 0.5, g);
+            ssm_tensor hx = host_f64(x, 2, sx), hdy = host_f64(dy, 2, sy), hg = host_f64(g, 4, sv);
+            CHECK_OK(ssm_bell_topology_observe(cu, tc, &dx.t, &dyb.t, &dg.t), cu);
+            CHECK_OK(ssm_bell_topology_observe(ref, tr, &hx, &hdy, &hg), ref);
+            CHECK(topo_same(topo_scores(tc->keep_score, R * K), std::vector<double>(tr->keep_score, tr->keep_score + R * K)),
+                  "step %lld: keep scores differ after observe", (long long)step);
+            CHECK(topo_same(topo_scores(tc->grow_score, R * C), std::vector<double>(tr->grow_score, tr->grow_score + R * C)),
+                  "step %lld: grow scores differ after observe", (long long)step);
+            ssm_tensor *ocu[2] = {&dm.t, &dw.t}, *oref[2] = {&hm, &hw};
+            ssm_bell_topology_report rc, rr;
+            memset(&rc, 0x55, sizeof rc), memset(&rr, 0x33, sizeof rr);
+            CHECK_OK(ssm_bell_topology_step(cu, tc, step, &dv.t, &dci.t, &dto.t, &dts.t, ocu, 2, &rc), cu);
+            CHECK_OK(ssm_bell_topology_step(ref, tr, step, &hv, &hci, &hto, &hts, oref, 2, &rr), ref);
+            CHECK(rc.updated == rr.updated && rc.grown == rr.grown && rc.pruned == rr.pruned && rc.explored == rr.explored &&
+                      rc.rejected == rr.rejected && rc.rows_changed == rr.rows_changed && rc.churn == rr.churn &&
+                      rc.checksum == rr.checksum,
+                  "step %lld: reports differ (grown %lld/%lld explored %lld/%lld rejected %lld/%lld checksum %016llx/%016llx)",
+                  (long long)step, (long long)rc.grown, (long long)rr.grown, (long long)rc.explored, (long long)rr.explored,
+                  (long long)rc.rejected, (long long)rr.rejected, (unsigned long long)rc.checksum, (unsigned long long)rr.checksum);
+            grown += rr.grown;
+            CHECK(topo_i32(&dci) == ci, "step %lld: col_idx differs", (long long)step);
+            CHECK(topo_i32(&dto) == toff && topo_i32(&dts) == tsl, "step %lld: the transposed index differs", (long long)step);
+            CHECK(topo_same(db_get(&dv), v), "step %lld: values differ", (long long)step);
+            CHECK(topo_same(db_get(&dm), m) && topo_same(db_get(&dw), w), "step %lld: optimizer states differ", (long long)step);
+            CHECK(db_outside_untouched(&dv) && db_outside_untouched(&dm), "step %lld: written outside the views", (long long)step);
+            CHECK(topo_same(topo_scores(tc->keep_score, R * K), std::vector<double>(tr->keep_score, tr->keep_score + R * K)),
+                  "step %lld: keep scores differ after the step", (long long)step);
+            db_free(&dx), db_free(&dyb), db_free(&dg);
+        }
+        CHECK(grown > 0, "no tile was ever regrown: the case tests nothing");
+    }
+    ssm_bell_topology_destroy(tc), ssm_bell_topology_destroy(tr);
+    db_free(&dci), db_free(&dto), db_free(&dts), db_free(&dv), db_free(&dm), db_free(&dw);
+    test_end();
+}
+
+static ssm_result topo_hook_fail(void *u, double *d, int64_t n) { (void)u, (void)d, (void)n; return (ssm_result)42; }
+
+static void suite_cuda_bell_topology(ssm_ctx *cu, ssm_ctx *ref) {
+    const ssm_dtype dts[2] = {SSM_F32, SSM_BF16};
+    static const int64_t Bs[3] = {16, 32, 64};
+    int k = 0;
+    for (int di = 0; di < 2; ++di)
+        for (int bi = 0; bi < 3; ++bi, ++k) /* N > SSM_BELL_OBS_LANES: lanes hold several tokens */
+            topo_case(cu, ref, dts[di], Bs[bi], bi == 2 ? 4 : 7, bi == 2 ? 7 : 11, bi == 2 ? 3 : 5, k % 2 ? 300 : 97, k % 3 == 2, k % 3);
+    topo_case(cu, ref, SSM_F16, 16, 20, 24, 12, 1031, 0, 0); /* a bigger layer, f16 */
+    topo_case(cu, ref, SSM_BF16, 32, 9, 10, 9, 40, 1, 1);    /* K = C - 1: one free column per row */
+    test_begin("cuda bell topology: bad input errors, outputs untouched");
+    {
+        const int64_t R = 3, C = 5, K = 2, B = 16, N = 8;
+        int64_t sv[4] = {R, K, B, B}, sci[2] = {R, K}, sto = C + 1, sts = R * K, sx[2] = {N, C * B};
+        std::vector<int32_t> ci = {0, 2, 1, 3, 4, 4}, toff = {0, 1, 2, 3, 4, 6}, tsl = {0, 2, 1, 3, 4, 5}; /* row 2 repeats 4 */
+        std::vector<double> v, x, dy, g;
+        dbuf dci = db_i32(ci, 2, sci), dto = db_i32(toff, 1, &sto), dts = db_i32(tsl, 1, &sts);
+        dbuf dv = db_random(SSM_F32, 4, sv, LAYOUT_CONTIGUOUS, 1.0, v), dg = db_random(SSM_F32, 4, sv, LAYOUT_CONTIGUOUS, 1.0, g);
+        dbuf dx = db_matrix(SSM_F32, N, C * B, 0), dyb = db_matrix(SSM_F32, N, R * B, 0);
+        x.assign((size_t)(N * C * B), 0.5), dy.assign((size_t)(N * R * B), 0.25);
+        db_set(&dx, x.data()), db_set(&dyb, dy.data());
+        std::vector<float> xf(x.begin(), x.end());
+        ssm_tensor hx = host_f64(x, 2, sx), hxf = ssm_tensor_make(xf.data(), SSM_F32, ssm_cpu(), 2, sx, NULL);
+        ssm_tensor short_slots = dts.t;
+        ssm_bell_topology_config cfg = ssm_bell_topology_config_init();
+        ssm_bell_topology *tc = NULL, *tr = NULL;
+        ssm_bell_topology_report rep;
+        short_slots.shape[0] = R * K - 1;
+        cfg.period = 1, cfg.prune_frac = 1.0, cfg.swap_ratio = 0.0;
+        CHECK_OK(ssm_bell_topology_create(cu, &cfg, R, C, K, &tc), cu);
+        CHECK_OK(ssm_bell_topology_create(ref, &cfg, R, C, K, &tr), ref);
+        if (tc && tr) {
+            std::vector<unsigned char> b0 = db_bytes(&dv), c0 = db_bytes(&dci), t0 = db_bytes(&dto), s0 = db_bytes(&dts);
+            CHECK_OK(ssm_bell_topology_observe(cu, tc, &dx.t, &dyb.t, &dg.t), cu);
+            std::vector<double> k0 = topo_scores(tc->keep_score, R * K), g0 = topo_scores(tc->grow_score, R * C);
+            BELL_EXPECT(ssm_bell_topology_observe(cu, tc, &hxf, &dyb.t, &dg.t), SSM_ERROR_INVALID_DEVICE, "host x");
+            BELL_EXPECT(ssm_bell_topology_observe(ref, tc, &hx, &hx, &hx), SSM_ERROR_INVALID_DEVICE, "device scores, CPU context");
+            BELL_EXPECT(ssm_bell_topology_observe(cu, tr, &dx.t, &dyb.t, &dg.t), SSM_ERROR_UNSUPPORTED, "host scores, CUDA context");
+            BELL_EXPECT(ssm_bell_topology_observe(cu, tc, &dyb.t, &dyb.t, &dg.t), SSM_ERROR_INVALID_SHAPE, "x of the wrong width");
+            CHECK(topo_same(topo_scores(tc->keep_score, R * K), k0) && topo_same(topo_scores(tc->grow_score, R * C), g0),
+                  "a refused observe changed the scores");
+            BELL_EXPECT(ssm_bell_topology_step(cu, tc, 1, &dv.t, &dci.t, &dto.t, &dts.t, NULL, 0, &rep), SSM_ERROR_INVALID_VALUE,
+                        "a row with a repeated column");
+            BELL_EXPECT(ssm_bell_topology_step(cu, tc, 1, &dv.t, &hx, &dto.t, &dts.t, NULL, 0, &rep), SSM_ERROR_INVALID_DTYPE,
+                        "col_idx of the wrong dtype");
+            BELL_EXPECT(ssm_bell_topology_step(cu, tc, 1, &dv.t, &dci.t, &dto.t, &short_slots, NULL, 0, &rep), SSM_ERROR_INVALID_SHAPE,
+                        "t_slots of the wrong length");
+            ci[5] = 1;
+            cudaMemcpy(dci.mem, ci.data(), 4 * ci.size(), cudaMemcpyHostToDevice);
+            c0 = db_bytes(&dci);
+            tc->config.allreduce = topo_hook_fail;
+            BELL_EXPECT(ssm_bell_topology_step(cu, tc, 1, &dv.t, &dci.t, &dto.t, &dts.t, NULL, 0, &rep), SSM_ERROR_BACKEND,
+                        "a failing all-reduce hook");
+            tc->config.allreduce = NULL;
+            CHECK(db_bytes(&dv) == b0 && db_bytes(&dci) == c0 && db_bytes(&dto) == t0 && db_bytes(&dts) == s0,
+                  "a refused step changed the layer");
+            CHECK(topo_same(topo_scores(tc->keep_score, R * K), k0), "a refused step changed the keep scores");
+        }
+        ssm_bell_topology_destroy(tc), ssm_bell_topology_destroy(tr);
+        db_free(&dci), db_free(&dto), db_free(&dts), db_free(&dv), db_free(&dg), db_free(&dx), db_free(&dyb);
+    }
+    test_end();
 }
 
 /* ---- delta rule (DeltaNet, Gated DeltaNet) ---- */
@@ -750,6 +917,7 @@ int main(void) {
         ssm_ctx *cu = cuda_ctx(), *ref = ref_ctx();
         cases_run(CASE_CUDA_DTYPES, CASE_BELL); /* rows with B outside 16/32/64 are declined (skipped) */
         suite_cuda_bell(cu, ref);
+        suite_cuda_bell_topology(cu, ref);
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }

@@ -76,7 +76,8 @@ class BellTopologyConfig(ctypes.Structure):
 class BellTopology(ctypes.Structure):
     _fields_ = [("config", BellTopologyConfig), ("R", _i64), ("C", _i64), ("K", _i64),
                 ("keep_score", ctypes.POINTER(_dbl)), ("grow_score", ctypes.POINTER(_dbl)),
-                ("observations", _i64), ("allocator", Allocator)]
+                ("observations", _i64), ("allocator", Allocator), ("device_type", ctypes.c_int32),
+                ("device_state", _P), ("device_release", _P)]
 
 
 class BellTopologyReport(ctypes.Structure):

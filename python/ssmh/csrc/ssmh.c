@@ -80,7 +80,8 @@ const char *ssmh_abi(void) {
     SSMH_SIZE(ssm_bell_topology), SSMH_FIELD(ssm_bell_topology, config), SSMH_FIELD(ssm_bell_topology, R);
     SSMH_FIELD(ssm_bell_topology, C), SSMH_FIELD(ssm_bell_topology, K), SSMH_FIELD(ssm_bell_topology, keep_score);
     SSMH_FIELD(ssm_bell_topology, grow_score), SSMH_FIELD(ssm_bell_topology, observations);
-    SSMH_FIELD(ssm_bell_topology, allocator);
+    SSMH_FIELD(ssm_bell_topology, allocator), SSMH_FIELD(ssm_bell_topology, device_type);
+    SSMH_FIELD(ssm_bell_topology, device_state), SSMH_FIELD(ssm_bell_topology, device_release);
     SSMH_SIZE(ssm_bell_topology_report), SSMH_FIELD(ssm_bell_topology_report, updated);
     SSMH_FIELD(ssm_bell_topology_report, pruned), SSMH_FIELD(ssm_bell_topology_report, grown);
     SSMH_FIELD(ssm_bell_topology_report, explored), SSMH_FIELD(ssm_bell_topology_report, rejected);
