@@ -121,9 +121,9 @@ static void cr_rows(ssm_ctx *ctx, ssm_ctx *lev, ssm_ctx *gen, FILE *jl, ssm_dtyp
                     int64_t m, int bwd, int others) {
     std::vector<ssm_linrec_method> cr = {SSM_LINREC_CR};
     std::vector<ssm_linrec_method> rest = {SSM_LINREC_CHUNKED, SSM_LINREC_AUTO, SSM_LINREC_SCAN_HS};
+    if (others == 2) rest.pop_back();
     linrec_rows(ctx, jl, dt, S, T, n, m, cr, bwd);
-    if (dt.bits == 16 && n == 64 && m == 1) /* elsewhere the default is the level kernels already */
-        linrec_rows(lev, jl, dt, S, T, n, m, cr, bwd, "levels");
+    linrec_rows(lev, jl, dt, S, T, n, m, cr, bwd, "levels");
     linrec_rows(gen, jl, dt, S, T, n, m, cr, bwd, "generic");
     if (others) linrec_rows(ctx, jl, dt, S, T, n, m, rest, bwd);
 }
@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
                     int64_t n = ns[ni], T = Ts[ti], per = T * n * n * (dt.bits / 8), S = ((256ll << 20) + per - 1) / per;
                     if (di == 1 && n != 64) continue;
                     cr_rows(ctx, lev, gen, jl, dt, S, T, n, 1, 0, 0);
-                    if (ti == 0 && di != 1) cr_rows(ctx, lev, gen, jl, dt, S, T, n, n, 0, 0);
+                    if (ti == 0 && di != 1) cr_rows(ctx, lev, gen, jl, dt, S, T, n, n, 0, 2);
                 }
         }
         fclose(jl), fclose(jd);
