@@ -63,13 +63,14 @@
    HOW IT PLUGS IN
      ssm.h validates each call (this backend's check_tensor slot checks residency, device and
      alignment), resolves AUTO through linrec_pick, sizes the workspace through workspace_size
-     and runs its generic recurrence driver and methods (scan_hs, blelloch, cr, and chunked /
+     and runs its generic recurrence driver and methods (scan_hs, blelloch, and cr / chunked /
      sequential where no kernel below fits) on this backend's gemm (cuBLAS strided-batched
      where a layout allows, else a tiled kernel; an outer-product kernel for K = 1) and copy
      kernel. This file keeps only the specialised kernels:
-       linrec   the fused recurrence kernel (sequential, chunked) and the tensor-core chunked
-                path; the generic methods scan_hs / blelloch / cr / chunked run from ssm.h on
-                the gemm (cuBLAS or the tiled kernel) and copy slots
+       linrec   the fused recurrence kernel (sequential, chunked), the tensor-core chunked
+                path, and cyclic reduction as two kernels per level (on the tensor-core shapes:
+                tensor-core spans, cyclic reduction over their carries); the generic methods
+                scan_hs / blelloch run from ssm.h on the gemm and copy slots
        decay    the look-back kernel (time split across blocks, carries passed back) and the
                 tiled one-pass kernel
        bell     gather-GEMM forward and dx, SDDMM dvalues (deterministic)
@@ -170,6 +171,10 @@ typedef struct ssm_cuda_config {
     int proj_kernel;      /* projection chain, FUSED forward: 1 = cuBLAS GEMM + one epilogue
                              pass (the default), 2 = the tile-fused mma.sync kernel (16-bit,
                              K-contiguous x and W; other calls take 1)                        */
+    int linrec_cr;        /* cyclic reduction: 1 = ssm.h's generic levels on gemm + copy,
+                             2 = the fused level kernels over the whole sequence (no
+                             tensor-core spans); by shape: spans of the chunk length reduced
+                             on tensor cores (16-bit, n = 64, m = 1), else the level kernels  */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -303,7 +308,7 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         cc.decay_tile_cols != 8 && cc.decay_tile_cols != 16) || (cc.decay_tile_steps && cc.decay_tile_steps != 4 &&
         cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
         cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
-        cc.proj_kernel > 2)
+        cc.proj_kernel > 2 || cc.linrec_cr < 0 || cc.linrec_cr > 2)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -808,7 +813,7 @@ static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A
 
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A);
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
-                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws);
+                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr);
 /* Chunked, fused: (1) every chunk after the first runs from zero and forms P_c, all chunks in
    parallel, while the first chunk runs from h_0; (2) the carry recurrence over chunk ends
    E_c = P_c E_{c-1} + E_c (one kernel); (3) every chunk re-runs from its true carry. */
@@ -841,6 +846,180 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     /* (3) chunks 1..nc from their carries, all steps but the last */
     return ssm__cu_rec_launch(L, nc, T - C, C, 1, ssm__cu_rv_of(A, C, C), ssm__cu_rv_of(b, C, C), ssm__cu_rv_of(h, C, C),
                               ssm__cu_rv_of(h, C - 1, C), NULL);
+}
+
+/* ---- cyclic reduction, a level per launch pair -----------------------------------------------
+   ssm.h's generic cyclic reduction issues ~6 gemm / copy launches per level, through the tiled
+   fallback kernel whenever input and state dtypes differ. Here a level is two kernels:
+   reduce (block i of every sequence: A'_i = A_{2i+1} A_{2i} into compact f32 scratch and
+   b'_i = A_{2i+1} b_{2i} + b_{2i+1} straight into the odd state slot h_{2i+1}; block 0 forms
+   h_1 = A_1 h_0 + b_1), the half-length recurrence on the odd slots in place (b' = h), then
+   back-substitution (h_{2i} = A_{2i} h_{2i-1} + b_{2i}). Products are f32 FMAs out of shared
+   memory, 16 x 16 threads with R x R outputs each (R = 1, 2, 4, 8: n, m <= 16R <= 128).
+   Used on its own for every shape it takes, and for the carries between tensor-core spans. */
+#define SSM__CR_MAXN 128
+__device__ __forceinline__ void ssm__cu_cr_load(float *dst, int ld, const ssm__cu_rv &v, int64_t base, int rows, int cols) {
+    for (int e = threadIdx.x; e < rows * cols; e += 256) {
+        const int i = e / cols, j = e - i * cols;
+        dst[i * ld + j] = ssm__cu_ld(v.p, v.dt, base + i * v.rs + j * v.cs);
+    }
+}
+/* acc = As[rows 16a+ty] . Xs[cols 16b+tx] over k < n (rows / cols past the operands are junk
+   and never stored). */
+template <int R>
+__device__ __forceinline__ void ssm__cu_cr_mm(const float *As, const float *Xs, int ld, int n, float acc[R][R]) {
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+#pragma unroll
+    for (int a = 0; a < R; ++a)
+#pragma unroll
+        for (int c = 0; c < R; ++c) acc[a][c] = 0.f;
+    for (int k = 0; k < n; ++k) {
+        float av[R], xv[R];
+#pragma unroll
+        for (int a = 0; a < R; ++a) av[a] = As[(ty + 16 * a) * ld + k];
+#pragma unroll
+        for (int c = 0; c < R; ++c) xv[c] = Xs[k * ld + tx + 16 * c];
+#pragma unroll
+        for (int a = 0; a < R; ++a)
+#pragma unroll
+            for (int c = 0; c < R; ++c) acc[a][c] = fmaf(av[a], xv[c], acc[a][c]);
+    }
+}
+/* out[base_o + i*rs + j*cs] = acc (+ add[base_a + ...] when add.p), i < n, j < cols */
+template <int R>
+__device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, int cols, const ssm__cu_rv &o, int64_t bo,
+                                                 const ssm__cu_rv &add, int64_t ba) {
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+#pragma unroll
+    for (int a = 0; a < R; ++a)
+#pragma unroll
+        for (int c = 0; c < R; ++c) {
+            const int i = ty + 16 * a, j = tx + 16 * c;
+            if (i < n && j < cols) {
+                float v = acc[a][c];
+                if (add.p) v += ssm__cu_ld(add.p, add.dt, ba + i * add.rs + j * add.cs);
+                ssm__cu_stv(o.p, o.dt, bo + i * o.rs + j * o.cs, v);
+            }
+        }
+}
+
+template <int R>
+__global__ void __launch_bounds__(256) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A, ssm__cu_rv b,
+                                                                ssm__cu_rv h, ssm__cu_rv A2) {
+    extern __shared__ float sm[];
+    const int ld = 16 * R + 1;
+    float *As = sm, *Xs = sm + 16 * R * ld;
+    const int64_t i = blockIdx.x, s = s0 + blockIdx.y, ko = 2 * i + 1;
+    float acc[R][R];
+    ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ko * A.ts, n, n);
+    if (i > 0) {
+        ssm__cu_cr_load(Xs, ld, A, A.off + s * A.ss + (ko - 1) * A.ts, n, n);
+        __syncthreads();
+        ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+        ssm__cu_rv none;
+        none.p = NULL;
+        ssm__cu_cr_store<R>(acc, n, n, A2, A2.off + s * A2.ss + i * A2.ts, none, 0);
+        __syncthreads();
+        ssm__cu_cr_load(Xs, ld, b, b.off + s * b.ss + (ko - 1) * b.ts, n, m); /* an even slot: read-only here */
+    } else {
+        ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss, n, m);
+    }
+    __syncthreads();
+    ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+    /* each element of b_ko is read by the thread that then writes h_ko: safe when b = h */
+    ssm__cu_cr_store<R>(acc, n, m, h, h.off + s * h.ss + ko * h.ts, b, b.off + s * b.ss + ko * b.ts);
+}
+
+template <int R>
+__global__ void __launch_bounds__(256) ssm__cu_cr_back_kernel(int64_t s0, int n, int m, ssm__cu_rv A, ssm__cu_rv b,
+                                                              ssm__cu_rv h) {
+    extern __shared__ float sm[];
+    const int ld = 16 * R + 1;
+    float *As = sm, *Xs = sm + 16 * R * ld;
+    const int64_t ke = 2 * ((int64_t)blockIdx.x + 1), s = s0 + blockIdx.y;
+    float acc[R][R];
+    ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ke * A.ts, n, n);
+    ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss + (ke - 1) * h.ts, n, m);
+    __syncthreads();
+    ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+    ssm__cu_cr_store<R>(acc, n, m, h, h.off + s * h.ss + ke * h.ts, b, b.off + s * b.ss + ke * b.ts);
+}
+
+static int ssm__cu_cr_r(int64_t n, int64_t m) {
+    const int64_t w = n > m ? n : m;
+    return w <= 16 ? 1 : w <= 32 ? 2 : w <= 64 ? 4 : 8;
+}
+static size_t ssm__cu_cr_smem(int R) { return (size_t)2 * 16 * R * (16 * R + 1) * 4; }
+/* The level kernels fit n, m <= 128 and T - 1 within a grid's x (2^31 - 1 blocks). By shape
+   they take n <= 64, or matrix states (m > 64); n > 64 with narrow states ran faster on ssm.h's
+   generic levels (H200, bench/results/cuda_cr_run1.log: S8 T1024 n128 m1 f16 5.48 ms generic
+   vs 7.42; f32 S1 T4096 n128 1.80 vs 3.29). linrec_cr = 2 forces them wherever they fit, 1 never. */
+static int ssm__cu_cr_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
+    const int knob = ssm__cu_st(ctx)->knobs.linrec_cr;
+    if (knob == 1 || p->n > SSM__CR_MAXN || p->m > SSM__CR_MAXN || p->T - 1 > 2 * (int64_t)2147483647 ||
+        ssm__cu_cr_smem(ssm__cu_cr_r(p->n, p->m)) > ssm__cu_st(ctx)->smem_optin)
+        return 0;
+    return knob == 2 || p->n <= 64 || p->m > 64;
+}
+static size_t ssm__cu_szmul(size_t a, int64_t b);
+/* f32 scratch of the levels for a T-step recurrence of n x n transitions: sum of (T_l/2 - 1) n^2. */
+static size_t ssm__cu_cr_levels_bytes(int64_t S, int64_t T, int64_t n) {
+    size_t e = 0;
+    for (; T >= 2; T /= 2) {
+        size_t l = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, S), T / 2 - 1), n * n);
+        l = l > SIZE_MAX - 255 ? SIZE_MAX : (l + 255) & ~(size_t)255;
+        e = e > SIZE_MAX - l ? SIZE_MAX : e + l;
+    }
+    return e;
+}
+
+template <int R>
+static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws) {
+    const int64_t half = T / 2, nb = (T - 1) / 2, n = L->n;
+    const size_t smem = ssm__cu_cr_smem(R);
+    cudaStream_t st = ssm__cu_st(L->ctx)->stream;
+    ssm__cu_rv A2, ho;
+    if (T < 2) return SSM_OK;
+    A2.p = ws, A2.dt = 0, A2.off = -n * n, A2.ts = n * n, A2.rs = n, A2.cs = 1, A2.ss = (half - 1) * n * n, A2.chs = 0;
+    ws += ssm__cu_cr_levels_bytes(L->S, T, n) - ssm__cu_cr_levels_bytes(L->S, half, n);
+    for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
+        dim3 grid((unsigned)half, SSM__CU_GRID_Y(L->S - s0));
+        ssm__cu_cr_reduce_kernel<R><<<grid, 256, smem, st>>>(s0, (int)n, (int)L->m, A, b, h, A2);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_cr_reduce_kernel");
+    }
+    L->st->mat_mat += L->S * (half - 1);
+    L->st->mat_state += L->S * (half + nb);
+    ho = h, ho.off += h.ts, ho.ts *= 2;
+    SSM__TRY(ssm__cu_cr_level<R>(L, half, A2, ho, ho, ws));
+    if (nb <= 0) return SSM_OK;
+    for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
+        dim3 grid((unsigned)nb, SSM__CU_GRID_Y(L->S - s0));
+        ssm__cu_cr_back_kernel<R><<<grid, 256, smem, st>>>(s0, (int)n, (int)L->m, A, b, h);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_cr_back_kernel");
+    }
+    return SSM_OK;
+}
+template <int R>
+static ssm_result ssm__cu_cr_go(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws) {
+    const size_t smem = ssm__cu_cr_smem(R);
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_cr_reduce_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(ssm__cu_cr_back_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem,
+                                 cudaGetErrorString(e));
+    }
+    return ssm__cu_cr_level<R>(L, T, A, b, h, ws);
+}
+/* Steps 1..T-1 of h_t = A_t h_{t-1} + b_t (h_0 in h; b may be h itself) by cyclic reduction. */
+static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws) {
+    switch (ssm__cu_cr_r(L->n, L->m)) {
+    case 1: return ssm__cu_cr_go<1>(L, T, A, b, h, ws);
+    case 2: return ssm__cu_cr_go<2>(L, T, A, b, h, ws);
+    case 4: return ssm__cu_cr_go<4>(L, T, A, b, h, ws);
+    default: return ssm__cu_cr_go<8>(L, T, A, b, h, ws);
+    }
 }
 
 /* ---- chunked recurrence on tensor cores (f16 / bf16 inputs, n = 64, m = 1) -----------------
@@ -1264,13 +1443,31 @@ static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L) {
     return ssm__cu_szmul(ssm__cu_szmul((size_t)(SSM__TC_N * SSM__TC_N + 2 * SSM__TC_N) * 4u, S), nc); /* saturating */
 }
 
+/* Pass 2 by cyclic reduction (method CR): X_0 = h_0, then the nc-step recurrence
+   X_c = P_{c-1} X_{c-1} + e_{c-1} on the level kernels (depth log2 nc instead of nc). */
+static ssm_result ssm__cu_tc_cr_carries(ssm__cu_lr *L, int64_t nc, float *P, float *E, ssm__cu_rv h0, float *X,
+                                        char *crws) {
+    ssm_matrix_batch src, dst;
+    ssm__cu_rv Av, bv, xv;
+    src.ptr = (char *)h0.p + h0.off * (int64_t)(h0.dt ? 2 : 4), src.rs = h0.rs, src.cs = 1, src.bs = 0, src.ss = h0.ss;
+    src.dtype = h0.dt == 0 ? SSM_F32 : h0.dt == 1 ? SSM_F16 : SSM_BF16;
+    dst.ptr = X, dst.rs = 1, dst.cs = 1, dst.bs = 0, dst.ss = nc * SSM__TC_N, dst.dtype = SSM_F32;
+    SSM__TRY(ssm__cu_copy(L->ctx, SSM_F32, L->S, 1, SSM__TC_N, 1, src, dst, 0));
+    /* A_c = P_{c-1}, b_c = e_{c-1}: offsets one matrix before the buffers (index 0 is never read) */
+    Av.p = P, Av.dt = 0, Av.off = -SSM__TC_N * SSM__TC_N, Av.ts = SSM__TC_N * SSM__TC_N, Av.rs = SSM__TC_N, Av.cs = 1;
+    Av.ss = (nc - 1) * SSM__TC_N * SSM__TC_N, Av.chs = 0;
+    bv.p = E, bv.dt = 0, bv.off = -SSM__TC_N, bv.ts = SSM__TC_N, bv.rs = 1, bv.cs = 1, bv.ss = (nc - 1) * SSM__TC_N, bv.chs = 0;
+    xv.p = X, xv.dt = 0, xv.off = 0, xv.ts = SSM__TC_N, xv.rs = 1, xv.cs = 1, xv.ss = nc * SSM__TC_N, xv.chs = 0;
+    return ssm__cu_cr_solve(L, nc, Av, bv, xv, crws);
+}
+
 /* Pass 1 (products, nc > 1), pass 2 (carries), pass 3 (states). The hi/lo split of the running
    product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the product's rounding stays
    under the f16 output rounding, bench/results/cuda_linrec_perf.log); the config's
    linrec_tc_split forces either. */
 template <int TR, int BF>
 static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
-                                ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o) {
+                                ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
     ssm__cu_state *cs = ssm__cu_st(L->ctx);
     cudaStream_t st = cs->stream;
     size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
@@ -1293,8 +1490,12 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
             SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_prod_kernel");
         }
     }
-    ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, P, E, h0, X);
-    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
+    if (crws) {
+        SSM__TRY(ssm__cu_tc_cr_carries(L, nc, P, E, h0, X, crws));
+    } else {
+        ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, P, E, h0, X);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
+    }
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
         dim3 grid((unsigned)nc, SSM__CU_GRID_Y(L->S - s0));
         ssm__cu_tc_kernel<TR, BF><<<grid, 256, sm3, st>>>(s0, T1, Lc, A, aos, b, h, X, nc, o);
@@ -1306,10 +1507,11 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
 /* Steps 1..T-1 from h_0 (already in h) on tensor cores; Lc steps per chunk. The caller's
    output view `out` (when set) is written too: its copy from the f32 work buffer is skipped. */
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
-                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws) {
+                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr) {
     int64_t T1 = T - 1, nc, aos;
     ssm__cu_rv Av, bv, hv, h0, ov;
     float *X, *P, *E;
+    char *crws = cr ? ws + ssm__cu_tc_scratch_bytes(L->S, T, Lc) : NULL; /* the carries' CR levels */
     int tr = A.cs != 1;
     if (T1 <= 0) return SSM_OK;
     if (Lc > T1) Lc = T1;
@@ -1326,10 +1528,10 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
     if (out.ptr) ov = ssm__cu_rv_of(out, 1, Lc), *out_written = 1;
     else memset(&ov, 0, sizeof ov);
     if (A.dtype.code == SSM_DTYPE_BFLOAT)
-        return tr ? ssm__cu_tc_go<1, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov)
-                  : ssm__cu_tc_go<0, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov);
-    return tr ? ssm__cu_tc_go<1, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov)
-              : ssm__cu_tc_go<0, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov);
+        return tr ? ssm__cu_tc_go<1, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws)
+                  : ssm__cu_tc_go<0, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
+    return tr ? ssm__cu_tc_go<1, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws)
+              : ssm__cu_tc_go<0, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
 }
 
 /* ---- dense linear recurrence: the slots --------------------------------------------------------- */
@@ -1339,8 +1541,11 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
    when too few sequences fill it (S <= SMs/8: cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA
    cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
    and 16 at S16 T4096 and S1 T8192, H200); for AUTO about sqrt(T) (the chunk depth against the
-   carry recurrence), at least 16; else ssm.h's default. Every sequence runs in one batch, with
-   f32 states and scratch. */
+   carry recurrence), at least 16; else ssm.h's default. Matrix states (m >= n, 16 <= n <= 64)
+   take cyclic reduction's level kernels at any S below 2*SMs (H200, bench/results/cuda_cr_run1.log
+   and _run2.log: S32 T1024 n64 m64 f16 cr 4.61 ms vs chunked 12.7; S128 T1024 n32 m32 f16 4.23
+   vs 5.52; S64 T1024 n32 m32 f32 1.62 vs 2.69). Every sequence runs in one batch, with f32
+   states and scratch. */
 static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const int64_t sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
     const int tc = p->dtype.bits == 16 && p->n == SSM__TC_N && p->m == 1;
@@ -1357,11 +1562,26 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     if (p->method != SSM_LINREC_AUTO) return;
     if (tc && p->T > 64) p->method = SSM_LINREC_CHUNKED;
     else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
-    else if (p->S * 8 <= sms) p->method = SSM_LINREC_CR;
+    else if (p->S * 8 <= sms || (p->m >= p->n && p->n >= 16 && p->n <= 64)) p->method = SSM_LINREC_CR;
     else p->method = SSM_LINREC_CHUNKED;
 }
 
-/* The linrec_steps slot: the fused kernels for sequential and chunked where they fit. */
+/* Cyclic reduction. On the tensor-core shapes: spans of the chunk length each reduced to their
+   transition product and end state by the span kernel (the span's levels fused: the same L - 1
+   products a level-by-level reduction forms, on mma.sync, A read once from HBM), cyclic
+   reduction over the span carries, then every span re-run from its carry. Elsewhere the level
+   kernels over the whole sequence. Shapes the level kernels do not take: ssm.h's generic levels. */
+static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
+                                ssm_seq_view out, int *out_written, char *ws) {
+    if (!ssm__cu_cr_takes(L->ctx, L->p)) return SSM__NOT_MINE;
+    if (T <= 1) return SSM_OK;
+    if (ssm__cu_st(L->ctx)->knobs.linrec_cr != 2 && ssm__cu_tc_ok(L, A))
+        return ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1);
+    return ssm__cu_cr_solve(L, T, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0), ssm__cu_rv_of(h, 0, 0), ws);
+}
+
+/* The linrec_steps slot: the fused kernels for sequential, chunked and cyclic reduction where
+   they fit. */
 static ssm_result ssm__cu_linrec_steps(ssm_ctx *ctx, const ssm_linrec_plan *p, ssm_seq_view A, ssm_seq_view b,
                                        ssm_seq_view h, ssm_seq_view out, int *out_written, void *scratch,
                                        ssm_linrec_stats *st) {
@@ -1369,8 +1589,9 @@ static ssm_result ssm__cu_linrec_steps(ssm_ctx *ctx, const ssm_linrec_plan *p, s
     ssm__cu_lr L;
     L.ctx = ctx, L.p = p, L.S = p->group, L.n = p->n, L.m = p->m, L.st = st;
     if (p->method == SSM_LINREC_SEQUENTIAL) return ssm__cu_lr_sequential(&L, p->T, A, b, h);
+    if (p->method == SSM_LINREC_CR) return ssm__cu_lr_cr(&L, p->T, A, b, h, out, out_written, (char *)scratch);
     if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
-    if (ssm__cu_tc_ok(&L, A)) return ssm__cu_lr_chunked_tc(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch);
+    if (ssm__cu_tc_ok(&L, A)) return ssm__cu_lr_chunked_tc(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch, 0);
     return ssm__cu_lr_chunked(&L, p->T, A, b, h, p->chunk, (char *)scratch);
 }
 
@@ -2112,6 +2333,18 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
     if (op == SSM_OP_LINREC_FORWARD || op == SSM_OP_LINREC_BACKWARD) {
         const ssm_linrec_plan *p = (const ssm_linrec_plan *)plan;
         size_t generic = 0, tc = 0;
+        if (p->method == SSM_LINREC_CR) { /* the level kernels' figure, or the spans' and their carries' */
+            if (!ssm__cu_cr_takes(ctx, p)) return SSM__NOT_MINE;
+            generic = ssm__cu_cr_levels_bytes(p->group, p->T, p->n);
+            if (p->dtype.bits == 16 && p->n == SSM__TC_N && p->m == 1) {
+                int64_t Lc = p->chunk < 1 ? 1 : p->chunk > SSM__TC_LMAX ? SSM__TC_LMAX : p->chunk;
+                int64_t nc = (p->T - 1) / Lc + ((p->T - 1) % Lc != 0);
+                size_t a = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk), c = ssm__cu_cr_levels_bytes(p->group, nc, SSM__TC_N);
+                tc = a > SIZE_MAX - c ? SIZE_MAX : a + c;
+            }
+            *bytes = generic > tc ? generic : tc;
+            return SSM_OK;
+        }
         if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
         if (p->chunk < p->T) { /* saturating: a broadcast view may carry sizes whose product overflows */
             generic = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, p->group), (p->T - 1) / p->chunk), p->n), p->n);

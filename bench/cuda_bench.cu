@@ -3,7 +3,10 @@
    this run), the ratio to it, TFLOP/s and workspace. Median of CUDA-event timings, warm.
    JSON lines: bench/results/cuda_linrec.jsonl, cuda_decay.jsonl (the row format of bench/bench.h).
    bench/peers/torch_peers.py runs the PyTorch peers on the same shapes and prints the side by
-   side table from these rows. BENCH_QUICK=1 trims the grid. */
+   side table from these rows. BENCH_QUICK=1 trims the grid. `cuda_bench cr` runs the cyclic
+   reduction rows alone: the default (tensor-core spans / level kernels), the level kernels
+   forced (ours:cr-levels) and ssm.h's generic levels on cuBLAS (ours:cr-generic) side by side,
+   with chunked, auto and the scans at the target shapes. */
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
@@ -11,6 +14,7 @@
 #include <algorithm>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <vector>
 
@@ -31,7 +35,7 @@ static FILE *open_jsonl(const char *name) {
 }
 
 static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m,
-                        const std::vector<ssm_linrec_method> &methods, int bwd) {
+                        const std::vector<ssm_linrec_method> &methods, int bwd, const char *variant = NULL) {
     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
     size_t es = dt.bits / 8;
     void *A = dev_random(dt, S * T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n * m, 1.f, 2);
@@ -57,7 +61,9 @@ static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t
         if (r != SSM_OK) { printf("  %s: %s\n", ssm_linrec_method_name(meth), ssm_ctx_last_error(ctx)); continue; }
         double ms = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); }, T * S > 100000 && meth == SSM_LINREC_SEQUENTIAL ? 3 : 10);
         double bytes = (double)es * (S * T * n * n + 2.0 * S * T * n * m), floor_ms = bytes / g_bw;
-        const char *mn = ssm_linrec_method_name(meth == SSM_LINREC_AUTO ? SSM_LINREC_AUTO : meth);
+        char mnb[64];
+        snprintf(mnb, sizeof mnb, "%s%s%s", ssm_linrec_method_name(meth), variant ? "-" : "", variant ? variant : "");
+        const char *mn = mnb;
         printf("  %-6s %-4s S%-4lld T%-5lld n%-4lld m%-4lld %-9s %9.3f ms  floor %7.3f  x%6.2f  %7.2f TFLOP/s  ws %8.1f MB%s%s\n",
                "linrec", ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, (long long)m, mn, ms, floor_ms,
                ms / floor_ms, st.flops / ms * 1e-9, ws / 1e6, meth == SSM_LINREC_AUTO ? " -> " : "",
@@ -110,7 +116,19 @@ static void decay_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t B, int64_t 
     cudaFree(x), cudaFree(ld), cudaFree(o), cudaFree(dout), cudaFree(dx), cudaFree(dl);
 }
 
-int main(void) {
+/* Cyclic reduction: ours by shape, the level kernels forced and the generic levels, same inputs. */
+static void cr_rows(ssm_ctx *ctx, ssm_ctx *lev, ssm_ctx *gen, FILE *jl, ssm_dtype dt, int64_t S, int64_t T, int64_t n,
+                    int64_t m, int bwd, int others) {
+    std::vector<ssm_linrec_method> cr = {SSM_LINREC_CR};
+    std::vector<ssm_linrec_method> rest = {SSM_LINREC_CHUNKED, SSM_LINREC_AUTO, SSM_LINREC_SCAN_HS};
+    if (others == 2) rest.pop_back();
+    linrec_rows(ctx, jl, dt, S, T, n, m, cr, bwd);
+    linrec_rows(lev, jl, dt, S, T, n, m, cr, bwd, "levels");
+    linrec_rows(gen, jl, dt, S, T, n, m, cr, bwd, "generic");
+    if (others) linrec_rows(ctx, jl, dt, S, T, n, m, rest, bwd);
+}
+
+int main(int argc, char **argv) {
     cudaDeviceProp prop;
     ssm_ctx *ctx;
     ssm_ctx_config cfg = ssm_ctx_config_init();
@@ -126,6 +144,34 @@ int main(void) {
     g_bw = copy_bandwidth(); /* 1 GiB device-to-device, read + write counted */
     printf("device %s, copy bandwidth %.0f GB/s (1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
     FILE *jl = open_jsonl("cuda_linrec"), *jd = open_jsonl("cuda_decay");
+    if (argc > 1 && !strcmp(argv[1], "cr")) {
+        ssm_ctx *lev = NULL, *gen = NULL;
+        ssm_cuda_config c2 = cc;
+        c2.linrec_cr = 2;
+        cfg.backend_config = &c2;
+        if (ssm_ctx_create(&cfg, &lev) != SSM_OK) return 1;
+        c2.linrec_cr = 1;
+        if (ssm_ctx_create(&cfg, &gen) != SSM_OK) return 1;
+        printf("== cyclic reduction (targets)\n");
+        cr_rows(ctx, lev, gen, jl, SSM_F16, 16, 4096, 64, 1, 1, 1);
+        cr_rows(ctx, lev, gen, jl, SSM_F16, 8, 1024, 128, 1, 1, 1);
+        cr_rows(ctx, lev, gen, jl, SSM_F16, 1, 8192, 64, 1, 1, 1);
+        printf("== cyclic reduction grid (S so that A >= 256 MB)\n");
+        const int64_t ns[3] = {32, 64, 128}, Ts[2] = {1024, 4096};
+        for (int di = 0; di < 3; ++di) {
+            ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+            for (int ni = 0; ni < 3; ++ni)
+                for (int ti = 0; ti < 2; ++ti) {
+                    int64_t n = ns[ni], T = Ts[ti], per = T * n * n * (dt.bits / 8), S = ((256ll << 20) + per - 1) / per;
+                    if (di == 1 && n != 64) continue;
+                    cr_rows(ctx, lev, gen, jl, dt, S, T, n, 1, 0, 0);
+                    if (ti == 0 && di != 1) cr_rows(ctx, lev, gen, jl, dt, S, T, n, n, 0, 2);
+                }
+        }
+        fclose(jl), fclose(jd);
+        ssm_ctx_destroy(lev), ssm_ctx_destroy(gen), ssm_ctx_destroy(ctx);
+        return 0;
+    }
     printf("== decay scan\n");
     decay_rows(ctx, jd, SSM_F32, 8, 4096, 64);
     decay_rows(ctx, jd, SSM_F32, 2, 1024, 64);

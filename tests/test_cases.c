@@ -7,6 +7,7 @@
 
 int cases_gpu;
 const char *cases_label;
+int cases_variant = -1;
 
 /* ---- shared helpers ---- */
 static double *vec(int64_t n) { return (double *)calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
@@ -1269,6 +1270,29 @@ static void build(void) {
         lr_row(v, CASE_F16, LAYOUT_PADDED, SSM_LINREC_CR, 65537, 5, 3, 1, 0, 0.9, CASE_HT | CASE_RANK3 | CASE_GPU_ONLY);
     }
     lr_row(CASE_FWD, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_CHUNKED, 65537, 2, 64, 1, 1, 0.9, CASE_H0 | CASE_HT | CASE_GPU_ONLY);
+    /* cyclic reduction on CUDA: tensor-core spans with the carries reduced (16-bit, n = 64,
+       m = 1; T not a multiple of the span, spans 16 / 37 / 64 / 128), and the level kernels
+       (odd n, m = 1 and m = n, n = 128, every R of the product tiles) */
+    {
+        static const int64_t Tc[5] = {2, 65, 300, 1000, 4099}, Cc[4] = {0, 16, 37, 128};
+        for (k = 0, ti = 0; ti < 5; ++ti)
+            for (v = 0; v < 4; ++v, ++k) {
+                int layout = k % 5 == 3 ? LAYOUT_PADDED : LAYOUT_CONTIGUOUS;
+                unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 3 ? CASE_HT : 0) | (k % 4 >= 2 ? CASE_REVERSE : 0) |
+                                 (layout ? CASE_RANK3 : 0) | (Tc[ti] > 1000 ? CASE_GPU_ONLY : 0);
+                if (Tc[ti] > 1000 && v != 0) continue;
+                lr_row(CASE_FWD, k % 2 ? CASE_BF16 : CASE_F16, layout, SSM_LINREC_CR, 1 + k % 3, Tc[ti], 64, 1, Cc[v], 0.9, flags);
+                if (Tc[ti] <= 300)
+                    lr_row(CASE_BWD, k % 2 ? CASE_F16 : CASE_BF16, layout, SSM_LINREC_CR, 1 + k % 3, Tc[ti], 64, 1, Cc[v], 0.9, flags);
+            }
+    }
+    for (v = 0; v < 2; ++v) {
+        lr_row(v, CASE_F32 | CASE_BF16, LAYOUT_PADDED, SSM_LINREC_CR, 2, 203, 33, 33, 0, 0.9, CASE_H0 | CASE_HT | CASE_REVERSE);
+        lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 1, 40, 128, 128, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_F32 | CASE_F16, LAYOUT_REVERSED, SSM_LINREC_CR, 2, 77, 127, 1, 0, 0.9, CASE_HT | CASE_RANK3);
+        lr_row(v, CASE_F32, LAYOUT_NEGATIVE, SSM_LINREC_CR, 3, 129, 17, 5, 0, 0.95, CASE_H0 | (v ? 0 : CASE_REVERSE));
+        lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 2, 300, 64, 64, 0, 0.9, CASE_H0 | CASE_HT);
+    }
     /* linrec with no sequences: nothing to do, nothing written */
     lr_row(CASE_FWD, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 0, 5, 3, 2, 0, 0.5, CASE_H0 | CASE_HT);
     lr_row(CASE_BWD, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 0, 5, 3, 2, 0, 0.5, CASE_H0 | CASE_HT);
@@ -1478,6 +1502,7 @@ void cases_run(unsigned dtypes, int op) {
     char name[256];
     for (i = 0; i < n; ++i) {
         if (op >= 0 && (int)rows[i].op != op) continue;
+        if (cases_variant >= 0 && rows[i].variant != cases_variant) continue;
         if ((rows[i].flags & CASE_GPU_ONLY) && !test_mem) continue;
         for (bit = 1; bit <= CASE_BF16; bit <<= 1) {
             ssm_dtype dt = dtype_of(bit);

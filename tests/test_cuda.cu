@@ -906,7 +906,16 @@ int main(void) {
         cases_label = NULL;
         force_decay_kernel(&cc, 0);
     }
-    if (linrec) cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+    if (linrec) { /* then the cyclic-reduction rows with the level kernels forced (tensor-core shapes, n > 64) */
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_cr = 2;
+        cases_label = "cr-levels";
+        cases_variant = SSM_LINREC_CR;
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cases_variant = -1;
+        cases_label = NULL;
+        cc.linrec_cr = 0;
+    }
     if (delta) {
         ssm_ctx *cu = cuda_ctx(), *ref = ref_ctx();
         suite_cuda_delta(cu, ref);
