@@ -46,7 +46,7 @@
      ssm.h's rule, tiles moved and the transposed index rebuilt on the device; B <= 64), and
      across GPUs with the NCCL hook (-DSSM_NCCL). The delta rule runs on
      the GPU for DeltaNet, Gated DeltaNet and DeltaProduct (n_h > 1, as DeltaNet over T n_h
-     sub-tokens; f32, f16, bf16); the f32 backward with K > 64 answers SSM_ERROR_UNSUPPORTED.
+     sub-tokens; f32, f16, bf16); the f32 backward with K > 128 answers SSM_ERROR_UNSUPPORTED.
      Projection chains run as cuBLAS GEMMs with every segment's epilogue in one pass (an
      in-tile mma.sync variant behind ssm_cuda_config.proj_kernel), output chains as a norm pass
      + cuBLAS (the proj and outchain sections below). Calls are asynchronous on the context's stream; errors
@@ -5327,10 +5327,29 @@ __device__ __forceinline__ void ssm__dl_rowsum(float (&acc)[NT][4], int m0, int 
      Eb = diag(beta) (dA * exp(g_i - g_j)) (strictly lower); dbeta, dg from the same terms.
    Phase A reduces over V (dW, dout v_new^T, dv_new V^T, dv); phase B over V again per 64 columns
    of K (dq, dk). Row sums go through per-warp slots summed in a fixed order: deterministic. */
+template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_tiles() { /* bytes of the V-loop tiles */
+    return (int)sizeof(E) * (4 * SSM__DL_C * 40 + KP * 40);
+}
+template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_region() { /* ... or of sY and sAf over them */
+    return ssm__dl_bwc_tiles<E, KP>() > (int)sizeof(E) * SSM__DL_C * (SSM__DL_C + 8) + 4 * SSM__DL_C * (SSM__DL_C + 1)
+               ? ssm__dl_bwc_tiles<E, KP>()
+               : (int)sizeof(E) * SSM__DL_C * (SSM__DL_C + 8) + 4 * SSM__DL_C * (SSM__DL_C + 1);
+}
+template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_smem() {
+    return (int)sizeof(E) * (3 * SSM__DL_C * (KP + 8) + 3 * SSM__DL_C * (SSM__DL_C + 8)) + ssm__dl_bwc_region<E, KP>() +
+           4 * (13 * SSM__DL_C + 16);
+}
+/* CTAs per SM the kernel is compiled for (registers capped to match): as many as the shared memory
+   lets in, up to 3 (16-bit K = 128 fits 2 at 113 KB; one CTA of 8 warps left the SM waiting on the
+   chain of syncs). 228 KB per SM, 1 KB of it reserved per CTA. */
+template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_min() {
+    return 3 * (ssm__dl_bwc_smem<E, KP>() + 1024) <= 228 * 1024 ? 3 : 2 * (ssm__dl_bwc_smem<E, KP>() + 1024) <= 228 * 1024 ? 2 : 1;
+}
 template <class E, int KP>
-__global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_chunk_kernel(ssm__dl_args a, ssm__dl_ws<E> ws) {
+__global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__dl_bwd_chunk_kernel(ssm__dl_args a, ssm__dl_ws<E> ws) {
     constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, VW = 32, LW = VW + 8, KPC = KP < 64 ? KP : 64;
     constexpr int WNT = KP / 16, PNT = KPC / 16; /* n8 tiles: dW (16 x KP/2), phase B (16 x KPC/2) */
+    static_assert(KPC <= C && ssm__dl_bwc_tiles<E, KP>() == (int)sizeof(E) * (4 * C + KP) * LW, "tile layout");
     extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
     const int64_t gc = blockIdx.x;
     const int h = blockIdx.y, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
@@ -5341,11 +5360,12 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_chunk_kernel(ssm__dl_a
     const int64_t t0 = sq.t0 + c * C, ch = gc * a.H + h;
     const int len = (int)min((int64_t)C, sq.len - c * C), VP = ws.VP;
     E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sdW = sK + C * LK, *sT = sdW + C * LK, *sD = sT + C * LC;
+    /* The V-loop tiles; between the two loops sY = T^T dT and the f32 sAf live over them, and
+       phase B's dS tile over phase A's dv_new tile: 113 KB instead of 135 at K = 128. */
     E *sX = sD + C * LC, *tO = sX + C * LC, *tVn = tO + C * LW, *tdVn = tVn + C * LW, *tV = tdVn + C * LW;
-    E *sY = tO; /* T^T dT lives between the two V loops, over their tiles */
-    static_assert(4 * LW >= LC, "sY fits over the V-loop tiles");
-    E *tSa = tV + C * LW, *tSb = tSa + KP * LW;
-    float *sAf = (float *)(tSb + KPC * LW), *sb = sAf + C * (C + 1), *sg = sb + C, *seg = sg + C;
+    E *sY = tO, *tSa = tV + C * LW, *tSb = tdVn;
+    float *sAf = (float *)(tO + C * LC);
+    float *sb = (float *)((unsigned char *)tO + ssm__dl_bwc_region<E, KP>()), *sg = sb + C, *seg = sg + C;
     float *dbeta = seg + C, *dgam = dbeta + C, *rb = dgam + C; /* rb: [4 quantities][2 column groups][C] */
     float *red = rb + 8 * C;                                 /* [8] */
     const int om0 = (w & 3) * 16, cg = w >> 2;
@@ -5363,10 +5383,6 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_chunk_kernel(ssm__dl_a
     ssm__dl_wait<0>();
     __syncthreads();
     const float glast = sg[len - 1], scale = a.scale;
-    /* Gamma * K K^T, strictly lower (A without beta) */
-    ssm__dl_gemm<C, C, KP, false, true>(sK, LK, sK, LK, [&](int i, int j, float x) {
-        sAf[i * (C + 1) + j] = i > j ? x * __expf(sg[i] - sg[j]) : 0.f;
-    });
 
     /* ---- phase A: reductions over V ---- */
     float P1[4][4], P2[4][4], dWm[WNT][4], dvb_acc = 0.f;
@@ -5418,6 +5434,10 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_chunk_kernel(ssm__dl_a
     });
     __syncthreads();
     for (int i = tid; i < C; i += blockDim.x) dbeta[i] += rb[i] + rb[C + i]; /* v . dVb */
+    /* Gamma * K K^T, strictly lower (A without beta), over the dead V-loop tiles */
+    ssm__dl_gemm<C, C, KP, false, true>(sK, LK, sK, LK, [&](int i, int j, float x) {
+        sAf[i * (C + 1) + j] = i > j ? x * __expf(sg[i] - sg[j]) : 0.f;
+    });
     {   /* dT = (P2 + e^g_j dW K^T) diag(beta) */
         float Z[4][4];
         ssm__dl_zero(Z);
@@ -5546,11 +5566,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_chunk_kernel(ssm__dl_a
         for (int i = tid; i < len; i += blockDim.x)
             ssm__dl_st(a.dbeta, a.bdt, sq.b * a.dbs[0] + (t0 + i) * a.dbs[1] + h * a.dbs[2], dbeta[i]);
 }
-template <class E, int KP> static size_t ssm__dl_bwd_chunk_smem() {
-    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, LW = 40, KPC = KP < 64 ? KP : 64;
-    return sizeof(E) * ((size_t)3 * C * LK + 3 * (size_t)C * LC + 4 * (size_t)C * LW + (size_t)(KP + KPC) * LW) +
-           sizeof(float) * ((size_t)C * (C + 1) + 5 * C + 8 * C + 16);
-}
+template <class E, int KP> static size_t ssm__dl_bwd_chunk_smem() { return (size_t)ssm__dl_bwc_smem<E, KP>(); }
 
 /* ---- decode step (T = 1): one CTA per (sequence, head, 64 columns of V), 256 threads ---------
    Thread (r, c4): rows r, r+16, ... and columns 4 c4 .. 4 c4 + 3, so a warp reads 2 rows x 256
@@ -5833,6 +5849,9 @@ static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, c
     ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
     size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
     if (!ssm__dl_smem_ok(ssm__dl_bwd_chunk_kernel<E, KP>, smc, optin)) return -1;
+    /* a hint: the whole carveout as shared memory, so ssm__dl_bwc_min CTAs fit per SM */
+    (void)cudaFuncSetAttribute(ssm__dl_bwd_chunk_kernel<E, KP>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               cudaSharedmemCarveoutMaxShared);
     if (!a0.dout && cudaMemsetAsync(w.dop, 0, (size_t)s.nc * a0.H * SSM__DL_C * s.VP * sizeof(E), st) != cudaSuccess)
         return -1;
     if (ssm__dl_prep_go<E, KP>(a0, s, w, 1, optin, st)) return -1;
@@ -5845,7 +5864,7 @@ static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, c
     return rc;
 }
 /* The chunked forward / backward: 0, or -1 when this dtype and size do not fit the kernels
-   (f32 keys beyond 128, or beyond 64 for the backward: their tiles exceed shared memory). */
+   (f32 keys beyond 128: their tiles exceed shared memory). */
 static int ssm__dl_forward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
     if (a.dt == 0) {
         switch (s.KP) {
@@ -5868,8 +5887,12 @@ static int ssm__dl_forward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s
 }
 static int ssm__dl_backward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
     if (a.dt == 0) {
-        if (s.KP > 64) return -1;
-        return s.KP == 32 ? ssm__dl_backward_kp<float, 32>(a, s, ws, optin, st) : ssm__dl_backward_kp<float, 64>(a, s, ws, optin, st);
+        switch (s.KP) {
+        case 32: return ssm__dl_backward_kp<float, 32>(a, s, ws, optin, st);
+        case 64: return ssm__dl_backward_kp<float, 64>(a, s, ws, optin, st);
+        case 128: return ssm__dl_backward_kp<float, 128>(a, s, ws, optin, st);
+        default: return -1;
+        }
     }
 #define SSM__DL_KPS(E)                                                      \
     switch (s.KP) {                                                         \
@@ -5934,8 +5957,8 @@ static int ssm__dl_vec_ok(const ssm__dl_args &a, const ssm_tensor *const *ts, in
     }
     return 1;
 }
-static int ssm__dl_chunked_fits(const ssm_delta_plan *p, int bwd) {
-    if (p->dtype.bits == 32) return ssm__dl_kp((int)p->K) <= (bwd ? 64 : 128);
+static int ssm__dl_chunked_fits(const ssm_delta_plan *p) { /* forward and backward alike */
+    if (p->dtype.bits == 32) return ssm__dl_kp((int)p->K) <= 128;
     return 1;
 }
 static int ssm__dl_supported(const ssm_delta_plan *p) {
@@ -6014,7 +6037,7 @@ static ssm_result ssm__dl_stage_cu(ssm_ctx *ctx, const ssm_delta_plan *p, const 
 
 static ssm_delta_method ssm__cu_delta_pick(const ssm_ctx *ctx, const ssm_delta_plan *p) {
     (void)ctx;
-    if (!ssm__dl_chunked_fits(p, 0)) return SSM_DELTA_RECURRENT;
+    if (!ssm__dl_chunked_fits(p)) return SSM_DELTA_RECURRENT;
     return p->max_len * p->n_h >= SSM__DL_C ? SSM_DELTA_CHUNKED : SSM_DELTA_RECURRENT;
 }
 static ssm_result ssm__cu_delta_workspace(const ssm_ctx *ctx, const ssm_delta_plan *p, int pass, size_t *bytes) {
@@ -6023,7 +6046,7 @@ static ssm_result ssm__cu_delta_workspace(const ssm_ctx *ctx, const ssm_delta_pl
         *bytes = ssm__dl_xbytes(p, 0, NULL, 0, NULL);
         return SSM_OK;
     }
-    int chunked = pass == 1 || (p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p, 0));
+    int chunked = pass == 1 || (p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p));
     *bytes = ssm__dl_plan_sizes(ctx, p, chunked, pass == 1).bytes + ssm__dl_xbytes(p, pass == 1, NULL, 0, NULL);
     return SSM_OK;
 }
@@ -6040,7 +6063,7 @@ static ssm_result ssm__cu_delta_forward(ssm_ctx *ctx, const ssm_delta_plan *p, c
     a.h0 = s0 ? s0->data : NULL, a.o = o->data, a.hT = sT ? sT->data : NULL;
     const ssm_tensor *vt[3] = {q, k, v};
     a.vec = ssm__dl_vec_ok(a, vt, 3, ssm__cu_esize(p->dtype));
-    const int chunked = p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p, 0);
+    const int chunked = p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p);
     ssm__dl_sizes s = ssm__dl_plan_sizes(ctx, p, chunked, 0);
     char *ws = NULL;
     ssm__dl_xbuf x;
@@ -6066,7 +6089,7 @@ static ssm_result ssm__cu_delta_backward(ssm_ctx *ctx, const ssm_delta_plan *p, 
                                          ssm_tensor *dbeta, ssm_tensor *dg, ssm_tensor *ds0) {
     static const char *op = "ssm_delta_backward";
     /* the chunked backward serves both methods (the same gradients; the token loop has none) */
-    if (!ssm__dl_supported(p) || !ssm__dl_chunked_fits(p, 1)) return SSM__NOT_MINE;
+    if (!ssm__dl_supported(p) || !ssm__dl_chunked_fits(p)) return SSM__NOT_MINE;
     ssm__cu_state *st = ssm__cu_st(ctx);
     ssm__cu_device_guard guard(st->device);
     ssm__dl_args a = ssm__dl_args_of(p);

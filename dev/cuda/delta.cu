@@ -535,8 +535,11 @@ static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes 
            KP, tf[0][0], tf[0][1], tf[1][0], tf[1][1], tbs[0][0], tbs[0][1], tbs[1][0], tbs[1][1]);
     size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
     double tbc = time_ms([&] { ssm__dl_bwd_chunk_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc>>>(ab, w); });
+    int occ = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__dl_bwd_chunk_kernel<E, KP>, SSM__DL_NT, smc));
     printf("# split D%d vb%d: prep tc-solve %.4f ms, prep scalar-block %.4f ms, prep column %.4f ms, "
-           "bwd chunk grads %.4f ms; full fwd %.4f ms, fwd+bwd %.4f ms\n", KP, s.VB, tp[0], tp[1], tp[2], tbc, ms, msb);
+           "bwd chunk grads %.4f ms (%zu B smem, %d CTAs/SM); full fwd %.4f ms, fwd+bwd %.4f ms\n", KP, s.VB, tp[0], tp[1],
+           tp[2], tbc, smc, occ, ms, msb);
 }
 
 static const char *COMMIT = "unknown";
@@ -556,7 +559,10 @@ static void bench(int argc, char **argv) {
     char date[32];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-    for (auto sh : shapes) {
+    const char *pick = getenv("DELTA_SHAPES"); /* e.g. "0,1,4": a subset of the shapes (indices) */
+    for (int si = 0; si < 5; ++si) {
+        if (pick && !strchr(pick, '0' + si)) continue;
+        const shp sh = shapes[si];
         const int dt = 2;
         int64_t ntok = (int64_t)sh.B * sh.T * sh.H;
         void *q = drand(dt, ntok * sh.D, -1, 1, 11), *k = drand(dt, ntok * sh.D, -sqrtf(3.f / sh.D), sqrtf(3.f / sh.D), 12);
@@ -609,6 +615,7 @@ static void bench(int argc, char **argv) {
             double msb = time_ms([&] { dl_forward_chunked(a, s, ws, 0); dl_backward(ab, s, ws, 0); });
             /* fwd+bwd bytes: q,k,v,beta,o once forward; q,k,v,dout in, dq,dk,dv out backward */
             double floor_b = std::max((bytes + 7.0 * ntok * D * 2) / bw, (fl_fwd + fl_bwd) / fr);
+            if (gated == 0 && sh.seqs == 0 && sh.D == 32) split<32>(a, ab, s, ws, ms, msb);
             if (gated == 0 && sh.seqs == 0 && sh.D == 64) split<64>(a, ab, s, ws, ms, msb);
             if (gated == 0 && sh.seqs == 0 && sh.D == 128 && sh.B == 4) split<128>(a, ab, s, ws, ms, msb);
             printf("{\"op\": \"%s\", \"impl\": \"ours:chunked\", \"backend\": \"cuda\", \"dtype\": \"bf16\", \"shape\": "

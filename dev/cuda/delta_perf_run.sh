@@ -7,18 +7,21 @@ export SSM_COMMIT=$(cat build/.commit 2>/dev/null || echo unknown)
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; echo "commit $SSM_COMMIT"; } > "$OUT/env.log"
 t0=$(date +%s)
 mkdir -p build && make -j16 COMMIT="$SSM_COMMIT" build/dev_delta build/test_cuda build/cuda_delta > "$OUT/build.log" 2>&1; echo "build rc=$? $(( $(date +%s) - t0 )) s" >> "$OUT/env.log"
-[ "${CHECK:-1}" = 1 ] && (timeout 120 ./build/dev_delta check; echo "check rc=$?") > "$OUT/check.log" 2>&1
-(SSM_TEST_CUDA_ONLY=${TEST_ONLY:-delta} timeout 150 ./build/test_cuda; echo "test_cuda rc=$?") > "$OUT/test_cuda.log" 2>&1
-[ "${DEVBENCH:-1}" = 1 ] && { timeout 120 ./build/dev_delta ${DEVBENCH_ARGS:-bench} > "$OUT/bench_ours.jsonl" 2>&1; echo "# rc=$?" >> "$OUT/bench_ours.jsonl"; }
+[ "${CHECK:-1}" = 1 ] && (timeout ${CHECK_TIMEOUT:-120} ./build/dev_delta check; echo "check rc=$?") > "$OUT/check.log" 2>&1
+(SSM_TEST_CUDA_ONLY=${TEST_ONLY:-delta} timeout ${TEST_TIMEOUT:-150} ./build/test_cuda; echo "test_cuda rc=$?") > "$OUT/test_cuda.log" 2>&1
+[ "${DEVBENCH:-1}" = 1 ] && { timeout ${DEVBENCH_TIMEOUT:-120} ./build/dev_delta ${DEVBENCH_ARGS:-bench} > "$OUT/bench_ours.jsonl" 2>&1; echo "# rc=$?" >> "$OUT/bench_ours.jsonl"; }
 if [ -n "${EXTRA_CMD:-}" ]; then bash -c "$EXTRA_CMD" > "$OUT/extra.log" 2>&1; echo "extra rc=$?" >> "$OUT/extra.log"; fi
-W=../../.whl
+W=${WHL:-../../.whl}    # fla wheels; TRITON_TGZ: a Triton cache from an earlier run (saved below)
 if [ -d $W ] && [ "${FLA:-1}" = 1 ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $W/*.whl >> "$OUT/env.log" 2>&1
-    [ -f ../../triton_cache.tgz ] && mkdir -p ~/.triton && tar xzf ../../triton_cache.tgz -C ~/.triton
+    T=${TRITON_TGZ:-../../triton_cache.tgz}
+    [ -f $T ] && mkdir -p ~/.triton && tar xzf $T -C ~/.triton
     export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 fi
-(timeout ${BENCH_TIMEOUT:-240} make --no-print-directory COMMIT="$SSM_COMMIT" bench-cuda-delta; echo "bench-cuda-delta rc=$?") > "$OUT/bench_delta.log" 2>&1
+BT=${BENCH_TIMEOUT:-$(( ${BUDGET:-330} - ($(date +%s) - t0) ))}; [ $BT -lt 30 ] && BT=30   # what is left of BUDGET s
+(timeout $BT make --no-print-directory COMMIT="$SSM_COMMIT" bench-cuda-delta; echo "bench-cuda-delta rc=$?") > "$OUT/bench_delta.log" 2>&1
 cp bench/results/cuda_delta.jsonl "$OUT/cuda_delta.jsonl" 2>/dev/null
+[ -d ~/.triton/cache ] && tar czf "$OUT/triton_cache.tgz" -C ~/.triton cache 2>/dev/null
 echo "== summary $(( $(date +%s) - t0 )) s"
 cat "$OUT/env.log"; tail -3 "$OUT/build.log"
 grep -E "FAIL|passed|rc=" "$OUT/check.log" | tail -12
