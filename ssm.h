@@ -3394,6 +3394,12 @@ SSMDEF ssm_result ssm_bell_topology_step(ssm_ctx *ctx, ssm_bell_topology *topo, 
         return SSM_OK;
     }
     if (!device) SSM__TRY(ssm_ctx_workspace(ctx, ssm__bell_topo_ws(topo, s.B), (void **)&scratch));
+    else { /* the device index is checked on its host copy before the hook averages any score */
+        ssm_bell_topology_report probe;
+        memset(&probe, 0, sizeof probe);
+        SSM__TRY(ctx->backend->bell_topology_step(ctx, &plan, topo, global_step, 0, 0, values, col_idx, t_offsets, t_slots,
+                                                  opt_states, n_opt, &probe));
+    }
     if (cfg->allreduce) { /* every rank selects from the same (reduced) scores */
         ssm_result r1 = cfg->allreduce(cfg->allreduce_user, topo->keep_score, s.R * s.K), r2 = SSM_OK;
         if (r1 == SSM_OK) r2 = cfg->allreduce(cfg->allreduce_user, topo->grow_score, s.R * s.C);

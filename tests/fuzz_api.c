@@ -176,6 +176,17 @@ typedef struct fcall {
 
 static ssm_tensor *P(fcall *c, int i) { return c->a[i].null_ptr ? NULL : &c->a[i].t; }
 static ssm_result run_ws(ssm_ctx *x, fcall *c);
+#ifdef SSM_FUZZ_CUDA
+/* whether any float tensor of the call has that many bits (a mutation or an optimizer state
+   can differ from the call's dtype) */
+static int has_float_bits(const fcall *c, int bits) {
+    int i;
+    for (i = 0; i < c->na; ++i)
+        if ((c->a[i].t.dtype.code == SSM_DTYPE_FLOAT || c->a[i].t.dtype.code == SSM_DTYPE_BFLOAT) && c->a[i].t.dtype.bits == bits)
+            return 1;
+    return 0;
+}
+#endif
 static ssm_result run_dl_ws(ssm_ctx *x, fcall *c);
 
 static int blk_new(fcall *c, size_t bytes, int poison) {
@@ -535,9 +546,10 @@ static void run_both(ssm_ctx *c1, ssm_ctx *c2, fcall *c, runfn fn, int compare) 
         /* calls the reference refuses by dtype have nothing to compare with: 16-bit ones, and
            any the CUDA backend refuses too (for a reason it checks first: the order of checks
            differs once a dtype is legal there) */
-        if (r1 == SSM_ERROR_INVALID_DTYPE && (c->dt.bits == 16 || r2 != SSM_OK)) return;
-        /* both refuse, one by dtype (f64 on CUDA): the order of checks differs, nothing is written */
-        if (r2 == SSM_ERROR_INVALID_DTYPE && r1 != SSM_OK) return;
+        if (r1 == SSM_ERROR_INVALID_DTYPE && (c->dt.bits == 16 || has_float_bits(c, 16) || r2 != SSM_OK)) return;
+        /* both refuse, one by dtype (f64 on CUDA): the order of checks differs, nothing is written;
+           an f64 tensor beside f32 ones (optimizer states may differ) is refused by capability too */
+        if (r2 == SSM_ERROR_INVALID_DTYPE && (r1 != SSM_OK || has_float_bits(c, 64))) return;
         /* workspace figures differ by backend (the reference works in row blocks, CUDA passes hold
            whole M x N scratch): one may overflow size_t where the other does not; run_ws holds
            the CUDA answer to its own lower bound, so a wrapped figure is still found */
@@ -1485,7 +1497,7 @@ static void one_iteration(uint64_t seed, uint64_t iter) {
     }
 #ifdef SSM_FUZZ_CUDA
     if (op == OP_WS || op == OP_DL_WS) compare = 0; /* device workspace bytes are the backend's own */
-    device_contents = op == OP_DL_F || op == OP_DL_B || op == OP_BELL_F || op == OP_BELL_B;
+    device_contents = op == OP_DL_F || op == OP_DL_B || op == OP_BELL_F || op == OP_BELL_B || op == OP_TOPO;
 #endif
     describe(&c);
     if (verbose) fprintf(stderr, "[%llu] %s\n", (unsigned long long)iter, cur_what);
