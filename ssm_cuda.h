@@ -3416,6 +3416,18 @@ __global__ void ssm__bt_tile_kernel(const void *v, int64_t s0, int64_t s1, int64
     }
 }
 
+/* What observe and step both need: the scores on the context's device, tiles the kernels take. */
+static ssm_result ssm__bt_usable(ssm_ctx *ctx, const char *op, const ssm_bell_plan *p, const ssm__bt_state *b) {
+    const int device = ssm__cu_st(ctx)->device;
+    if (b->device != device)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: the topology's scores are on cuda:%d, the context works on cuda:%d",
+                             op, b->device, device);
+    if (p->B > SSM__BT_MAXB)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the CUDA topology takes B <= %d, got B = %lld", op,
+                             SSM__BT_MAXB, (long long)p->B);
+    return SSM_OK;
+}
+
 static ssm_result ssm__cu_bell_topology_observe(ssm_ctx *ctx, const ssm_bell_plan *p, ssm_bell_topology *topo,
                                                 const ssm_tensor *x, const ssm_tensor *dy, const ssm_tensor *dvalues) {
     static const char *op = "ssm_bell_topology_observe";
@@ -3425,12 +3437,7 @@ static ssm_result ssm__cu_bell_topology_observe(ssm_ctx *ctx, const ssm_bell_pla
     const int64_t nb = p->C + p->R, RK = p->R * p->K;
     const int dt = ssm__cu_dt(p->dtype);
     const double ak = topo->config.keep_alpha, ag = topo->config.grow_alpha;
-    if (b->device != st->device)
-        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: the topology's scores are on cuda:%d, the context works on cuda:%d",
-                             op, b->device, st->device);
-    if (p->B > SSM__BT_MAXB)
-        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the CUDA topology takes B <= %d, got B = %lld", op,
-                             SSM__BT_MAXB, (long long)p->B);
+    SSM__TRY(ssm__bt_usable(ctx, op, p, b));
     ssm__bt_lanes_kernel<<<ssm__cu_blocks(nb * SSM_BELL_OBS_LANES), 256, 0, st->stream>>>(
         x->data, x->strides[0], x->strides[1], dy->data, dy->strides[0], dy->strides[1], p->C, nb, p->N, (int)p->B, dt,
         b->part);
@@ -3550,12 +3557,7 @@ static ssm_result ssm__cu_bell_topology_step(ssm_ctx *ctx, const ssm_bell_plan *
     cudaStream_t s = st->stream;
     int64_t r, k, j;
     int o;
-    if (b->device != st->device)
-        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DEVICE, "%s: the topology's scores are on cuda:%d, the context works on cuda:%d",
-                             op, b->device, st->device);
-    if (p->B > SSM__BT_MAXB)
-        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: the CUDA topology takes B <= %d, got B = %lld", op,
-                             SSM__BT_MAXB, (long long)p->B);
+    SSM__TRY(ssm__bt_usable(ctx, op, p, b));
     if (!rep) return SSM_OK;
     ssm__bt_col_kernel<<<ssm__cu_blocks(RK), 256, 0, s>>>((int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R,
                                                           K, b->col, 0);
