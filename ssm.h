@@ -379,8 +379,8 @@ SSMDEF ssm_result ssm_bell_checksum(ssm_ctx *ctx, const ssm_tensor *col_idx, uin
    runs the same selection code (ssm_bell_topology_select_row), then moves values and
    optimizer states and rebuilds the transposed index on the device. The same inputs give
    the same topology, bit for bit, on every backend. The hook then gets device pointers
-   (ssm_cuda.h's NCCL hook averages them on the device); col_idx contents are checked on the
-   host after the hook ran (a bad index leaves the layer unchanged, the scores reduced).
+   (ssm_cuda.h's NCCL hook averages them on the device); col_idx contents are checked on a
+   host copy before the hook runs (a bad index leaves the layer and the scores unchanged).
    ------------------------------------------------------------------------------------------ */
 #define SSM_BELL_OBS_LANES 256
 typedef enum ssm_bell_drop_score {
