@@ -8,6 +8,7 @@
 int cases_gpu;
 const char *cases_label;
 int cases_variant = -1;
+int cases_shard, cases_shards;
 
 /* ---- shared helpers ---- */
 static double *vec(int64_t n) { return (double *)calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
@@ -1494,6 +1495,7 @@ void cases_run(unsigned dtypes, int op) {
     unsigned bit;
     const op_case *rows = cases_table(&n);
     char name[256];
+    static long seen; /* (row, dtype) pairs met so far, over every call: the shard index */
     for (i = 0; i < n; ++i) {
         if (op >= 0 && (int)rows[i].op != op) continue;
         if (cases_variant >= 0 && rows[i].variant != cases_variant) continue;
@@ -1501,6 +1503,7 @@ void cases_run(unsigned dtypes, int op) {
         for (bit = 1; bit <= CASE_BF16; bit <<= 1) {
             ssm_dtype dt = dtype_of(bit);
             if (!(rows[i].dtypes & dtypes & bit)) continue;
+            if (cases_shards > 1 && seen++ % cases_shards != cases_shard) continue;
             case_name(&rows[i], dt, name, sizeof name);
             test_begin(name);
             case_ops[rows[i].op].run(&rows[i], dt);

@@ -247,6 +247,13 @@ static void bell_case_run(ssm_ctx *cu, ssm_ctx *ref, const bell_case *c) {
     test_end();
 }
 
+/* Under SSM_TEST_CUDA_SHARD=i/n (main) the suites and cases outside the table are dealt out in
+   turn like the table's rows: the next one is this process's when shard_take() says so. */
+static int shard_take(void) {
+    static long seen;
+    return cases_shards <= 1 || seen++ % cases_shards == cases_shard;
+}
+
 static void suite_cuda_bell(ssm_ctx *cu, ssm_ctx *ref) {
     const ssm_dtype dts[3] = {SSM_F32, SSM_F16, SSM_BF16};
     static const int64_t Ns[3] = {1, 37, 1031}, Bs[3] = {16, 32, 64};
@@ -639,33 +646,33 @@ static void suite_cuda_delta(ssm_ctx *cu, ssm_ctx *ref) {
             c.gated = k % 2, c.use_s0 = k % 3 != 1, c.use_sT = k % 4 != 2;
             c.layout = k % 5 == 3 ? LAYOUT_PADDED : LAYOUT_CONTIGUOUS, c.cu_dev = 0, c.gmin = -0.5;
             if (c.K * c.V > 64 * 64 && c.T > 100) c.T = 70;
-            delta_case(cu, ref, &c);
+            if (shard_take()) delta_case(cu, ref, &c);
         }
     for (int di = 0; di < 3; ++di) { /* varlen (host i64 and device i32 offsets), strong gates, recurrent */
         dl_case c;
         c.dt = dts[di], c.method = SSM_DELTA_CHUNKED, c.B = 1, c.T = 0, c.H = 2, c.K = 64, c.V = 64;
         c.gated = 1, c.use_s0 = 1, c.use_sT = 1, c.layout = LAYOUT_CONTIGUOUS, c.cu_dev = di == 1, c.gmin = -0.5;
         c.lens = {17, 100, 1, 64, 130};
-        delta_case(cu, ref, &c);
+        if (shard_take()) delta_case(cu, ref, &c);
         c.lens.clear(), c.B = 1, c.T = 128, c.gmin = -20; /* strong gates stay finite */
-        if (di != 1) delta_case(cu, ref, &c);
+        if (di != 1 && shard_take()) delta_case(cu, ref, &c);
         c.gmin = -0.5, c.method = SSM_DELTA_RECURRENT, c.T = 90, c.K = 32, c.V = 96, c.layout = LAYOUT_PADDED;
-        delta_case(cu, ref, &c);
+        if (shard_take()) delta_case(cu, ref, &c);
     }
     for (int di = 0; di < 3; ++di) { /* DeltaProduct: n_h = 2, 3 sub-tokens per token; varlen; recurrent */
         dl_case c;
         c.dt = dts[di], c.method = SSM_DELTA_CHUNKED, c.B = 2, c.T = 77, c.H = 2, c.K = 64, c.V = 48, c.nh = 2;
         c.gated = di != 1, c.use_s0 = 1, c.use_sT = 1, c.layout = di == 2 ? LAYOUT_PADDED : LAYOUT_CONTIGUOUS;
         c.cu_dev = 0, c.gmin = -0.5;
-        delta_case(cu, ref, &c);
+        if (shard_take()) delta_case(cu, ref, &c);
         c.nh = 3, c.B = 1, c.T = 0, c.K = 32, c.V = 32, c.lens = {40, 5, 33}, c.cu_dev = di == 0;
-        delta_case(cu, ref, &c);
+        if (shard_take()) delta_case(cu, ref, &c);
         c.lens.clear(), c.B = 2, c.T = 9, c.method = SSM_DELTA_RECURRENT, c.K = 48, c.V = 40;
-        delta_case(cu, ref, &c);
+        if (shard_take()) delta_case(cu, ref, &c);
     }
     for (int di = 0; di < 3; ++di) {
-        delta_step_case(cu, ref, dts[di], 5, 3, 128, 128, 1);
-        delta_step_case(cu, ref, dts[di], 3, 2, 40, 100, 0);
+        if (shard_take()) delta_step_case(cu, ref, dts[di], 5, 3, 128, 128, 1);
+        if (shard_take()) delta_step_case(cu, ref, dts[di], 3, 2, 40, 100, 0);
     }
 }
 
@@ -864,6 +871,15 @@ static void suite_cuda_workspace(ssm_ctx *cu) {
 int main(void) {
     int count = 0;
     ssm_cuda_config cc = ssm_cuda_config_init();
+    /* SSM_TEST_CUDA_SHARD=i/n runs shard i of n (every n-th table row, from row i; the other suites
+       dealt out the same way) and skips the CPU half: n processes side by side under
+       compute-sanitizer cover every CUDA row once, in about 1/n of the time. */
+    const char *shard = getenv("SSM_TEST_CUDA_SHARD");
+    if (shard && (sscanf(shard, "%d/%d", &cases_shard, &cases_shards) != 2 || cases_shards < 1 || cases_shard < 0 ||
+                  cases_shard >= cases_shards)) {
+        fprintf(stderr, "SSM_TEST_CUDA_SHARD=%s: expected i/n with 0 <= i < n\n", shard);
+        return 2;
+    }
     /* SSM_TEST_CUDA_ONLY=decay|linrec|bell|delta|proj runs the table's rows of that op on CUDA (and the
        error suite) alone: the short runs under compute-sanitizer. Unset: the CPU suites and
        table first, then every CUDA suite; the tally below counts both. */
@@ -872,7 +888,7 @@ int main(void) {
     const int bell = !only || !strcmp(only, "bell");
     const int delta = !only || !strcmp(only, "delta");
     const int proj = !only || !strcmp(only, "proj");
-    if (!only) ssm_test_cpu_main();
+    if (!only && !shard) ssm_test_cpu_main();
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("no CUDA device: CUDA tests not run\n%d passed, %d failed\n", test_passed, test_failed);
         return test_failed ? 1 : 0;
@@ -888,8 +904,8 @@ int main(void) {
     cases_gpu = 1;
     {
         ssm_ctx *cu = test_ctx();
-        suite_cuda_errors(cu);
-        suite_cuda_workspace(cu);
+        if (shard_take()) suite_cuda_errors(cu);
+        if (shard_take()) suite_cuda_workspace(cu);
         ssm_ctx_destroy(cu);
     }
     /* the decay scan's two kernels: by shape (mostly look-back at these sizes), then the
@@ -917,15 +933,15 @@ int main(void) {
     }
     if (delta) {
         ssm_ctx *cu = cuda_ctx(), *ref = ref_ctx();
-        suite_cuda_delta(cu, ref);
+        suite_cuda_delta(cu, ref); /* its cases are dealt out one by one */
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }
     if (bell) {
         ssm_ctx *cu = cuda_ctx(), *ref = ref_ctx();
         cases_run(CASE_CUDA_DTYPES, CASE_BELL); /* rows with B outside 16/32/64 are declined (skipped) */
-        suite_cuda_bell(cu, ref);
-        suite_cuda_bell_topology(cu, ref);
+        if (shard_take()) suite_cuda_bell(cu, ref);
+        if (shard_take()) suite_cuda_bell_topology(cu, ref);
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }
