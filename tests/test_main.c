@@ -36,8 +36,11 @@ double test_normal(void) {
 }
 
 void test_begin(const char *name) {
+    static int trace = -1; /* SSM_TEST_TRACE set: each case's name on stderr as it starts (slow runs under tools) */
     unsigned long long h = 1469598103934665603ull;
     const char *p;
+    if (trace < 0) trace = getenv("SSM_TEST_TRACE") != NULL;
+    if (trace) fprintf(stderr, "[case] %s\n", name);
     for (p = name; *p; ++p) h = (h ^ (unsigned char)*p) * 1099511628211ull;
     test_case_name = name;
     test_failures_in_case = 0;
