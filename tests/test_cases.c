@@ -9,6 +9,7 @@ int cases_gpu;
 const char *cases_label;
 int cases_variant = -1;
 int cases_shard, cases_shards;
+const char *cases_exclude;
 
 /* ---- shared helpers ---- */
 static double *vec(int64_t n) { return (double *)calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
@@ -1505,6 +1506,7 @@ void cases_run(unsigned dtypes, int op) {
             if (!(rows[i].dtypes & dtypes & bit)) continue;
             if (cases_shards > 1 && seen++ % cases_shards != cases_shard) continue;
             case_name(&rows[i], dt, name, sizeof name);
+            if (cases_exclude && strstr(name, cases_exclude)) continue;
             test_begin(name);
             case_ops[rows[i].op].run(&rows[i], dt);
             test_end();
