@@ -4552,7 +4552,8 @@ typedef struct ssm__dl_args {
     int variant; /* bit 0: the column-by-column UT solve (1.5x slower); bit 1: the blocked solve's block
                     products on scalar FMAs instead of 3xTF32 mma; bit 2: the sequential passes single-
                     buffered; bit 3: double-buffered whenever it fits (dev/cuda/delta.cu times them) */
-    int svec;    /* f32 states with unit column stride and 16-byte aligned rows: float4 access */
+    int svec;    /* states with unit column stride, rows and strides in whole aligned groups of 4
+                    elements: one 16-byte (f32) or 8-byte (16-bit) access per 4 columns */
     float scale;
     /* backward: dout, dsT in; dq, dk, dv, dbeta, dg, ds0 out (each may be NULL) */
     const void *dout, *dhT;
@@ -4572,6 +4573,37 @@ __device__ __forceinline__ void ssm__dl_st(void *p, int dt, int64_t i, float v) 
     if (dt == 0) ((float *)p)[i] = v;
     else if (dt == 1) ((__half *)p)[i] = __float2half_rn(v);
     else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+}
+/* Four consecutive elements (16-byte aligned f32, 8-byte aligned f16/bf16) in one access. */
+__device__ __forceinline__ void ssm__dl_ld4(const void *p, int dt, int64_t i, float (&x)[4]) {
+    if (dt == 0) {
+        const float4 v = *(const float4 *)((const float *)p + i);
+        x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+        return;
+    }
+    union {
+        uint2 u;
+        __half2 h[2];
+        __nv_bfloat162 b[2];
+    } v;
+    v.u = *(const uint2 *)((const unsigned short *)p + i);
+    const float2 lo = dt == 1 ? __half22float2(v.h[0]) : __bfloat1622float2(v.b[0]);
+    const float2 hi = dt == 1 ? __half22float2(v.h[1]) : __bfloat1622float2(v.b[1]);
+    x[0] = lo.x, x[1] = lo.y, x[2] = hi.x, x[3] = hi.y;
+}
+__device__ __forceinline__ void ssm__dl_st4(void *p, int dt, int64_t i, const float (&x)[4]) {
+    if (dt == 0) {
+        *(float4 *)((float *)p + i) = make_float4(x[0], x[1], x[2], x[3]);
+        return;
+    }
+    union {
+        uint2 u;
+        __half2 h[2];
+        __nv_bfloat162 b[2];
+    } v;
+    if (dt == 1) v.h[0] = __floats2half2_rn(x[0], x[1]), v.h[1] = __floats2half2_rn(x[2], x[3]);
+    else v.b[0] = __floats2bfloat162_rn(x[0], x[1]), v.b[1] = __floats2bfloat162_rn(x[2], x[3]);
+    *(uint2 *)((unsigned short *)p + i) = v.u;
 }
 template <class E> __device__ __forceinline__ E ssm__dl_cv(float x);
 template <> __device__ __forceinline__ float ssm__dl_cv<float>(float x) { return x; }
@@ -5595,9 +5627,8 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
     for (int i = 0; i < RPT; ++i) {
         const int r = r0 + 16 * i;
         if (sv4) {
-            const float4 x = (a.h0 && r < a.K) ? *(const float4 *)((const float *)a.h0 + hs + r * a.h0s[2] + v0 + c0)
-                                              : make_float4(0.f, 0.f, 0.f, 0.f);
-            S[i][0] = x.x, S[i][1] = x.y, S[i][2] = x.z, S[i][3] = x.w;
+            if (a.h0 && r < a.K) ssm__dl_ld4(a.h0, a.sdt, hs + r * a.h0s[2] + v0 + c0, S[i]);
+            else S[i][0] = S[i][1] = S[i][2] = S[i][3] = 0.f;
             continue;
         }
 #pragma unroll
@@ -5632,7 +5663,7 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
         for (int j = 0; j < 4; ++j) S[i][j] += sk[r] * vn[j], p[j] += sqv[r] * S[i][j];
         if (!a.hT || r >= a.K) continue;
         if (sv4) {
-            *(float4 *)((float *)a.hT + ho + r * a.hTs[2] + v0 + c0) = make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
+            ssm__dl_st4(a.hT, a.sdt, ho + r * a.hTs[2] + v0 + c0, S[i]);
             continue;
         }
 #pragma unroll
@@ -6127,7 +6158,7 @@ static ssm_result ssm__cu_delta_step(ssm_ctx *ctx, const ssm_delta_plan *p, cons
     a.q = q->data, a.k = k->data, a.v = v->data, a.beta = beta->data, a.g = g ? g->data : NULL;
     a.h0 = a.hT = state->data, a.o = o->data;
     memcpy(a.hTs, a.h0s, sizeof a.hTs);
-    a.svec = p->dtype.bits == 32 && a.h0s[3] == 1 && p->V % 4 == 0 && (uintptr_t)state->data % 16 == 0 &&
+    a.svec = a.h0s[3] == 1 && p->V % 4 == 0 && (uintptr_t)state->data % (4 * (state->dtype.bits / 8)) == 0 &&
              a.h0s[0] % 4 == 0 && a.h0s[1] % 4 == 0 && a.h0s[2] % 4 == 0;
     a.T = 1, a.cu = NULL;
     if (p->n_h > 1) { /* n_h sub-steps through the token loop */

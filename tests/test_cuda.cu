@@ -602,16 +602,17 @@ static void delta_case(ssm_ctx *cu, ssm_ctx *ref, const dl_case *c) {
 }
 
 /* The decode step against the CPU reference's step, the state updated in place. */
-static void delta_step_case(ssm_ctx *cu, ssm_ctx *ref, ssm_dtype dt, int64_t B, int64_t H, int64_t K, int64_t V, int gated) {
+static void delta_step_case(ssm_ctx *cu, ssm_ctx *ref, ssm_dtype dt, int64_t B, int64_t H, int64_t K, int64_t V, int gated,
+                            int state_layout) {
     char name[160];
-    snprintf(name, sizeof name, "cuda delta step %s B%lld H%lld K%lld V%lld g%d", ssm_dtype_name(dt), (long long)B,
-             (long long)H, (long long)K, (long long)V, gated);
+    snprintf(name, sizeof name, "cuda delta step %s B%lld H%lld K%lld V%lld g%d %s", ssm_dtype_name(dt), (long long)B,
+             (long long)H, (long long)K, (long long)V, gated, layout_name(state_layout));
     test_begin(name);
     int64_t sq[3] = {B, H, K}, sv[3] = {B, H, V}, sb[2] = {B, H}, ss[4] = {B, H, K, V};
     std::vector<double> q, k, v, beta, g, S;
     dbuf dq_ = db_random(dt, 3, sq, LAYOUT_CONTIGUOUS, 1.0, q), dk_ = db_random(dt, 3, sq, LAYOUT_CONTIGUOUS, 0.15, k);
     dbuf dv_ = db_random(dt, 3, sv, LAYOUT_CONTIGUOUS, 1.0, v), db_ = db_random(dt, 2, sb, LAYOUT_CONTIGUOUS, 0.5, beta);
-    dbuf dg_ = db_random(dt, 2, sb, LAYOUT_CONTIGUOUS, 0.5, g), dS = db_random(dt, 4, ss, LAYOUT_PADDED, 1.0, S);
+    dbuf dg_ = db_random(dt, 2, sb, LAYOUT_CONTIGUOUS, 0.5, g), dS = db_random(dt, 4, ss, state_layout, 1.0, S);
     for (auto &x : beta) x = fabs(x);
     for (auto &x : g) x = -fabs(x);
     db_set(&db_, beta.data()), db_set(&dg_, g.data());
@@ -671,8 +672,11 @@ static void suite_cuda_delta(ssm_ctx *cu, ssm_ctx *ref) {
         if (shard_take()) delta_case(cu, ref, &c);
     }
     for (int di = 0; di < 3; ++di) {
-        if (shard_take()) delta_step_case(cu, ref, dts[di], 5, 3, 128, 128, 1);
-        if (shard_take()) delta_step_case(cu, ref, dts[di], 3, 2, 40, 100, 0);
+        /* padded states take the per-element path, contiguous ones (V % 4 == 0) the 4-column accesses */
+        if (shard_take()) delta_step_case(cu, ref, dts[di], 5, 3, 128, 128, 1, LAYOUT_PADDED);
+        if (shard_take()) delta_step_case(cu, ref, dts[di], 3, 2, 40, 100, 0, LAYOUT_PADDED);
+        if (shard_take()) delta_step_case(cu, ref, dts[di], 4, 3, 128, 128, 1, LAYOUT_CONTIGUOUS);
+        if (shard_take()) delta_step_case(cu, ref, dts[di], 3, 5, 40, 100, 0, LAYOUT_CONTIGUOUS);
     }
 }
 
