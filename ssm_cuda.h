@@ -4551,7 +4551,8 @@ typedef struct ssm__dl_args {
     int vec;     /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
     int variant; /* bit 0: the column-by-column UT solve (1.5x slower); bit 1: the blocked solve's block
                     products on scalar FMAs instead of 3xTF32 mma; bit 2: the sequential passes single-
-                    buffered; bit 3: double-buffered whenever it fits (dev/cuda/delta.cu times them) */
+                    buffered; bit 3: double-buffered whenever it fits; bit 4: the backward chunk kernel's
+                    phase B in 64-column key blocks at K = 128 (dev/cuda/delta.cu times them) */
     int svec;    /* f32 states with unit column stride and 16-byte aligned rows: float4 access */
     float scale;
     /* backward: dout, dsT in; dq, dk, dv, dbeta, dg, ds0 out (each may be NULL) */
@@ -5347,11 +5348,18 @@ template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_smem() 
 template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_min() {
     return 3 * (ssm__dl_bwc_smem<E, KP>() + 1024) <= 228 * 1024 ? 3 : 2 * (ssm__dl_bwc_smem<E, KP>() + 1024) <= 228 * 1024 ? 2 : 1;
 }
-template <class E, int KP>
+/* Phase B's key block: all of K up to 128 in one pass over V for 16-bit inputs (at K = 128 half the
+   V-loop steps and one read of dout and v_new instead of two), else 64 columns at a time (the
+   f32 scalar products and K = 256 would not fit the registers); variant bit 4 forces 64. */
+template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_kpc() {
+    return KP < 64 ? KP : (sizeof(E) == 2 && KP == 128) ? 128 : 64;
+}
+template <class E, int KP, int KPC>
 __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__dl_bwd_chunk_kernel(ssm__dl_args a, ssm__dl_ws<E> ws) {
-    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, VW = 32, LW = VW + 8, KPC = KP < 64 ? KP : 64;
+    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, VW = 32, LW = VW + 8;
     constexpr int WNT = KP / 16, PNT = KPC / 16; /* n8 tiles: dW (16 x KP/2), phase B (16 x KPC/2) */
-    static_assert(KPC <= C && ssm__dl_bwc_tiles<E, KP>() == (int)sizeof(E) * (4 * C + KP) * LW, "tile layout");
+    static_assert(KPC <= KP && KP % KPC == 0 && 2 * C + 2 * KPC <= 4 * C + KP &&
+                      ssm__dl_bwc_tiles<E, KP>() == (int)sizeof(E) * (4 * C + KP) * LW, "tile layout");
     extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
     const int64_t gc = blockIdx.x;
     const int h = blockIdx.y, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
@@ -5363,7 +5371,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     const int len = (int)min((int64_t)C, sq.len - c * C), VP = ws.VP;
     E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sdW = sK + C * LK, *sT = sdW + C * LK, *sD = sT + C * LC;
     /* The V-loop tiles; between the two loops sY = T^T dT and the f32 sAf live over them, and
-       phase B's dS tile over phase A's dv_new tile: 113 KB instead of 135 at K = 128. */
+       phase B's dS tile over phase A's dv_new and v tiles: 113 KB instead of 135 at K = 128. */
     E *sX = sD + C * LC, *tO = sX + C * LC, *tVn = tO + C * LW, *tdVn = tVn + C * LW, *tV = tdVn + C * LW;
     E *sY = tO, *tSa = tV + C * LW, *tSb = tdVn;
     float *sAf = (float *)(tO + C * LC);
@@ -5840,6 +5848,22 @@ static int ssm__dl_bwd_seq_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm
     return 0;
 }
 template <class E, int KP>
+static int ssm__dl_bwd_chunk_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
+    constexpr int KW = ssm__dl_bwc_kpc<E, KP>(), KN = KW < 64 ? KW : 64;
+    const size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
+    const bool wide = KW != KN && !(a.variant & 16);
+    if (!(wide ? ssm__dl_smem_ok(ssm__dl_bwd_chunk_kernel<E, KP, KW>, smc, optin)
+               : ssm__dl_smem_ok(ssm__dl_bwd_chunk_kernel<E, KP, KN>, smc, optin)))
+        return -1;
+    /* a hint: the whole carveout as shared memory, so ssm__dl_bwc_min CTAs fit per SM */
+    (void)cudaFuncSetAttribute(wide ? ssm__dl_bwd_chunk_kernel<E, KP, KW> : ssm__dl_bwd_chunk_kernel<E, KP, KN>,
+                               cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (s.nc <= 0) return 0;
+    if (wide) ssm__dl_bwd_chunk_kernel<E, KP, KW><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
+    else ssm__dl_bwd_chunk_kernel<E, KP, KN><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
+    return 0;
+}
+template <class E, int KP>
 static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
     ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
     if (ssm__dl_prep_go<E, KP>(a, s, w, 0, optin, st)) return -1;
@@ -5849,11 +5873,7 @@ static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, cha
 template <class E, int KP>
 static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
     ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
-    size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
-    if (!ssm__dl_smem_ok(ssm__dl_bwd_chunk_kernel<E, KP>, smc, optin)) return -1;
-    /* a hint: the whole carveout as shared memory, so ssm__dl_bwc_min CTAs fit per SM */
-    (void)cudaFuncSetAttribute(ssm__dl_bwd_chunk_kernel<E, KP>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared);
+    if (ssm__dl_bwd_chunk_smem<E, KP>() > (size_t)optin) return -1;
     if (!a0.dout && cudaMemsetAsync(w.dop, 0, (size_t)s.nc * a0.H * SSM__DL_C * s.VP * sizeof(E), st) != cudaSuccess)
         return -1;
     if (ssm__dl_prep_go<E, KP>(a0, s, w, 1, optin, st)) return -1;
@@ -5862,7 +5882,7 @@ static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, c
     int rc = s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, w.vn, w.s0, optin, st)
                         : ssm__dl_fwd_go<E, KP, 32>(a, s, w, w.vn, w.s0, optin, st);
     if (!rc) rc = s.VB == 64 ? ssm__dl_bwd_seq_go<E, KP, 64>(a, s, w, optin, st) : ssm__dl_bwd_seq_go<E, KP, 32>(a, s, w, optin, st);
-    if (!rc && s.nc > 0) ssm__dl_bwd_chunk_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
+    if (!rc) rc = ssm__dl_bwd_chunk_go<E, KP>(a, s, w, optin, st);
     return rc;
 }
 /* The chunked forward / backward: 0, or -1 when this dtype and size do not fit the kernels

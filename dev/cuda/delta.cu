@@ -533,13 +533,21 @@ static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes 
         }
     printf("# split D%d: state pass vb32/nb2 %.4f vb32/nb1 %.4f vb64/nb2 %.4f vb64/nb1 %.4f ms; reverse pass %.4f %.4f %.4f %.4f ms\n",
            KP, tf[0][0], tf[0][1], tf[1][0], tf[1][1], tbs[0][0], tbs[0][1], tbs[1][0], tbs[1][1]);
+    /* the chunk-gradient kernel: phase B over all of K at once (the library's pick at K = 128) and in
+       64-column key blocks (variant bit 4) */
     size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
-    double tbc = time_ms([&] { ssm__dl_bwd_chunk_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc>>>(ab, w); });
+    double tbc[2];
+    for (int vi = 0; vi < 2; ++vi) {
+        ssm__dl_args abv = ab;
+        abv.variant = vi ? 16 : 0;
+        tbc[vi] = time_ms([&] { ssm__dl_bwd_chunk_go<E, KP>(abv, s, w, g_optin, 0); });
+    }
+    constexpr int KW = ssm__dl_bwc_kpc<E, KP>();
     int occ = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__dl_bwd_chunk_kernel<E, KP>, SSM__DL_NT, smc));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__dl_bwd_chunk_kernel<E, KP, KW>, SSM__DL_NT, smc));
     printf("# split D%d vb%d: prep tc-solve %.4f ms, prep scalar-block %.4f ms, prep column %.4f ms, "
-           "bwd chunk grads %.4f ms (%zu B smem, %d CTAs/SM); full fwd %.4f ms, fwd+bwd %.4f ms\n", KP, s.VB, tp[0], tp[1],
-           tp[2], tbc, smc, occ, ms, msb);
+           "bwd chunk grads %.4f ms (phase B key block %d; 64-column blocks %.4f ms; %zu B smem, %d CTAs/SM); "
+           "full fwd %.4f ms, fwd+bwd %.4f ms\n", KP, s.VB, tp[0], tp[1], tp[2], tbc[0], KW, tbc[1], smc, occ, ms, msb);
 }
 
 static const char *COMMIT = "unknown";
