@@ -5334,8 +5334,8 @@ __device__ __forceinline__ void ssm__dl_rowsum(float (&acc)[NT][4], int m0, int 
      dk = D^T Q + e^{gl-g} v_new dS^T + beta e^g T^T dW + Eb K + Eb^T K,   dW = -dv_new S^T
      dv = beta T^T dv_new,   dT = (dW K^T e^g + dv_new V^T) diag(beta),   dA = -T^T dT T^T,
      Eb = diag(beta) (dA * exp(g_i - g_j)) (strictly lower); dbeta, dg from the same terms.
-   Phase A reduces over V (dW, dout v_new^T, dv_new V^T, dv); phase B over V again per 64 columns
-   of K (dq, dk). Row sums go through per-warp slots summed in a fixed order: deterministic. */
+   Phase A reduces over V (dW, dout v_new^T, dv_new V^T, dv); phase B over V again per KPC columns
+   of K (dq, dk; ssm__dl_bwc_kpc). Row sums go through per-warp slots summed in a fixed order: deterministic. */
 template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_tiles() { /* bytes of the V-loop tiles */
     return (int)sizeof(E) * (4 * SSM__DL_C * 40 + KP * 40);
 }

@@ -534,14 +534,16 @@ static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes 
     printf("# split D%d: state pass vb32/nb2 %.4f vb32/nb1 %.4f vb64/nb2 %.4f vb64/nb1 %.4f ms; reverse pass %.4f %.4f %.4f %.4f ms\n",
            KP, tf[0][0], tf[0][1], tf[1][0], tf[1][1], tbs[0][0], tbs[0][1], tbs[1][0], tbs[1][1]);
     /* the backward's state-pass replay at this VB: without the output (library) and as the full forward (bit 5) */
-    double trp[2];
-    for (int vi = 0; vi < 2; ++vi) {
+    double trp[4];
+    for (int vi = 0; vi < 4; ++vi) { /* and without output at the other VB (where V pads the same), single-buffered */
         ssm__dl_args abv = ab;
-        abv.o = NULL, abv.hT = NULL, abv.variant = vi ? 32 : 0;
-        trp[vi] = time_ms([&] { ssm__dl_replay_go<E, KP>(abv, s, w, g_optin, 0); });
+        abv.o = NULL, abv.hT = NULL, abv.variant = vi == 1 ? 32 : vi == 3 ? 4 : 0;
+        dl_sizes sv = vi == 2 ? dl_sizes_of(a, 2, s.VB == 64 ? 32 : 64, 1) : s;
+        trp[vi] = sv.VP != s.VP ? -1.0 : time_ms([&] { ssm__dl_replay_go<E, KP>(abv, sv, w, g_optin, 0); });
     }
-    printf("# split D%d vb%d: backward replay of the state pass %.4f ms (no output; as the full forward %.4f ms)\n", KP, s.VB,
-           trp[0], trp[1]);
+    printf("# split D%d vb%d: backward replay of the state pass %.4f ms (no output; as the full forward %.4f ms; "
+           "no output at vb%d %.4f ms; no output single-buffered %.4f ms)\n", KP, s.VB, trp[0], trp[1], s.VB == 64 ? 32 : 64,
+           trp[2], trp[3]);
     /* the chunk-gradient kernel: phase B over all of K at once (the library's pick at K = 128) and in
        64-column key blocks (variant bit 4) */
     size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
