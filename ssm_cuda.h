@@ -4551,7 +4551,9 @@ typedef struct ssm__dl_args {
     int vec;     /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
     int variant; /* bit 0: the column-by-column UT solve (1.5x slower); bit 1: the blocked solve's block
                     products on scalar FMAs instead of 3xTF32 mma; bit 2: the sequential passes single-
-                    buffered; bit 3: double-buffered whenever it fits (dev/cuda/delta.cu times them) */
+                    buffered; bit 3: double-buffered whenever it fits; bit 4: the backward chunk kernel's
+                    phase B in 64-column key blocks at K = 128; bit 5: the backward's state-pass replay
+                    as the full forward kernel (dev/cuda/delta.cu times them) */
     int svec;    /* states with unit column stride, rows and strides in whole aligned groups of 4
                     elements: one 16-byte (f32) or 8-byte (16-bit) access per 4 columns */
     float scale;
@@ -5073,8 +5075,10 @@ template <class E, int KP> static size_t ssm__dl_prep_smem(int VP) {
 /* ---- inter-chunk pass: one CTA per (sequence, head, VB columns of V), chunks in order ----------
    v_new = u - w S; o = exp(g) q S * scale + Aqk v_new; S <- exp(g_last) S + K^T (exp(g_last - g) v_new).
    S lives in registers (f32 accumulators), its E copy in shared memory feeds the next chunk.
-   Warp w: output rows 16*(w%4).., cols (w/4)*VB/2..; state rows (w)*KP/8... */
-template <class E, int KP, int VB, int NB>
+   Warp w: output rows 16*(w%4).., cols (w/4)*VB/2..; state rows (w)*KP/8...
+   OUT = false: the backward's replay, for v_new and the chunk-start states only: no q, Aqk
+   tiles, no output products (a third less to read per chunk, smaller buffers). */
+template <class E, int KP, int VB, int NB, bool OUT>
 __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, E *vn_out, E *s_out) {
     constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, LVB = VB + 8;
     constexpr int ONT = VB / 16;           /* n8 tiles of a warp's output tile (16 x VB/2) */
@@ -5085,8 +5089,9 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
     const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
     const int nc = (int)((sq.len + C - 1) / C);
     const int VP = ws.VP;
-    /* per buffer: Q, K, W [C][LK], U [C][LVB], Aqk [C][LC], gamma [C] */
-    constexpr int BUF = 3 * C * LK + C * LVB + C * LC;
+    /* per buffer: Q, K, W [C][LK], U [C][LVB], Aqk [C][LC] (without Q and Aqk when !OUT); gamma [C] */
+    constexpr int KO = OUT ? C * LK : 0, WO = KO + C * LK, UO = WO + C * LK, AO = UO + C * LVB;
+    constexpr int BUF = OUT ? 3 * C * LK + C * LVB + C * LC : 2 * C * LK + C * LVB;
     E *buf0 = (E *)ssm__dl_smem;
     E *sS = buf0 + NB * BUF, *sVn = sS + KP * LVB, *sVd = sVn + C * LVB;
     float *sgam = (float *)(sVd + C * LVB); /* [NB][C] */
@@ -5106,11 +5111,11 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
         if (c < nc) {
             const int64_t ch = (sq.c0 + c) * a.H + h;
             E *b = buf0 + bsel * BUF;
-            ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + C * LK, LK, ws.kp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + 2 * C * LK, LK, ws.w + ch * C * KP, KP);
-            ssm__dl_cptile<C, VB>(b + 3 * C * LK, LVB, ws.u + ch * C * VP + v0, VP);
-            ssm__dl_cptile<C, C>(b + 3 * C * LK + C * LVB, LC, ws.aqk + ch * C * C, C);
+            if (OUT) ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
+            ssm__dl_cptile<C, KP>(b + KO, LK, ws.kp + ch * C * KP, KP);
+            ssm__dl_cptile<C, KP>(b + WO, LK, ws.w + ch * C * KP, KP);
+            ssm__dl_cptile<C, VB>(b + UO, LVB, ws.u + ch * C * VP + v0, VP);
+            if (OUT) ssm__dl_cptile<C, C>(b + AO, LC, ws.aqk + ch * C * C, C);
             if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
         }
         ssm__dl_commit();
@@ -5120,7 +5125,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
     const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
     for (int c = 0; c < nc; ++c) {
         const int bsel = c % NB;
-        const E *bQ = buf0 + bsel * BUF, *bK = bQ + C * LK, *bW = bK + C * LK, *bU = bW + C * LK, *bA = bU + C * LVB;
+        const E *bQ = buf0 + bsel * BUF, *bK = bQ + KO, *bW = bQ + WO, *bU = bQ + UO, *bA = bQ + AO;
         const float *gm = sgam + bsel * C;
         const int64_t ch = (sq.c0 + c) * a.H + h;
         const int len = (int)min((int64_t)C, sq.len - (int64_t)c * C);
@@ -5130,10 +5135,11 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
         /* v_new = u - w S and the inter-chunk output q S, same tile of rows/cols per warp */
         float X[ONT][4], O[ONT][4];
         ssm__dl_zero(X), ssm__dl_zero(O);
-        ssm__dl_wmma2<ONT, KP>(X, bW, O, bQ, LK, om0, sS, LVB, on0);
+        if constexpr (OUT) ssm__dl_wmma2<ONT, KP>(X, bW, O, bQ, LK, om0, sS, LVB, on0);
+        else ssm__dl_wmma<ONT, KP, false, false>(X, bW, LK, om0, sS, LVB, on0);
         ssm__dl_each(X, om0, on0, [&](int i, int j, float &x) {
             float vn = ssm__dl_f(bU[i * LVB + j]) - x;
-            sVn[i * LVB + j] = ssm__dl_cv<E>(vn);
+            if (OUT) sVn[i * LVB + j] = ssm__dl_cv<E>(vn);
             sVd[i * LVB + j] = ssm__dl_cv<E>(vn * __expf(glast - gm[i]));
             if (vn_out) vn_out[ch * C * VP + i * VP + v0 + j] = ssm__dl_cv<E>(vn);
         });
@@ -5143,7 +5149,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
             ssm__dl_sttile<KP, VB>(s_out + ch * KP * VP + v0, VP, sS, LVB);
         __syncthreads();
         /* o += Aqk v_new; S <- exp(glast) S + K^T v_decayed */
-        ssm__dl_wmma<ONT, C, false, false>(O, bA, LC, om0, sVn, LVB, on0);
+        if constexpr (OUT) ssm__dl_wmma<ONT, C, false, false>(O, bA, LC, om0, sVn, LVB, on0);
         const float eg = __expf(glast);
 #pragma unroll
         for (int mb = 0; mb < SM; ++mb) {
@@ -5153,7 +5159,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
         }
         const int64_t t0 = sq.t0 + (int64_t)c * C;
         const int64_t ob = sq.b * a.os[0] + t0 * a.os[1] + h * a.os[2];
-        if (a.o)
+        if (OUT && a.o)
             ssm__dl_each(O, om0, on0, [&](int i, int j, float &x) {
                 if (i < len && v0 + j < a.V) ssm__dl_st(a.o, a.dt, ob + i * a.os[1] + (v0 + j) * a.os[3], x);
             });
@@ -5168,9 +5174,10 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
                     ssm__dl_st(a.hT, a.sdt, n * a.hTs[0] + h * a.hTs[1] + r * a.hTs[2] + (v0 + col) * a.hTs[3], x);
             });
 }
-template <class E, int KP, int VB, int NB> static size_t ssm__dl_fwd_smem() {
+template <class E, int KP, int VB, int NB, bool OUT = true> static size_t ssm__dl_fwd_smem() {
     constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, LVB = VB + 8;
-    return sizeof(E) * (NB * (size_t)(3 * C * LK + C * LVB + C * LC) + (size_t)KP * LVB + 2 * (size_t)C * LVB) +
+    return sizeof(E) * (NB * (size_t)(OUT ? 3 * C * LK + C * LVB + C * LC : 2 * C * LK + C * LVB) + (size_t)KP * LVB +
+                        2 * (size_t)C * LVB) +
            sizeof(float) * NB * C;
 }
 
@@ -5359,8 +5366,8 @@ __device__ __forceinline__ void ssm__dl_rowsum(float (&acc)[NT][4], int m0, int 
      dk = D^T Q + e^{gl-g} v_new dS^T + beta e^g T^T dW + Eb K + Eb^T K,   dW = -dv_new S^T
      dv = beta T^T dv_new,   dT = (dW K^T e^g + dv_new V^T) diag(beta),   dA = -T^T dT T^T,
      Eb = diag(beta) (dA * exp(g_i - g_j)) (strictly lower); dbeta, dg from the same terms.
-   Phase A reduces over V (dW, dout v_new^T, dv_new V^T, dv); phase B over V again per 64 columns
-   of K (dq, dk). Row sums go through per-warp slots summed in a fixed order: deterministic. */
+   Phase A reduces over V (dW, dout v_new^T, dv_new V^T, dv); phase B over V again per KPC columns
+   of K (dq, dk; ssm__dl_bwc_kpc). Row sums go through per-warp slots summed in a fixed order: deterministic. */
 template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_tiles() { /* bytes of the V-loop tiles */
     return (int)sizeof(E) * (4 * SSM__DL_C * 40 + KP * 40);
 }
@@ -5379,11 +5386,18 @@ template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_smem() 
 template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_min() {
     return 3 * (ssm__dl_bwc_smem<E, KP>() + 1024) <= 228 * 1024 ? 3 : 2 * (ssm__dl_bwc_smem<E, KP>() + 1024) <= 228 * 1024 ? 2 : 1;
 }
-template <class E, int KP>
+/* Phase B's key block: all of K up to 128 in one pass over V for 16-bit inputs (at K = 128 half the
+   V-loop steps and one read of dout and v_new instead of two), else 64 columns at a time (the
+   f32 scalar products and K = 256 would not fit the registers); variant bit 4 forces 64. */
+template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_kpc() {
+    return KP < 64 ? KP : (sizeof(E) == 2 && KP == 128) ? 128 : 64;
+}
+template <class E, int KP, int KPC>
 __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__dl_bwd_chunk_kernel(ssm__dl_args a, ssm__dl_ws<E> ws) {
-    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, VW = 32, LW = VW + 8, KPC = KP < 64 ? KP : 64;
+    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, VW = 32, LW = VW + 8;
     constexpr int WNT = KP / 16, PNT = KPC / 16; /* n8 tiles: dW (16 x KP/2), phase B (16 x KPC/2) */
-    static_assert(KPC <= C && ssm__dl_bwc_tiles<E, KP>() == (int)sizeof(E) * (4 * C + KP) * LW, "tile layout");
+    static_assert(KPC <= KP && KP % KPC == 0 && 2 * C + 2 * KPC <= 4 * C + KP &&
+                      ssm__dl_bwc_tiles<E, KP>() == (int)sizeof(E) * (4 * C + KP) * LW, "tile layout");
     extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
     const int64_t gc = blockIdx.x;
     const int h = blockIdx.y, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
@@ -5395,7 +5409,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     const int len = (int)min((int64_t)C, sq.len - c * C), VP = ws.VP;
     E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sdW = sK + C * LK, *sT = sdW + C * LK, *sD = sT + C * LC;
     /* The V-loop tiles; between the two loops sY = T^T dT and the f32 sAf live over them, and
-       phase B's dS tile over phase A's dv_new tile: 113 KB instead of 135 at K = 128. */
+       phase B's dS tile over phase A's dv_new and v tiles: 113 KB instead of 135 at K = 128. */
     E *sX = sD + C * LC, *tO = sX + C * LC, *tVn = tO + C * LW, *tdVn = tVn + C * LW, *tV = tdVn + C * LW;
     E *sY = tO, *tSa = tV + C * LW, *tSb = tdVn;
     float *sAf = (float *)(tO + C * LC);
@@ -5843,19 +5857,29 @@ template <class KF> static int ssm__dl_one_wave(KF kernel, size_t smem, int64_t 
         return 1;
     return ctas <= (int64_t)sms * per;
 }
-template <class E, int KP, int VB>
+template <class E, int KP, int VB, bool OUT = true>
 static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, E *vn, E *so, int optin,
                           cudaStream_t st) {
     dim3 grid(a.N, a.H, s.VP / VB);
-    if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin) &&
-        ((a.variant & 8) || ssm__dl_one_wave(ssm__dl_fwd_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(),
-                                             (int64_t)a.N * a.H * (s.VP / VB))))
-        ssm__dl_fwd_kernel<E, KP, VB, 2><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 2>(), st>>>(a, w, vn, so);
-    else if (ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 1>, ssm__dl_fwd_smem<E, KP, VB, 1>(), optin))
-        ssm__dl_fwd_kernel<E, KP, VB, 1><<<grid, SSM__DL_NT, ssm__dl_fwd_smem<E, KP, VB, 1>(), st>>>(a, w, vn, so);
+    const size_t s2 = ssm__dl_fwd_smem<E, KP, VB, 2, OUT>(), s1 = ssm__dl_fwd_smem<E, KP, VB, 1, OUT>();
+    if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 2, OUT>, s2, optin) &&
+        ((a.variant & 8) || ssm__dl_one_wave(ssm__dl_fwd_kernel<E, KP, VB, 2, OUT>, s2, (int64_t)a.N * a.H * (s.VP / VB))))
+        ssm__dl_fwd_kernel<E, KP, VB, 2, OUT><<<grid, SSM__DL_NT, s2, st>>>(a, w, vn, so);
+    else if (ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 1, OUT>, s1, optin))
+        ssm__dl_fwd_kernel<E, KP, VB, 1, OUT><<<grid, SSM__DL_NT, s1, st>>>(a, w, vn, so);
     else
         return -1;
     return 0;
+}
+/* The backward's replay of the state pass: v_new and the chunk-start states, no output (variant
+   bit 5: the full forward kernel with its output dropped, as before). */
+template <class E, int KP>
+static int ssm__dl_replay_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
+    if (a.variant & 32)
+        return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, w.vn, w.s0, optin, st)
+                          : ssm__dl_fwd_go<E, KP, 32>(a, s, w, w.vn, w.s0, optin, st);
+    return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64, false>(a, s, w, w.vn, w.s0, optin, st)
+                      : ssm__dl_fwd_go<E, KP, 32, false>(a, s, w, w.vn, w.s0, optin, st);
 }
 template <class E, int KP, int VB>
 static int ssm__dl_bwd_seq_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
@@ -5871,6 +5895,22 @@ static int ssm__dl_bwd_seq_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm
     return 0;
 }
 template <class E, int KP>
+static int ssm__dl_bwd_chunk_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
+    constexpr int KW = ssm__dl_bwc_kpc<E, KP>(), KN = KW < 64 ? KW : 64;
+    const size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
+    const bool wide = KW != KN && !(a.variant & 16);
+    if (!(wide ? ssm__dl_smem_ok(ssm__dl_bwd_chunk_kernel<E, KP, KW>, smc, optin)
+               : ssm__dl_smem_ok(ssm__dl_bwd_chunk_kernel<E, KP, KN>, smc, optin)))
+        return -1;
+    /* a hint: the whole carveout as shared memory, so ssm__dl_bwc_min CTAs fit per SM */
+    (void)cudaFuncSetAttribute(wide ? ssm__dl_bwd_chunk_kernel<E, KP, KW> : ssm__dl_bwd_chunk_kernel<E, KP, KN>,
+                               cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+    if (s.nc <= 0) return 0;
+    if (wide) ssm__dl_bwd_chunk_kernel<E, KP, KW><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
+    else ssm__dl_bwd_chunk_kernel<E, KP, KN><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
+    return 0;
+}
+template <class E, int KP>
 static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
     ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
     if (ssm__dl_prep_go<E, KP>(a, s, w, 0, optin, st)) return -1;
@@ -5880,20 +5920,15 @@ static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, cha
 template <class E, int KP>
 static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
     ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
-    size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
-    if (!ssm__dl_smem_ok(ssm__dl_bwd_chunk_kernel<E, KP>, smc, optin)) return -1;
-    /* a hint: the whole carveout as shared memory, so ssm__dl_bwc_min CTAs fit per SM */
-    (void)cudaFuncSetAttribute(ssm__dl_bwd_chunk_kernel<E, KP>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared);
+    if (ssm__dl_bwd_chunk_smem<E, KP>() > (size_t)optin) return -1;
     if (!a0.dout && cudaMemsetAsync(w.dop, 0, (size_t)s.nc * a0.H * SSM__DL_C * s.VP * sizeof(E), st) != cudaSuccess)
         return -1;
     if (ssm__dl_prep_go<E, KP>(a0, s, w, 1, optin, st)) return -1;
     ssm__dl_args a = a0; /* replay the forward for v_new and the chunk-start states only */
     a.o = NULL, a.hT = NULL;
-    int rc = s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, w.vn, w.s0, optin, st)
-                        : ssm__dl_fwd_go<E, KP, 32>(a, s, w, w.vn, w.s0, optin, st);
+    int rc = ssm__dl_replay_go<E, KP>(a, s, w, optin, st);
     if (!rc) rc = s.VB == 64 ? ssm__dl_bwd_seq_go<E, KP, 64>(a, s, w, optin, st) : ssm__dl_bwd_seq_go<E, KP, 32>(a, s, w, optin, st);
-    if (!rc && s.nc > 0) ssm__dl_bwd_chunk_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
+    if (!rc) rc = ssm__dl_bwd_chunk_go<E, KP>(a, s, w, optin, st);
     return rc;
 }
 /* The chunked forward / backward: 0, or -1 when this dtype and size do not fit the kernels

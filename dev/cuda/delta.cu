@@ -533,13 +533,32 @@ static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes 
         }
     printf("# split D%d: state pass vb32/nb2 %.4f vb32/nb1 %.4f vb64/nb2 %.4f vb64/nb1 %.4f ms; reverse pass %.4f %.4f %.4f %.4f ms\n",
            KP, tf[0][0], tf[0][1], tf[1][0], tf[1][1], tbs[0][0], tbs[0][1], tbs[1][0], tbs[1][1]);
+    /* the backward's state-pass replay at this VB: without the output (library) and as the full forward (bit 5) */
+    double trp[4];
+    for (int vi = 0; vi < 4; ++vi) { /* and without output at the other VB (where V pads the same), single-buffered */
+        ssm__dl_args abv = ab;
+        abv.o = NULL, abv.hT = NULL, abv.variant = vi == 1 ? 32 : vi == 3 ? 4 : 0;
+        dl_sizes sv = vi == 2 ? dl_sizes_of(a, 2, s.VB == 64 ? 32 : 64, 1) : s;
+        trp[vi] = sv.VP != s.VP ? -1.0 : time_ms([&] { ssm__dl_replay_go<E, KP>(abv, sv, w, g_optin, 0); });
+    }
+    printf("# split D%d vb%d: backward replay of the state pass %.4f ms (no output; as the full forward %.4f ms; "
+           "no output at vb%d %.4f ms; no output single-buffered %.4f ms)\n", KP, s.VB, trp[0], trp[1], s.VB == 64 ? 32 : 64,
+           trp[2], trp[3]);
+    /* the chunk-gradient kernel: phase B over all of K at once (the library's pick at K = 128) and in
+       64-column key blocks (variant bit 4) */
     size_t smc = ssm__dl_bwd_chunk_smem<E, KP>();
-    double tbc = time_ms([&] { ssm__dl_bwd_chunk_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc>>>(ab, w); });
+    double tbc[2];
+    for (int vi = 0; vi < 2; ++vi) {
+        ssm__dl_args abv = ab;
+        abv.variant = vi ? 16 : 0;
+        tbc[vi] = time_ms([&] { ssm__dl_bwd_chunk_go<E, KP>(abv, s, w, g_optin, 0); });
+    }
+    constexpr int KW = ssm__dl_bwc_kpc<E, KP>();
     int occ = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__dl_bwd_chunk_kernel<E, KP>, SSM__DL_NT, smc));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__dl_bwd_chunk_kernel<E, KP, KW>, SSM__DL_NT, smc));
     printf("# split D%d vb%d: prep tc-solve %.4f ms, prep scalar-block %.4f ms, prep column %.4f ms, "
-           "bwd chunk grads %.4f ms (%zu B smem, %d CTAs/SM); full fwd %.4f ms, fwd+bwd %.4f ms\n", KP, s.VB, tp[0], tp[1],
-           tp[2], tbc, smc, occ, ms, msb);
+           "bwd chunk grads %.4f ms (phase B key block %d; 64-column blocks %.4f ms; %zu B smem, %d CTAs/SM); "
+           "full fwd %.4f ms, fwd+bwd %.4f ms\n", KP, s.VB, tp[0], tp[1], tp[2], tbc[0], KW, tbc[1], smc, occ, ms, msb);
 }
 
 static const char *COMMIT = "unknown";
