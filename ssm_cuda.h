@@ -4551,7 +4551,7 @@ typedef struct ssm__dl_args {
     int vec;     /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
     int variant; /* bits 0, 1: the dev harness's earlier chunk preparation (its column-by-column and
                     scalar-block UT solves); bit 2: the sequential passes single-buffered; bit 3:
-                    double-buffered whenever it fits; bit 4: the preparation's grid heads-fastest
+                    double-buffered whenever it fits; bit 4: the preparation's grid chunks-fastest
                     (dev/cuda/delta.cu times them) */
     int svec;    /* f32 states with unit column stride and 16-byte aligned rows: float4 access */
     float scale;
@@ -4877,11 +4877,13 @@ template <class E, int KP> __host__ __device__ constexpr size_t ssm__dl_prep_byt
            sizeof(float) * ((size_t)SSM__DL_C * SSM__DL_LT + 3 * SSM__DL_C);
 }
 /* CTAs per SM that shared memory allows at V = K (228 KB per SM, 1 KB reserved per CTA), at most 4
-   (64 registers a thread): the registers are budgeted for that occupancy. */
+   (64 registers a thread), 6 for 16-bit K <= 32: the registers are budgeted for that occupancy
+   (H200, B32 T2048 H8 K=V=32: 4 CTAs/SM 0.195 ms, 5 0.184, 6 0.180; K = 64 gains nothing). */
 template <class E, int KP> __host__ __device__ constexpr int ssm__dl_prep_min() {
     return (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024)) < 1 ? 1
-         : (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024)) > 4 ? 4
-         : (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024));
+         : (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024)) > (sizeof(E) == 2 && KP <= 32 ? 6 : 4)
+             ? (sizeof(E) == 2 && KP <= 32 ? 6 : 4)
+             : (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024));
 }
 /* rows x cols tile (unit feature stride, 16-byte aligned rows from g, row stride rs) into s through
    cp.async; rows >= nr and columns >= nc are zero-filled. */
@@ -5024,16 +5026,36 @@ ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
     __syncthreads();
     ssm__dl_sttile<C, KP>(ws.qp + ch * C * KP, KP, sQ, LK);
     ssm__dl_sttile<C, KP>(ws.kp + ch * C * KP, KP, sK, LK);
-    ssm__dl_gemm2<C, C, KP, false, true>(sK, LK, sK, LK, [&](int i, int j, float x0, float x1) {
-        *(float2 *)(sT + i * LT + j) = make_float2(i > j ? sb[i] * x0 * __expf(sg[i] - sg[j]) : 0.f,
-                                                   i > j + 1 ? sb[i] * x1 * __expf(sg[i] - sg[j + 1]) : 0.f);
-    });
-    E *aqk = ws.aqk + ch * C * C;
-    const float scale = a.scale;
-    ssm__dl_gemm2<C, C, KP, false, true>(sQ, LK, sK, LK, [&](int i, int j, float x0, float x1) {
-        ssm__dl_st2(aqk + i * C + j, i >= j ? scale * x0 * __expf(sg[i] - sg[j]) : 0.f,
-                    i > j ? scale * x1 * __expf(sg[i] - sg[j + 1]) : 0.f);
-    });
+    { /* A (f32, into sT) and Aqk (E, to the workspace): warp w the 16 x 32 tile at (16(w/2), 32(w%2)) of
+         K K^T and Q K^T; the tiles above the diagonal are zeros without products, no gates no exp */
+        static_assert(SSM__DL_NT == 256 && C == 64, "8 warps, 8 tiles");
+        const int m0 = (wp >> 1) * 16, n0 = (wp & 1) * 32, g = lane >> 2, t = lane & 3;
+        float ak[4][4], aq[4][4];
+        ssm__dl_zero(ak), ssm__dl_zero(aq);
+        if (n0 < m0 + 16) {
+            ssm__dl_wmma<4, KP, false, true>(ak, sK, LK, m0, sK, LK, n0);
+            ssm__dl_wmma<4, KP, false, true>(aq, sQ, LK, m0, sK, LK, n0);
+        }
+        E *aqk = ws.aqk + ch * C * C;
+        const float scale = a.scale;
+        const bool gated = a.g != NULL;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) { /* rows g, g + 8 */
+            const int i = m0 + g + 8 * hh;
+            const float bi = sb[i], gi = sg[i];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int col = n0 + 8 * j + 2 * t;
+                float x0 = ak[j][2 * hh], x1 = ak[j][2 * hh + 1], y0 = aq[j][2 * hh], y1 = aq[j][2 * hh + 1];
+                if (gated) { /* masked entries may overflow exp; the selects below drop them */
+                    const float e0 = __expf(gi - sg[col]), e1 = __expf(gi - sg[col + 1]);
+                    x0 *= e0, x1 *= e1, y0 *= e0, y1 *= e1;
+                }
+                *(float2 *)(sT + i * LT + col) = make_float2(i > col ? bi * x0 : 0.f, i > col + 1 ? bi * x1 : 0.f);
+                ssm__dl_st2(aqk + i * C + col, i >= col ? scale * y0 : 0.f, i > col ? scale * y1 : 0.f);
+            }
+        }
+    }
     __syncthreads();
     /* T in place of A. Diagonal blocks D_b = (I + A_bb)^-1: lane (b, col) carries its column in
        registers down the rows, A's rows broadcast from shared memory (warps 0-1, no barrier). */
@@ -5893,7 +5915,7 @@ static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__d
     if (!ssm__dl_smem_ok(ssm__dl_prep_kernel<E, KP>, sm, optin)) return -1;
     if (a.cu) ssm__dl_choff_kernel<<<1, 1, 0, st>>>(a.cu, a.N, w.choff);
     if (s.nc <= 0) return 0;
-    if ((a.variant & 16) && s.nc <= 65535) /* heads fastest: a token's heads read together */
+    if (!(a.variant & 16) && s.nc <= 65535) /* heads fastest: a token's heads read together (1-3% faster) */
         ssm__dl_prep_kernel<E, KP><<<dim3(a.H, (unsigned)s.nc), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t | 2);
     else
         ssm__dl_prep_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t);

@@ -700,7 +700,7 @@ static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes 
         av.variant = vars[i];
         tp[1 + i] = time_ms([&] { dlv0_prep_go<E, KP>(av, s, w, 0, g_optin, 0); });
     }
-    /* the library's kernel heads-fastest (variant bit 4), and budgeted for 5 / 6 CTAs per SM */
+    /* the library's kernel chunks-fastest (variant bit 4), and (chunks-fastest) budgeted for 5 / 6 CTAs per SM */
     double th = -1, t5 = -1, t6 = -1;
     {
         ssm__dl_args av = a;
@@ -715,7 +715,7 @@ static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes 
         int o5 = 0, o6 = 0;
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o5, ssm__dl_prep_kernel<E, KP, 5>, SSM__DL_NT, sm));
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o6, ssm__dl_prep_kernel<E, KP, 6>, SSM__DL_NT, sm));
-        printf("# split D%d: prep heads-fastest %.4f ms; min-blocks 5: %.4f ms (%d CTAs/SM), 6: %.4f ms (%d CTAs/SM)\n", KP, th,
+        printf("# split D%d: prep chunks-fastest %.4f ms; min-blocks 5: %.4f ms (%d CTAs/SM), 6: %.4f ms (%d CTAs/SM)\n", KP, th,
                t5, o5, t6, o6);
     }
     tpb[0] = time_ms([&] { ssm__dl_prep_go<E, KP>(ab, s, w, 1, g_optin, 0); });
