@@ -4549,11 +4549,11 @@ typedef struct ssm__dl_args {
     int64_t qs[4], ks[4], vs[4], os[4], bs[3], gs[3], h0s[4], hTs[4];
     int N, T, H, K, V, dt, bdt, gdt, sdt; /* sdt: dtype of the state tensors */
     int vec;     /* q, k, v (and dout) rows are 16-byte aligned with unit feature stride */
-    int variant; /* bit 0: the column-by-column UT solve (1.5x slower); bit 1: the blocked solve's block
-                    products on scalar FMAs instead of 3xTF32 mma; bit 2: the sequential passes single-
-                    buffered; bit 3: double-buffered whenever it fits; bit 4: the backward chunk kernel's
-                    phase B in 64-column key blocks at K = 128; bit 5: the backward's state-pass replay
-                    as the full forward kernel (dev/cuda/delta.cu times them) */
+    int variant; /* bits 0, 1: the dev harness's earlier chunk preparation (its column-by-column and
+                    scalar-block UT solves); bit 2: the sequential passes single-buffered; bit 3:
+                    double-buffered whenever it fits; bit 4: the backward chunk kernel's phase B in
+                    64-column key blocks at K = 128; bit 5: the backward's state-pass replay as the full
+                    forward kernel; bit 6: the preparation's grid chunks-fastest (dev/cuda/delta.cu times them) */
     int svec;    /* states with unit column stride, rows and strides in whole aligned groups of 4
                     elements: one 16-byte (f32) or 8-byte (16-bit) access per 4 columns */
     float scale;
@@ -4896,18 +4896,111 @@ template <class E> struct ssm__dl_ws {
     int KP, VP;
 };
 
-template <class E, int KP> __host__ __device__ constexpr bool ssm__dl_prep_alias() {
-    return 2 * SSM__DL_C * (KP + 8) * sizeof(E) >= SSM__DL_C * 72 * sizeof(float);
-}
 /* ---- chunk preparation: one CTA per (chunk, head), all chunks in parallel -----------------------
-   A = strict_tril(diag(beta) K K^T * exp(g_i - g_j)), T = (I + A)^-1 (forward substitution, f32),
-   w = T diag(beta exp(g)) K, u = T diag(beta) V, Aqk = scale * tril(Q K^T * exp(g_i - g_j)). */
-template <class E, int KP>
-__global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
-    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8;
+   A = strict_tril(diag(beta) K K^T * exp(g_i - g_j)), T = (I + A)^-1 (f32), w = T diag(beta exp(g)) K,
+   u = T diag(beta) V, Aqk = scale * tril(Q K^T * exp(g_i - g_j)). The kernel is a latency chain on
+   small tiles, so it is built for few barriers and small shared memory (more CTAs per SM): every
+   global read is in flight at once (cp.async), T is built in place of A in one f32 tile (16 x 16
+   diagonal blocks by forward substitution in registers, then two levels of block products on
+   tensor cores in 3xTF32), and the diagonal scalings of w and u ride on T's fragments, so K and V
+   are staged once, unscaled. */
+#define SSM__DL_LT 72 /* row stride of the f32 A / T tile: conflict-free mma fragment loads */
+template <class E, int KP> __host__ __device__ constexpr size_t ssm__dl_prep_bytes(int VP) {
+    return sizeof(E) * ((size_t)2 * SSM__DL_C * (KP + 8) + (size_t)SSM__DL_C * (VP + 8)) +
+           sizeof(float) * ((size_t)SSM__DL_C * SSM__DL_LT + 3 * SSM__DL_C);
+}
+/* CTAs per SM that shared memory allows at V = K (228 KB per SM, 1 KB reserved per CTA), at most 4
+   (64 registers a thread), 6 for 16-bit K <= 32: the registers are budgeted for that occupancy
+   (H200, B32 T2048 H8 K=V=32: 4 CTAs/SM 0.195 ms, 5 0.184, 6 0.180; K = 64 gains nothing). */
+template <class E, int KP> __host__ __device__ constexpr int ssm__dl_prep_min() {
+    return (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024)) < 1 ? 1
+         : (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024)) > (sizeof(E) == 2 && KP <= 32 ? 6 : 4)
+             ? (sizeof(E) == 2 && KP <= 32 ? 6 : 4)
+             : (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024));
+}
+/* rows x cols tile (unit feature stride, 16-byte aligned rows from g, row stride rs) into s through
+   cp.async; rows >= nr and columns >= nc are zero-filled. */
+template <class E>
+__device__ __forceinline__ void ssm__dl_cprows(E *s, int ld, int rows, int cols, const E *g, int64_t rs, int nr, int nc) {
+    constexpr int V = 16 / sizeof(E);
+    const int vpr = cols / V;
+    for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
+        const int i = idx / vpr, j = (idx % vpr) * V;
+        const int nb = (i < nr && j < nc) ? (int)sizeof(E) * min(V, nc - j) : 0;
+        const E *src = nb ? g + (int64_t)i * rs + j : g;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__dl_sa(s + i * ld + j)), "l"(src), "r"(nb));
+    }
+}
+/* acc[j] += A[m0.., k] B[k, n0 + 8j..] over k in [k0, k1) (multiples of 8): f32 tiles in shared
+   memory on tensor cores in 3xTF32. */
+template <int NT>
+__device__ __forceinline__ void ssm__dl_tf3(float (&acc)[NT][4], const float *A, int lda, int m0, const float *B, int ldb,
+                                            int n0, int k0, int k1) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    for (int k = k0; k < k1; k += 8) {
+        const float *ar = A + (m0 + g) * lda + k + t;
+        const float a0 = ar[0], a1 = ar[8 * lda], a2 = ar[4], a3 = ar[8 * lda + 4];
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            const float *br = B + (k + t) * ldb + n0 + 8 * j + g;
+            ssm__dl_mma3(acc[j], a0, a1, a2, a3, br[0], br[4 * ldb]);
+        }
+    }
+}
+template <class E> __device__ __forceinline__ unsigned ssm__dl_pk(float x, float y);
+template <> __device__ __forceinline__ unsigned ssm__dl_pk<__nv_bfloat16>(float x, float y) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+    return *(unsigned *)&h;
+}
+template <> __device__ __forceinline__ unsigned ssm__dl_pk<__half>(float x, float y) {
+    __half2 h = __floats2half2_rn(x, y);
+    return *(unsigned *)&h;
+}
+/* acc[j] += (A diag(scl))[m0.., k] B[k, 8j..] over k < kend (a multiple of 16): A f32 in shared
+   memory, rounded to E in the fragment; B (E) row-major [k][n]. */
+template <int NT, class E>
+__device__ __forceinline__ void ssm__dl_wmma_f(float (&acc)[NT][4], const float *A, int lda, int m0, const float *scl, int kend,
+                                               const E *B, int ldb) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if constexpr (sizeof(E) == 4) {
+        for (int k = 0; k < kend; ++k) {
+            const float a0 = A[(m0 + g) * lda + k] * scl[k], a1 = A[(m0 + g + 8) * lda + k] * scl[k];
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int n = 8 * j + 2 * t;
+                const float b0 = B[k * ldb + n], b1 = B[k * ldb + n + 1];
+                acc[j][0] += a0 * b0, acc[j][1] += a0 * b1, acc[j][2] += a1 * b0, acc[j][3] += a1 * b1;
+            }
+        }
+    } else {
+        const int i = lane >> 3, r = lane & 7;
+        for (int k0 = 0; k0 < kend; k0 += 16) {
+            const float2 s0 = *(const float2 *)(scl + k0 + 2 * t), s1 = *(const float2 *)(scl + k0 + 8 + 2 * t);
+            const float *ar = A + (m0 + g) * lda + k0 + 2 * t;
+            const float2 x0 = *(const float2 *)ar, x1 = *(const float2 *)(ar + 8 * lda);
+            const float2 x2 = *(const float2 *)(ar + 8), x3 = *(const float2 *)(ar + 8 * lda + 8);
+            const unsigned a[4] = {ssm__dl_pk<E>(x0.x * s0.x, x0.y * s0.y), ssm__dl_pk<E>(x1.x * s0.x, x1.y * s0.y),
+                                   ssm__dl_pk<E>(x2.x * s1.x, x2.y * s1.y), ssm__dl_pk<E>(x3.x * s1.x, x3.y * s1.y)};
+#pragma unroll
+            for (int j = 0; j < NT; j += 2) {
+                unsigned b[4];
+                ssm__dl_ldsmt(b, B + (k0 + r + (i & 1) * 8) * ldb + 8 * j + (i >> 1) * 8);
+                ssm__dl_mma<E>(acc[j], a, b[0], b[1]);
+                ssm__dl_mma<E>(acc[j + 1], a, b[2], b[3]);
+            }
+        }
+    }
+}
+/* store_t: bit 0 also writes T and the packed dout (backward); bit 1: the grid is (head, chunk), not
+   (chunk, head). MINB: CTAs per SM for the register budget (the dev harness tries others). */
+template <class E, int KP, int MINB = ssm__dl_prep_min<E, KP>()>
+__global__ void __launch_bounds__(SSM__DL_NT, MINB)
+ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
+    constexpr int C = SSM__DL_C, LK = KP + 8, LT = SSM__DL_LT;
     extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
-    const int64_t gc = blockIdx.x;
-    const int h = blockIdx.y, tid = threadIdx.x, wp = tid >> 5, lane = tid & 31;
+    const int64_t gc = (store_t & 2) ? blockIdx.y : blockIdx.x;
+    const int h = (store_t & 2) ? blockIdx.x : blockIdx.y, tid = threadIdx.x, wp = tid >> 5, lane = tid & 31;
+    store_t &= 1;
     int64_t c;
     const int n = ssm__dl_find(a, gc, ws.choff, &c);
     if (n < 0) return;
@@ -4915,162 +5008,184 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_prep_kernel(ssm__dl_args a
     const int64_t t0 = sq.t0 + c * C;
     const int len = (int)min((int64_t)C, sq.len - c * C);
     const int LV = VP + 8;
-    E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sKb = sK + C * LK, *sV = sKb + C * LK, *sT = sV + C * LV;
-    float *sA = (float *)(sT + C * LC), *sb = sA + C * (C + 1), *sg = sb + C, *seg = sg + C;
+    E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sV = sK + C * LK;
+    float *sT = (float *)(sV + C * LV), *sb = sT + C * LT, *sg = sb + C, *seg = sg + C;
+    float *sX = (float *)sQ; /* the block products' temporaries, over Q once Aqk is out */
     const int64_t ch = gc * a.H + h;
-
-    for (int i = tid; i < C; i += blockDim.x) {
-        sb[i] = i < len ? ssm__dl_ld(a.beta, a.bdt, sq.b * a.bs[0] + (t0 + i) * a.bs[1] + h * a.bs[2]) : 0.f;
-        sg[i] = (i < len && a.g) ? ssm__dl_ld(a.g, a.gdt, sq.b * a.gs[0] + (t0 + i) * a.gs[1] + h * a.gs[2]) : 0.f;
-    }
-    __syncthreads();
-    if (tid < 32) { /* inclusive scan of the log gates over the chunk (2 per lane) */
-        float x0 = sg[2 * tid], x1 = x0 + sg[2 * tid + 1], s = x1;
-        for (int o = 1; o < 32; o <<= 1) {
-            float y = __shfl_up_sync(0xffffffffu, s, o);
-            if (tid >= o) s += y;
-        }
-        float ex = s - x1;
-        sg[2 * tid] = ex + x0, sg[2 * tid + 1] = ex + x1;
-    }
-    __syncthreads();
-    for (int i = tid; i < C; i += blockDim.x) {
-        seg[i] = sb[i] * __expf(sg[i]);
-        ws.gam[ch * C + i] = sg[i];
-    }
-    __syncthreads();
     const int64_t qb = sq.b * a.qs[0] + t0 * a.qs[1] + h * a.qs[2], kb = sq.b * a.ks[0] + t0 * a.ks[1] + h * a.ks[2];
     const int64_t vb = sq.b * a.vs[0] + t0 * a.vs[1] + h * a.vs[2];
-    ssm__dl_stage(sQ, LK, C, KP, a.q, a.dt, qb, a.qs[1], a.qs[3], len, a.K, [](int) { return 1.f; }, a.vec);
-    ssm__dl_stage(sK, LK, C, KP, a.k, a.dt, kb, a.ks[1], a.ks[3], len, a.K, [](int) { return 1.f; }, a.vec);
-    ssm__dl_stage(sKb, LK, C, KP, a.k, a.dt, kb, a.ks[1], a.ks[3], len, a.K, [&](int i) { return seg[i]; }, a.vec);
-    ssm__dl_stage(sV, LV, C, VP, a.v, a.dt, vb, a.vs[1], a.vs[3], len, a.V, [&](int i) { return sb[i]; }, a.vec);
+
+    /* every global read in flight at once: warp 0's beta and g (two tokens a lane), the q, k, v tiles */
+    float be[2] = {0.f, 0.f}, ga[2] = {0.f, 0.f};
+    if (wp == 0)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int i = 2 * lane + e;
+            if (i < len) {
+                be[e] = ssm__dl_ld(a.beta, a.bdt, sq.b * a.bs[0] + (t0 + i) * a.bs[1] + h * a.bs[2]);
+                if (a.g) ga[e] = ssm__dl_ld(a.g, a.gdt, sq.b * a.gs[0] + (t0 + i) * a.gs[1] + h * a.gs[2]);
+            }
+        }
+    if (a.vec) {
+        ssm__dl_cprows(sQ, LK, C, KP, (const E *)a.q + qb, a.qs[1], len, a.K);
+        ssm__dl_cprows(sK, LK, C, KP, (const E *)a.k + kb, a.ks[1], len, a.K);
+        ssm__dl_cprows(sV, LV, C, VP, (const E *)a.v + vb, a.vs[1], len, a.V);
+        ssm__dl_commit();
+    } else {
+        ssm__dl_stage(sQ, LK, C, KP, a.q, a.dt, qb, a.qs[1], a.qs[3], len, a.K, [](int) { return 1.f; });
+        ssm__dl_stage(sK, LK, C, KP, a.k, a.dt, kb, a.ks[1], a.ks[3], len, a.K, [](int) { return 1.f; });
+        ssm__dl_stage(sV, LV, C, VP, a.v, a.dt, vb, a.vs[1], a.vs[3], len, a.V, [](int) { return 1.f; });
+    }
+    if (store_t && a.dout) { /* the backward's packed dout, global to global */
+        const int64_t db = sq.b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2];
+        ssm__dl_stage(ws.dop + ch * C * VP, VP, C, VP, a.dout, a.dt, db, a.dos[1], a.dos[3], len, a.V,
+                      [](int) { return 1.f; }, a.vec);
+    }
+    if (wp == 0) { /* inclusive scan of the log gates over the chunk */
+        const float x0 = ga[0], x1 = x0 + ga[1];
+        float s = x1;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const float y = __shfl_up_sync(0xffffffffu, s, o);
+            if (lane >= o) s += y;
+        }
+        const float g0 = s - x1 + x0, g1 = s;
+        *(float2 *)(sb + 2 * lane) = make_float2(be[0], be[1]);
+        *(float2 *)(sg + 2 * lane) = make_float2(g0, g1);
+        *(float2 *)(seg + 2 * lane) = make_float2(be[0] * __expf(g0), be[1] * __expf(g1));
+        *(float2 *)(ws.gam + ch * C + 2 * lane) = make_float2(g0, g1);
+    }
+    ssm__dl_wait<0>();
     __syncthreads();
     ssm__dl_sttile<C, KP>(ws.qp + ch * C * KP, KP, sQ, LK);
     ssm__dl_sttile<C, KP>(ws.kp + ch * C * KP, KP, sK, LK);
-    E *aqk = ws.aqk + ch * C * C;
-    const float scale = a.scale;
-    ssm__dl_gemm<C, C, KP, false, true>(sK, LK, sK, LK, [&](int i, int j, float x) {
-        sA[i * (C + 1) + j] = i > j ? sb[i] * x * __expf(sg[i] - sg[j]) : 0.f;
-    });
-    ssm__dl_gemm2<C, C, KP, false, true>(sQ, LK, sK, LK, [&](int i, int j, float x0, float x1) {
-        ssm__dl_st2(aqk + i * C + j, i >= j ? scale * x0 * __expf(sg[i] - sg[j]) : 0.f,
-                    i > j ? scale * x1 * __expf(sg[i] - sg[j + 1]) : 0.f);
-    });
+    { /* A (f32, into sT) and Aqk (E, to the workspace): warp w the 16 x 32 tile at (16(w/2), 32(w%2)) of
+         K K^T and Q K^T; the tiles above the diagonal are zeros without products, no gates no exp */
+        static_assert(SSM__DL_NT == 256 && C == 64, "8 warps, 8 tiles");
+        const int m0 = (wp >> 1) * 16, n0 = (wp & 1) * 32, g = lane >> 2, t = lane & 3;
+        float ak[4][4], aq[4][4];
+        ssm__dl_zero(ak), ssm__dl_zero(aq);
+        if (n0 < m0 + 16) {
+            ssm__dl_wmma<4, KP, false, true>(ak, sK, LK, m0, sK, LK, n0);
+            ssm__dl_wmma<4, KP, false, true>(aq, sQ, LK, m0, sK, LK, n0);
+        }
+        E *aqk = ws.aqk + ch * C * C;
+        const float scale = a.scale;
+        const bool gated = a.g != NULL;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) { /* rows g, g + 8 */
+            const int i = m0 + g + 8 * hh;
+            const float bi = sb[i], gi = sg[i];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int col = n0 + 8 * j + 2 * t;
+                float x0 = ak[j][2 * hh], x1 = ak[j][2 * hh + 1], y0 = aq[j][2 * hh], y1 = aq[j][2 * hh + 1];
+                if (gated) { /* masked entries may overflow exp; the selects below drop them */
+                    const float e0 = __expf(gi - sg[col]), e1 = __expf(gi - sg[col + 1]);
+                    x0 *= e0, x1 *= e1, y0 *= e0, y1 *= e1;
+                }
+                *(float2 *)(sT + i * LT + col) = make_float2(i > col ? bi * x0 : 0.f, i > col + 1 ? bi * x1 : 0.f);
+                ssm__dl_st2(aqk + i * C + col, i >= col ? scale * y0 : 0.f, i > col ? scale * y1 : 0.f);
+            }
+        }
+    }
     __syncthreads();
-    /* f32 T [C][72], over sQ, sK (dead now) where they are large enough; stride 72 spreads banks */
-    float *sTf = ssm__dl_prep_alias<E, KP>() ? (float *)sQ : seg + C;
-    if (!(a.variant & 1)) { /* blocked: 16 x 16 diagonal blocks, then three levels of block products */
-        float *sX = seg + C + (ssm__dl_prep_alias<E, KP>() ? 0 : C * 72); /* [3][16][24] */
-        {   /* diagonal block b, column c: four lanes split each row's sum (j mod 4) */
-            const int b = tid >> 6, c = (tid >> 2) & 15, part = tid & 3, o = 16 * b;
-            const unsigned gm4 = 0xFu << (tid & 28);
-            if (part == 0)
-                for (int i = 0; i < 16; ++i) sTf[(o + i) * 72 + o + c] = i == c ? 1.f : 0.f;
-            __syncwarp(gm4);
-            for (int i = c + 1; i < 16; ++i) {
-                float s = 0.f;
-                for (int j = c + part; j < i; j += 4) s += sA[(o + i) * (C + 1) + o + j] * sTf[(o + j) * 72 + o + c];
-                s += __shfl_xor_sync(gm4, s, 1);
-                s += __shfl_xor_sync(gm4, s, 2);
-                if (part == 0) sTf[(o + i) * 72 + o + c] = -s;
-                __syncwarp(gm4);
-            }
-        }
-        __syncthreads();
-        if (!(a.variant & 2)) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ on tensor cores: 3xTF32 (f32 accuracy) */
-            const int g = lane >> 2, t = lane & 3;
+    /* T in place of A. Diagonal blocks D_b = (I + A_bb)^-1: lane (b, col) carries its column in
+       registers down the rows, A's rows broadcast from shared memory (warps 0-1, no barrier). */
+    if (wp < 2) {
+        const int o = 16 * (2 * wp + (lane >> 4)), col = lane & 15;
+        float tc[16];
 #pragma unroll
-            for (int I = 1; I < 4; ++I) {
-                const int J = wp >> 1, n0 = 8 * (wp & 1);
-                if (wp < 2 * I) { /* warp (J, half): X_J[:, n0..n0+7] */
-                    float x[4] = {0.f, 0.f, 0.f, 0.f};
-                    for (int k0 = 16 * J; k0 < 16 * I; k0 += 8) {
-                        const float *ar = sA + (16 * I + g) * (C + 1) + k0 + t, *br = sTf + (k0 + t) * 72 + 16 * J + n0 + g;
-                        ssm__dl_mma3(x, ar[0], ar[8 * (C + 1)], ar[4], ar[8 * (C + 1) + 4], br[0], br[4 * 72]);
-                    }
-                    float *xs = sX + J * 16 * 24 + n0 + 2 * t;
-                    xs[g * 24] = x[0], xs[g * 24 + 1] = x[1], xs[(g + 8) * 24] = x[2], xs[(g + 8) * 24 + 1] = x[3];
-                }
-                __syncthreads();
-                if (wp < 2 * I) { /* T_IJ[:, n0..] = -D_I X_J[:, n0..] */
-                    float x[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-                    for (int k0 = 0; k0 < 16; k0 += 8) {
-                        const float *ar = sTf + (16 * I + g) * 72 + 16 * I + k0 + t, *br = sX + J * 16 * 24 + (k0 + t) * 24 + n0 + g;
-                        ssm__dl_mma3(x, ar[0], ar[8 * 72], ar[4], ar[8 * 72 + 4], br[0], br[4 * 24]);
-                    }
-                    float *ts = sTf + (16 * I + g) * 72 + 16 * J + n0 + 2 * t;
-                    ts[0] = -x[0], ts[1] = -x[1], ts[8 * 72] = -x[2], ts[8 * 72 + 1] = -x[3];
-                }
-                __syncthreads();
-            }
-        } else { /* the same block products on scalar FMAs */
-        const int r = tid >> 4, c = tid & 15;
-#pragma unroll
-        for (int I = 1; I < 4; ++I) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ for every J < I (unrolled: fixed trips) */
-#pragma unroll
-            for (int J = 0; J < I; ++J) {
-                float x = 0.f;
-#pragma unroll 16
-                for (int k = 16 * J; k < 16 * I; ++k) x += sA[(16 * I + r) * (C + 1) + k] * sTf[k * 72 + 16 * J + c];
-                sX[J * 16 * 24 + r * 24 + c] = x;
-            }
-            __syncthreads();
-#pragma unroll
-            for (int J = 0; J < I; ++J) {
-                float t = 0.f;
-#pragma unroll
-                for (int m = 0; m < 16; ++m) /* D_I is zero above its diagonal */
-                    t += sTf[(16 * I + r) * 72 + 16 * I + m] * sX[J * 16 * 24 + m * 24 + c];
-                sTf[(16 * I + r) * 72 + 16 * J + c] = -t;
-            }
-            __syncthreads();
-        }
-        }
-        for (int idx = tid; idx < C * C; idx += blockDim.x) {
-            const int i = idx >> 6, j = idx & 63;
-            sT[i * LC + j] = ssm__dl_cv<E>((i >> 4) >= (j >> 4) ? sTf[i * 72 + j] : 0.f);
-        }
-    } else { /* T by forward substitution, column by column: t_i = [i == col] - sum_{j<i} A_ij t_j.
-                Four lanes per column split the sum (j mod 4) and meet through shuffles. */
-        const int col = tid >> 2, part = tid & 3;
-        const unsigned gm4 = 0xFu << (tid & 28); /* the column's four lanes (trip counts differ per column) */
-        if (part == 0) sTf[col * 72 + col] = 1.f, sT[col * LC + col] = ssm__dl_cv<E>(1.f);
-        for (int i = 0; i < col; ++i)
-            if (part == 0) sT[i * LC + col] = ssm__dl_cv<E>(0.f);
-        __syncwarp(gm4);
-        for (int i = col + 1; i < C; ++i) { /* t_j = 0 for j < col */
+        for (int i = 0; i < 16; ++i) {
+            const float *ar = sT + (o + i) * LT + o;
             float s = 0.f;
-            for (int j = col + part; j < i; j += 4) s += sA[i * (C + 1) + j] * sTf[j * 72 + col];
-            s += __shfl_xor_sync(gm4, s, 1);
-            s += __shfl_xor_sync(gm4, s, 2);
-            const float t = -s;
-            if (part == 0) sTf[i * 72 + col] = t, sT[i * LC + col] = ssm__dl_cv<E>(t);
-            __syncwarp(gm4);
+#pragma unroll
+            for (int j = 0; j < i; ++j) s += ar[j] * tc[j];
+            tc[i] = i == col ? 1.f : i < col ? 0.f : -s;
+        }
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < 16; ++i) sT[(o + i) * LT + o + col] = tc[i];
+    }
+    __syncthreads();
+    /* 32 x 32 diagonal blocks: T_IJ = -D_I (A_IJ D_J) for (I, J) = (1, 0), (3, 2); warp-private temporaries */
+    if (wp < 2) {
+        const int I = 2 * wp + 1, J = 2 * wp;
+        float *xs = sX + wp * 16 * 24;
+        float x[2][4] = {};
+        ssm__dl_tf3<2>(x, sT, LT, 16 * I, sT, LT, 16 * J, 16 * J, 16 * J + 16);
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            float *p = xs + g * 24 + 8 * j + 2 * t;
+            p[0] = x[j][0], p[1] = x[j][1], p[8 * 24] = x[j][2], p[8 * 24 + 1] = x[j][3];
+        }
+        __syncwarp();
+        float y[2][4] = {};
+        ssm__dl_tf3<2>(y, sT + 16 * I, LT, 16 * I, xs, 24, 0, 0, 16);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            float *p = sT + (16 * I + g) * LT + 16 * J + 8 * j + 2 * t;
+            p[0] = -y[j][0], p[1] = -y[j][1], p[8 * LT] = -y[j][2], p[8 * LT + 1] = -y[j][3];
         }
     }
     __syncthreads();
-    if (store_t) ssm__dl_sttile<C, C>(ws.tm + ch * C * C, C, sT, LC);
-    E *w = ws.w + ch * C * KP, *u = ws.u + ch * C * VP;
-    ssm__dl_gemm2<C, KP, C, false, false>(sT, LC, sKb, LK, [&](int i, int j, float x0, float x1) { ssm__dl_st2(w + i * KP + j, x0, x1); });
-    for (int v0 = 0; v0 < VP; v0 += 32)
-        ssm__dl_gemm2<C, 32, C, false, false>(sT, LC, sV + v0, LV,
-                                              [&](int i, int j, float x0, float x1) { ssm__dl_st2(u + i * VP + v0 + j, x0, x1); });
-    if (store_t && a.dout) { /* the backward's packed dout */
-        __syncthreads();
-        const int64_t db = sq.b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2];
-        ssm__dl_stage(sV, LV, C, VP, a.dout, a.dt, db, a.dos[1], a.dos[3], len, a.V, [](int) { return 1.f; }, a.vec);
-        __syncthreads();
-        for (int c0 = 0; c0 < VP; c0 += 32) ssm__dl_sttile<C, 32>(ws.dop + ch * C * VP + c0, VP, sV + c0, LV);
+    { /* the lower-left 32 x 32 block: T_21 = -T_22 (A_21 T_11); warp w: rows 32 + 16(w/4).., cols 8(w%4).. */
+        const int mt = wp >> 2, n0 = 8 * (wp & 3), g = lane >> 2, t = lane & 3;
+        float x[1][4] = {};
+        ssm__dl_tf3<1>(x, sT, LT, 32 + 16 * mt, sT, LT, n0, 16 * (n0 >> 4), 32); /* T_11 is zero above its blocks */
+        float *p = sX + (16 * mt + g) * 40 + n0 + 2 * t;
+        p[0] = x[0][0], p[1] = x[0][1], p[8 * 40] = x[0][2], p[8 * 40 + 1] = x[0][3];
+        __syncthreads(); /* every read of A_21 is done, X complete */
+        float y[1][4] = {};
+        ssm__dl_tf3<1>(y, sT + 32, LT, 32 + 16 * mt, sX, 40, n0, 0, 16 * (mt + 1)); /* T_22 lower */
+        p = sT + (32 + 16 * mt + g) * LT + n0 + 2 * t;
+        p[0] = -y[0][0], p[1] = -y[0][1], p[8 * LT] = -y[0][2], p[8 * LT + 1] = -y[0][3];
+    }
+    __syncthreads();
+    if (store_t) { /* T as E for the backward (zero above its diagonal: A's fill) */
+        constexpr int V = 16 / sizeof(E);
+        E *tm = ws.tm + ch * C * C;
+        for (int idx = tid; idx < C * C / V; idx += blockDim.x) {
+            const int i = idx / (C / V), j = (idx % (C / V)) * V;
+            union {
+                uint4 u;
+                E e[V];
+            } x;
+#pragma unroll
+            for (int e = 0; e < V; ++e) x.e[e] = ssm__dl_cv<E>(sT[i * LT + j + e]);
+            *(uint4 *)(tm + i * C + j) = x.u;
+        }
+    }
+    /* w = (T diag(beta e^g)) K and u = (T diag(beta)) V: items of (row blocks {0, 3} or {1, 2}: equal
+       work, as row block m stops at k = 16(m+1)) x (SW columns of w or u) */
+    {
+        constexpr int SW = KP >= 64 ? 32 : 16, NT = SW / 8;
+        const int nw = KP / SW, items = 2 * (nw + VP / SW), g = lane >> 2, t = lane & 3;
+        E *w = ws.w + ch * C * KP, *u = ws.u + ch * C * VP;
+        for (int it = wp; it < items; it += SSM__DL_NT / 32) {
+            const int pr = it & 1, s = it >> 1;
+            const bool isw = s < nw;
+            const int c0 = (isw ? s : s - nw) * SW, ldb = isw ? LK : LV, ldd = isw ? KP : VP;
+            const E *B = (isw ? sK : sV) + c0;
+            const float *scl = isw ? seg : sb;
+            E *d = (isw ? w : u) + c0;
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int mb = pr ? 1 + r : 3 * r;
+                float acc[NT][4];
+                ssm__dl_zero(acc);
+                ssm__dl_wmma_f<NT, E>(acc, sT, LT, 16 * mb, scl, 16 * (mb + 1), B, ldb);
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    E *p = d + (16 * mb + g) * ldd + 8 * j + 2 * t;
+                    ssm__dl_st2(p, acc[j][0], acc[j][1]), ssm__dl_st2(p + 8 * ldd, acc[j][2], acc[j][3]);
+                }
+            }
+        }
     }
 }
-template <class E, int KP> static size_t ssm__dl_prep_smem(int VP) {
-    const size_t extra = (ssm__dl_prep_alias<E, KP>() ? 0 : sizeof(float) * SSM__DL_C * 72) + sizeof(float) * 3 * 16 * 24;
-    constexpr int C = SSM__DL_C;
-    return sizeof(E) * ((size_t)3 * C * (KP + 8) + (size_t)C * (VP + 8) + (size_t)C * (C + 8)) +
-           sizeof(float) * ((size_t)C * (C + 1) + 3 * C) + extra;
-}
+template <class E, int KP> static size_t ssm__dl_prep_smem(int VP) { return ssm__dl_prep_bytes<E, KP>(VP); }
 
 /* ---- inter-chunk pass: one CTA per (sequence, head, VB columns of V), chunks in order ----------
    v_new = u - w S; o = exp(g) q S * scale + Aqk v_new; S <- exp(g_last) S + K^T (exp(g_last - g) v_new).
@@ -5843,7 +5958,11 @@ static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__d
     size_t sm = ssm__dl_prep_smem<E, KP>(s.VP);
     if (!ssm__dl_smem_ok(ssm__dl_prep_kernel<E, KP>, sm, optin)) return -1;
     if (a.cu) ssm__dl_choff_kernel<<<1, 1, 0, st>>>(a.cu, a.N, w.choff);
-    if (s.nc > 0) ssm__dl_prep_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t);
+    if (s.nc <= 0) return 0;
+    if (!(a.variant & 64) && s.nc <= 65535) /* heads fastest: a token's heads read together (1-3% faster) */
+        ssm__dl_prep_kernel<E, KP><<<dim3(a.H, (unsigned)s.nc), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t | 2);
+    else
+        ssm__dl_prep_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t);
     return 0;
 }
 /* Double-buffer the sequential passes (NB = 2) when every CTA of the grid is still resident at

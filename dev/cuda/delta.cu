@@ -44,6 +44,190 @@ static int dl_forward_recurrent(const ssm__dl_args &a, cudaStream_t st) {
 }
 static int dl_pick_vb(const ssm__dl_args &a) { return ssm__dl_pick_vb(a.N, a.H, a.V, g_sms); }
 
+/* ---- baseline: the earlier chunk preparation (f32 A and T tiles apart, 16 barriers, K staged twice,
+   a lane-quad forward substitution per diagonal block), kept to time the library's against ---------- */
+template <class E, int KP> __host__ __device__ constexpr bool dlv0_prep_alias() {
+    return 2 * SSM__DL_C * (KP + 8) * sizeof(E) >= SSM__DL_C * 72 * sizeof(float);
+}
+/* ---- chunk preparation: one CTA per (chunk, head), all chunks in parallel -----------------------
+   A = strict_tril(diag(beta) K K^T * exp(g_i - g_j)), T = (I + A)^-1 (forward substitution, f32),
+   w = T diag(beta exp(g)) K, u = T diag(beta) V, Aqk = scale * tril(Q K^T * exp(g_i - g_j)). */
+template <class E, int KP>
+__global__ void __launch_bounds__(SSM__DL_NT) dlv0_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
+    constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8;
+    extern __shared__ __align__(16) unsigned char dlv0_smem[];
+    const int64_t gc = blockIdx.x;
+    const int h = blockIdx.y, tid = threadIdx.x, wp = tid >> 5, lane = tid & 31;
+    int64_t c;
+    const int n = ssm__dl_find(a, gc, ws.choff, &c);
+    if (n < 0) return;
+    const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
+    const int64_t t0 = sq.t0 + c * C;
+    const int len = (int)min((int64_t)C, sq.len - c * C);
+    const int LV = VP + 8;
+    E *sQ = (E *)dlv0_smem, *sK = sQ + C * LK, *sKb = sK + C * LK, *sV = sKb + C * LK, *sT = sV + C * LV;
+    float *sA = (float *)(sT + C * LC), *sb = sA + C * (C + 1), *sg = sb + C, *seg = sg + C;
+    const int64_t ch = gc * a.H + h;
+
+    for (int i = tid; i < C; i += blockDim.x) {
+        sb[i] = i < len ? ssm__dl_ld(a.beta, a.bdt, sq.b * a.bs[0] + (t0 + i) * a.bs[1] + h * a.bs[2]) : 0.f;
+        sg[i] = (i < len && a.g) ? ssm__dl_ld(a.g, a.gdt, sq.b * a.gs[0] + (t0 + i) * a.gs[1] + h * a.gs[2]) : 0.f;
+    }
+    __syncthreads();
+    if (tid < 32) { /* inclusive scan of the log gates over the chunk (2 per lane) */
+        float x0 = sg[2 * tid], x1 = x0 + sg[2 * tid + 1], s = x1;
+        for (int o = 1; o < 32; o <<= 1) {
+            float y = __shfl_up_sync(0xffffffffu, s, o);
+            if (tid >= o) s += y;
+        }
+        float ex = s - x1;
+        sg[2 * tid] = ex + x0, sg[2 * tid + 1] = ex + x1;
+    }
+    __syncthreads();
+    for (int i = tid; i < C; i += blockDim.x) {
+        seg[i] = sb[i] * __expf(sg[i]);
+        ws.gam[ch * C + i] = sg[i];
+    }
+    __syncthreads();
+    const int64_t qb = sq.b * a.qs[0] + t0 * a.qs[1] + h * a.qs[2], kb = sq.b * a.ks[0] + t0 * a.ks[1] + h * a.ks[2];
+    const int64_t vb = sq.b * a.vs[0] + t0 * a.vs[1] + h * a.vs[2];
+    ssm__dl_stage(sQ, LK, C, KP, a.q, a.dt, qb, a.qs[1], a.qs[3], len, a.K, [](int) { return 1.f; }, a.vec);
+    ssm__dl_stage(sK, LK, C, KP, a.k, a.dt, kb, a.ks[1], a.ks[3], len, a.K, [](int) { return 1.f; }, a.vec);
+    ssm__dl_stage(sKb, LK, C, KP, a.k, a.dt, kb, a.ks[1], a.ks[3], len, a.K, [&](int i) { return seg[i]; }, a.vec);
+    ssm__dl_stage(sV, LV, C, VP, a.v, a.dt, vb, a.vs[1], a.vs[3], len, a.V, [&](int i) { return sb[i]; }, a.vec);
+    __syncthreads();
+    ssm__dl_sttile<C, KP>(ws.qp + ch * C * KP, KP, sQ, LK);
+    ssm__dl_sttile<C, KP>(ws.kp + ch * C * KP, KP, sK, LK);
+    E *aqk = ws.aqk + ch * C * C;
+    const float scale = a.scale;
+    ssm__dl_gemm<C, C, KP, false, true>(sK, LK, sK, LK, [&](int i, int j, float x) {
+        sA[i * (C + 1) + j] = i > j ? sb[i] * x * __expf(sg[i] - sg[j]) : 0.f;
+    });
+    ssm__dl_gemm2<C, C, KP, false, true>(sQ, LK, sK, LK, [&](int i, int j, float x0, float x1) {
+        ssm__dl_st2(aqk + i * C + j, i >= j ? scale * x0 * __expf(sg[i] - sg[j]) : 0.f,
+                    i > j ? scale * x1 * __expf(sg[i] - sg[j + 1]) : 0.f);
+    });
+    __syncthreads();
+    /* f32 T [C][72], over sQ, sK (dead now) where they are large enough; stride 72 spreads banks */
+    float *sTf = dlv0_prep_alias<E, KP>() ? (float *)sQ : seg + C;
+    if (!(a.variant & 1)) { /* blocked: 16 x 16 diagonal blocks, then three levels of block products */
+        float *sX = seg + C + (dlv0_prep_alias<E, KP>() ? 0 : C * 72); /* [3][16][24] */
+        {   /* diagonal block b, column c: four lanes split each row's sum (j mod 4) */
+            const int b = tid >> 6, c = (tid >> 2) & 15, part = tid & 3, o = 16 * b;
+            const unsigned gm4 = 0xFu << (tid & 28);
+            if (part == 0)
+                for (int i = 0; i < 16; ++i) sTf[(o + i) * 72 + o + c] = i == c ? 1.f : 0.f;
+            __syncwarp(gm4);
+            for (int i = c + 1; i < 16; ++i) {
+                float s = 0.f;
+                for (int j = c + part; j < i; j += 4) s += sA[(o + i) * (C + 1) + o + j] * sTf[(o + j) * 72 + o + c];
+                s += __shfl_xor_sync(gm4, s, 1);
+                s += __shfl_xor_sync(gm4, s, 2);
+                if (part == 0) sTf[(o + i) * 72 + o + c] = -s;
+                __syncwarp(gm4);
+            }
+        }
+        __syncthreads();
+        if (!(a.variant & 2)) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ on tensor cores: 3xTF32 (f32 accuracy) */
+            const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+            for (int I = 1; I < 4; ++I) {
+                const int J = wp >> 1, n0 = 8 * (wp & 1);
+                if (wp < 2 * I) { /* warp (J, half): X_J[:, n0..n0+7] */
+                    float x[4] = {0.f, 0.f, 0.f, 0.f};
+                    for (int k0 = 16 * J; k0 < 16 * I; k0 += 8) {
+                        const float *ar = sA + (16 * I + g) * (C + 1) + k0 + t, *br = sTf + (k0 + t) * 72 + 16 * J + n0 + g;
+                        ssm__dl_mma3(x, ar[0], ar[8 * (C + 1)], ar[4], ar[8 * (C + 1) + 4], br[0], br[4 * 72]);
+                    }
+                    float *xs = sX + J * 16 * 24 + n0 + 2 * t;
+                    xs[g * 24] = x[0], xs[g * 24 + 1] = x[1], xs[(g + 8) * 24] = x[2], xs[(g + 8) * 24 + 1] = x[3];
+                }
+                __syncthreads();
+                if (wp < 2 * I) { /* T_IJ[:, n0..] = -D_I X_J[:, n0..] */
+                    float x[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+                    for (int k0 = 0; k0 < 16; k0 += 8) {
+                        const float *ar = sTf + (16 * I + g) * 72 + 16 * I + k0 + t, *br = sX + J * 16 * 24 + (k0 + t) * 24 + n0 + g;
+                        ssm__dl_mma3(x, ar[0], ar[8 * 72], ar[4], ar[8 * 72 + 4], br[0], br[4 * 24]);
+                    }
+                    float *ts = sTf + (16 * I + g) * 72 + 16 * J + n0 + 2 * t;
+                    ts[0] = -x[0], ts[1] = -x[1], ts[8 * 72] = -x[2], ts[8 * 72 + 1] = -x[3];
+                }
+                __syncthreads();
+            }
+        } else { /* the same block products on scalar FMAs */
+        const int r = tid >> 4, c = tid & 15;
+#pragma unroll
+        for (int I = 1; I < 4; ++I) { /* T_IJ = -D_I sum_{K=J}^{I-1} A_IK T_KJ for every J < I (unrolled: fixed trips) */
+#pragma unroll
+            for (int J = 0; J < I; ++J) {
+                float x = 0.f;
+#pragma unroll 16
+                for (int k = 16 * J; k < 16 * I; ++k) x += sA[(16 * I + r) * (C + 1) + k] * sTf[k * 72 + 16 * J + c];
+                sX[J * 16 * 24 + r * 24 + c] = x;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int J = 0; J < I; ++J) {
+                float t = 0.f;
+#pragma unroll
+                for (int m = 0; m < 16; ++m) /* D_I is zero above its diagonal */
+                    t += sTf[(16 * I + r) * 72 + 16 * I + m] * sX[J * 16 * 24 + m * 24 + c];
+                sTf[(16 * I + r) * 72 + 16 * J + c] = -t;
+            }
+            __syncthreads();
+        }
+        }
+        for (int idx = tid; idx < C * C; idx += blockDim.x) {
+            const int i = idx >> 6, j = idx & 63;
+            sT[i * LC + j] = ssm__dl_cv<E>((i >> 4) >= (j >> 4) ? sTf[i * 72 + j] : 0.f);
+        }
+    } else { /* T by forward substitution, column by column: t_i = [i == col] - sum_{j<i} A_ij t_j.
+                Four lanes per column split the sum (j mod 4) and meet through shuffles. */
+        const int col = tid >> 2, part = tid & 3;
+        const unsigned gm4 = 0xFu << (tid & 28); /* the column's four lanes (trip counts differ per column) */
+        if (part == 0) sTf[col * 72 + col] = 1.f, sT[col * LC + col] = ssm__dl_cv<E>(1.f);
+        for (int i = 0; i < col; ++i)
+            if (part == 0) sT[i * LC + col] = ssm__dl_cv<E>(0.f);
+        __syncwarp(gm4);
+        for (int i = col + 1; i < C; ++i) { /* t_j = 0 for j < col */
+            float s = 0.f;
+            for (int j = col + part; j < i; j += 4) s += sA[i * (C + 1) + j] * sTf[j * 72 + col];
+            s += __shfl_xor_sync(gm4, s, 1);
+            s += __shfl_xor_sync(gm4, s, 2);
+            const float t = -s;
+            if (part == 0) sTf[i * 72 + col] = t, sT[i * LC + col] = ssm__dl_cv<E>(t);
+            __syncwarp(gm4);
+        }
+    }
+    __syncthreads();
+    if (store_t) ssm__dl_sttile<C, C>(ws.tm + ch * C * C, C, sT, LC);
+    E *w = ws.w + ch * C * KP, *u = ws.u + ch * C * VP;
+    ssm__dl_gemm2<C, KP, C, false, false>(sT, LC, sKb, LK, [&](int i, int j, float x0, float x1) { ssm__dl_st2(w + i * KP + j, x0, x1); });
+    for (int v0 = 0; v0 < VP; v0 += 32)
+        ssm__dl_gemm2<C, 32, C, false, false>(sT, LC, sV + v0, LV,
+                                              [&](int i, int j, float x0, float x1) { ssm__dl_st2(u + i * VP + v0 + j, x0, x1); });
+    if (store_t && a.dout) { /* the backward's packed dout */
+        __syncthreads();
+        const int64_t db = sq.b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2];
+        ssm__dl_stage(sV, LV, C, VP, a.dout, a.dt, db, a.dos[1], a.dos[3], len, a.V, [](int) { return 1.f; }, a.vec);
+        __syncthreads();
+        for (int c0 = 0; c0 < VP; c0 += 32) ssm__dl_sttile<C, 32>(ws.dop + ch * C * VP + c0, VP, sV + c0, LV);
+    }
+}
+template <class E, int KP> static size_t dlv0_prep_smem(int VP) {
+    const size_t extra = (dlv0_prep_alias<E, KP>() ? 0 : sizeof(float) * SSM__DL_C * 72) + sizeof(float) * 3 * 16 * 24;
+    constexpr int C = SSM__DL_C;
+    return sizeof(E) * ((size_t)3 * C * (KP + 8) + (size_t)C * (VP + 8) + (size_t)C * (C + 8)) +
+           sizeof(float) * ((size_t)C * (C + 1) + 3 * C) + extra;
+}
+template <class E, int KP>
+static void dlv0_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int store_t, int optin, cudaStream_t st) {
+    size_t sm = dlv0_prep_smem<E, KP>(s.VP);
+    if (!ssm__dl_smem_ok(dlv0_prep_kernel<E, KP>, sm, optin)) return;
+    if (s.nc > 0) dlv0_prep_kernel<E, KP><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t);
+}
+
 /* ---- f64 oracle: token by token, all states kept for the backward ------------------------------- */
 struct prob {
     int B, T, H, K, V, N, gated, has_h0;
@@ -501,19 +685,47 @@ static double gemm_rate() {
     return 2.0 * n * n * (double)n / ms; /* FLOP per ms */
 }
 
-/* Where the time goes: each launch alone (after a full backward filled the workspace). Prep
-   solves: variant 0 (blocked, 3xTF32 block products), 2 (blocked, scalar block products), 1 (column). */
+/* Where the time goes: each launch alone (after a full backward filled the workspace). Prep: the
+   library's against the earlier kernel above (variant 0: 3xTF32 block products, 2: scalar ones). */
 template <int KP>
 static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes &s, char *ws, double ms, double msb) {
     typedef __nv_bfloat16 E;
     ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
-    double tp[3];
-    const int vars[3] = {0, 2, 1};
-    for (int i = 0; i < 3; ++i) {
+    /* prep: the library's; the earlier kernel with its solves (tc, scalar-block); both with store_t (backward) */
+    double tp[3], tpb[2];
+    const int vars[2] = {0, 2};
+    tp[0] = time_ms([&] { ssm__dl_prep_go<E, KP>(a, s, w, 0, g_optin, 0); });
+    for (int i = 0; i < 2; ++i) {
         ssm__dl_args av = a;
         av.variant = vars[i];
-        tp[i] = time_ms([&] { ssm__dl_prep_go<E, KP>(av, s, w, 0, g_optin, 0); });
+        tp[1 + i] = time_ms([&] { dlv0_prep_go<E, KP>(av, s, w, 0, g_optin, 0); });
     }
+    /* the library's kernel chunks-fastest (variant bit 6), and (chunks-fastest) budgeted for 5 / 6 CTAs per SM */
+    double th = -1, t5 = -1, t6 = -1;
+    {
+        ssm__dl_args av = a;
+        av.variant = 64;
+        th = time_ms([&] { ssm__dl_prep_go<E, KP>(av, s, w, 0, g_optin, 0); });
+        const size_t sm = ssm__dl_prep_smem<E, KP>(s.VP);
+        const dim3 gr((unsigned)s.nc, a.H);
+        if (ssm__dl_smem_ok(ssm__dl_prep_kernel<E, KP, 5>, sm, g_optin))
+            t5 = time_ms([&] { ssm__dl_prep_kernel<E, KP, 5><<<gr, SSM__DL_NT, sm>>>(a, w, s.VP, 0); });
+        if (ssm__dl_smem_ok(ssm__dl_prep_kernel<E, KP, 6>, sm, g_optin))
+            t6 = time_ms([&] { ssm__dl_prep_kernel<E, KP, 6><<<gr, SSM__DL_NT, sm>>>(a, w, s.VP, 0); });
+        int o5 = 0, o6 = 0;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o5, ssm__dl_prep_kernel<E, KP, 5>, SSM__DL_NT, sm));
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o6, ssm__dl_prep_kernel<E, KP, 6>, SSM__DL_NT, sm));
+        printf("# split D%d: prep chunks-fastest %.4f ms; min-blocks 5: %.4f ms (%d CTAs/SM), 6: %.4f ms (%d CTAs/SM)\n", KP, th,
+               t5, o5, t6, o6);
+    }
+    tpb[0] = time_ms([&] { ssm__dl_prep_go<E, KP>(ab, s, w, 1, g_optin, 0); });
+    tpb[1] = time_ms([&] { dlv0_prep_go<E, KP>(ab, s, w, 1, g_optin, 0); });
+    int pocc[2] = {0, 0};
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pocc[0], ssm__dl_prep_kernel<E, KP>, SSM__DL_NT, ssm__dl_prep_smem<E, KP>(s.VP)));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&pocc[1], dlv0_prep_kernel<E, KP>, SSM__DL_NT, dlv0_prep_smem<E, KP>(s.VP)));
+    printf("# split D%d: prep fwd %.4f ms (%zu B smem, %d CTAs/SM) vs earlier %.4f (%zu B, %d CTAs/SM; scalar-block %.4f); "
+           "prep bwd (T, dout) %.4f vs earlier %.4f ms\n", KP, tp[0], ssm__dl_prep_smem<E, KP>(s.VP), pocc[0], tp[1],
+           dlv0_prep_smem<E, KP>(s.VP), pocc[1], tp[2], tpb[0], tpb[1]);
     /* the sequential passes: V blocks of 32 / 64 columns, double / single buffered (variant bit 2) */
     double tf[2][2], tbs[2][2];
     for (int vi = 0; vi < 2; ++vi)
@@ -556,9 +768,9 @@ static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes 
     constexpr int KW = ssm__dl_bwc_kpc<E, KP>();
     int occ = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__dl_bwd_chunk_kernel<E, KP, KW>, SSM__DL_NT, smc));
-    printf("# split D%d vb%d: prep tc-solve %.4f ms, prep scalar-block %.4f ms, prep column %.4f ms, "
-           "bwd chunk grads %.4f ms (phase B key block %d; 64-column blocks %.4f ms; %zu B smem, %d CTAs/SM); "
-           "full fwd %.4f ms, fwd+bwd %.4f ms\n", KP, s.VB, tp[0], tp[1], tp[2], tbc[0], KW, tbc[1], smc, occ, ms, msb);
+    printf("# split D%d vb%d: prep %.4f ms (earlier %.4f), bwd chunk grads %.4f ms (phase B key block %d; 64-column "
+           "blocks %.4f ms; %zu B smem, %d CTAs/SM); full fwd %.4f ms, fwd+bwd %.4f ms\n",
+           KP, s.VB, tp[0], tp[1], tbc[0], KW, tbc[1], smc, occ, ms, msb);
 }
 
 static const char *COMMIT = "unknown";
