@@ -4577,17 +4577,18 @@ __device__ __forceinline__ void ssm__dl_st(void *p, int dt, int64_t i, float v) 
     else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
 }
 /* Four consecutive elements (16-byte aligned f32, 8-byte aligned f16/bf16) in one access. */
+typedef union {
+    uint2 u; /* four 16-bit elements as one 8-byte access */
+    __half2 h[2];
+    __nv_bfloat162 b[2];
+} ssm__dl_h4;
 __device__ __forceinline__ void ssm__dl_ld4(const void *p, int dt, int64_t i, float (&x)[4]) {
     if (dt == 0) {
         const float4 v = *(const float4 *)((const float *)p + i);
         x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
         return;
     }
-    union {
-        uint2 u;
-        __half2 h[2];
-        __nv_bfloat162 b[2];
-    } v;
+    ssm__dl_h4 v;
     v.u = *(const uint2 *)((const unsigned short *)p + i);
     const float2 lo = dt == 1 ? __half22float2(v.h[0]) : __bfloat1622float2(v.b[0]);
     const float2 hi = dt == 1 ? __half22float2(v.h[1]) : __bfloat1622float2(v.b[1]);
@@ -4598,11 +4599,7 @@ __device__ __forceinline__ void ssm__dl_st4(void *p, int dt, int64_t i, const fl
         *(float4 *)((float *)p + i) = make_float4(x[0], x[1], x[2], x[3]);
         return;
     }
-    union {
-        uint2 u;
-        __half2 h[2];
-        __nv_bfloat162 b[2];
-    } v;
+    ssm__dl_h4 v;
     if (dt == 1) v.h[0] = __floats2half2_rn(x[0], x[1]), v.h[1] = __floats2half2_rn(x[2], x[3]);
     else v.b[0] = __floats2bfloat162_rn(x[0], x[1]), v.b[1] = __floats2bfloat162_rn(x[2], x[3]);
     *(uint2 *)((unsigned short *)p + i) = v.u;
