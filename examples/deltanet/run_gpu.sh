@@ -10,7 +10,7 @@ LOG=$OUT/${1}.log
 exec > >(tee -a "$LOG") 2>&1
 echo "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) commit ${SSMH_COMMIT:-?}"
 PKG=/tmp/pyssmh; FLA=/tmp/fla
-# a package built elsewhere for this GPU (nvcc sm_90, SSMH_CFLAGS=-O2) may come along as $SSMH_PREBUILT
+# a package built elsewhere for this GPU (nvcc sm_90, SSMH_CFLAGS=-O2, SSMH_BLAS=0: no BLIS on the GPU machine) may come along as $SSMH_PREBUILT
 if [ -n "${SSMH_PREBUILT:-}" ] && PYTHONPATH=$SSMH_PREBUILT python3 -c "import torch, ssmh; assert ssmh.HAS_CUDA"; then
   PKG=$SSMH_PREBUILT; echo "== using the prebuilt package $PKG"
 fi
