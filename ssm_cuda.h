@@ -4906,14 +4906,17 @@ template <class E, int KP> __host__ __device__ constexpr size_t ssm__dl_prep_byt
     return sizeof(E) * ((size_t)2 * SSM__DL_C * (KP + 8) + (size_t)SSM__DL_C * (VP + 8)) +
            sizeof(float) * ((size_t)SSM__DL_C * SSM__DL_LT + 3 * SSM__DL_C);
 }
-/* CTAs per SM that shared memory allows at V = K (228 KB per SM, 1 KB reserved per CTA), at most 4
-   (64 registers a thread), 6 for 16-bit K <= 32: the registers are budgeted for that occupancy
-   (H200, B32 T2048 H8 K=V=32: 4 CTAs/SM 0.195 ms, 5 0.184, 6 0.180; K = 64 gains nothing). */
+/* CTAs of `bytes` shared memory each that fit one SM (228 KB, 1 KB of it reserved per CTA),
+   clamped to [1, cap]: the occupancy a kernel's registers are budgeted for (__launch_bounds__). */
+__host__ __device__ constexpr int ssm__dl_ctas_fit(size_t bytes, int cap) {
+    const size_t n = (size_t)228 * 1024 / (bytes + 1024);
+    return n < 1 ? 1 : n > (size_t)cap ? cap : (int)n;
+}
+/* CTAs per SM that shared memory allows at V = K, at most 4 (64 registers a thread), 6 for 16-bit
+   K <= 32: the registers are budgeted for that occupancy (H200, B32 T2048 H8 K=V=32: 4 CTAs/SM
+   0.195 ms, 5 0.184, 6 0.180; K = 64 gains nothing). */
 template <class E, int KP> __host__ __device__ constexpr int ssm__dl_prep_min() {
-    return (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024)) < 1 ? 1
-         : (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024)) > (sizeof(E) == 2 && KP <= 32 ? 6 : 4)
-             ? (sizeof(E) == 2 && KP <= 32 ? 6 : 4)
-             : (int)(233472 / (ssm__dl_prep_bytes<E, KP>(KP) + 1024));
+    return ssm__dl_ctas_fit(ssm__dl_prep_bytes<E, KP>(KP), sizeof(E) == 2 && KP <= 32 ? 6 : 4);
 }
 /* rows x cols tile (unit feature stride, 16-byte aligned rows from g, row stride rs) into s through
    cp.async; rows >= nr and columns >= nc are zero-filled. */
@@ -5494,9 +5497,9 @@ template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_smem() 
 }
 /* CTAs per SM the kernel is compiled for (registers capped to match): as many as the shared memory
    lets in, up to 3 (16-bit K = 128 fits 2 at 113 KB; one CTA of 8 warps left the SM waiting on the
-   chain of syncs). 228 KB per SM, 1 KB of it reserved per CTA. */
+   chain of syncs). */
 template <class E, int KP> __host__ __device__ constexpr int ssm__dl_bwc_min() {
-    return 3 * (ssm__dl_bwc_smem<E, KP>() + 1024) <= 228 * 1024 ? 3 : 2 * (ssm__dl_bwc_smem<E, KP>() + 1024) <= 228 * 1024 ? 2 : 1;
+    return ssm__dl_ctas_fit((size_t)ssm__dl_bwc_smem<E, KP>(), 3);
 }
 /* Phase B's key block: all of K up to 128 in one pass over V for 16-bit inputs (at K = 128 half the
    V-loop steps and one read of dout and v_new instead of two), else 64 columns at a time (the

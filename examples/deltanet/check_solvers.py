@@ -5,6 +5,7 @@ rest) on the training shapes; (3) a step-time probe of each solver in the full m
   python check_solvers.py agree            # (1)
   python check_solvers.py breakdown OUT    # (2), rows appended to OUT
   python check_solvers.py probe OUT STEPS  # (3), train.py rows appended to OUT
+  python check_solvers.py profile OUT      # (4) CUDA time per kernel over training steps, rows to OUT
 """
 import json
 import os
@@ -165,6 +166,56 @@ def probe(out_path, steps):
         torch.cuda.empty_cache()
 
 
+def profile(out_path, steps=4, micro=32):
+    """(4) Where a training step's GPU time goes, per solver: the model's step (forward, backward,
+    optimizer) under torch.profiler after warm-up, CUDA time summed per kernel name. Rows: the
+    top kernels and the total, per step."""
+    from torch.profiler import ProfilerActivity, profile as tprof
+    solvers = ["delta"] + (["fla"] if have_fla() else [])
+    rows = []
+    for s in solvers:
+        a = train.parse(["--solver", s, "--micro", str(micro), "--chains", "torch"])
+        model, opt = train.build(a, dev)
+        x = torch.randint(0, 256, (micro, a.T), device=dev)
+
+        def step():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = model(x)
+            torch.nn.functional.cross_entropy(logits.float().reshape(-1, 256), x.reshape(-1)).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        with tprof(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+            torch.cuda.synchronize()
+        per = {}
+        for e in prof.key_averages():
+            if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0):
+                t = getattr(e, "self_device_time_total", None)
+                if t is None:
+                    t = e.self_cuda_time_total
+                if t:
+                    per[e.key] = per.get(e.key, 0.0) + t / 1e3 / steps
+        total = sum(per.values())
+        top = sorted(per.items(), key=lambda kv: -kv[1])[:25]
+        print(f"== {s}: {total:.2f} ms of kernels per step (micro {micro})")
+        for name, ms in top:
+            print(f"  {ms:8.3f} ms  {name[:110]}")
+        rows.append({"op": "deltanet_step_profile", "impl": train.IMPL[s], "solver": s, "backend": "cuda",
+                     "dtype": "bf16", "micro": micro, "kernel_ms_per_step": total,
+                     "top": [[n[:160], round(ms, 4)] for n, ms in top],
+                     "device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"),
+                     "commit": train.commit()})
+        del model, opt
+        torch.cuda.empty_cache()
+    with open(out_path, "a") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "agree":
@@ -173,3 +224,5 @@ if __name__ == "__main__":
         breakdown(sys.argv[2])
     if what == "probe":
         probe(sys.argv[2], int(sys.argv[3]))
+    if what == "profile":
+        profile(sys.argv[2])
