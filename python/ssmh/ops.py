@@ -638,8 +638,10 @@ def delta_rule(q, k, v, beta, g=None, scale=None, initial_state=None, output_fin
     both carry gradients. method: auto, recurrent, chunked."""
     if use_qk_l2norm_in_kernel:  # fla's flag; here a separate (differentiable) torch op
         q, k = _l2norm(q), _l2norm(k)
-    # a forward that will be differentiated keeps its chunk quantities for the backward (CUDA)
-    keep = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, beta, g, initial_state))
+    # a forward that will be differentiated keeps its chunk quantities for the backward (CUDA, eager:
+    # under torch.compile the kept size would be queried on symbolic shapes)
+    keep = (torch.is_grad_enabled() and not torch.compiler.is_compiling()
+            and any(t is not None and t.requires_grad for t in (q, k, v, beta, g, initial_state)))
     o, sT, _ = delta_fwd(q, k, v, beta, g, initial_state, cu_seqlens, DELTA_METHODS[method], int(chunk),
                          float(scale) if scale else 0.0, keep)
     return o, (sT if output_final_state else None)
