@@ -151,11 +151,13 @@ SSMDEF ssm_dtype ssm_dtype_f64(void);
 SSMDEF ssm_dtype ssm_dtype_f16(void);
 SSMDEF ssm_dtype ssm_dtype_bf16(void);
 SSMDEF ssm_dtype ssm_dtype_i32(void);
+SSMDEF ssm_dtype ssm_dtype_u8(void); /* bytes: buffers such as ssm_delta_desc.saved */
 #define SSM_F32 (ssm_dtype_f32())
 #define SSM_F64 (ssm_dtype_f64())
 #define SSM_F16 (ssm_dtype_f16())
 #define SSM_BF16 (ssm_dtype_bf16())
 #define SSM_I32 (ssm_dtype_i32())
+#define SSM_U8 (ssm_dtype_u8())
 SSMDEF ssm_device ssm_cpu(void);
 SSMDEF ssm_device ssm_cuda_device(int id);
 SSMDEF int ssm_dtype_equal(ssm_dtype a, ssm_dtype b);
@@ -653,7 +655,19 @@ typedef struct ssm_delta_desc {
     int64_t chunk;          /* CHUNKED chunk length in sub-tokens; 0 = 64          */
     double scale;           /* readout scale; 0 = 1/sqrt(K)                         */
     ssm_delta_stats *stats; /* optional out                                         */
+    ssm_tensor *saved;      /* optional: the forward's chunk quantities, kept for the backward (below) */
 } ssm_delta_desc;
+/* desc.saved: a contiguous, 16-byte aligned u8 tensor [bytes] on the backend's device, bytes from
+   ssm_delta_workspace_size(pass 3); more is fine. A forward given it also writes there what
+   its chunked form derives from q, k, v, beta and g (W, U, Tm, the masked Q K^T, packed Q
+   and K: on CUDA about (3K + V + 128) elements per sub-token and head, K and V rounded up to
+   32); a backward given it reads them instead of running the chunk preparation again. The
+   backward's saved must come from the forward of the
+   same inputs, desc and context, unchanged since (the caller's contract, as for the
+   activations an autograd engine keeps); the results are bitwise those without it. Where the
+   query gives 0 bytes (host backends, the recurrent method) nothing is kept or read. The
+   query knows no cu_seqlens: a variable-length call needs up to N x 64 more sub-tokens' worth
+   (the op's error message gives the figure). */
 
 SSMDEF ssm_delta_desc ssm_delta_desc_init(void);
 
@@ -665,7 +679,7 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc,
                                     const ssm_tensor *cu_seqlens, ssm_tensor *o,
                                     ssm_tensor *sT);
 /* Gradients from dout [B,T,H,V] and dsT [N,H,K,V] (either may be NULL = zero). Recomputes the
-   forward (no saved activations). CHUNKED: the chunk quantities and the state pass again, then
+   forward (less what desc.saved holds). CHUNKED: the chunk quantities and the state pass again, then
    per chunk in reverse the adjoint of the WY form on the GEMM (about 3x the forward's FLOPs,
    4x when a sequence spans more than 16 chunks: the states at every 16th chunk come from one
    more forward pass, which keeps the scratch independent of T).
@@ -691,7 +705,8 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
                                  const ssm_tensor *beta, const ssm_tensor *g,
                                  ssm_tensor *state, ssm_tensor *o);
 /* Scratch bytes a call with these sizes needs on this context's backend: pass 0 = forward,
-   1 = backward, 2 = step (T ignored). Varlen: B = 1, T = total tokens. */
+   1 = backward, 2 = step (T ignored); pass 3 = the bytes of desc.saved (0: nothing is kept).
+   Varlen: B = 1, T = total tokens. */
 SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_desc *desc,
                                            ssm_dtype dtype, int64_t B, int64_t T, int64_t H,
                                            int64_t K, int64_t V, int64_t n_h, int pass,
@@ -806,6 +821,7 @@ typedef struct ssm_delta_plan {
     int64_t cu_stride;     /* cu_seqlens' element stride                                   */
     ssm_delta_strides st;
     size_t workspace_bytes; /* host scratch the generic algorithm needs (CPU backends)    */
+    void *saved;           /* desc.saved's data when its bytes (pass 3) are > 0, else NULL  */
 } ssm_delta_plan;
 
 /* A validated block-ELL call (ssm_bell_forward / ssm_bell_backward) as a backend sees it:
@@ -913,7 +929,9 @@ struct ssm_backend {
        ssm_result (*<op>_<dir>)(ssm_ctx *, const ssm_<op>_plan *, <the public op's tensors>) */
     /* Delta rule: whole-op replacements on a validated plan (NULL or SSM__NOT_MINE = the
        generic algorithm), the AUTO pick (NULL = the CPU rule) and the scratch bytes a pass
-       needs (0 forward, 1 backward, 2 step; NULL = the generic host figure). */
+       needs (0 forward, 1 backward, 2 step, 3 desc.saved; NULL = the generic host figure, 0
+       for pass 3). p->saved (set when pass 3 gives bytes) is kept by the forward slot and
+       read by the backward slot. */
     ssm_result (*delta_forward)(ssm_ctx *ctx, const ssm_delta_plan *p, const ssm_tensor *q,
                                 const ssm_tensor *k, const ssm_tensor *v, const ssm_tensor *beta,
                                 const ssm_tensor *g, const ssm_tensor *s0,
@@ -1082,6 +1100,7 @@ SSMDEF ssm_dtype ssm_dtype_f64(void) { return ssm__dtype(SSM_DTYPE_FLOAT, 64); }
 SSMDEF ssm_dtype ssm_dtype_f16(void) { return ssm__dtype(SSM_DTYPE_FLOAT, 16); }
 SSMDEF ssm_dtype ssm_dtype_bf16(void) { return ssm__dtype(SSM_DTYPE_BFLOAT, 16); }
 SSMDEF ssm_dtype ssm_dtype_i32(void) { return ssm__dtype(SSM_DTYPE_INT, 32); }
+SSMDEF ssm_dtype ssm_dtype_u8(void) { return ssm__dtype(SSM_DTYPE_UINT, 8); }
 SSMDEF ssm_device ssm_cpu(void) {
     ssm_device d;
     d.type = SSM_DEVICE_CPU;
@@ -1105,6 +1124,7 @@ SSMDEF const char *ssm_dtype_name(ssm_dtype t) {
     if (t.code == SSM_DTYPE_BFLOAT && t.bits == 16) return "bf16";
     if (t.code == SSM_DTYPE_INT && t.bits == 32) return "i32";
     if (t.code == SSM_DTYPE_INT && t.bits == 64) return "i64";
+    if (t.code == SSM_DTYPE_UINT && t.bits == 8) return "u8";
     return "?";
 }
 /* A dtype for messages: its name, or its fields when it has none. */
@@ -4452,6 +4472,40 @@ static ssm_result ssm__delta_resolve(const ssm_ctx *ctx, const char *op, const s
     return SSM_OK;
 }
 
+/* The bytes of desc.saved for plan p (sizes set): the backend's figure for the forward's
+   method, 0 without a backend figure. */
+static ssm_result ssm__delta_saved_bytes(const ssm_ctx *ctx, const char *op, const ssm_delta_desc *d,
+                                         ssm_delta_plan *p, size_t *bytes) {
+    SSM__TRY(ssm__delta_resolve(ctx, op, d, p, 0));
+    *bytes = 0;
+    if (ctx->backend->delta_workspace) return ctx->backend->delta_workspace(ctx, p, 3, bytes);
+    return SSM_OK;
+}
+
+/* desc.saved (when given): a contiguous u8 [n] tensor of at least the plan's bytes, on the
+   backend's device, 16-byte aligned (the kernels' vector accesses); sets p->saved when the
+   backend keeps anything. */
+static ssm_result ssm__delta_check_saved(ssm_ctx *ctx, const char *op, const ssm_delta_desc *d,
+                                         const ssm_delta_plan *p0, ssm_delta_plan *p) {
+    ssm_delta_plan q = *p0;
+    size_t need = 0;
+    const ssm_tensor *t = d->saved;
+    p->saved = NULL;
+    if (!t) return SSM_OK;
+    SSM__TRY(ssm__check(ctx, op, "saved", t, SSM_U8, 1, 1, NULL));
+    if (t->shape[0] > 1 && t->strides[0] != 1)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_STRIDE, "%s: saved must be contiguous (stride %lld)", op,
+                             (long long)t->strides[0]);
+    if (t->shape[0] > 0 && (uintptr_t)t->data % 16)
+        return ssm_ctx_error(ctx, SSM_ERROR_MISALIGNED, "%s: saved data %p is not 16-byte aligned", op, t->data);
+    SSM__TRY(ssm__delta_saved_bytes(ctx, op, d, &q, &need));
+    if ((uint64_t)t->shape[0] < (uint64_t)need)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: saved has %lld bytes, this call keeps %zu", op,
+                             (long long)t->shape[0], need);
+    if (need) p->saved = t->data;
+    return SSM_OK;
+}
+
 SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_desc *desc, ssm_dtype dtype,
                                            int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, int64_t n_h,
                                            int pass, size_t *bytes) {
@@ -4463,8 +4517,8 @@ SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_d
     if (!bytes) return ssm_ctx_error(mctx, SSM_ERROR_NULL_ARGUMENT, "%s: bytes is required", op);
     SSM__TRY(ssm__delta_check_desc(mctx, op, desc)); /* the checks the ops make, on what a query knows */
     SSM__TRY(ssm__check_compute_dtype(mctx, op, dtype));
-    if (pass < 0 || pass > 2)
-        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_VALUE, "%s: pass must be 0, 1 or 2, got %d", op, pass);
+    if (pass < 0 || pass > 3)
+        return ssm_ctx_error(mctx, SSM_ERROR_INVALID_VALUE, "%s: pass must be 0, 1, 2 or 3, got %d", op, pass);
     if (B < 0 || T < 0 || H < 0 || K < 1 || V < 1 || n_h < 1)
         return ssm_ctx_error(mctx, SSM_ERROR_INVALID_SHAPE,
                              "%s: need B, T, H >= 0 and K, V, n_h >= 1 (B=%lld T=%lld H=%lld K=%lld V=%lld n_h=%lld)",
@@ -4472,6 +4526,7 @@ SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_d
     memset(&p, 0, sizeof p);
     p.dtype = dtype;
     p.B = B, p.T = pass == 2 ? 1 : T, p.H = H, p.K = K, p.V = V, p.n_h = n_h, p.N = B, p.max_len = p.T;
+    if (pass == 3) return ssm__delta_saved_bytes(ctx, op, desc, &p, bytes);
     SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, pass));
     *bytes = p.workspace_bytes;
     return SSM_OK;
@@ -5472,7 +5527,7 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc, co
                                     ssm_tensor *o, ssm_tensor *sT) {
     static const char *op = "ssm_delta_forward";
     ssm_delta_plan p;
-    ssm__arg args[9];
+    ssm__arg args[10];
     int factored;
     ssm_result r;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
@@ -5481,6 +5536,7 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc, co
     if (!o) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: o is required", op);
     SSM__TRY(ssm__delta_view(ctx, op, "o", o, &p, 1, 0, p.V, p.st.o));
     if (sT) SSM__TRY(ssm__delta_state(ctx, op, "sT", sT, &p, p.st.sT));
+    SSM__TRY(ssm__delta_check_saved(ctx, op, desc, &p, &p));
     ssm__arg_set(&args[0], "q", q, 0);
     ssm__arg_set(&args[1], "k", k, 0);
     ssm__arg_set(&args[2], "v", v, 0);
@@ -5490,7 +5546,8 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc, co
     ssm__arg_set(&args[6], "cu_seqlens", cu_seqlens, 0);
     ssm__arg_set(&args[7], "o", o, 1);
     ssm__arg_set(&args[8], "sT", sT, 1);
-    SSM__TRY(ssm__check_aliasing(ctx, op, args, 9));
+    ssm__arg_set(&args[9], "saved", desc->saved, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 10));
     SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, 0));
     SSM__TRY(ssm__supported(ctx, op, SSM_OP_DELTA_FORWARD, &p));
     /* every output empty: nothing to do (and B may be huge in empty views: no loop over it) */
@@ -5510,7 +5567,7 @@ SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc, c
                                      ssm_tensor *dv, ssm_tensor *dbeta, ssm_tensor *dg, ssm_tensor *ds0) {
     static const char *op = "ssm_delta_backward";
     ssm_delta_plan p;
-    ssm__arg args[15];
+    ssm__arg args[16];
     int factored;
     ssm_result r;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
@@ -5525,6 +5582,7 @@ SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc, c
     if (dbeta) SSM__TRY(ssm__delta_view(ctx, op, "dbeta", dbeta, &p, 1, factored, 0, p.st.dbeta));
     if (dg) SSM__TRY(ssm__delta_view(ctx, op, "dg", dg, &p, 1, 0, 0, p.st.dg));
     if (ds0) SSM__TRY(ssm__delta_state(ctx, op, "ds0", ds0, &p, p.st.ds0));
+    SSM__TRY(ssm__delta_check_saved(ctx, op, desc, &p, &p));
     ssm__arg_set(&args[0], "q", q, 0);
     ssm__arg_set(&args[1], "k", k, 0);
     ssm__arg_set(&args[2], "v", v, 0);
@@ -5540,7 +5598,8 @@ SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc, c
     ssm__arg_set(&args[12], "dbeta", dbeta, 1);
     ssm__arg_set(&args[13], "dg", dg, 1);
     ssm__arg_set(&args[14], "ds0", ds0, 1);
-    SSM__TRY(ssm__check_aliasing(ctx, op, args, 15));
+    ssm__arg_set(&args[15], "saved", desc->saved, 0);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 16));
     SSM__TRY(ssm__delta_resolve(ctx, op, desc, &p, 1));
     SSM__TRY(ssm__supported(ctx, op, SSM_OP_DELTA_BACKWARD, &p));
     r = ssm__delta_nothing(&p, ds0) ? SSM_OK /* every output empty */

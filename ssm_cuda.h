@@ -4991,8 +4991,10 @@ __device__ __forceinline__ void ssm__dl_wmma_f(float (&acc)[NT][4], const float 
         }
     }
 }
-/* store_t: bit 0 also writes T and the packed dout (backward); bit 1: the grid is (head, chunk), not
-   (chunk, head). MINB: CTAs per SM for the register budget (the dev harness tries others). */
+/* store_t: bit 0 also writes T and the packed dout (backward, or a forward that keeps its chunk
+   quantities); bit 1: the grid is (head, chunk), not (chunk, head); bit 2: the packed dout alone (a
+   backward from kept quantities; no shared memory). MINB: CTAs per SM for the register budget (the
+   dev harness tries others). */
 template <class E, int KP, int MINB = ssm__dl_prep_min<E, KP>()>
 __global__ void __launch_bounds__(SSM__DL_NT, MINB)
 ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
@@ -5000,6 +5002,7 @@ ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
     extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
     const int64_t gc = (store_t & 2) ? blockIdx.y : blockIdx.x;
     const int h = (store_t & 2) ? blockIdx.x : blockIdx.y, tid = threadIdx.x, wp = tid >> 5, lane = tid & 31;
+    const bool dout_only = store_t & 4;
     store_t &= 1;
     int64_t c;
     const int n = ssm__dl_find(a, gc, ws.choff, &c);
@@ -5007,6 +5010,13 @@ ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
     const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
     const int64_t t0 = sq.t0 + c * C;
     const int len = (int)min((int64_t)C, sq.len - c * C);
+    const auto pack_dout = [&]() { /* the backward's packed dout, global to global */
+        if (!a.dout) return;
+        const int64_t db = sq.b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2];
+        ssm__dl_stage(ws.dop + (gc * a.H + h) * C * VP, VP, C, VP, a.dout, a.dt, db, a.dos[1], a.dos[3], len, a.V,
+                      [](int) { return 1.f; }, a.vec);
+    };
+    if (dout_only) return pack_dout();
     const int LV = VP + 8;
     E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sV = sK + C * LK;
     float *sT = (float *)(sV + C * LV), *sb = sT + C * LT, *sg = sb + C, *seg = sg + C;
@@ -5036,11 +5046,7 @@ ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
         ssm__dl_stage(sK, LK, C, KP, a.k, a.dt, kb, a.ks[1], a.ks[3], len, a.K, [](int) { return 1.f; });
         ssm__dl_stage(sV, LV, C, VP, a.v, a.dt, vb, a.vs[1], a.vs[3], len, a.V, [](int) { return 1.f; });
     }
-    if (store_t && a.dout) { /* the backward's packed dout, global to global */
-        const int64_t db = sq.b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2];
-        ssm__dl_stage(ws.dop + ch * C * VP, VP, C, VP, a.dout, a.dt, db, a.dos[1], a.dos[3], len, a.V,
-                      [](int) { return 1.f; }, a.vec);
-    }
+    if (store_t) pack_dout(); /* while the tiles are in flight */
     if (wp == 0) { /* inclusive scan of the log gates over the chunk */
         const float x0 = ga[0], x1 = x0 + ga[1];
         float s = x1;
@@ -5882,11 +5888,13 @@ __global__ void __launch_bounds__(256) ssm__dl_collect_kernel(ssm_delta_strides 
 
 static int ssm__dl_kp(int K) { return K <= 32 ? 32 : K <= 64 ? 64 : K <= 128 ? 128 : 256; }
 /* Workspace of the chunked path: the arrays of ssm__dl_ws (off[0..12]) and the int64 copy of
-   cu_seqlens with its raw staging (off[13], off[14]). */
+   cu_seqlens with its raw staging (off[13], off[14]). desc.saved holds the chunk preparation's
+   arrays qp .. gam (soff[0..6], T included) when the caller keeps them across the two passes. */
 typedef struct ssm__dl_sizes {
     int KP, VP, VB;
     int64_t nc; /* chunk slots: exact without varlen, an upper bound with it */
     size_t off[15], bytes;
+    size_t soff[7], saved;
 } ssm__dl_sizes;
 static size_t ssm__dl_al(size_t x) { return (x + 255) & ~(size_t)255; }
 static ssm__dl_sizes ssm__dl_sizes_of(int N, int64_t T, int H, int K, int V, int varlen, size_t esz, int VB, int chunked,
@@ -5902,12 +5910,17 @@ static ssm__dl_sizes ssm__dl_sizes_of(int N, int64_t T, int H, int K, int V, int
                      b * c * KP * VP * e, b * c * C * VP * e, vl, vl};
     s.bytes = 0;
     for (int i = 0; i < 15; ++i) s.off[i] = s.bytes, s.bytes += ssm__dl_al(sz[i]);
+    s.saved = 0;
+    for (int i = 0; i < 7; ++i) s.soff[i] = s.saved, s.saved += ssm__dl_al(i == 5 ? c * C * C * e : sz[i]);
     return s;
 }
-template <class E> static ssm__dl_ws<E> ssm__dl_ws_of(const ssm__dl_sizes &s, char *p) {
+/* The workspace's arrays; with `saved`, the preparation's (qp .. gam) live there instead. */
+template <class E> static ssm__dl_ws<E> ssm__dl_ws_of(const ssm__dl_sizes &s, char *p, char *saved) {
     ssm__dl_ws<E> w;
-    w.qp = (E *)(p + s.off[0]), w.kp = (E *)(p + s.off[1]), w.w = (E *)(p + s.off[2]), w.u = (E *)(p + s.off[3]);
-    w.aqk = (E *)(p + s.off[4]), w.tm = (E *)(p + s.off[5]), w.gam = (float *)(p + s.off[6]);
+    char *a[7];
+    for (int i = 0; i < 7; ++i) a[i] = saved ? saved + s.soff[i] : p + s.off[i];
+    w.qp = (E *)a[0], w.kp = (E *)a[1], w.w = (E *)a[2], w.u = (E *)a[3];
+    w.aqk = (E *)a[4], w.tm = (E *)a[5], w.gam = (float *)a[6];
     w.choff = (int64_t *)(p + s.off[7]), w.KP = s.KP, w.VP = s.VP;
     w.dop = (E *)(p + s.off[8]), w.s0 = (E *)(p + s.off[9]), w.vn = (E *)(p + s.off[10]);
     w.ds1 = (E *)(p + s.off[11]), w.dvn = (E *)(p + s.off[12]);
@@ -5958,7 +5971,8 @@ static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__d
     size_t sm = ssm__dl_prep_smem<E, KP>(s.VP);
     if (!ssm__dl_smem_ok(ssm__dl_prep_kernel<E, KP>, sm, optin)) return -1;
     if (a.cu) ssm__dl_choff_kernel<<<1, 1, 0, st>>>(a.cu, a.N, w.choff);
-    if (s.nc <= 0) return 0;
+    if (store_t & 4) sm = 0; /* the packed dout alone */
+    if (s.nc <= 0 || ((store_t & 4) && !a.dout)) return 0;
     if (!(a.variant & 64) && s.nc <= 65535) /* heads fastest: a token's heads read together (1-3% faster) */
         ssm__dl_prep_kernel<E, KP><<<dim3(a.H, (unsigned)s.nc), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t | 2);
     else
@@ -6029,20 +6043,24 @@ static int ssm__dl_bwd_chunk_go(const ssm__dl_args &a, const ssm__dl_sizes &s, s
     else ssm__dl_bwd_chunk_kernel<E, KP, KN><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
     return 0;
 }
+/* saved (or NULL): desc.saved, where the forward keeps the preparation's arrays (T too) and the
+   backward finds them (the preparation then only packs dout). */
 template <class E, int KP>
-static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
-    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
-    if (ssm__dl_prep_go<E, KP>(a, s, w, 0, optin, st)) return -1;
+static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, char *saved, int optin,
+                              cudaStream_t st) {
+    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws, saved);
+    if (ssm__dl_prep_go<E, KP>(a, s, w, saved ? 1 : 0, optin, st)) return -1;
     return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, NULL, NULL, optin, st)
                       : ssm__dl_fwd_go<E, KP, 32>(a, s, w, NULL, NULL, optin, st);
 }
 template <class E, int KP>
-static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
-    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
+static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, char *ws, char *saved, int optin,
+                               cudaStream_t st) {
+    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws, saved);
     if (ssm__dl_bwd_chunk_smem<E, KP>() > (size_t)optin) return -1;
     if (!a0.dout && cudaMemsetAsync(w.dop, 0, (size_t)s.nc * a0.H * SSM__DL_C * s.VP * sizeof(E), st) != cudaSuccess)
         return -1;
-    if (ssm__dl_prep_go<E, KP>(a0, s, w, 1, optin, st)) return -1;
+    if (ssm__dl_prep_go<E, KP>(a0, s, w, saved ? 4 : 1, optin, st)) return -1;
     ssm__dl_args a = a0; /* replay the forward for v_new and the chunk-start states only */
     a.o = NULL, a.hT = NULL;
     int rc = ssm__dl_replay_go<E, KP>(a, s, w, optin, st);
@@ -6052,41 +6070,43 @@ static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, c
 }
 /* The chunked forward / backward: 0, or -1 when this dtype and size do not fit the kernels
    (f32 keys beyond 128: their tiles exceed shared memory). */
-static int ssm__dl_forward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
+static int ssm__dl_forward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, char *saved, int optin,
+                                   cudaStream_t st) {
     if (a.dt == 0) {
         switch (s.KP) {
-        case 32: return ssm__dl_forward_kp<float, 32>(a, s, ws, optin, st);
-        case 64: return ssm__dl_forward_kp<float, 64>(a, s, ws, optin, st);
-        case 128: return ssm__dl_forward_kp<float, 128>(a, s, ws, optin, st);
+        case 32: return ssm__dl_forward_kp<float, 32>(a, s, ws, saved, optin, st);
+        case 64: return ssm__dl_forward_kp<float, 64>(a, s, ws, saved, optin, st);
+        case 128: return ssm__dl_forward_kp<float, 128>(a, s, ws, saved, optin, st);
         default: return -1;
         }
     }
-#define SSM__DL_KPS(E)                                                      \
-    switch (s.KP) {                                                         \
-    case 32: return ssm__dl_forward_kp<E, 32>(a, s, ws, optin, st);         \
-    case 64: return ssm__dl_forward_kp<E, 64>(a, s, ws, optin, st);         \
-    case 128: return ssm__dl_forward_kp<E, 128>(a, s, ws, optin, st);       \
-    default: return ssm__dl_forward_kp<E, 256>(a, s, ws, optin, st);        \
+#define SSM__DL_KPS(E)                                                             \
+    switch (s.KP) {                                                                \
+    case 32: return ssm__dl_forward_kp<E, 32>(a, s, ws, saved, optin, st);         \
+    case 64: return ssm__dl_forward_kp<E, 64>(a, s, ws, saved, optin, st);         \
+    case 128: return ssm__dl_forward_kp<E, 128>(a, s, ws, saved, optin, st);       \
+    default: return ssm__dl_forward_kp<E, 256>(a, s, ws, saved, optin, st);        \
     }
     if (a.dt == 2) SSM__DL_KPS(__nv_bfloat16)
     SSM__DL_KPS(__half)
 #undef SSM__DL_KPS
 }
-static int ssm__dl_backward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, int optin, cudaStream_t st) {
+static int ssm__dl_backward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, char *saved, int optin,
+                                    cudaStream_t st) {
     if (a.dt == 0) {
         switch (s.KP) {
-        case 32: return ssm__dl_backward_kp<float, 32>(a, s, ws, optin, st);
-        case 64: return ssm__dl_backward_kp<float, 64>(a, s, ws, optin, st);
-        case 128: return ssm__dl_backward_kp<float, 128>(a, s, ws, optin, st);
+        case 32: return ssm__dl_backward_kp<float, 32>(a, s, ws, saved, optin, st);
+        case 64: return ssm__dl_backward_kp<float, 64>(a, s, ws, saved, optin, st);
+        case 128: return ssm__dl_backward_kp<float, 128>(a, s, ws, saved, optin, st);
         default: return -1;
         }
     }
-#define SSM__DL_KPS(E)                                                      \
-    switch (s.KP) {                                                         \
-    case 32: return ssm__dl_backward_kp<E, 32>(a, s, ws, optin, st);        \
-    case 64: return ssm__dl_backward_kp<E, 64>(a, s, ws, optin, st);        \
-    case 128: return ssm__dl_backward_kp<E, 128>(a, s, ws, optin, st);      \
-    default: return ssm__dl_backward_kp<E, 256>(a, s, ws, optin, st);       \
+#define SSM__DL_KPS(E)                                                             \
+    switch (s.KP) {                                                                \
+    case 32: return ssm__dl_backward_kp<E, 32>(a, s, ws, saved, optin, st);        \
+    case 64: return ssm__dl_backward_kp<E, 64>(a, s, ws, saved, optin, st);        \
+    case 128: return ssm__dl_backward_kp<E, 128>(a, s, ws, saved, optin, st);      \
+    default: return ssm__dl_backward_kp<E, 256>(a, s, ws, saved, optin, st);       \
     }
     if (a.dt == 2) SSM__DL_KPS(__nv_bfloat16)
     SSM__DL_KPS(__half)
@@ -6233,6 +6253,10 @@ static ssm_result ssm__cu_delta_workspace(const ssm_ctx *ctx, const ssm_delta_pl
         *bytes = ssm__dl_xbytes(p, 0, NULL, 0, NULL);
         return SSM_OK;
     }
+    if (pass == 3) { /* desc.saved: kept only where the forward runs the chunked form */
+        *bytes = p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p) ? ssm__dl_plan_sizes(ctx, p, 1, 0).saved : 0;
+        return SSM_OK;
+    }
     int chunked = pass == 1 || (p->method == SSM_DELTA_CHUNKED && ssm__dl_chunked_fits(p));
     *bytes = ssm__dl_plan_sizes(ctx, p, chunked, pass == 1).bytes + ssm__dl_xbytes(p, pass == 1, NULL, 0, NULL);
     return SSM_OK;
@@ -6260,7 +6284,7 @@ static ssm_result ssm__cu_delta_forward(ssm_ctx *ctx, const ssm_delta_plan *p, c
     const ssm__dl_args u = a; /* the caller's tensors */
     if (p->n_h > 1) ssm__dl_expand(p, u, x, st->stream), ssm__dl_sub_args(&a, p, x);
     if (chunked) {
-        if (ssm__dl_forward_chunked(a, s, ws, (int)st->smem_optin, st->stream))
+        if (ssm__dl_forward_chunked(a, s, ws, (char *)p->saved, (int)st->smem_optin, st->stream))
             return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: no chunked kernel fits K = %lld", op, (long long)p->K);
     } else
         ssm__dl_recurrent(a, st->stream);
@@ -6295,7 +6319,8 @@ static ssm_result ssm__cu_delta_backward(ssm_ctx *ctx, const ssm_delta_plan *p, 
     SSM__TRY(ssm__dl_stage_cu(ctx, p, cu, s, ws, &a));
     const ssm__dl_args u = a;
     if (p->n_h > 1) ssm__dl_expand(p, u, x, st->stream), ssm__dl_sub_args(&a, p, x);
-    if (ssm__dl_backward_chunked(a, s, ws, (int)st->smem_optin, st->stream))
+    /* p->saved is set only where the forward ran the chunked form (pass 3's rule) */
+    if (ssm__dl_backward_chunked(a, s, ws, (char *)p->saved, (int)st->smem_optin, st->stream))
         return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: no chunked kernel fits K = %lld", op, (long long)p->K);
     if (p->n_h > 1) ssm__dl_collect(p, u, x, st->stream);
     SSM__CU_LAUNCHED(ctx, "the delta-rule backward kernels");

@@ -3,7 +3,9 @@
    of the delta-rule issue, DeltaProduct (n_h = 2) at the first shape, and the decode step
    (ssm_delta_step, B64 H16 K=V=128, bf16 state in place). Floor per row: max(bytes of q, k, v, o once
    (+ dout, dq, dk, dv backward) / copy bandwidth, FLOPs of the chunked form / bf16 GEMM rate),
-   both measured in this run. JSON lines: bench/results/cuda_delta.jsonl (the row format of bench/bench.h).
+   both measured in this run. Forward+backward as in training: the forward keeps its chunk
+   quantities (desc.saved) and the backward reads them; the time without (the backward runs the
+   chunk preparation again) is printed beside it. JSON lines: bench/results/cuda_delta.jsonl (the row format of bench/bench.h).
    fla side by side, same inputs: with DELTA_PEER_DIR set (make bench-cuda sets it when fla
    imports), each shape's inputs are written there as raw bf16 and bench/peers/fla_peer.py
    --from DIR times chunk_delta_rule / chunk_gated_delta_rule / chunk_gated_delta_product on
@@ -115,9 +117,17 @@ static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh
     const double fl_fwd = nch * (6 * C * C * D + 3 * C * C * D + 6 * C * D * (double)D);
     const double fl_bwd = fl_fwd + nch * (2 * C * C * D + 6 * C * D * (double)D) + nch * (14 * C * C * D + 4 * C * C * C + 6 * C * D * (double)D);
     const double by = 2.0 * (2 * ntok * D + 2 * nk), byb = by + 2.0 * (2 * ntok * D + 2 * nk);
-    size_t wf = 0, wb = 0;
+    size_t wf = 0, wb = 0, keep = 0;
     ssm_delta_workspace_size(cu, &d, bf, seqs ? 1 : B, T, H, D, D, nh, 0, &wf);
     ssm_delta_workspace_size(cu, &d, bf, seqs ? 1 : B, T, H, D, D, nh, 1, &wb);
+    /* the query knows no cu_seqlens: seqs more chunks bound the varlen slots */
+    ssm_delta_workspace_size(cu, &d, bf, seqs ? 1 : B, seqs ? T + 64 * seqs : T, H, D, D, nh, 3, &keep);
+    void *kept = NULL;
+    cudaMalloc(&kept, keep ? keep : 16);
+    int64_t nkeep = (int64_t)keep;
+    ssm_tensor tkeep = ssm_tensor_make(kept, ssm_dtype_u8(), ssm_cuda_device(0), 1, &nkeep, NULL);
+    ssm_delta_desc dk_ = d;
+    dk_.saved = &tkeep;
     for (int gated = 0; gated < 2; ++gated) {
         const ssm_tensor *gg = gated ? &tg : NULL, *cc = seqs ? &tcu : NULL;
         ssm_result rc = SSM_OK;
@@ -126,18 +136,25 @@ static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh
             printf("forward failed: %s\n", ssm_ctx_last_error(cu));
             break;
         }
-        double msb = time_ms([&] {
+        double msr = time_ms([&] {
             ssm_delta_forward(cu, &d, &tq, &tk, &tv, &tb, gg, NULL, cc, &to, NULL);
             rc = ssm_delta_backward(cu, &d, &tq, &tk, &tv, &tb, gg, NULL, cc, &tdo, NULL, &tdq, &tdk, &tdv, &tdb,
                                     gated ? &tdg : NULL, NULL);
         });
+        double msb = time_ms([&] {
+            rc = ssm_delta_forward(cu, &dk_, &tq, &tk, &tv, &tb, gg, NULL, cc, &to, NULL);
+            if (rc == SSM_OK)
+                rc = ssm_delta_backward(cu, &dk_, &tq, &tk, &tv, &tb, gg, NULL, cc, &tdo, NULL, &tdq, &tdk, &tdv, &tdb,
+                                        gated ? &tdg : NULL, NULL);
+        });
         if (rc != SSM_OK) printf("backward failed: %s\n", ssm_ctx_last_error(cu));
+        else printf("%-20s %-50s %9.4f ms  (backward without saved chunk quantities; %zu bytes kept)\n", "", "", msr, keep);
         const char *base = nh > 1 ? (gated ? "gated_delta_product" : "delta_product") : (gated ? "gated_delta" : "delta");
         char op[64];
         snprintf(op, sizeof op, "%s_fwd", base);
         row(op, shape, ms, std::max(by / g_bw, fl_fwd / g_rate), wf);
         snprintf(op, sizeof op, "%s_fwdbwd", base);
-        if (rc == SSM_OK) row(op, shape, msb, std::max(byb / g_bw, (fl_fwd + fl_bwd) / g_rate), std::max(wf, wb));
+        if (rc == SSM_OK) row(op, shape, msb, std::max(byb / g_bw, (fl_fwd + fl_bwd) / g_rate), std::max(wf, wb) + keep);
         if (peer) fprintf(peer, "{\"op\": \"%s\", \"shape\": %s, \"ms\": %.5f}\n", op, shape, msb),
                   fprintf(peer, "{\"op\": \"%s_fwd\", \"shape\": %s, \"ms\": %.5f}\n", base, shape, ms);
     }
@@ -155,7 +172,7 @@ static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh
         fflush(peer);
     }
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(g), cudaFree(dout), cudaFree(o);
-    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(db), cudaFree(dg), cudaFree(cud);
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(db), cudaFree(dg), cudaFree(cud), cudaFree(kept);
 }
 
 static void decode_row(ssm_ctx *cu, FILE *peer) {

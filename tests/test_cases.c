@@ -1079,12 +1079,28 @@ static void run_delta(const op_case *c, ssm_dtype dt) {
         if (call_ok(ssm_delta_backward(ctx, &d, DL_IN, &tWo.t, use_sT ? &tWs.t : NULL, &tgr[0].t, &tgr[1].t, &tgr[2].t,
                                        &tgr[3].t, gated ? &tgr[4].t : NULL, &tgr[5].t),
                     ctx, "ssm_delta_backward", &in)) {
-            CHECK_OK(ssm_delta_backward(ctx, &d, DL_IN, &tWo.t, use_sT ? &tWs.t : NULL, &tgr2[0].t, &tgr2[1].t,
+            /* the second call reads what a forward kept (desc.saved; nothing on host backends):
+               bitwise the first. The query knows no cu_seqlens: N more chunks bound the slots. */
+            ssm_delta_desc ds = d;
+            size_t sb = 0;
+            int64_t nsb;
+            tbuf tsv;
+            ds.stats = NULL;
+            CHECK_OK(ssm_delta_workspace_size(ctx, &ds, dt, varlen ? 1 : B, varlen ? T + N * 64 : T, H, K, V, nh, 3, &sb),
+                     ctx);
+            nsb = (int64_t)sb;
+            tsv = tb_new(ssm_dtype_u8(), 1, &nsb, LAYOUT_CONTIGUOUS);
+            ds.saved = &tsv.t;
+            CHECK_OK(ssm_delta_forward(ctx, &ds, DL_IN, &to.t, NULL), ctx);
+            CHECK(tb_outside_untouched(&tsv), "the forward wrote outside saved");
+            CHECK_OK(ssm_delta_backward(ctx, &ds, DL_IN, &tWo.t, use_sT ? &tWs.t : NULL, &tgr2[0].t, &tgr2[1].t,
                                         &tgr2[2].t, &tgr2[3].t, gated ? &tgr2[4].t : NULL, &tgr2[5].t),
                      ctx);
+            tb_free(&tsv);
             for (a = 0; a < 6; ++a) {
                 tb_untouched(&tgr[a]), tb_untouched(&tgr2[a]); /* pull device copies */
-                CHECK(!memcmp(tgr[a].mem, tgr2[a].mem, tgr[a].bytes), "%s differs between two identical calls", names[a]);
+                CHECK(!memcmp(tgr[a].mem, tgr2[a].mem, tgr[a].bytes), "%s differs between the calls without and with saved",
+                      names[a]);
                 if (a == 4 && !gated) CHECK(tb_untouched(&tgr[a]), "dg written without g");
                 else check_out_allow(names[a], &tgr[a], ref[a], allow[a], tol);
             }

@@ -477,8 +477,9 @@ static ssm_dtype dl_i64(void) {
     return d;
 }
 /* One case: the forward (o, sT) and the backward (every gradient) on CUDA against the f64 CPU
-   reference on the same values; the backward twice, bitwise equal (deterministic); outputs'
-   padding untouched; chunked against recurrent forward. */
+   reference on the same values; the backward twice, bitwise equal (the second from the chunk
+   quantities a forward kept, desc.saved); outputs' padding untouched; chunked against recurrent
+   forward. */
 static void delta_case(ssm_ctx *cu, ssm_ctx *ref, const dl_case *c) {
     char name[256];
     const int64_t N = c->lens.empty() ? c->B : (int64_t)c->lens.size(), B = c->lens.empty() ? c->B : 1;
@@ -573,16 +574,43 @@ static void delta_case(ssm_ctx *cu, ssm_ctx *ref, const dl_case *c) {
     dbuf gb = db_new(c->dt, 3 + rf, sbb, c->layout), gg = db_new(c->dt, 3, sb, c->layout), g0 = db_new(c->dt, 4, ss, c->layout);
     std::vector<unsigned char> first[6];
     dbuf *outs[6] = {&gq, &gk, &gv, &gb, &gg, &g0};
+    /* desc.saved: the chunk quantities a forward keeps (the query knows no cu_seqlens: N more
+       chunks bound the slots); the backward that reads them gives the same bits */
+    size_t keep = 0;
+    const int varlen = !c->lens.empty();
+    CHECK_OK(ssm_delta_workspace_size(cu, &d, c->dt, varlen ? 1 : B, varlen ? T + N * 64 : T, c->H, c->K, c->V, nh, 3, &keep),
+             cu);
+    CHECK(c->method != SSM_DELTA_CHUNKED || (c->dt.bits == 32 && c->K > 128) || keep > 0, "a chunked forward keeps nothing");
+    unsigned char *svm = NULL;
+    if (keep) cudaMalloc(&svm, keep);
+    int64_t nsb = (int64_t)keep;
+    ssm_tensor tsv = ssm_tensor_make(svm, ssm_dtype_u8(), ssm_cuda_device(0), 1, &nsb, NULL);
+    ssm_delta_desc ds = d;
+    ds.saved = &tsv;
+    if (keep > 1 && !varlen) { /* one byte short: refused, nothing written */
+        ssm_tensor small = tsv;
+        small.shape[0] = nsb - 1;
+        ds.saved = &small;
+        std::vector<unsigned char> before = db_download(&dout);
+        ssm_result r = ssm_delta_forward(cu, &ds, &dq_.t, &dk_.t, &dv_.t, &db_.t, c->gated ? &dg_.t : NULL,
+                                         c->use_s0 ? &ds0.t : NULL, tcu_cu, &dout.t, NULL);
+        CHECK(r == SSM_ERROR_INVALID_SHAPE && db_download(&dout) == before, "a short saved -> %s", ssm_result_string(r));
+        ds.saved = &tsv;
+    }
     for (int rep = 0; rep < 2; ++rep) {
-        CHECK_OK(ssm_delta_backward(cu, &d, &dq_.t, &dk_.t, &dv_.t, &db_.t, c->gated ? &dg_.t : NULL,
+        if (rep == 1) /* the forward again, keeping its chunk quantities (o to a used buffer) */
+            CHECK_OK(ssm_delta_forward(cu, &ds, &dq_.t, &dk_.t, &dv_.t, &db_.t, c->gated ? &dg_.t : NULL,
+                                       c->use_s0 ? &ds0.t : NULL, tcu_cu, &dout.t, NULL), cu);
+        CHECK_OK(ssm_delta_backward(cu, rep ? &ds : &d, &dq_.t, &dk_.t, &dv_.t, &db_.t, c->gated ? &dg_.t : NULL,
                                     c->use_s0 ? &ds0.t : NULL, tcu_cu, &ddo.t, c->use_sT ? &ddT.t : NULL, &gq.t, &gk.t,
                                     &gv.t, &gb.t, c->gated ? &gg.t : NULL, &g0.t), cu);
         for (int i = 0; i < 6; ++i) {
             std::vector<unsigned char> raw = db_download(outs[i]);
             if (rep == 0) first[i] = raw;
-            else CHECK(raw == first[i], "backward output %d differs between two runs", i);
+            else CHECK(raw == first[i], "backward output %d differs without and with saved", i);
         }
     }
+    if (svm) cudaFree(svm);
     {
         const char *nm[6] = {"dq", "dk", "dv", "dbeta", "dg", "ds0"};
         std::vector<double> *rr[6] = {&rq, &rk, &rv, &rb, &rg, &r0};

@@ -602,6 +602,39 @@ static void dl_errors(void) {
     DL_EXPECT(ssm_delta_backward(ctx, &desc, &d.tq.t, &d.tk.t, &d.tv.t, &d.tbeta.t, NULL, NULL, NULL, &to.t, NULL, &t,
                                  NULL, NULL, NULL, NULL, NULL),
               SSM_ERROR_INVALID_SHAPE);
+    /* desc.saved: dtype, rank, stride, alignment, overlap with an output; host backends keep nothing */
+    {
+        int64_t n64 = 64, n16 = 16;
+        tbuf tsv = tb_new(ssm_dtype_u8(), 1, &n64, LAYOUT_CONTIGUOUS);
+        ssm_tensor sv = tsv.t;
+        size_t keep = 7;
+        CHECK_OK(ssm_delta_workspace_size(ctx, &desc, SSM_F64, 1, 10, 2, 4, 4, 1, 3, &keep), ctx);
+        CHECK(keep == 0, "a host backend keeps %zu bytes", keep);
+        desc.saved = &sv;
+        sv.dtype = SSM_F32, sv.shape[0] = 16;
+        DL_EXPECT(DL_FWD(&d.tq.t, &d.tk.t, &d.tv.t, &d.tbeta.t, NULL, NULL, NULL, &to.t, NULL), SSM_ERROR_INVALID_DTYPE);
+        sv = tsv.t, sv.ndim = 2, sv.shape[0] = 8, sv.shape[1] = 8, sv.strides[0] = 8, sv.strides[1] = 1;
+        DL_EXPECT(DL_FWD(&d.tq.t, &d.tk.t, &d.tv.t, &d.tbeta.t, NULL, NULL, NULL, &to.t, NULL), SSM_ERROR_INVALID_SHAPE);
+        sv = tsv.t, sv.shape[0] = 16, sv.strides[0] = 2;
+        DL_EXPECT(DL_FWD(&d.tq.t, &d.tk.t, &d.tv.t, &d.tbeta.t, NULL, NULL, NULL, &to.t, NULL), SSM_ERROR_INVALID_STRIDE);
+        sv = tsv.t, sv.shape[0] = 16, sv.data = (char *)sv.data + 1;
+        DL_EXPECT(DL_FWD(&d.tq.t, &d.tk.t, &d.tv.t, &d.tbeta.t, NULL, NULL, NULL, &to.t, NULL), SSM_ERROR_MISALIGNED);
+        sv = tsv.t, sv.data = NULL;
+        DL_EXPECT(DL_FWD(&d.tq.t, &d.tk.t, &d.tv.t, &d.tbeta.t, NULL, NULL, NULL, &to.t, NULL), SSM_ERROR_NULL_ARGUMENT);
+        sv = tsv.t, sv.data = to.t.data, sv.shape[0] = n16;
+        DL_EXPECT(DL_FWD(&d.tq.t, &d.tk.t, &d.tv.t, &d.tbeta.t, NULL, NULL, NULL, &to.t, NULL), SSM_ERROR_ALIASING);
+        sv = tsv.t, sv.data = tdq.t.data, sv.shape[0] = n16; /* the backward reads saved: it may not overlap dq */
+        DL_EXPECT(ssm_delta_backward(ctx, &desc, &d.tq.t, &d.tk.t, &d.tv.t, &d.tbeta.t, NULL, NULL, NULL, &to.t, NULL,
+                                     &tdq.t, NULL, NULL, NULL, NULL, NULL),
+                  SSM_ERROR_ALIASING);
+        sv = tsv.t;
+        r = DL_FWD(&d.tq.t, &d.tk.t, &d.tv.t, &d.tbeta.t, NULL, NULL, NULL, &to.t, NULL);
+        CHECK(r == SSM_OK && tb_untouched(&tsv), "a host forward with saved -> %s, saved %s", ssm_result_string(r),
+              tb_untouched(&tsv) ? "untouched" : "written");
+        tb_poison(&to);
+        desc.saved = NULL;
+        tb_free(&tsv);
+    }
     /* step: the state over an input, a wrong-rank q */
     {
         ssm_tensor q1 = d.tq.t, k1 = d.tk.t, v1 = d.tv.t, b1 = d.tbeta.t, st = tT.t, o1 = to.t;
@@ -755,7 +788,8 @@ static void dl_fuzz_regressions(void) {
     DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, huge, 2, 4, 4, 3, 1, &bytes), SSM_ERROR_INVALID_SHAPE);
     DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, 5, 2, huge, huge, 1, 2, &bytes), SSM_ERROR_INVALID_SHAPE);
     DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_BF16, 2, 5, 2, 4, 4, 1, 0, &bytes), SSM_ERROR_INVALID_DTYPE);
-    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, 5, 2, 4, 4, 1, 3, &bytes), SSM_ERROR_INVALID_VALUE);
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, 5, 2, 4, 4, 1, 4, &bytes), SSM_ERROR_INVALID_VALUE);
+    DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, 2, 5, 2, 4, 4, 1, -1, &bytes), SSM_ERROR_INVALID_VALUE);
     DL_Q(ssm_delta_workspace_size(ctx, &desc, SSM_F32, -1, 5, 2, 4, 4, 1, 0, &bytes), SSM_ERROR_INVALID_SHAPE);
     DL_Q(ssm_delta_workspace_size(ctx, NULL, SSM_F32, 2, 5, 2, 4, 4, 1, 0, &bytes), SSM_ERROR_NULL_ARGUMENT);
     desc.chunk = INT64_MAX;

@@ -33,10 +33,10 @@ static dl_sizes dl_sizes_of(const ssm__dl_args &a, size_t esz, int VB, int bwd) 
     return ssm__dl_sizes_of(a.N, a.T, a.H, a.K, a.V, a.cu != NULL, esz, VB, 1, bwd);
 }
 static int dl_forward_chunked(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
-    return ssm__dl_forward_chunked(a, s, ws, g_optin, st);
+    return ssm__dl_forward_chunked(a, s, ws, NULL, g_optin, st);
 }
 static int dl_backward(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
-    return ssm__dl_backward_chunked(a, s, ws, g_optin, st);
+    return ssm__dl_backward_chunked(a, s, ws, NULL, g_optin, st);
 }
 static int dl_forward_recurrent(const ssm__dl_args &a, cudaStream_t st) {
     ssm__dl_recurrent(a, st);
@@ -690,7 +690,7 @@ static double gemm_rate() {
 template <int KP>
 static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes &s, char *ws, double ms, double msb) {
     typedef __nv_bfloat16 E;
-    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws);
+    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws, NULL);
     /* prep: the library's; the earlier kernel with its solves (tc, scalar-block); both with store_t (backward) */
     double tp[3], tpb[2];
     const int vars[2] = {0, 2};

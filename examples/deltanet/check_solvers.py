@@ -166,6 +166,23 @@ def probe(out_path, steps):
         torch.cuda.empty_cache()
 
 
+# kernels of PyTorch and cuBLAS (the model around the recurrence); every other kernel is the solver's
+TORCH_KERNELS = ("void at::", "void (anonymous namespace)::", "nvjet", "Memcpy", "Memset", "void cutlass",
+                 "sm90_", "cutlass", "void cublas", "void gemv", "void splitKreduce", "std::enable_if")
+
+
+def _kernel_ms(prof, n):
+    """CUDA time (ms) per kernel name over a torch.profiler run, divided by n."""
+    per = {}
+    for e in prof.key_averages():
+        t = getattr(e, "self_device_time_total", None)
+        if t is None:
+            t = e.self_cuda_time_total
+        if t and e.device_type.name == "CUDA":
+            per[e.key] = per.get(e.key, 0.0) + t / 1e3 / n
+    return per
+
+
 def profile(out_path, steps=4, micro=32):
     """(4) Where a training step's GPU time goes, per solver: the model's step (forward, backward,
     optimizer) under torch.profiler after warm-up, CUDA time summed per kernel name. Rows: the
@@ -173,6 +190,23 @@ def profile(out_path, steps=4, micro=32):
     from torch.profiler import ProfilerActivity, profile as tprof
     solvers = ["delta"] + (["fla"] if have_fla() else [])
     rows = []
+    xs, do = inputs(micro, 2048, 8, 32, torch.bfloat16)
+    for s in solvers:  # the recurrence alone: kernel time of one fwd+bwd, launch gaps left out
+        def f():
+            for t in xs:
+                t.grad = None
+            recurrence(s, *xs, 32 ** -0.5).backward(do)
+        for _ in range(3):
+            f()
+        torch.cuda.synchronize()
+        with tprof(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                f()
+            torch.cuda.synchronize()
+        per = _kernel_ms(prof, 10)
+        print(f"== {s} alone: {sum(per.values()):.3f} ms of kernels per fwd+bwd")
+        for name, ms in sorted(per.items(), key=lambda kv: -kv[1]):
+            print(f"  {ms:8.3f} ms  {name[:110]}")
     for s in solvers:
         a = train.parse(["--solver", s, "--micro", str(micro), "--chains", "torch"])
         model, opt = train.build(a, dev)
@@ -191,21 +225,17 @@ def profile(out_path, steps=4, micro=32):
             for _ in range(steps):
                 step()
             torch.cuda.synchronize()
-        per = {}
-        for e in prof.key_averages():
-            if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0):
-                t = getattr(e, "self_device_time_total", None)
-                if t is None:
-                    t = e.self_cuda_time_total
-                if t:
-                    per[e.key] = per.get(e.key, 0.0) + t / 1e3 / steps
+        per = _kernel_ms(prof, steps)
         total = sum(per.values())
         top = sorted(per.items(), key=lambda kv: -kv[1])[:25]
-        print(f"== {s}: {total:.2f} ms of kernels per step (micro {micro})")
-        for name, ms in top:
+        rec = {n: ms for n, ms in per.items() if not n.startswith(TORCH_KERNELS)}
+        print(f"== {s}: {total:.2f} ms of kernels per step (micro {micro}); recurrence kernels "
+              f"{sum(rec.values()):.2f} ms, the rest {total - sum(rec.values()):.2f} ms")
+        for name, ms in sorted(rec.items(), key=lambda kv: -kv[1]):
             print(f"  {ms:8.3f} ms  {name[:110]}")
         rows.append({"op": "deltanet_step_profile", "impl": train.IMPL[s], "solver": s, "backend": "cuda",
                      "dtype": "bf16", "micro": micro, "kernel_ms_per_step": total,
+                     "recurrence_kernel_ms_per_step": sum(rec.values()),
                      "top": [[n[:160], round(ms, 4)] for n, ms in top],
                      "device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"),
                      "commit": train.commit()})

@@ -90,7 +90,8 @@ class DeltaStats(ctypes.Structure):
 
 
 class DeltaDesc(ctypes.Structure):
-    _fields_ = [("method", _int), ("chunk", _i64), ("scale", _dbl), ("stats", ctypes.POINTER(DeltaStats))]
+    _fields_ = [("method", _int), ("chunk", _i64), ("scale", _dbl), ("stats", ctypes.POINTER(DeltaStats)),
+                ("saved", ctypes.POINTER(Tensor))]
 
 
 STRUCTS = {"ssm_device": Device, "ssm_dtype": DType, "ssm_tensor": Tensor, "ssm_linrec_stats": LinrecStats,
@@ -182,6 +183,8 @@ _PROTOS = {
     "ssm_delta_forward": (_int, [_P, ctypes.POINTER(DeltaDesc), _T, _T, _T, _T, _T, _T, _T, _T, _T]),
     "ssm_delta_backward": (_int, [_P, ctypes.POINTER(DeltaDesc), _T, _T, _T, _T, _T, _T, _T, _T, _T, _T, _T, _T, _T,
                                   _T, _T]),
+    "ssm_delta_workspace_size": (_int, [_P, ctypes.POINTER(DeltaDesc), DType, _i64, _i64, _i64, _i64, _i64, _i64,
+                                        _int, ctypes.POINTER(_sz)]),
     "ssm_delta_step": (_int, [_P, ctypes.POINTER(DeltaDesc), _T, _T, _T, _T, _T, _T, _T]),
     "ssm_outchain_forward": (_int, [_P, ctypes.POINTER(OutchainDesc), _T, _T, _T, _T, _T, _T]),
     "ssm_outchain_backward": (_int, [_P, ctypes.POINTER(OutchainDesc), _T, _T, _T, _T, _T, _T, _T, _T, _T, _T]),

@@ -24,7 +24,8 @@ from ._abi import C, DELTA_METHODS, METHODS, SSMError, lib
 
 _CODES = {torch.float32: (C["SSM_DTYPE_FLOAT"], 32), torch.float64: (C["SSM_DTYPE_FLOAT"], 64),
           torch.float16: (C["SSM_DTYPE_FLOAT"], 16), torch.bfloat16: (C["SSM_DTYPE_BFLOAT"], 16),
-          torch.int32: (C["SSM_DTYPE_INT"], 32), torch.int64: (C["SSM_DTYPE_INT"], 64)}
+          torch.int32: (C["SSM_DTYPE_INT"], 32), torch.int64: (C["SSM_DTYPE_INT"], 64),
+          torch.uint8: (C["SSM_DTYPE_UINT"], 8)}
 _byref = ctypes.byref
 _CUDA, _CPU = C["SSM_DEVICE_CUDA"], (C["SSM_DEVICE_CPU"], 0)
 _UNSUPPORTED = C["SSM_ERROR_UNSUPPORTED"]
@@ -517,10 +518,24 @@ def output_chain(o, g, W_o, weight=None, gate="silu", head_dim=0, eps=0.0):
 
 # ---- delta rule (DeltaNet, Gated DeltaNet, DeltaProduct) -------------------------------------
 
-def _delta_desc(method, chunk, scale):
+def _delta_desc(method, chunk, scale, saved=None):
     d = lib.ssm_delta_desc_init()
     d.method, d.chunk, d.scale = method, chunk, scale
+    if saved is not None and saved.numel():
+        d.saved = ctypes.pointer(_view(saved))  # the pointer object keeps the view alive
     return d
+
+
+def _delta_saved_bytes(q, k, v, method, chunk, scale):
+    """Bytes the forward keeps for the backward (desc.saved; 0 = nothing: host backends, the
+    recurrent method). Without cu_seqlens only: the query knows no sequence count."""
+    n_h = k.shape[3] if k.dim() == 5 else 1
+    d, n = _delta_desc(method, chunk, scale), ctypes.c_size_t(0)
+    code, bits = _CODES[q.dtype]
+    with _Ctx(q) as ctx:
+        _abi.check(ctx, lib.ssm_delta_workspace_size(ctx, _byref(d), _abi.DType(code, bits, 1), q.shape[0], q.shape[1],
+                                                     q.shape[2], q.shape[3], v.shape[-1], n_h, 3, _byref(n)))
+    return n.value
 
 
 def _delta_state_shape(q, v, cu_seqlens):
@@ -528,56 +543,67 @@ def _delta_state_shape(q, v, cu_seqlens):
     return (N, q.shape[2], q.shape[3], v.shape[-1])
 
 
+def _delta_keep_bytes(q, k, v, cu_seqlens, method, chunk, scale, keep):
+    return _delta_saved_bytes(q, k, v, method, chunk, scale) if keep and q.is_cuda and cu_seqlens is None else 0
+
+
 @torch.library.custom_op("ssmh::delta_fwd", mutates_args=())
 def delta_fwd(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Optional[Tensor], s0: Optional[Tensor],
-              cu_seqlens: Optional[Tensor], method: int, chunk: int, scale: float) -> Tuple[Tensor, Tensor]:
+              cu_seqlens: Optional[Tensor], method: int, chunk: int, scale: float,
+              keep: bool) -> Tuple[Tensor, Tensor, Tensor]:
     """S <- alpha (I - beta k k^T) S + beta k v^T per factor, o = scale S^T q: q [B,T,H,K],
     k [B,T,H,K] or [B,T,H,n_h,K], v [B,T,H,V] or [B,T,H,n_h,V], beta [B,T,H(,n_h)], g [B,T,H],
-    s0 [N,H,K,V], cu_seqlens [N+1] (B = 1). -> (o [B,T,H,V], sT [N,H,K,V])."""
+    s0 [N,H,K,V], cu_seqlens [N+1] (B = 1). -> (o [B,T,H,V], sT [N,H,K,V], saved): with keep, saved
+    holds the chunk quantities for the backward (u8; empty where the backend keeps none)."""
     o = _empty(q.shape[:3] + v.shape[-1:], q)
     sT = _empty(_delta_state_shape(q, v, cu_seqlens), q)
-    d = _delta_desc(method, chunk, scale)
+    saved = torch.empty(_delta_keep_bytes(q, k, v, cu_seqlens, method, chunk, scale, keep), dtype=torch.uint8,
+                        device=q.device)
+    d = _delta_desc(method, chunk, scale, saved)
     _call(lambda c, *a: lib.ssm_delta_forward(c, _byref(d), *a), q, k, v, beta, g, s0, cu_seqlens, o, sT)
-    return o, sT
+    return o, sT, saved
 
 
 @delta_fwd.register_fake
-def _(q, k, v, beta, g, s0, cu_seqlens, method, chunk, scale):
-    return q.new_empty(q.shape[:3] + v.shape[-1:]), q.new_empty(_delta_state_shape(q, v, cu_seqlens))
+def _(q, k, v, beta, g, s0, cu_seqlens, method, chunk, scale, keep):
+    return (q.new_empty(q.shape[:3] + v.shape[-1:]), q.new_empty(_delta_state_shape(q, v, cu_seqlens)),
+            q.new_empty(_delta_keep_bytes(q, k, v, cu_seqlens, method, chunk, scale, keep), dtype=torch.uint8))
 
 
 @torch.library.custom_op("ssmh::delta_bwd", mutates_args=())
 def delta_bwd(q: Tensor, k: Tensor, v: Tensor, beta: Tensor, g: Optional[Tensor], s0: Optional[Tensor],
               cu_seqlens: Optional[Tensor], dout: Tensor, dsT: Optional[Tensor], method: int, chunk: int,
-              scale: float) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """-> (dq, dk, dv, dbeta, dg or empty, ds0 [N,H,K,V]); recomputes the forward."""
+              scale: float, saved: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """-> (dq, dk, dv, dbeta, dg or empty, ds0 [N,H,K,V]); recomputes the forward, less what the
+    forward kept in saved (when given and not empty)."""
     dq, dk, dv, db = _empty(q.shape, q), _empty(k.shape, k), _empty(v.shape, v), _empty(beta.shape, beta)
     dg = _empty(g.shape if g is not None else (0,), q)
     ds0 = _empty(_delta_state_shape(q, v, cu_seqlens), q)
-    d = _delta_desc(method, chunk, scale)
+    d = _delta_desc(method, chunk, scale, saved)
     _call(lambda c, *a: lib.ssm_delta_backward(c, _byref(d), *a), q, k, v, beta, g, s0, cu_seqlens, dout, dsT,
           dq, dk, dv, db, dg if g is not None else None, ds0)
     return dq, dk, dv, db, dg, ds0
 
 
 @delta_bwd.register_fake
-def _(q, k, v, beta, g, s0, cu_seqlens, dout, dsT, method, chunk, scale):
+def _(q, k, v, beta, g, s0, cu_seqlens, dout, dsT, method, chunk, scale, saved):
     return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), beta.new_empty(beta.shape),
             q.new_empty(g.shape if g is not None else (0,)), q.new_empty(_delta_state_shape(q, v, cu_seqlens)))
 
 
 def _delta_setup(ctx, inputs, output):
-    q, k, v, beta, g, s0, cu, method, chunk, scale = inputs
-    ctx.save_for_backward(q, k, v, beta, g, s0, cu)
+    q, k, v, beta, g, s0, cu, method, chunk, scale, keep = inputs
+    ctx.save_for_backward(q, k, v, beta, g, s0, cu, output[2])
     ctx.cfg = (method, chunk, scale)
 
 
-def _delta_grad(ctx, do, dsT):
-    q, k, v, beta, g, s0, cu = ctx.saved_tensors
+def _delta_grad(ctx, do, dsT, _dsaved):
+    q, k, v, beta, g, s0, cu, saved = ctx.saved_tensors
     if do is None:
         do = q.new_zeros(q.shape[:3] + v.shape[-1:])
-    dq, dk, dv, db, dg, ds0 = delta_bwd(q, k, v, beta, g, s0, cu, do, dsT, *ctx.cfg)
-    return dq, dk, dv, db, (dg if g is not None else None), (ds0 if s0 is not None else None), None, None, None, None
+    dq, dk, dv, db, dg, ds0 = delta_bwd(q, k, v, beta, g, s0, cu, do, dsT, *ctx.cfg, saved)
+    return (dq, dk, dv, db, (dg if g is not None else None), (ds0 if s0 is not None else None),
+            None, None, None, None, None)
 
 
 delta_fwd.register_autograd(_delta_grad, setup_context=_delta_setup)
@@ -612,8 +638,12 @@ def delta_rule(q, k, v, beta, g=None, scale=None, initial_state=None, output_fin
     both carry gradients. method: auto, recurrent, chunked."""
     if use_qk_l2norm_in_kernel:  # fla's flag; here a separate (differentiable) torch op
         q, k = _l2norm(q), _l2norm(k)
-    o, sT = delta_fwd(q, k, v, beta, g, initial_state, cu_seqlens, DELTA_METHODS[method], int(chunk),
-                      float(scale) if scale else 0.0)
+    # a forward that will be differentiated keeps its chunk quantities for the backward (CUDA, eager:
+    # under torch.compile the kept size would be queried on symbolic shapes)
+    keep = (torch.is_grad_enabled() and not torch.compiler.is_compiling()
+            and any(t is not None and t.requires_grad for t in (q, k, v, beta, g, initial_state)))
+    o, sT, _ = delta_fwd(q, k, v, beta, g, initial_state, cu_seqlens, DELTA_METHODS[method], int(chunk),
+                         float(scale) if scale else 0.0, keep)
     return o, (sT if output_final_state else None)
 
 

@@ -567,13 +567,30 @@ def opcheck_delta(dev):
     for n_h, gated, cu in ((1, True, None), (2, False, None), (1, True, [0, 3, 9])):
         d = delta_inputs(dev, dt, B=1 if cu else 2, T=9, H=2, K=4, V=3, n_h=n_h, gated=gated, grad=True, cu=cu)
         a = (d["q"], d["k"], d["v"], d["beta"], d["g"], d["initial_state"], d["cu_seqlens"])
-        unsupported_on(dev, lambda: ops.delta_fwd(*a, 0, 0, 0.0))
-        for method, chunk in ((1, 0), (2, 4)):
-            opcheck(ops.delta_fwd, (*a, method, chunk, 0.0))
+        unsupported_on(dev, lambda: ops.delta_fwd(*a, 0, 0, 0.0, False))
+        for method, chunk, keep in ((1, 0, False), (2, 4, False), (2, 4, True)):
+            opcheck(ops.delta_fwd, (*a, method, chunk, 0.0, keep))
         a = tuple(t.detach() if t is not None else None for t in a)
-        o, sT = ops.delta_fwd(*a, 2, 4, 0.0)
-        opcheck(ops.delta_bwd, (*a, torch.randn_like(o), torch.randn_like(sT), 2, 4, 0.0))
-        opcheck(ops.delta_bwd, (*a, torch.randn_like(o), None, 1, 0, 0.5))
+        o, sT, saved = ops.delta_fwd(*a, 2, 4, 0.0, True)
+        opcheck(ops.delta_bwd, (*a, torch.randn_like(o), torch.randn_like(sT), 2, 4, 0.0, None))
+        opcheck(ops.delta_bwd, (*a, torch.randn_like(o), torch.randn_like(sT), 2, 4, 0.0, saved))
+        opcheck(ops.delta_bwd, (*a, torch.randn_like(o), None, 1, 0, 0.5, None))
+
+
+@test
+def delta_saved_same_gradients(dev):
+    """The forward's kept chunk quantities (desc.saved) give the backward's bits without them."""
+    dt = fdt(dev)
+    for n_h, gated in ((1, True), (1, False), (2, True)):
+        d = delta_inputs(dev, dt, B=2, T=131, H=3, K=16, V=24, n_h=n_h, gated=gated)
+        a = (d["q"], d["k"], d["v"], d["beta"], d["g"], d["initial_state"], None)
+        o, sT, saved = ops.delta_fwd(*a, 2, 0, 0.0, True)
+        assert (saved.numel() > 0) == (dev != "cpu"), saved.numel()
+        do, dT = torch.randn_like(o), torch.randn_like(sT)
+        g1 = ops.delta_bwd(*a, do, dT, 2, 0, 0.0, None)
+        g2 = ops.delta_bwd(*a, do, dT, 2, 0, 0.0, saved)
+        for x, y, n in zip(g1, g2, ("dq", "dk", "dv", "dbeta", "dg", "ds0")):
+            assert torch.equal(x, y), (n_h, gated, n)
     d = delta_inputs(dev, dt, B=2, T=1, H=2, K=4, V=3)
     S = d["initial_state"].detach().clone()
     opcheck(ops.delta_step_op, (d["q"][:, 0].detach(), d["k"][:, 0].detach(), d["v"][:, 0].detach(),
