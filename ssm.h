@@ -665,9 +665,8 @@ typedef struct ssm_delta_desc {
    backward's saved must come from the forward of the
    same inputs, desc and context, unchanged since (the caller's contract, as for the
    activations an autograd engine keeps); the results are bitwise those without it. Where the
-   query gives 0 bytes (host backends, the recurrent method) nothing is kept or read. The
-   query knows no cu_seqlens: a variable-length call needs up to N x 64 more sub-tokens' worth
-   (the op's error message gives the figure). */
+   query gives 0 bytes (host backends, the recurrent method) nothing is kept or read. Varlen:
+   query as for the workspace (T + 64 N); the op's error message gives the exact figure. */
 
 SSMDEF ssm_delta_desc ssm_delta_desc_init(void);
 
@@ -706,7 +705,8 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
                                  ssm_tensor *state, ssm_tensor *o);
 /* Scratch bytes a call with these sizes needs on this context's backend: pass 0 = forward,
    1 = backward, 2 = step (T ignored); pass 3 = the bytes of desc.saved (0: nothing is kept).
-   Varlen: B = 1, T = total tokens. */
+   Varlen (N sequences, cu_seqlens): B = 1, T = total tokens + 64 N, an upper bound (the CUDA
+   chunked form gives each sequence its own last, partial chunk of 64 sub-tokens). */
 SSMDEF ssm_result ssm_delta_workspace_size(const ssm_ctx *ctx, const ssm_delta_desc *desc,
                                            ssm_dtype dtype, int64_t B, int64_t T, int64_t H,
                                            int64_t K, int64_t V, int64_t n_h, int pass,
