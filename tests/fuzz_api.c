@@ -1179,10 +1179,12 @@ static void gen_gemm(fcall *c) {
 static ssm_delta_desc fz_dl;
 static int fz_dl_nodesc;
 static ssm_result run_dl_fwd(ssm_ctx *x, fcall *c) {
+    fz_dl.saved = c->na > 9 ? P(c, 9) : NULL;
     return ssm_delta_forward(x, fz_dl_nodesc ? NULL : &fz_dl, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), P(c, 5),
                              P(c, 6), P(c, 7), P(c, 8));
 }
 static ssm_result run_dl_bwd(ssm_ctx *x, fcall *c) {
+    fz_dl.saved = c->na > 15 ? P(c, 15) : NULL;
     return ssm_delta_backward(x, fz_dl_nodesc ? NULL : &fz_dl, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), P(c, 5),
                               P(c, 6), P(c, 7), P(c, 8), P(c, 9), P(c, 10), P(c, 11), P(c, 12), P(c, 13), P(c, 14));
 }
@@ -1283,6 +1285,15 @@ static void gen_delta(fcall *c, int backward) {
         if (!gated && chance(90)) c->a[13].null_ptr = 1; /* dg needs g */
         if (out_alias_planned(c)) alias(c, o + (int)rint_(6), (int)rint_(9));
     }
+#ifndef SSM_FUZZ_CUDA
+    if (chance(20)) { /* desc.saved: host backends keep nothing in it, but check it (u8, rank 1,
+                         contiguous, 16-byte aligned; the forward's output, the backward's input) */
+        const ssm_dtype u8 = {SSM_DTYPE_UINT, 8, 1};
+        int64_t n = rint_(65);
+        int ai = targ(c, "saved", backward ? IN : OUT, u8, 1, &n, 0);
+        c->a[ai].full = 0;
+    }
+#endif
 }
 static void gen_delta_step(fcall *c) {
     int64_t B = dim(c, 4), H = dim_small(3), K = dim_small(9), V = dim_small(9), nh = chance(70) ? 1 : 2 + rint_(2);
