@@ -660,13 +660,14 @@ typedef struct ssm_delta_desc {
 /* desc.saved: a contiguous, 16-byte aligned u8 tensor [bytes] on the backend's device, bytes from
    ssm_delta_workspace_size(pass 3); more is fine. A forward given it also writes there what
    its chunked form derives from q, k, v, beta and g (W, U, Tm, the masked Q K^T, packed Q
-   and K: on CUDA about (3K + V + 128) elements per sub-token and head, K and V rounded up to
-   32); a backward given it reads them instead of running the chunk preparation again. The
-   backward's saved must come from the forward of the
-   same inputs, desc and context, unchanged since (the caller's contract, as for the
-   activations an autograd engine keeps); the results are bitwise those without it. Where the
-   query gives 0 bytes (host backends, the recurrent method) nothing is kept or read. Varlen:
-   query as for the workspace (T + 64 N); the op's error message gives the exact figure. */
+   and K, v_new and the chunk-start states: on CUDA about 3K + 2V + 128 + KV/64 elements per
+   sub-token and head, K and V rounded up to 32); a backward given it reads them instead of
+   running the chunk preparation and the state pass again. The backward's saved must come
+   from the forward of the same inputs, desc and context, unchanged since (the caller's
+   contract, as for the activations an autograd engine keeps); the results are bitwise those
+   without it. Where the query gives 0 bytes (host backends, the recurrent method) nothing is
+   kept or read. Varlen: query as for the workspace (T + 64 N); the op's error message gives
+   the exact figure. */
 
 SSMDEF ssm_delta_desc ssm_delta_desc_init(void);
 

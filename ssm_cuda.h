@@ -5888,13 +5888,15 @@ __global__ void __launch_bounds__(256) ssm__dl_collect_kernel(ssm_delta_strides 
 
 static int ssm__dl_kp(int K) { return K <= 32 ? 32 : K <= 64 ? 64 : K <= 128 ? 128 : 256; }
 /* Workspace of the chunked path: the arrays of ssm__dl_ws (off[0..12]) and the int64 copy of
-   cu_seqlens with its raw staging (off[13], off[14]). desc.saved holds the chunk preparation's
-   arrays qp .. gam (soff[0..6], T included) when the caller keeps them across the two passes. */
+   cu_seqlens with its raw staging (off[13], off[14]). desc.saved, when the caller keeps the
+   forward's chunk quantities for the backward, holds the preparation's arrays qp .. gam (T
+   included) and the state pass's chunk-start states and v_new (soff[0..8]): the backward then
+   skips both the preparation and the replay of the state pass. */
 typedef struct ssm__dl_sizes {
     int KP, VP, VB;
     int64_t nc; /* chunk slots: exact without varlen, an upper bound with it */
     size_t off[15], bytes;
-    size_t soff[7], saved;
+    size_t soff[9], saved;
 } ssm__dl_sizes;
 static size_t ssm__dl_al(size_t x) { return (x + 255) & ~(size_t)255; }
 static ssm__dl_sizes ssm__dl_sizes_of(int N, int64_t T, int H, int K, int V, int varlen, size_t esz, int VB, int chunked,
@@ -5910,19 +5912,20 @@ static ssm__dl_sizes ssm__dl_sizes_of(int N, int64_t T, int H, int K, int V, int
                      b * c * KP * VP * e, b * c * C * VP * e, vl, vl};
     s.bytes = 0;
     for (int i = 0; i < 15; ++i) s.off[i] = s.bytes, s.bytes += ssm__dl_al(sz[i]);
+    const size_t keep[9] = {sz[0], sz[1], sz[2], sz[3], sz[4], c * C * C * e, sz[6], c * KP * VP * e, c * C * VP * e};
     s.saved = 0;
-    for (int i = 0; i < 7; ++i) s.soff[i] = s.saved, s.saved += ssm__dl_al(i == 5 ? c * C * C * e : sz[i]);
+    for (int i = 0; i < 9; ++i) s.soff[i] = s.saved, s.saved += ssm__dl_al(keep[i]);
     return s;
 }
-/* The workspace's arrays; with `saved`, the preparation's (qp .. gam) live there instead. */
+/* The workspace's arrays; with `saved`, the kept ones (qp .. gam, s0, vn) live there instead. */
 template <class E> static ssm__dl_ws<E> ssm__dl_ws_of(const ssm__dl_sizes &s, char *p, char *saved) {
     ssm__dl_ws<E> w;
-    char *a[7];
-    for (int i = 0; i < 7; ++i) a[i] = saved ? saved + s.soff[i] : p + s.off[i];
+    char *a[9];
+    for (int i = 0; i < 9; ++i) a[i] = saved ? saved + s.soff[i] : p + s.off[i < 7 ? i : i + 2];
     w.qp = (E *)a[0], w.kp = (E *)a[1], w.w = (E *)a[2], w.u = (E *)a[3];
     w.aqk = (E *)a[4], w.tm = (E *)a[5], w.gam = (float *)a[6];
     w.choff = (int64_t *)(p + s.off[7]), w.KP = s.KP, w.VP = s.VP;
-    w.dop = (E *)(p + s.off[8]), w.s0 = (E *)(p + s.off[9]), w.vn = (E *)(p + s.off[10]);
+    w.dop = (E *)(p + s.off[8]), w.s0 = (E *)a[7], w.vn = (E *)a[8];
     w.ds1 = (E *)(p + s.off[11]), w.dvn = (E *)(p + s.off[12]);
     return w;
 }
@@ -6043,15 +6046,17 @@ static int ssm__dl_bwd_chunk_go(const ssm__dl_args &a, const ssm__dl_sizes &s, s
     else ssm__dl_bwd_chunk_kernel<E, KP, KN><<<dim3((unsigned)s.nc, a.H), SSM__DL_NT, smc, st>>>(a, w);
     return 0;
 }
-/* saved (or NULL): desc.saved, where the forward keeps the preparation's arrays (T too) and the
-   backward finds them (the preparation then only packs dout). */
+/* saved (or NULL): desc.saved, where the forward keeps the preparation's arrays (T too), v_new and
+   the chunk-start states, and the backward finds them (the preparation then only packs dout, and
+   the replay of the state pass is skipped). */
 template <class E, int KP>
 static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, char *saved, int optin,
                               cudaStream_t st) {
     ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws, saved);
+    E *vn = saved ? w.vn : NULL, *s0 = saved ? w.s0 : NULL;
     if (ssm__dl_prep_go<E, KP>(a, s, w, saved ? 1 : 0, optin, st)) return -1;
-    return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, NULL, NULL, optin, st)
-                      : ssm__dl_fwd_go<E, KP, 32>(a, s, w, NULL, NULL, optin, st);
+    return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, vn, s0, optin, st)
+                      : ssm__dl_fwd_go<E, KP, 32>(a, s, w, vn, s0, optin, st);
 }
 template <class E, int KP>
 static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, char *ws, char *saved, int optin,
@@ -6063,7 +6068,7 @@ static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, c
     if (ssm__dl_prep_go<E, KP>(a0, s, w, saved ? 4 : 1, optin, st)) return -1;
     ssm__dl_args a = a0; /* replay the forward for v_new and the chunk-start states only */
     a.o = NULL, a.hT = NULL;
-    int rc = ssm__dl_replay_go<E, KP>(a, s, w, optin, st);
+    int rc = saved ? 0 : ssm__dl_replay_go<E, KP>(a, s, w, optin, st);
     if (!rc) rc = s.VB == 64 ? ssm__dl_bwd_seq_go<E, KP, 64>(a, s, w, optin, st) : ssm__dl_bwd_seq_go<E, KP, 32>(a, s, w, optin, st);
     if (!rc) rc = ssm__dl_bwd_chunk_go<E, KP>(a, s, w, optin, st);
     return rc;

@@ -595,6 +595,7 @@ def _delta_setup(ctx, inputs, output):
     q, k, v, beta, g, s0, cu, method, chunk, scale, keep = inputs
     ctx.save_for_backward(q, k, v, beta, g, s0, cu, output[2])
     ctx.cfg = (method, chunk, scale)
+    ctx.set_materialize_grads(False)  # no zero-filled gradient for sT or the kept bytes
 
 
 def _delta_grad(ctx, do, dsT, _dsaved):
