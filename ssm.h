@@ -4485,10 +4485,10 @@ static ssm_result ssm__delta_saved_bytes(const ssm_ctx *ctx, const char *op, con
 
 /* desc.saved (when given): a contiguous u8 [n] tensor of at least the plan's bytes, on the
    backend's device, 16-byte aligned (the kernels' vector accesses); sets p->saved when the
-   backend keeps anything. */
-static ssm_result ssm__delta_check_saved(ssm_ctx *ctx, const char *op, const ssm_delta_desc *d,
-                                         const ssm_delta_plan *p0, ssm_delta_plan *p) {
-    ssm_delta_plan q = *p0;
+   backend keeps anything. Sized on a copy of p resolved as the forward's (pass 0): the
+   backward's own pass resolves p later. Only a call that passes saved pays for it. */
+static ssm_result ssm__delta_check_saved(ssm_ctx *ctx, const char *op, const ssm_delta_desc *d, ssm_delta_plan *p) {
+    ssm_delta_plan q = *p;
     size_t need = 0;
     const ssm_tensor *t = d->saved;
     p->saved = NULL;
@@ -5537,7 +5537,7 @@ SSMDEF ssm_result ssm_delta_forward(ssm_ctx *ctx, const ssm_delta_desc *desc, co
     if (!o) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: o is required", op);
     SSM__TRY(ssm__delta_view(ctx, op, "o", o, &p, 1, 0, p.V, p.st.o));
     if (sT) SSM__TRY(ssm__delta_state(ctx, op, "sT", sT, &p, p.st.sT));
-    SSM__TRY(ssm__delta_check_saved(ctx, op, desc, &p, &p));
+    SSM__TRY(ssm__delta_check_saved(ctx, op, desc, &p));
     ssm__arg_set(&args[0], "q", q, 0);
     ssm__arg_set(&args[1], "k", k, 0);
     ssm__arg_set(&args[2], "v", v, 0);
@@ -5583,7 +5583,7 @@ SSMDEF ssm_result ssm_delta_backward(ssm_ctx *ctx, const ssm_delta_desc *desc, c
     if (dbeta) SSM__TRY(ssm__delta_view(ctx, op, "dbeta", dbeta, &p, 1, factored, 0, p.st.dbeta));
     if (dg) SSM__TRY(ssm__delta_view(ctx, op, "dg", dg, &p, 1, 0, 0, p.st.dg));
     if (ds0) SSM__TRY(ssm__delta_state(ctx, op, "ds0", ds0, &p, p.st.ds0));
-    SSM__TRY(ssm__delta_check_saved(ctx, op, desc, &p, &p));
+    SSM__TRY(ssm__delta_check_saved(ctx, op, desc, &p));
     ssm__arg_set(&args[0], "q", q, 0);
     ssm__arg_set(&args[1], "k", k, 0);
     ssm__arg_set(&args[2], "v", v, 0);

@@ -14,6 +14,7 @@ Why it composes with torch.compile and CUDA graphs:
 Final states are outputs like any other and carry gradients.
 """
 import ctypes
+import functools
 from typing import List, Optional, Tuple
 
 import torch
@@ -80,18 +81,17 @@ def _blas_handle(device):
 
 
 class _Ctx:
-    """`with _Ctx(t) as ctx:` the C context for the device of tensor t."""
+    """`with _Ctx(t) as ctx:` the C context for the device of tensor t (or of the torch.device t)."""
 
     def __init__(self, t):
-        self.t, self.ctx, self.own = t, None, False
+        self.device, self.ctx, self.own = t if isinstance(t, torch.device) else t.device, None, False
 
     def __enter__(self):
-        t = self.t
-        if t.is_cuda:
+        if self.device.type == "cuda":
             if not _abi.HAS_CUDA:
                 raise RuntimeError("ssmh: this build has no CUDA backend (nvcc was not found when it was installed)")
-            dev = t.device.index or 0
-            stream = torch.cuda.current_stream(t.device).cuda_stream
+            dev = self.device.index or 0
+            stream = torch.cuda.current_stream(self.device).cuda_stream
             self.ctx = lib.ssmh_cuda_ctx(dev, stream, _blas_handle(dev), _cuda_alloc, _cuda_free, dev)
             if not self.ctx:
                 raise RuntimeError(f"ssmh: cannot create a CUDA context on device {dev}")
@@ -530,11 +530,19 @@ def _delta_saved_bytes(q, k, v, method, chunk, scale):
     """Bytes the forward keeps for the backward (desc.saved; 0 = nothing: host backends, the
     recurrent method). Without cu_seqlens only: the query knows no sequence count."""
     n_h = k.shape[3] if k.dim() == 5 else 1
+    dev = q.device if q.device.type != "cuda" else torch.device("cuda", q.device.index or 0)
+    return _delta_saved_query(dev, q.dtype, *q.shape[:4], v.shape[-1], n_h, method, chunk, scale)
+
+
+@functools.lru_cache(maxsize=256)
+def _delta_saved_query(dev, dtype, B, T, H, K, V, n_h, method, chunk, scale):
+    """The size query behind _delta_saved_bytes, once per shape: a training loop asks the same
+    question every step, and each answer would otherwise open a context on the device."""
     d, n = _delta_desc(method, chunk, scale), ctypes.c_size_t(0)
-    code, bits = _CODES[q.dtype]
-    with _Ctx(q) as ctx:
-        _abi.check(ctx, lib.ssm_delta_workspace_size(ctx, _byref(d), _abi.DType(code, bits, 1), q.shape[0], q.shape[1],
-                                                     q.shape[2], q.shape[3], v.shape[-1], n_h, 3, _byref(n)))
+    code, bits = _CODES[dtype]
+    with _Ctx(dev) as ctx:
+        _abi.check(ctx, lib.ssm_delta_workspace_size(ctx, _byref(d), _abi.DType(code, bits, 1), B, T, H, K, V, n_h, 3,
+                                                     _byref(n)))
     return n.value
 
 

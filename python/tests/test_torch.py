@@ -591,6 +591,11 @@ def delta_saved_same_gradients(dev):
         g2 = ops.delta_bwd(*a, do, dT, 2, 0, 0.0, saved)
         for x, y, n in zip(g1, g2, ("dq", "dk", "dv", "dbeta", "dg", "ds0")):
             assert torch.equal(x, y), (n_h, gated, n)
+        if dev != "cpu":  # the size query runs once per shape, then comes from the cache
+            hits = ops._delta_saved_query.cache_info().hits
+            o2, _, saved2 = ops.delta_fwd(*a, 2, 0, 0.0, True)
+            assert ops._delta_saved_query.cache_info().hits == hits + 1 and saved2.numel() == saved.numel()
+            assert torch.equal(o2, o)
     d = delta_inputs(dev, dt, B=2, T=1, H=2, K=4, V=3)
     S = d["initial_state"].detach().clone()
     opcheck(ops.delta_step_op, (d["q"][:, 0].detach(), d["k"][:, 0].detach(), d["v"][:, 0].detach(),
