@@ -855,30 +855,43 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    b'_i = A_{2i+1} b_{2i} + b_{2i+1} straight into the odd state slot h_{2i+1}; block 0 forms
    h_1 = A_1 h_0 + b_1), the half-length recurrence on the odd slots in place (b' = h), then
    back-substitution (h_{2i} = A_{2i} h_{2i-1} + b_{2i}). Products are f32 FMAs out of shared
-   memory, 16 x 16 threads with R x R outputs each (R = 1, 2, 4, 8: n, m <= 16R <= 128).
+   memory, 16 x 16 threads with an R x R block of outputs each (R = 1, 2, 4, 8: n, m <= 16R <= 128;
+   the left operand transposed in shared memory so each k is two float4 loads per 16 FMAs).
    Used on its own for every shape it takes, and for the carries between tensor-core spans. */
 #define SSM__CR_MAXN 128
-__device__ __forceinline__ void ssm__cu_cr_load(float *dst, int ld, const ssm__cu_rv &v, int64_t base, int rows, int cols) {
+#define SSM__CR_LD(R) (16 * (R) + 4) /* row stride (floats) of the shared tiles: float4 rows */
+/* dst[i*ld + j] = v(i, j), or dst[j*ld + i] when tr (the left operand is kept transposed so a
+   thread's R rows are one vector load per k); global reads run along j either way. */
+__device__ __forceinline__ void ssm__cu_cr_load(float *dst, int ld, const ssm__cu_rv &v, int64_t base, int rows, int cols,
+                                                int tr) {
     for (int e = threadIdx.x; e < rows * cols; e += 256) {
         const int i = e / cols, j = e - i * cols;
-        dst[i * ld + j] = ssm__cu_ld(v.p, v.dt, base + i * v.rs + j * v.cs);
+        dst[tr ? j * ld + i : i * ld + j] = ssm__cu_ld(v.p, v.dt, base + i * v.rs + j * v.cs);
     }
 }
-/* acc = As[rows 16a+ty] . Xs[cols 16b+tx] over k < n (rows / cols past the operands are junk
-   and never stored). */
+/* acc[a][c] = sum over k < n of A(R ty + a, k) X(k, R tx + c), A transposed in At (rows /
+   columns past the operands are junk and never stored). */
 template <int R>
-__device__ __forceinline__ void ssm__cu_cr_mm(const float *As, const float *Xs, int ld, int n, float acc[R][R]) {
+__device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, int ld, int n, float acc[R][R]) {
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const float *ap = At + ty * R, *xp = Xs + tx * R;
 #pragma unroll
     for (int a = 0; a < R; ++a)
 #pragma unroll
         for (int c = 0; c < R; ++c) acc[a][c] = 0.f;
     for (int k = 0; k < n; ++k) {
         float av[R], xv[R];
+        if (R >= 4) {
 #pragma unroll
-        for (int a = 0; a < R; ++a) av[a] = As[(ty + 16 * a) * ld + k];
+            for (int q = 0; q < R / 4; ++q) {
+                const float4 a4 = *(const float4 *)(ap + k * ld + 4 * q), x4 = *(const float4 *)(xp + k * ld + 4 * q);
+                av[4 * q] = a4.x, av[4 * q + 1] = a4.y, av[4 * q + 2] = a4.z, av[4 * q + 3] = a4.w;
+                xv[4 * q] = x4.x, xv[4 * q + 1] = x4.y, xv[4 * q + 2] = x4.z, xv[4 * q + 3] = x4.w;
+            }
+        } else {
 #pragma unroll
-        for (int c = 0; c < R; ++c) xv[c] = Xs[k * ld + tx + 16 * c];
+            for (int q = 0; q < R; ++q) av[q] = ap[k * ld + q], xv[q] = xp[k * ld + q];
+        }
 #pragma unroll
         for (int a = 0; a < R; ++a)
 #pragma unroll
@@ -894,7 +907,7 @@ __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, i
     for (int a = 0; a < R; ++a)
 #pragma unroll
         for (int c = 0; c < R; ++c) {
-            const int i = ty + 16 * a, j = tx + 16 * c;
+            const int i = ty * R + a, j = tx * R + c;
             if (i < n && j < cols) {
                 float v = acc[a][c];
                 if (add.p) v += ssm__cu_ld(add.p, add.dt, ba + i * add.rs + j * add.cs);
@@ -906,23 +919,23 @@ __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, i
 template <int R>
 __global__ void __launch_bounds__(256) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A, ssm__cu_rv b,
                                                                 ssm__cu_rv h, ssm__cu_rv A2) {
-    extern __shared__ float sm[];
-    const int ld = 16 * R + 1;
-    float *As = sm, *Xs = sm + 16 * R * ld;
+    extern __shared__ __align__(16) float ssm__cr_sm[];
+    const int ld = SSM__CR_LD(R);
+    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * ld;
     const int64_t i = blockIdx.x, s = s0 + blockIdx.y, ko = 2 * i + 1;
     float acc[R][R];
-    ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ko * A.ts, n, n);
+    ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ko * A.ts, n, n, 1);
     if (i > 0) {
-        ssm__cu_cr_load(Xs, ld, A, A.off + s * A.ss + (ko - 1) * A.ts, n, n);
+        ssm__cu_cr_load(Xs, ld, A, A.off + s * A.ss + (ko - 1) * A.ts, n, n, 0);
         __syncthreads();
         ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
         ssm__cu_rv none;
         none.p = NULL;
         ssm__cu_cr_store<R>(acc, n, n, A2, A2.off + s * A2.ss + i * A2.ts, none, 0);
         __syncthreads();
-        ssm__cu_cr_load(Xs, ld, b, b.off + s * b.ss + (ko - 1) * b.ts, n, m); /* an even slot: read-only here */
+        ssm__cu_cr_load(Xs, ld, b, b.off + s * b.ss + (ko - 1) * b.ts, n, m, 0); /* an even slot: read-only here */
     } else {
-        ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss, n, m);
+        ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss, n, m, 0);
     }
     __syncthreads();
     ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
@@ -933,13 +946,13 @@ __global__ void __launch_bounds__(256) ssm__cu_cr_reduce_kernel(int64_t s0, int 
 template <int R>
 __global__ void __launch_bounds__(256) ssm__cu_cr_back_kernel(int64_t s0, int n, int m, ssm__cu_rv A, ssm__cu_rv b,
                                                               ssm__cu_rv h) {
-    extern __shared__ float sm[];
-    const int ld = 16 * R + 1;
-    float *As = sm, *Xs = sm + 16 * R * ld;
+    extern __shared__ __align__(16) float ssm__cr_sm[];
+    const int ld = SSM__CR_LD(R);
+    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * ld;
     const int64_t ke = 2 * ((int64_t)blockIdx.x + 1), s = s0 + blockIdx.y;
     float acc[R][R];
-    ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ke * A.ts, n, n);
-    ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss + (ke - 1) * h.ts, n, m);
+    ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ke * A.ts, n, n, 1);
+    ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss + (ke - 1) * h.ts, n, m, 0);
     __syncthreads();
     ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
     ssm__cu_cr_store<R>(acc, n, m, h, h.off + s * h.ss + ke * h.ts, b, b.off + s * b.ss + ke * b.ts);
@@ -949,7 +962,7 @@ static int ssm__cu_cr_r(int64_t n, int64_t m) {
     const int64_t w = n > m ? n : m;
     return w <= 16 ? 1 : w <= 32 ? 2 : w <= 64 ? 4 : 8;
 }
-static size_t ssm__cu_cr_smem(int R) { return (size_t)2 * 16 * R * (16 * R + 1) * 4; }
+static size_t ssm__cu_cr_smem(int R) { return (size_t)2 * 16 * R * SSM__CR_LD(R) * 4; }
 /* The level kernels fit n, m <= 128 and T - 1 within a grid's x (2^31 - 1 blocks). By shape
    they take n <= 64, or matrix states (m > 64); n > 64 with narrow states ran faster on ssm.h's
    generic levels (H200, bench/results/cuda_cr_run1.log: S8 T1024 n128 m1 f16 5.48 ms generic
