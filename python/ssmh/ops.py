@@ -531,7 +531,10 @@ def _delta_saved_bytes(q, k, v, method, chunk, scale):
     recurrent method). Without cu_seqlens only: the query knows no sequence count."""
     n_h = k.shape[3] if k.dim() == 5 else 1
     dev = q.device if q.device.type != "cuda" else torch.device("cuda", q.device.index or 0)
-    return _delta_saved_query(dev, q.dtype, *q.shape[:4], v.shape[-1], n_h, method, chunk, scale)
+    # int(): fake tensors (opcheck) carry SymInts, which do not hash; this specializes on the
+    # sizes as the C call did before
+    return _delta_saved_query(dev, q.dtype, *(int(x) for x in q.shape[:4]), int(v.shape[-1]), int(n_h), method,
+                              chunk, scale)
 
 
 @functools.lru_cache(maxsize=256)
