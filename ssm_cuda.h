@@ -965,8 +965,9 @@ static int ssm__cu_cr_r(int64_t n, int64_t m) {
 static size_t ssm__cu_cr_smem(int R) { return (size_t)2 * 16 * R * SSM__CR_LD(R) * 4; }
 /* The level kernels fit n, m <= 128 and T - 1 within a grid's x (2^31 - 1 blocks). By shape
    they take n <= 64, or matrix states (m > 64); n > 64 with narrow states ran faster on ssm.h's
-   generic levels (H200, bench/results/cuda_cr_run1.log: S8 T1024 n128 m1 f16 5.48 ms generic
-   vs 7.42; f32 S1 T4096 n128 1.80 vs 3.29). linrec_cr = 2 forces them wherever they fit, 1 never. */
+   generic levels (H200, bench/results/cuda_cr_float4_30eb660.log: S8 T1024 n128 m1 f16 5.48 ms
+   generic vs 6.40; f32 S1 T4096 n128 1.80 vs 3.37). linrec_cr = 2 forces them wherever they fit,
+   1 never. */
 static int ssm__cu_cr_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     const int knob = ssm__cu_st(ctx)->knobs.linrec_cr;
     if (knob == 1 || p->n > SSM__CR_MAXN || p->m > SSM__CR_MAXN || p->T - 1 > 2 * (int64_t)2147483647 ||
@@ -1555,10 +1556,10 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
    cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
    and 16 at S16 T4096 and S1 T8192, H200); for AUTO about sqrt(T) (the chunk depth against the
    carry recurrence), at least 16; else ssm.h's default. Matrix states (m >= n, 16 <= n <= 64)
-   take cyclic reduction's level kernels at any S below 2*SMs (H200, bench/results/cuda_cr_run1.log
-   and _run2.log: S32 T1024 n64 m64 f16 cr 4.61 ms vs chunked 12.7; S128 T1024 n32 m32 f16 4.23
-   vs 5.52; S64 T1024 n32 m32 f32 1.62 vs 2.69). Every sequence runs in one batch, with f32
-   states and scratch. */
+   take cyclic reduction's level kernels at any S below 2*SMs (H200, bench/results/
+   cuda_cr_float4_30eb660.log: S32 T1024 n64 m64 f16 cr 4.37 ms vs chunked 12.6; S128 T1024 n32
+   m32 f16 3.88 vs 5.49; S64 T1024 n32 m32 f32 1.50 vs 2.68). Every sequence runs in one batch,
+   with f32 states and scratch. */
 static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const int64_t sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
     const int tc = p->dtype.bits == 16 && p->n == SSM__TC_N && p->m == 1;
