@@ -4570,6 +4570,7 @@ typedef struct ssm__dl_args {
                     forward kernel; bit 6: the preparation's grid chunks-fastest (dev/cuda/delta.cu times them) */
     int svec;    /* states with unit column stride, rows and strides in whole aligned groups of 4
                     elements: one 16-byte (f32) or 8-byte (16-bit) access per 4 columns */
+    int pairs;   /* dq, dk, dv take column pairs in one 8-byte (f32) or 4-byte (16-bit) store */
     float scale;
     /* backward: dout, dsT in; dq, dk, dv, dbeta, dg, ds0 out (each may be NULL) */
     const void *dout, *dhT;
@@ -4617,6 +4618,21 @@ __device__ __forceinline__ void ssm__dl_st4(void *p, int dt, int64_t i, const fl
     if (dt == 1) v.h[0] = __floats2half2_rn(x[0], x[1]), v.h[1] = __floats2half2_rn(x[2], x[3]);
     else v.b[0] = __floats2bfloat162_rn(x[0], x[1]), v.b[1] = __floats2bfloat162_rn(x[2], x[3]);
     *(uint2 *)((unsigned short *)p + i) = v.u;
+}
+/* Columns c, c + 1 (c even) of a row, column c at element offset i, column stride cs: one store
+   when pairs (cs = 1, offsets even, pointer aligned to the pair) and both exist (c + 1 < n), else
+   each of them that exists. A fragment row's 4 lanes then write 16 contiguous bytes (16-bit)
+   instead of 8. */
+__device__ __forceinline__ void ssm__dl_st_pair(void *p, int dt, int pairs, int64_t i, int64_t cs, int c, int n, float x0,
+                                                float x1) {
+    if (pairs && c + 1 < n) {
+        if (dt == 0) *(float2 *)((float *)p + i) = make_float2(x0, x1);
+        else if (dt == 1) *(__half2 *)((__half *)p + i) = __floats2half2_rn(x0, x1);
+        else *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(x0, x1);
+        return;
+    }
+    if (c < n) ssm__dl_st(p, dt, i, x0);
+    if (c + 1 < n) ssm__dl_st(p, dt, i + cs, x1);
 }
 template <class E> __device__ __forceinline__ E ssm__dl_cv(float x);
 template <> __device__ __forceinline__ float ssm__dl_cv<float>(float x) { return x; }
@@ -4795,6 +4811,15 @@ template <int NT, class F> __device__ __forceinline__ void ssm__dl_each(float (&
         int n = n0 + 8 * j + 2 * t;
         f(m0 + g, n, acc[j][0]), f(m0 + g, n + 1, acc[j][1]);
         f(m0 + g + 8, n, acc[j][2]), f(m0 + g + 8, n + 1, acc[j][3]);
+    }
+}
+/* The same by column pairs: f(row, col, value at col, value at col + 1), col even. */
+template <int NT, class F> __device__ __forceinline__ void ssm__dl_each2(const float (&acc)[NT][4], int m0, int n0, F f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        const int n = n0 + 8 * j + 2 * t;
+        f(m0 + g, n, acc[j][0], acc[j][1]), f(m0 + g + 8, n, acc[j][2], acc[j][3]);
     }
 }
 /* C[M,N] = A B by the block's 8 warps in 16x32 tiles, then f(row, col, value) per element. */
@@ -5601,10 +5626,14 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
                     const float vv = ssm__dl_f(tV[i * LW + col]);
                     if (e >> 1) dvrow1 += vv * x;
                     else dvrow0 += vv * x;
-                    if (a.dv && i < len && vb + col < a.V)
-                        ssm__dl_st(a.dv, a.dt, sq.b * a.dvs[0] + (t0 + i) * a.dvs[1] + h * a.dvs[2] + (vb + col) * a.dvs[3],
-                                   sb[i] * x);
                 }
+            if (a.dv)
+                ssm__dl_each2(dvb, om0, cg * 16, [&](int i, int col, float x0, float x1) {
+                    if (i < len)
+                        ssm__dl_st_pair(a.dv, a.dt, a.pairs,
+                                        sq.b * a.dvs[0] + (t0 + i) * a.dvs[1] + h * a.dvs[2] + (vb + col) * a.dvs[3],
+                                        a.dvs[3], vb + col, a.V, sb[i] * x0, sb[i] * x1);
+                });
         }
     }
     dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 1), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 1);
@@ -5684,9 +5713,11 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         ssm__dl_wmma<PNT, C, false, false>(Aq, sD, LC, om0, sK + k0, LK, n0);
         ssm__dl_rowsum(Aq, om0, n0, rb + 0 * 2 * C + cg * C, [&](int i, int j, float x) { return x * ssm__dl_f(sQ[i * LK + k0 + j]); });
         if (a.dq)
-            ssm__dl_each(Aq, om0, n0, [&](int i, int j, float &x) {
-                if (i < len && k0 + j < a.K)
-                    ssm__dl_st(a.dq, a.dt, sq.b * a.dqs[0] + (t0 + i) * a.dqs[1] + h * a.dqs[2] + (k0 + j) * a.dqs[3], x);
+            ssm__dl_each2(Aq, om0, n0, [&](int i, int j, float x0, float x1) {
+                if (i < len)
+                    ssm__dl_st_pair(a.dq, a.dt, a.pairs,
+                                    sq.b * a.dqs[0] + (t0 + i) * a.dqs[1] + h * a.dqs[2] + (k0 + j) * a.dqs[3], a.dqs[3],
+                                    k0 + j, a.K, x0, x1);
             });
         /* dk: e^{gl-g} v_new dS^T, then D^T Q, beta e^g T^T dW, Eb K + Eb^T K */
         ssm__dl_each(Ak, om0, n0, [&](int i, int, float &x) { x *= __expf(glast - sg[i]); });
@@ -5711,9 +5742,11 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         ssm__dl_wmma<PNT, C, false, false>(Ak, sX, LC, om0, sK + k0, LK, n0);
         ssm__dl_wmma<PNT, C, true, false>(Ak, sX, LC, om0, sK + k0, LK, n0);
         if (a.dk)
-            ssm__dl_each(Ak, om0, n0, [&](int i, int j, float &x) {
-                if (i < len && k0 + j < a.K)
-                    ssm__dl_st(a.dk, a.dt, sq.b * a.dks[0] + (t0 + i) * a.dks[1] + h * a.dks[2] + (k0 + j) * a.dks[3], x);
+            ssm__dl_each2(Ak, om0, n0, [&](int i, int j, float x0, float x1) {
+                if (i < len)
+                    ssm__dl_st_pair(a.dk, a.dt, a.pairs,
+                                    sq.b * a.dks[0] + (t0 + i) * a.dks[1] + h * a.dks[2] + (k0 + j) * a.dks[3], a.dks[3],
+                                    k0 + j, a.K, x0, x1);
             });
         __syncthreads();
         for (int i = tid; i < C; i += blockDim.x) {
@@ -6183,6 +6216,17 @@ static int ssm__dl_vec_ok(const ssm__dl_args &a, const ssm_tensor *const *ts, in
     }
     return 1;
 }
+/* dq, dk, dv (those wanted, as the backward kernel sees them) take column pairs: unit column
+   stride, even batch / token / head strides, pointers aligned to two elements. */
+static int ssm__dl_pairs_ok(const ssm__dl_args &a, size_t esz) {
+    const void *ps[3] = {a.dq, a.dk, a.dv};
+    const int64_t *st[3] = {a.dqs, a.dks, a.dvs};
+    for (int i = 0; i < 3; ++i) {
+        if (!ps[i]) continue;
+        if ((uintptr_t)ps[i] % (2 * esz) || st[i][3] != 1 || st[i][0] % 2 || st[i][1] % 2 || st[i][2] % 2) return 0;
+    }
+    return 1;
+}
 static int ssm__dl_chunked_fits(const ssm_delta_plan *p) { /* forward and backward alike */
     if (p->dtype.bits == 32) return ssm__dl_kp((int)p->K) <= 128;
     return 1;
@@ -6338,6 +6382,7 @@ static ssm_result ssm__cu_delta_backward(ssm_ctx *ctx, const ssm_delta_plan *p, 
     SSM__TRY(ssm__dl_stage_cu(ctx, p, cu, s, ws, &a));
     const ssm__dl_args u = a;
     if (p->n_h > 1) ssm__dl_expand(p, u, x, st->stream), ssm__dl_sub_args(&a, p, x);
+    a.pairs = ssm__dl_pairs_ok(a, ssm__cu_esize(p->dtype));
     /* p->saved is set only where the forward ran the chunked form (pass 3's rule) */
     if (ssm__dl_backward_chunked(a, s, ws, (char *)p->saved, (int)st->smem_optin, st->stream))
         return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "%s: no chunked kernel fits K = %lld", op, (long long)p->K);
