@@ -4619,21 +4619,6 @@ __device__ __forceinline__ void ssm__dl_st4(void *p, int dt, int64_t i, const fl
     else v.b[0] = __floats2bfloat162_rn(x[0], x[1]), v.b[1] = __floats2bfloat162_rn(x[2], x[3]);
     *(uint2 *)((unsigned short *)p + i) = v.u;
 }
-/* Columns c, c + 1 (c even) of a row, column c at element offset i, column stride cs: one store
-   when pairs (cs = 1, offsets even, pointer aligned to the pair) and both exist (c + 1 < n), else
-   each of them that exists. A fragment row's 4 lanes then write 16 contiguous bytes (16-bit)
-   instead of 8. */
-__device__ __forceinline__ void ssm__dl_st_pair(void *p, int dt, int pairs, int64_t i, int64_t cs, int c, int n, float x0,
-                                                float x1) {
-    if (pairs && c + 1 < n) {
-        if (dt == 0) *(float2 *)((float *)p + i) = make_float2(x0, x1);
-        else if (dt == 1) *(__half2 *)((__half *)p + i) = __floats2half2_rn(x0, x1);
-        else *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(x0, x1);
-        return;
-    }
-    if (c < n) ssm__dl_st(p, dt, i, x0);
-    if (c + 1 < n) ssm__dl_st(p, dt, i + cs, x1);
-}
 template <class E> __device__ __forceinline__ E ssm__dl_cv(float x);
 template <> __device__ __forceinline__ float ssm__dl_cv<float>(float x) { return x; }
 template <> __device__ __forceinline__ __half ssm__dl_cv<__half>(float x) { return __float2half_rn(x); }
@@ -4860,6 +4845,21 @@ template <> __device__ __forceinline__ void ssm__dl_st2<__half>(__half *p, float
 }
 template <> __device__ __forceinline__ void ssm__dl_st2<__nv_bfloat16>(__nv_bfloat16 *p, float x0, float x1) {
     *(__nv_bfloat162 *)p = __floats2bfloat162_rn(x0, x1);
+}
+/* Columns c, c + 1 (c even) of a row, column c at element offset i, column stride cs: one
+   ssm__dl_st2 when pairs (cs = 1, offsets even, pointer aligned to the pair) and both exist
+   (c + 1 < n), else each of them that exists. A fragment row's 4 lanes then write 16 contiguous
+   bytes (16-bit) instead of 8. */
+__device__ __forceinline__ void ssm__dl_st_pair(void *p, int dt, int pairs, int64_t i, int64_t cs, int c, int n, float x0,
+                                                float x1) {
+    if (pairs && c + 1 < n) {
+        if (dt == 0) ssm__dl_st2((float *)p + i, x0, x1);
+        else if (dt == 1) ssm__dl_st2((__half *)p + i, x0, x1);
+        else ssm__dl_st2((__nv_bfloat16 *)p + i, x0, x1);
+        return;
+    }
+    if (c < n) ssm__dl_st(p, dt, i, x0);
+    if (c + 1 < n) ssm__dl_st(p, dt, i + cs, x1);
 }
 
 /* ---- shared-memory staging ------------------------------------------------------------------ */
@@ -6205,27 +6205,30 @@ static ssm__dl_args ssm__dl_args_of(const ssm_delta_plan *p) {
     a.scale = (float)p->scale;
     return a;
 }
-/* 16-byte row loads: unit feature stride, 16-byte aligned data and row strides. */
-static int ssm__dl_vec_ok(const ssm__dl_args &a, const ssm_tensor *const *ts, int count, size_t esz) {
-    const int64_t *st[4] = {a.qs, a.ks, a.vs, a.dos};
+/* Every given tensor (data ps[i], element strides st[i] as (b, t, h, d)) has unit feature stride
+   and its data and other strides in whole multiples of `align` bytes: its rows move in accesses
+   of that width. */
+static int ssm__dl_rows_aligned(const void *const *ps, const int64_t *const *st, int count, size_t esz, size_t align) {
     for (int i = 0; i < count; ++i) {
-        if (!ts[i]) continue;
-        if ((uintptr_t)ts[i]->data % 16 || st[i][3] != 1) return 0;
+        if (!ps[i]) continue;
+        if ((uintptr_t)ps[i] % align || st[i][3] != 1) return 0;
         for (int d = 0; d < 3; ++d)
-            if (((size_t)st[i][d] * esz) % 16) return 0;
+            if (((size_t)st[i][d] * esz) % align) return 0;
     }
     return 1;
 }
-/* dq, dk, dv (those wanted, as the backward kernel sees them) take column pairs: unit column
-   stride, even batch / token / head strides, pointers aligned to two elements. */
+/* 16-byte row loads of q, k, v (and dout). */
+static int ssm__dl_vec_ok(const ssm__dl_args &a, const ssm_tensor *const *ts, int count, size_t esz) {
+    const void *ps[4] = {NULL, NULL, NULL, NULL};
+    const int64_t *st[4] = {a.qs, a.ks, a.vs, a.dos};
+    for (int i = 0; i < count; ++i) ps[i] = ts[i] ? ts[i]->data : NULL;
+    return ssm__dl_rows_aligned(ps, st, count, esz, 16);
+}
+/* Column-pair stores of dq, dk, dv (those wanted, as the backward kernel sees them). */
 static int ssm__dl_pairs_ok(const ssm__dl_args &a, size_t esz) {
     const void *ps[3] = {a.dq, a.dk, a.dv};
     const int64_t *st[3] = {a.dqs, a.dks, a.dvs};
-    for (int i = 0; i < 3; ++i) {
-        if (!ps[i]) continue;
-        if ((uintptr_t)ps[i] % (2 * esz) || st[i][3] != 1 || st[i][0] % 2 || st[i][1] % 2 || st[i][2] % 2) return 0;
-    }
-    return 1;
+    return ssm__dl_rows_aligned(ps, st, 3, esz, 2 * esz);
 }
 static int ssm__dl_chunked_fits(const ssm_delta_plan *p) { /* forward and backward alike */
     if (p->dtype.bits == 32) return ssm__dl_kp((int)p->K) <= 128;

@@ -36,7 +36,9 @@ static int dl_forward_chunked(const ssm__dl_args &a, const dl_sizes &s, char *ws
     return ssm__dl_forward_chunked(a, s, ws, NULL, g_optin, st);
 }
 static int dl_backward(const ssm__dl_args &a, const dl_sizes &s, char *ws, cudaStream_t st) {
-    return ssm__dl_backward_chunked(a, s, ws, NULL, g_optin, st);
+    ssm__dl_args b = a; /* the output stores the library's backward picks */
+    b.pairs = ssm__dl_pairs_ok(b, b.dt == 0 ? 4 : 2);
+    return ssm__dl_backward_chunked(b, s, ws, NULL, g_optin, st);
 }
 static int dl_forward_recurrent(const ssm__dl_args &a, cudaStream_t st) {
     ssm__dl_recurrent(a, st);
