@@ -57,6 +57,9 @@ s_res, resumed, _ = run("delta", 20, ["--chains", "torch", "--resume", ck])
 check("a resumed run continues where the checkpoint stopped (data position, optimizer)",
       len(resumed) == 8 and max(abs(x - y) for x, y in zip(resumed, full[12:])) < 1e-5,
       f"step 20 loss {resumed[-1]:.6f} vs {full[-1]:.6f}")
+check("the resumed run's summary covers both parts (10 + 6 steps timed after 2 warm-up steps each)",
+      s_res["parts"] == 2 and s_res["steps_timed"] == 16 and s_res["step"] == 20,
+      f"parts {s_res['parts']}, steps timed {s_res['steps_timed']}")
 d = max(abs(x - y) for x, y in zip(full, curves["delta"]))
 check("chains ssmh and chains torch train the same model", d < 2e-3, f"max |diff| {d:.2e}")
 model, _ = train.load_model(ck, "cpu")

@@ -9,7 +9,9 @@ recurrence solver; JSON lines (deltanet_train rows in the row format of bench/be
 Same --seed = same initial weights and same batches at every step for every solver (data.py).
 Rows: kind "train" (every --log-every steps), "eval" (every --eval-every steps and at the end),
 "summary" (tokens/s median after warm-up, peak memory, last validation). Each row says which
-solver and which chains (ssmh or torch) ran.
+solver and which chains (ssmh or torch) ran. A checkpoint keeps the step times and peak memory
+of the run so far, so a resumed run's summary covers the whole run (each part's first
+--warm-steps steps left out of the median).
 """
 import argparse
 import json
@@ -101,10 +103,10 @@ def build(a, dev):
     return model, opt
 
 
-def save_ckpt(path, model, opt, step, a):
+def save_ckpt(path, model, opt, step, a, run):
     tmp = path + ".tmp"
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "args": vars(a),
-                "cfg": model.cfg, "data_position": {"seed": a.seed, "next_step": step}}, tmp)
+                "cfg": model.cfg, "data_position": {"seed": a.seed, "next_step": step}, "run": run}, tmp)
     os.replace(tmp, path)
 
 
@@ -153,11 +155,13 @@ def train(a):
     tr, va = Windows(tr_raw, dev), Windows(va_raw, dev)
     model, opt = build(a, dev)
     step0 = 0
+    before = {"steady_s": [], "peak_mem_bytes": 0, "wall_s": 0.0, "parts": 0}  # the run's earlier parts
     if a.resume:
         ck = torch.load(a.resume, map_location=dev, weights_only=False)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         step0 = ck["data_position"]["next_step"]
+        before = ck.get("run", before)
     chains = model.resolve_chains(dev)
     micro = a.micro or a.batch
     assert a.batch % micro == 0, "--batch must be a multiple of --micro"
@@ -184,6 +188,12 @@ def train(a):
         torch.cuda.reset_peak_memory_stats(dev)
     stop = min(a.steps, a.stop_after or a.steps)
     times, losses, t_start = [], [], time.time()
+
+    def run_so_far():
+        peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0
+        return {"steady_s": before["steady_s"] + times[a.warm_steps:], "wall_s": before["wall_s"] + time.time() - t_start,
+                "peak_mem_bytes": max(before["peak_mem_bytes"], peak), "parts": before["parts"] + 1}
+
     val_loss = None
     step = step0
     for step in range(step0, stop):
@@ -217,7 +227,7 @@ def train(a):
             val_loss = evaluate(model, va, a, dev, use_ac)
             emit({"kind": "eval", "step": step + 1, "val_loss": val_loss, "val_ppl": math.exp(val_loss)})
         if a.ckpt and a.ckpt_every and (step + 1) % a.ckpt_every == 0:
-            save_ckpt(a.ckpt, model, opt, step + 1, a)
+            save_ckpt(a.ckpt, model, opt, step + 1, a, run_so_far())
         if a.max_seconds and time.time() - t_start > a.max_seconds:
             print(f"# stopping after {time.time() - t_start:.0f} s (--max-seconds)", flush=True)
             if (step + 1) % a.eval_every:
@@ -225,16 +235,16 @@ def train(a):
                 emit({"kind": "eval", "step": step + 1, "val_loss": val_loss, "val_ppl": math.exp(val_loss)})
             break
     last = step + 1
+    run = run_so_far()
     if a.ckpt:
-        save_ckpt(a.ckpt, model, opt, last, a)
-    steady = times[a.warm_steps:] or times
+        save_ckpt(a.ckpt, model, opt, last, a, run)
+    steady = run["steady_s"] or times
     med = statistics.median(steady) if steady else float("nan")
-    peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
     summary = {"kind": "summary", "step": last, "steps_timed": len(steady), "ms": med * 1e3, "floor_ms": None,
-               "peak_mem_bytes": peak, "relerr": None, "tokens_per_s": a.batch * a.T / med,
-               "loss": losses[-1] if losses else None, "val_loss": val_loss,
+               "peak_mem_bytes": run["peak_mem_bytes"] if dev.type == "cuda" else None, "relerr": None,
+               "tokens_per_s": a.batch * a.T / med, "loss": losses[-1] if losses else None, "val_loss": val_loss,
                "val_ppl": math.exp(val_loss) if val_loss is not None else None,
-               "wall_s": time.time() - t_start}
+               "wall_s": run["wall_s"], "parts": run["parts"]}
     emit(summary)
     if out:
         out.close()
