@@ -5870,8 +5870,9 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
    the query (and dout) only at j = n_h - 1. Then o_t and dq_t are the last sub-token's, dg_t the
    first's, dk, dv, dbeta each factor's own: the same arithmetic as the token form, exact. The
    sub-token tensors are contiguous [B, T n_h, H, D] copies in the workspace (fla's DeltaProduct
-   takes the same route). A thread per unit of a row: 16 bytes where every row involved allows it
-   (VEC; a warp per token left too few loads in flight), else one element. */
+   takes the same route). A warp per token, its lanes over the token's units: 16 bytes where every
+   row involved allows it (VEC; 2-byte accesses left too few loads in flight), else one element.
+   Token indices fit 32 bits (ssm__dl_supported: B T H < 2^31), so their divisions stay cheap. */
 struct ssm__dl_xbuf {
     void *q, *k, *v, *beta, *g, *o, *dout, *dq, *dk, *dv, *dbeta, *dg; /* sub-token copies (or NULL) */
 };
@@ -5887,54 +5888,60 @@ template <bool VEC> __device__ __forceinline__ void ssm__dl_move(void *dst, int6
 __device__ __forceinline__ int64_t ssm__dl_at(const int64_t *s, int64_t b, int64_t t, int64_t h, int64_t j, int64_t f) {
     return b * s[0] + t * s[1] + h * s[2] + j * s[3] + f * s[4];
 }
-/* Units per row: K / W of k and q, V / W of v and dout, per sub-token; beta and g with unit 0. */
+/* Per sub-token: K / W units of k, then q, V / W of v, then dout; beta and g with unit 0. */
 template <bool VEC>
 __global__ void __launch_bounds__(256) ssm__dl_sub_expand_kernel(ssm_delta_strides st, const void *q, const void *k, const void *v,
-                                                             const void *beta, const void *g, const void *dout, ssm__dl_xbuf x,
-                                                             int T, int H, int nh, int K, int V, int dt, int64_t toks) {
+                                                                 const void *beta, const void *g, const void *dout, ssm__dl_xbuf x,
+                                                                 int T, int H, int nh, int K, int V, int dt, int toks) {
     const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W;
-    const int per_sub = 2 * ck + (dout ? 2 : 1) * cv, per_tok = nh * per_sub;
-    for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < toks * per_tok; u += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t tok = u / per_tok, b = tok / ((int64_t)T * H), t = tok / H % T, h = tok % H;
-        const int j = (int)(u % per_tok) / per_sub, e = (int)(u % per_tok) % per_sub;
-        const int64_t r = (b * T * nh + t * nh + j) * H + h; /* sub-token row */
-        const bool last = j == nh - 1;
-        if (e < ck) ssm__dl_move<VEC>(x.k, r * K + e * W, k, ssm__dl_at(st.k, b, t, h, j, e * W), dt);
-        else if (e < 2 * ck) ssm__dl_move<VEC>(x.q, r * K + (e - ck) * W, last ? q : NULL, ssm__dl_at(st.q, b, t, h, 0, (e - ck) * W), dt);
-        else if (e < 2 * ck + cv) ssm__dl_move<VEC>(x.v, r * V + (e - 2 * ck) * W, v, ssm__dl_at(st.v, b, t, h, j, (e - 2 * ck) * W), dt);
-        else ssm__dl_move<VEC>(x.dout, r * V + (e - 2 * ck - cv) * W, last ? dout : NULL,
-                               ssm__dl_at(st.dout, b, t, h, 0, (e - 2 * ck - cv) * W), dt);
-        if (e == 0) {
-            ssm__dl_st(x.beta, dt, r, ssm__dl_ld(beta, dt, ssm__dl_at(st.beta, b, t, h, j, 0)));
-            if (g) ssm__dl_st(x.g, dt, r, j == 0 ? ssm__dl_ld(g, dt, ssm__dl_at(st.g, b, t, h, 0, 0)) : 0.f);
+    const int per_sub = 2 * ck + (dout ? 2 : 1) * cv, lane = threadIdx.x & 31;
+    for (int tok = blockIdx.x * 8 + (threadIdx.x >> 5); tok < toks; tok += gridDim.x * 8) {
+        const int b = tok / (T * H), t = tok / H % T, h = tok % H;
+        for (int u = lane; u < nh * per_sub; u += 32) {
+            const int j = u / per_sub, e = u % per_sub;
+            const int64_t r = ((int64_t)b * T * nh + (int64_t)t * nh + j) * H + h; /* sub-token row */
+            const bool last = j == nh - 1;
+            if (e < ck) ssm__dl_move<VEC>(x.k, r * K + e * W, k, ssm__dl_at(st.k, b, t, h, j, e * W), dt);
+            else if (e < 2 * ck)
+                ssm__dl_move<VEC>(x.q, r * K + (e - ck) * W, last ? q : NULL, ssm__dl_at(st.q, b, t, h, 0, (e - ck) * W), dt);
+            else if (e < 2 * ck + cv) ssm__dl_move<VEC>(x.v, r * V + (e - 2 * ck) * W, v, ssm__dl_at(st.v, b, t, h, j, (e - 2 * ck) * W), dt);
+            else ssm__dl_move<VEC>(x.dout, r * V + (e - 2 * ck - cv) * W, last ? dout : NULL,
+                                   ssm__dl_at(st.dout, b, t, h, 0, (e - 2 * ck - cv) * W), dt);
+            if (e == 0) {
+                ssm__dl_st(x.beta, dt, r, ssm__dl_ld(beta, dt, ssm__dl_at(st.beta, b, t, h, j, 0)));
+                if (g) ssm__dl_st(x.g, dt, r, j == 0 ? ssm__dl_ld(g, dt, ssm__dl_at(st.g, b, t, h, 0, 0)) : 0.f);
+            }
         }
     }
 }
 /* Back to token form: o, dq from the last sub-token, dk, dv, dbeta per factor, dg from the first.
-   Units per token: V / W of o, K / W of dq, then per factor K / W of dk and V / W of dv. */
+   Per token: V / W units of o, K / W of dq, then per factor K / W of dk and V / W of dv. */
 template <bool VEC>
 __global__ void __launch_bounds__(256) ssm__dl_sub_collect_kernel(ssm_delta_strides st, ssm__dl_xbuf x, void *o, void *dq, void *dk,
-                                                              void *dv, void *dbeta, void *dg, int T, int H, int nh, int K,
-                                                              int V, int dt, int64_t toks) {
-    const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W, per_tok = cv + ck + nh * (ck + cv);
-    for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < toks * per_tok; u += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t tok = u / per_tok, b = tok / ((int64_t)T * H), t = tok / H % T, h = tok % H;
-        const int e = (int)(u % per_tok);
-        const int64_t r0 = (b * T * nh + t * nh) * H + h, rl = r0 + (int64_t)(nh - 1) * H;
-        if (e < cv) {
-            if (o) ssm__dl_move<VEC>(o, ssm__dl_at(st.o, b, t, h, 0, e * W), x.o, rl * V + e * W, dt);
-        } else if (e < cv + ck) {
-            if (dq) ssm__dl_move<VEC>(dq, ssm__dl_at(st.dq, b, t, h, 0, (e - cv) * W), x.dq, rl * K + (e - cv) * W, dt);
-        } else {
-            const int j = (e - cv - ck) / (ck + cv), f = (e - cv - ck) % (ck + cv);
-            const int64_t r = r0 + (int64_t)j * H;
-            if (f < ck) {
-                if (dk) ssm__dl_move<VEC>(dk, ssm__dl_at(st.dk, b, t, h, j, f * W), x.dk, r * K + f * W, dt);
-            } else if (dv)
-                ssm__dl_move<VEC>(dv, ssm__dl_at(st.dv, b, t, h, j, (f - ck) * W), x.dv, r * V + (f - ck) * W, dt);
-            if (f == 0 && dbeta) ssm__dl_st(dbeta, dt, ssm__dl_at(st.dbeta, b, t, h, j, 0), ssm__dl_ld(x.dbeta, dt, r));
+                                                                  void *dv, void *dbeta, void *dg, int T, int H, int nh, int K,
+                                                                  int V, int dt, int toks) {
+    const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W, lane = threadIdx.x & 31;
+    /* the forward collects o alone, the backward the gradients */
+    const int lo = o ? 0 : cv + (dq ? 0 : ck), hi = (o && !dq) ? cv : cv + ck + (dk || dv || dbeta ? nh * (ck + cv) : 0);
+    for (int tok = blockIdx.x * 8 + (threadIdx.x >> 5); tok < toks; tok += gridDim.x * 8) {
+        const int b = tok / (T * H), t = tok / H % T, h = tok % H;
+        const int64_t r0 = ((int64_t)b * T * nh + (int64_t)t * nh) * H + h, rl = r0 + (int64_t)(nh - 1) * H;
+        for (int e = lo + lane; e < hi; e += 32) {
+            if (e < cv) {
+                if (o) ssm__dl_move<VEC>(o, ssm__dl_at(st.o, b, t, h, 0, e * W), x.o, rl * V + e * W, dt);
+            } else if (e < cv + ck) {
+                if (dq) ssm__dl_move<VEC>(dq, ssm__dl_at(st.dq, b, t, h, 0, (e - cv) * W), x.dq, rl * K + (e - cv) * W, dt);
+            } else {
+                const int j = (e - cv - ck) / (ck + cv), f = (e - cv - ck) % (ck + cv);
+                const int64_t r = r0 + (int64_t)j * H;
+                if (f < ck) {
+                    if (dk) ssm__dl_move<VEC>(dk, ssm__dl_at(st.dk, b, t, h, j, f * W), x.dk, r * K + f * W, dt);
+                } else if (dv)
+                    ssm__dl_move<VEC>(dv, ssm__dl_at(st.dv, b, t, h, j, (f - ck) * W), x.dv, r * V + (f - ck) * W, dt);
+                if (f == 0 && dbeta) ssm__dl_st(dbeta, dt, ssm__dl_at(st.dbeta, b, t, h, j, 0), ssm__dl_ld(x.dbeta, dt, r));
+            }
         }
-        if (e == 0 && dg) ssm__dl_st(dg, dt, ssm__dl_at(st.dg, b, t, h, 0, 0), ssm__dl_ld(x.dg, dt, r0));
+        if (lane == 0 && dg) ssm__dl_st(dg, dt, ssm__dl_at(st.dg, b, t, h, 0, 0), ssm__dl_ld(x.dg, dt, r0));
     }
 }
 
@@ -6294,33 +6301,33 @@ static int ssm__dl_xvec(const ssm_delta_plan *p, const void *const *ps, const in
     }
     return 1;
 }
-static unsigned ssm__dl_xgrid(int64_t units) { /* grid-stride beyond 2^20 CTAs */
-    const int64_t ctas = (units + 255) / 256;
+static unsigned ssm__dl_xgrid(int64_t toks) { /* a warp per token; grid-stride beyond 2^20 CTAs */
+    const int64_t ctas = (toks + 7) / 8;
     return (unsigned)(ctas < ((int64_t)1 << 20) ? ctas : (int64_t)1 << 20);
 }
 static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
-    const int64_t toks = p->B * p->T * p->H, elems = 2 * p->K + (u.dout ? 2 : 1) * p->V; /* per sub-token */
+    const int64_t toks = p->B * p->T * p->H;
     if (toks == 0) return;
     const void *ps[4] = {u.q, u.k, u.v, u.dout};
     const int64_t *ss[4] = {p->st.q, p->st.k, p->st.v, p->st.dout};
     if (ssm__dl_xvec(p, ps, ss, 4))
-        ssm__dl_sub_expand_kernel<true><<<ssm__dl_xgrid(toks * p->n_h * elems * (int64_t)ssm__cu_esize(p->dtype) / 16), 256, 0, st>>>(
-            p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T, (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, toks);
+        ssm__dl_sub_expand_kernel<true><<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T,
+                                                                             (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
     else
-        ssm__dl_sub_expand_kernel<false><<<ssm__dl_xgrid(toks * p->n_h * elems), 256, 0, st>>>(
-            p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T, (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, toks);
+        ssm__dl_sub_expand_kernel<false><<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T,
+                                                                              (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
-    const int64_t toks = p->B * p->T * p->H, elems = (p->n_h + 1) * (p->K + p->V); /* per token */
+    const int64_t toks = p->B * p->T * p->H;
     if (toks == 0) return;
     const void *ps[4] = {u.o, u.dq, u.dk, u.dv};
     const int64_t *ss[4] = {p->st.o, p->st.dq, p->st.dk, p->st.dv};
     if (ssm__dl_xvec(p, ps, ss, 4))
-        ssm__dl_sub_collect_kernel<true><<<ssm__dl_xgrid(toks * elems * (int64_t)ssm__cu_esize(p->dtype) / 16), 256, 0, st>>>(
-            p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, toks);
+        ssm__dl_sub_collect_kernel<true><<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T,
+                                                                              (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
     else
-        ssm__dl_sub_collect_kernel<false><<<ssm__dl_xgrid(toks * elems), 256, 0, st>>>(
-            p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, toks);
+        ssm__dl_sub_collect_kernel<false><<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T,
+                                                                               (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static ssm__dl_sizes ssm__dl_plan_sizes(const ssm_ctx *ctx, const ssm_delta_plan *p, int chunked, int bwd) {
     return ssm__dl_sizes_of((int)p->N, p->T * p->n_h, (int)p->H, (int)p->K, (int)p->V, p->cu_bits != 0,

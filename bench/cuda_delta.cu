@@ -10,7 +10,7 @@
    imports), each shape's inputs are written there as raw bf16 and bench/peers/fla_peer.py
    --from DIR times chunk_delta_rule / chunk_gated_delta_rule / chunk_gated_delta_product on
    them right after, printing both columns and the ratio. DELTA_GRID=quick: the first shape;
-   DELTA_SHAPES=0,1,4: those shapes of the grid (indices), with the DeltaProduct row if it holds p. */
+   DELTA_SHAPES=0,1,4: those shapes of the grid (indices); p: the DeltaProduct row. */
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
@@ -230,8 +230,8 @@ int main(void) {
                                      {1, 32768, 32, 128, 8}, {32, 2048, 8, 32, 0}};
     const char *pick = getenv("DELTA_SHAPES"); /* e.g. "0,1,4": a subset of the shapes (indices); p: DeltaProduct */
     for (int i = 0; i < (quick ? 1 : 5); ++i) {
-        if (pick && !strchr(pick, '0' + i)) continue;
-        shape_rows(cu, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 1, peer);
+        if (!pick || strchr(pick, '0' + i))
+            shape_rows(cu, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 1, peer);
         if (i == 0 && (!pick || strchr(pick, 'p'))) shape_rows(cu, 8, 4096, 16, 64, 0, 2, peer); /* DeltaProduct, n_h = 2 */
     }
     decode_row(cu, peer);
