@@ -5895,8 +5895,8 @@ __global__ void __launch_bounds__(256) ssm__dl_sub_expand_kernel(ssm_delta_strid
                                                                  int T, int H, int nh, int K, int V, int dt, int toks) {
     const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W;
     const int per_sub = 2 * ck + (dout ? 2 : 1) * cv, lane = threadIdx.x & 31;
-    for (int tok = blockIdx.x * 8 + (threadIdx.x >> 5); tok < toks; tok += gridDim.x * 8) {
-        const int b = tok / (T * H), t = tok / H % T, h = tok % H;
+    for (int64_t tk = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); tk < toks; tk += (int64_t)gridDim.x * 8) {
+        const int tok = (int)tk, b = tok / (T * H), t = tok / H % T, h = tok % H;
         for (int u = lane; u < nh * per_sub; u += 32) {
             const int j = u / per_sub, e = u % per_sub;
             const int64_t r = ((int64_t)b * T * nh + (int64_t)t * nh + j) * H + h; /* sub-token row */
@@ -5923,8 +5923,8 @@ __global__ void __launch_bounds__(256) ssm__dl_sub_collect_kernel(ssm_delta_stri
     const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W, lane = threadIdx.x & 31;
     /* the forward collects o alone, the backward the gradients */
     const int lo = o ? 0 : cv + (dq ? 0 : ck), hi = (o && !dq) ? cv : cv + ck + (dk || dv || dbeta ? nh * (ck + cv) : 0);
-    for (int tok = blockIdx.x * 8 + (threadIdx.x >> 5); tok < toks; tok += gridDim.x * 8) {
-        const int b = tok / (T * H), t = tok / H % T, h = tok % H;
+    for (int64_t tk = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); tk < toks; tk += (int64_t)gridDim.x * 8) {
+        const int tok = (int)tk, b = tok / (T * H), t = tok / H % T, h = tok % H;
         const int64_t r0 = ((int64_t)b * T * nh + (int64_t)t * nh) * H + h, rl = r0 + (int64_t)(nh - 1) * H;
         for (int e = lo + lane; e < hi; e += 32) {
             if (e < cv) {
