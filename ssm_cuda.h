@@ -6219,14 +6219,15 @@ static ssm__dl_args ssm__dl_args_of(const ssm_delta_plan *p) {
     a.scale = (float)p->scale;
     return a;
 }
-/* Every given tensor (data ps[i], element strides st[i] as (b, t, h, d)) has unit feature stride
-   and its data and other strides in whole multiples of `align` bytes: its rows move in accesses
-   of that width. */
-static int ssm__dl_rows_aligned(const void *const *ps, const int64_t *const *st, int count, size_t esz, size_t align) {
+/* Every given tensor (data ps[i], element strides st[i]: `outer` row strides, then the feature
+   stride) has unit feature stride and its data and row strides in whole multiples of `align`
+   bytes: its rows move in accesses of that width. */
+static int ssm__dl_rows_aligned(const void *const *ps, const int64_t *const *st, int count, size_t esz, size_t align,
+                                int outer = 3) {
     for (int i = 0; i < count; ++i) {
         if (!ps[i]) continue;
-        if ((uintptr_t)ps[i] % align || st[i][3] != 1) return 0;
-        for (int d = 0; d < 3; ++d)
+        if ((uintptr_t)ps[i] % align || st[i][outer] != 1) return 0;
+        for (int d = 0; d < outer; ++d)
             if (((size_t)st[i][d] * esz) % align) return 0;
     }
     return 1;
@@ -6288,18 +6289,11 @@ static void ssm__dl_sub_args(ssm__dl_args *a, const ssm_delta_plan *p, const ssm
     a->dbeta = a->dbeta ? x.dbeta : NULL, a->dg = a->dg ? x.dg : NULL;
     a->vec = (K * e) % 16 == 0 && (V * e) % 16 == 0;
 }
-/* DeltaProduct's copies move 16-byte units when every operand row they touch allows it: unit feature
-   stride, data and (b, t, h, factor) strides in whole 16 bytes, K and V rows whole units. */
+/* DeltaProduct's copies move 16-byte units when every operand row they touch allows it: its rows
+   (plan strides b, t, h, factor, then d) 16-byte aligned, K and V rows whole units. */
 static int ssm__dl_xvec(const ssm_delta_plan *p, const void *const *ps, const int64_t *const *st, int count) {
     const size_t e = ssm__cu_esize(p->dtype);
-    if ((p->K * e) % 16 || (p->V * e) % 16) return 0;
-    for (int i = 0; i < count; ++i) {
-        if (!ps[i]) continue;
-        if ((uintptr_t)ps[i] % 16 || st[i][4] != 1) return 0;
-        for (int d = 0; d < 4; ++d)
-            if (((size_t)st[i][d] * e) % 16) return 0;
-    }
-    return 1;
+    return (p->K * e) % 16 == 0 && (p->V * e) % 16 == 0 && ssm__dl_rows_aligned(ps, st, count, e, 16, 4);
 }
 static unsigned ssm__dl_xgrid(int64_t toks) { /* a warp per token; grid-stride beyond 2^20 CTAs */
     const int64_t ctas = (toks + 7) / 8;
@@ -6310,24 +6304,18 @@ static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const
     if (toks == 0) return;
     const void *ps[4] = {u.q, u.k, u.v, u.dout};
     const int64_t *ss[4] = {p->st.q, p->st.k, p->st.v, p->st.dout};
-    if (ssm__dl_xvec(p, ps, ss, 4))
-        ssm__dl_sub_expand_kernel<true><<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T,
-                                                                             (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
-    else
-        ssm__dl_sub_expand_kernel<false><<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T,
-                                                                              (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
+    auto kernel = ssm__dl_xvec(p, ps, ss, 4) ? ssm__dl_sub_expand_kernel<true> : ssm__dl_sub_expand_kernel<false>;
+    kernel<<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T, (int)p->H, (int)p->n_h,
+                                                (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
     const int64_t toks = p->B * p->T * p->H;
     if (toks == 0) return;
     const void *ps[4] = {u.o, u.dq, u.dk, u.dv};
     const int64_t *ss[4] = {p->st.o, p->st.dq, p->st.dk, p->st.dv};
-    if (ssm__dl_xvec(p, ps, ss, 4))
-        ssm__dl_sub_collect_kernel<true><<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T,
-                                                                              (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
-    else
-        ssm__dl_sub_collect_kernel<false><<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T,
-                                                                               (int)p->H, (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
+    auto kernel = ssm__dl_xvec(p, ps, ss, 4) ? ssm__dl_sub_collect_kernel<true> : ssm__dl_sub_collect_kernel<false>;
+    kernel<<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H, (int)p->n_h,
+                                                (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static ssm__dl_sizes ssm__dl_plan_sizes(const ssm_ctx *ctx, const ssm_delta_plan *p, int chunked, int bwd) {
     return ssm__dl_sizes_of((int)p->N, p->T * p->n_h, (int)p->H, (int)p->K, (int)p->V, p->cu_bits != 0,
