@@ -30,7 +30,10 @@ static FILE *open_jsonl(const char *name) {
     char path[256];
     snprintf(path, sizeof path, "bench/results/%s.jsonl", name);
     FILE *f = fopen(path, "a");
-    if (!f) f = fopen(name, "a");
+    if (!f) { /* not run from the repository root: next to the binary's working directory */
+        snprintf(path, sizeof path, "%s.jsonl", name);
+        f = fopen(path, "a");
+    }
     return f;
 }
 

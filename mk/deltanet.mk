@@ -16,6 +16,8 @@ PYTHON ?= python3
 DN_PKG := $(abspath $(BUILD))/pyssmh_deltanet
 DN_TORCH_SITE := $(abspath $(BUILD))/torch-site
 HAVE_TORCH := $(shell $(PYTHON) -c 'import torch' 2>/dev/null && echo yes)
+# torch importable, from the system or from the CI install (a shell condition)
+DN_TORCH_OK = { [ "$(HAVE_TORCH)" = yes ] || PYTHONPATH=$(DN_TORCH_SITE) $(PYTHON) -c 'import torch' 2>/dev/null; }
 
 .PHONY: kjv test-deltanet-data test-deltanet-smoke
 
@@ -39,10 +41,10 @@ test-deltanet-data:
 
 test-deltanet-smoke: | $(BUILD)
 	@echo "== examples/deltanet: 20-step CPU smoke run of every CPU solver, resume, sample"
-	@if [ "$(HAVE_TORCH)" != yes ] && ! PYTHONPATH=$(DN_TORCH_SITE) $(PYTHON) -c 'import torch' 2>/dev/null; then \
+	@if ! $(DN_TORCH_OK); then \
 		echo "installing torch into $(DN_TORCH_SITE)"; \
 		$(PYTHON) -m pip install -q --disable-pip-version-check --target $(DN_TORCH_SITE) torch || rm -rf $(DN_TORCH_SITE); fi
-	@if [ "$(HAVE_TORCH)" = yes ] || PYTHONPATH=$(DN_TORCH_SITE) $(PYTHON) -c 'import torch' 2>/dev/null; then \
+	@if $(DN_TORCH_OK); then \
 		rm -rf $(DN_PKG) && \
 		SSMH_CUDA=0 $(PYTHON) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --target $(DN_PKG) . && \
 		PYTHONPATH=$(DN_PKG):$(DN_TORCH_SITE) $(PYTHON) examples/deltanet/smoke.py $(abspath $(BUILD))/deltanet_smoke; \
