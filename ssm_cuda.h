@@ -5670,18 +5670,24 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         sX[i * LC + j] = ssm__dl_cv<E>(sb[i] * dA * (i > j ? __expf(sg[i] - sg[j]) : 0.f));
     });
     __syncthreads();
-    if (tid < C) { /* row sums of M: dbeta_i, +beta_i to dg_i */
-        float s = 0.f;
-        for (int j = 0; j < C; ++j) s += sAf[tid * (C + 1) + j];
-        dbeta[tid] += s, dgam[tid] += sb[tid] * s;
-    } else if (tid < 2 * C) { /* column sums of diag(beta) M: - to dg_j */
-        const int j = tid - C;
-        float s = 0.f;
-        for (int i = 0; i < C; ++i) s += sb[i] * sAf[i * (C + 1) + j];
-        rb[2 * C + j] = s;
+    { /* row sums of M (dbeta_i, +beta_i to dg_i) and column sums of diag(beta) M (- to dg_j): thread
+         (p, r) sums 16 of row r and 16 of column r (p = tid / C), partials summed in order of p */
+        static_assert(SSM__DL_NT == 4 * C, "4 partial sums per row and column");
+        const int r = tid & (C - 1), p = tid / C;
+        float sr = 0.f, sc = 0.f;
+#pragma unroll
+        for (int e = 0; e < C / 4; ++e) {
+            const int j = p * (C / 4) + e;
+            sr += sAf[r * (C + 1) + j], sc += sb[j] * sAf[j * (C + 1) + r];
+        }
+        rb[p * C + r] = sr, rb[(4 + p) * C + r] = sc;
     }
     __syncthreads();
-    for (int i = tid; i < C; i += blockDim.x) dgam[i] -= rb[2 * C + i];
+    for (int i = tid; i < C; i += blockDim.x) {
+        const float s = ((rb[i] + rb[C + i]) + rb[2 * C + i]) + rb[3 * C + i];
+        dbeta[i] += s, dgam[i] += sb[i] * s;
+        dgam[i] -= ((rb[4 * C + i] + rb[5 * C + i]) + rb[6 * C + i]) + rb[7 * C + i];
+    }
 
     /* ---- phase B: per KPC columns of K, reductions over V again, then dq and dk ---- */
     float sds = 0.f; /* <S, dS> partial (gated: the chunk-level gate gradient) */
@@ -5757,10 +5763,12 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
             if (i == 0) red[0] = k0 == 0 ? 0.f : red[0];
         }
         __syncthreads();
-        if (tid == 0) { /* sum_i k_i . dK_S1_i: the chunk-level gate term (fixed order) */
-            float s = 0.f;
-            for (int i = 0; i < C; ++i) s += rb[2 * C + i] + rb[3 * C + i];
-            red[1] = (k0 == 0 ? 0.f : red[1]) + s;
+        if (w == 0) { /* sum_i k_i . dK_S1_i: the chunk-level gate term (fixed order: lane pairs, then a butterfly) */
+            static_assert(C == 64, "two rows a lane");
+            float s = (rb[2 * C + 2 * lane] + rb[3 * C + 2 * lane]) + (rb[2 * C + 2 * lane + 1] + rb[3 * C + 2 * lane + 1]);
+#pragma unroll
+            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0) red[1] = (k0 == 0 ? 0.f : red[1]) + s;
         }
     }
     /* <S, dS> over the block, in a fixed order */
@@ -5768,14 +5776,25 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     __syncthreads();
     if (lane == 0) red[2 + w] = sds;
     __syncthreads();
-    if (tid == 0) {
+    if (w == 0) { /* dg_s = sum_{i >= s} dgamma_i: lane l holds rows 2l, 2l + 1, a suffix scan over the lanes */
         float s = 0.f;
         for (int i = 0; i < SSM__DL_NT / 32; ++i) s += red[2 + i];
-        dgam[len - 1] += __expf(glast) * s + red[1];
-        float acc = 0.f; /* dg_s = sum_{i >= s} dgamma_i */
-        for (int i = len - 1; i >= 0; --i) {
-            acc += dgam[i];
-            if (a.dg) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + (t0 + i) * a.dgs[1] + h * a.dgs[2], acc);
+        const float tail = __expf(glast) * s + red[1];
+        const int i0 = 2 * lane, i1 = i0 + 1;
+        const float d0 = i0 < len ? dgam[i0] + (i0 == len - 1 ? tail : 0.f) : 0.f;
+        const float d1 = i1 < len ? dgam[i1] + (i1 == len - 1 ? tail : 0.f) : 0.f;
+        float x = d0 + d1; /* inclusive suffix sum of the lane pairs */
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const float y = __shfl_down_sync(0xffffffffu, x, o);
+            if (lane + o < 32) x += y;
+        }
+        float ex = __shfl_down_sync(0xffffffffu, x, 1); /* the lanes above */
+        if (lane == 31) ex = 0.f;
+        const float a1 = ex + d1, a0 = a1 + d0;
+        if (a.dg) {
+            if (i0 < len) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + (t0 + i0) * a.dgs[1] + h * a.dgs[2], a0);
+            if (i1 < len) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + (t0 + i1) * a.dgs[1] + h * a.dgs[2], a1);
         }
     }
     if (a.dbeta)
@@ -6054,6 +6073,17 @@ template <class KF> static int ssm__dl_one_wave(KF kernel, size_t smem, int64_t 
         return 1;
     return ctas <= (int64_t)sms * per;
 }
+/* The sequential passes' V block: s.VB, or 16 for 16-bit K = 128 / 256 where 32 columns give fewer
+   CTAs than multiprocessors (few sequences x heads, e.g. B1 H32 K=V=128: 128 CTAs on 132 SMs): twice
+   the CTAs, each with half the state columns, so the latency chain per chunk is shorter. The
+   workspace's VP (a multiple of 32) is unchanged. Variant bit 7 keeps s.VB (the dev harness). */
+template <class E, int KP> static int ssm__dl_seq_vb(const ssm__dl_args &a, const ssm__dl_sizes &s) {
+    if (sizeof(E) != 2 || KP < 128 || s.VB != 32 || (a.variant & 128)) return s.VB;
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return s.VB;
+    return (int64_t)a.N * a.H * (s.VP / 32) < sms ? 16 : 32;
+}
 template <class E, int KP, int VB, bool OUT = true>
 static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, E *vn, E *so, int optin,
                           cudaStream_t st) {
@@ -6072,11 +6102,14 @@ static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl
    bit 5: the full forward kernel with its output dropped, as before). */
 template <class E, int KP>
 static int ssm__dl_replay_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
+    const int vb = ssm__dl_seq_vb<E, KP>(a, s);
     if (a.variant & 32)
-        return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, w.vn, w.s0, optin, st)
-                          : ssm__dl_fwd_go<E, KP, 32>(a, s, w, w.vn, w.s0, optin, st);
-    return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64, false>(a, s, w, w.vn, w.s0, optin, st)
-                      : ssm__dl_fwd_go<E, KP, 32, false>(a, s, w, w.vn, w.s0, optin, st);
+        return vb == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, w.vn, w.s0, optin, st)
+                        : ssm__dl_fwd_go<E, KP, 32>(a, s, w, w.vn, w.s0, optin, st);
+    if constexpr (sizeof(E) == 2 && KP >= 128)
+        if (vb == 16) return ssm__dl_fwd_go<E, KP, 16, false>(a, s, w, w.vn, w.s0, optin, st);
+    return vb == 64 ? ssm__dl_fwd_go<E, KP, 64, false>(a, s, w, w.vn, w.s0, optin, st)
+                    : ssm__dl_fwd_go<E, KP, 32, false>(a, s, w, w.vn, w.s0, optin, st);
 }
 template <class E, int KP, int VB>
 static int ssm__dl_bwd_seq_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
@@ -6116,6 +6149,8 @@ static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, cha
     ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws, saved);
     E *vn = saved ? w.vn : NULL, *s0 = saved ? w.s0 : NULL;
     if (ssm__dl_prep_go<E, KP>(a, s, w, saved ? 1 : 0, optin, st)) return -1;
+    if constexpr (sizeof(E) == 2 && KP >= 128)
+        if (ssm__dl_seq_vb<E, KP>(a, s) == 16) return ssm__dl_fwd_go<E, KP, 16>(a, s, w, vn, s0, optin, st);
     return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, vn, s0, optin, st)
                       : ssm__dl_fwd_go<E, KP, 32>(a, s, w, vn, s0, optin, st);
 }
@@ -6130,6 +6165,11 @@ static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, c
     ssm__dl_args a = a0; /* replay the forward for v_new and the chunk-start states only */
     a.o = NULL, a.hT = NULL;
     int rc = saved ? 0 : ssm__dl_replay_go<E, KP>(a, s, w, optin, st);
+    if constexpr (sizeof(E) == 2 && KP >= 128)
+        if (!rc && ssm__dl_seq_vb<E, KP>(a, s) == 16) {
+            rc = ssm__dl_bwd_seq_go<E, KP, 16>(a, s, w, optin, st);
+            return rc ? rc : ssm__dl_bwd_chunk_go<E, KP>(a, s, w, optin, st);
+        }
     if (!rc) rc = s.VB == 64 ? ssm__dl_bwd_seq_go<E, KP, 64>(a, s, w, optin, st) : ssm__dl_bwd_seq_go<E, KP, 32>(a, s, w, optin, st);
     if (!rc) rc = ssm__dl_bwd_chunk_go<E, KP>(a, s, w, optin, st);
     return rc;
