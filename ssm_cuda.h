@@ -5567,7 +5567,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
     const int64_t t0 = sq.t0 + c * C, ch = gc * a.H + h;
     const int len = (int)min((int64_t)C, sq.len - c * C), VP = ws.VP;
-    E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sdW = sK + C * LK, *sT = sdW + C * LK, *sD = sT + C * LC;
+    E *sK = (E *)ssm__dl_smem, *sQ = sK + C * LK, *sdW = sQ + C * LK, *sT = sdW + C * LK, *sD = sT + C * LC;
     /* The V-loop tiles; between the two loops sY = T^T dT and the f32 sAf live over them, and
        phase B's dS tile over phase A's dv_new and v tiles: 113 KB instead of 135 at K = 128. */
     E *sX = sD + C * LC, *tO = sX + C * LC, *tVn = tO + C * LW, *tdVn = tVn + C * LW, *tV = tdVn + C * LW;
@@ -5578,7 +5578,10 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     float *red = rb + 8 * C;                                 /* [8] */
     const int om0 = (w & 3) * 16, cg = w >> 2;
 
-    ssm__dl_cptile<C, KP>(sQ, LK, ws.qp + ch * C * KP, KP);
+    /* Phase A's V tiles double-buffered where the Q and dW tiles (contiguous, unused until phase A
+       ends: Q is loaded after it) hold a second set: K >= 128 */
+    constexpr bool DBA = 2 * C * LK >= (4 * C + KP) * LW;
+    if (!DBA) ssm__dl_cptile<C, KP>(sQ, LK, ws.qp + ch * C * KP, KP);
     ssm__dl_cptile<C, KP>(sK, LK, ws.kp + ch * C * KP, KP);
     ssm__dl_cptile<C, C>(sT, LC, ws.tm + ch * C * C, C);
     ssm__dl_commit();
@@ -5598,23 +5601,38 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     ssm__dl_zero(P1), ssm__dl_zero(P2), ssm__dl_zero(dWm);
     (void)dvb_acc;
     const int64_t vbase = sq.b * a.vs[0] + t0 * a.vs[1] + h * a.vs[2];
-    for (int vb = 0; vb < VP; vb += VW) {
-        __syncthreads();
-        ssm__dl_cptile<C, VW>(tO, LW, ws.dop + ch * C * VP + vb, VP);
-        ssm__dl_cptile<C, VW>(tVn, LW, ws.vn + ch * C * VP + vb, VP);
-        ssm__dl_cptile<C, VW>(tdVn, LW, ws.dvn + ch * C * VP + vb, VP);
-        ssm__dl_cptile<KP, VW>(tSa, LW, ws.s0 + ch * KP * VP + vb, VP);
+    /* a set of phase A's tiles at b: dout, v_new, dv_new, v, S (C, C, C, C, KP rows of VW) */
+    const auto load_a = [&](int vb, E *b) {
+        ssm__dl_cptile<C, VW>(b, LW, ws.dop + ch * C * VP + vb, VP);
+        ssm__dl_cptile<C, VW>(b + C * LW, LW, ws.vn + ch * C * VP + vb, VP);
+        ssm__dl_cptile<C, VW>(b + 2 * C * LW, LW, ws.dvn + ch * C * VP + vb, VP);
+        ssm__dl_cptile<KP, VW>(b + 4 * C * LW, LW, ws.s0 + ch * KP * VP + vb, VP);
+        if (a.vec) ssm__dl_cprows(b + 3 * C * LW, LW, C, VW, (const E *)a.v + vbase + vb, a.vs[1], len, a.V - vb);
         ssm__dl_commit();
-        ssm__dl_stage(tV, LW, C, VW, a.v, a.dt, vbase + vb * a.vs[3], a.vs[1], a.vs[3], len, a.V - vb,
-                      [](int) { return 1.f; }, a.vec);
-        ssm__dl_wait<0>();
+        if (!a.vec)
+            ssm__dl_stage(b + 3 * C * LW, LW, C, VW, a.v, a.dt, vbase + vb * a.vs[3], a.vs[1], a.vs[3], len, a.V - vb,
+                          [](int) { return 1.f; });
+    };
+    if (DBA) load_a(0, tO);
+    for (int vb = 0, it = 0; vb < VP; vb += VW, ++it) {
+        E *const b = DBA && (it & 1) ? sQ : tO;
         __syncthreads();
-        ssm__dl_wmma<4, VW, false, true>(P1, tO, LW, om0, tVn, LW, cg * 32);
-        ssm__dl_wmma<4, VW, false, true>(P2, tdVn, LW, om0, tV, LW, cg * 32);
-        ssm__dl_wmma<WNT, VW, false, true>(dWm, tdVn, LW, om0, tSa, LW, cg * (KP / 2));
+        if (!DBA) {
+            load_a(vb, b);
+            ssm__dl_wait<0>();
+        } else {
+            if (vb + VW < VP) load_a(vb + VW, (it & 1) ? tO : sQ);
+            else ssm__dl_commit();
+            ssm__dl_wait<1>();
+        }
+        __syncthreads();
+        const E *bO = b, *bVn = b + C * LW, *bdVn = b + 2 * C * LW, *bV = b + 3 * C * LW, *bSa = b + 4 * C * LW;
+        ssm__dl_wmma<4, VW, false, true>(P1, bO, LW, om0, bVn, LW, cg * 32);
+        ssm__dl_wmma<4, VW, false, true>(P2, bdVn, LW, om0, bV, LW, cg * 32);
+        ssm__dl_wmma<WNT, VW, false, true>(dWm, bdVn, LW, om0, bSa, LW, cg * (KP / 2));
         float dvb[2][4];
         ssm__dl_zero(dvb);
-        ssm__dl_wmma<2, C, true, false>(dvb, sT, LC, om0, tdVn, LW, cg * 16);
+        ssm__dl_wmma<2, C, true, false>(dvb, sT, LC, om0, bdVn, LW, cg * 16);
         {
             const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -5623,7 +5641,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
                 for (int e = 0; e < 4; ++e) {
                     const int i = om0 + g + (e >> 1) * 8, col = cg * 16 + 8 * j + 2 * t + (e & 1);
                     const float x = dvb[j][e];
-                    const float vv = ssm__dl_f(tV[i * LW + col]);
+                    const float vv = ssm__dl_f(bV[i * LW + col]);
                     if (e >> 1) dvrow1 += vv * x;
                     else dvrow0 += vv * x;
                 }
@@ -5635,6 +5653,11 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
                                         a.dvs[3], vb + col, a.V, sb[i] * x0, sb[i] * x1);
                 });
         }
+    }
+    if (DBA) { /* every read of the second tile set (over Q and dW) done; Q's tile in flight through the middle */
+        __syncthreads();
+        ssm__dl_cptile<C, KP>(sQ, LK, ws.qp + ch * C * KP, KP);
+        ssm__dl_commit();
     }
     dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 1), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 1);
     dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 2), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 2);
