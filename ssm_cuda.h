@@ -4970,6 +4970,18 @@ __device__ __forceinline__ void ssm__dl_cprows(E *s, int ld, int rows, int cols,
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__dl_sa(s + i * ld + j)), "l"(src), "r"(nb));
     }
 }
+/* The backward's dout tile of a chunk (tokens t0.., len of them; columns v0.., COLS of them) into s:
+   straight from dout when its rows allow 16-byte copies (a.vec; rows past len and columns past V
+   zero-filled), else from the preparation's packed copy. */
+template <int COLS, class E>
+__device__ __forceinline__ void ssm__dl_ld_dout(E *s, int ld, const ssm__dl_args &a, const ssm__dl_ws<E> &ws, int64_t ch,
+                                                int64_t b, int64_t t0, int h, int len, int v0) {
+    if (a.vec && a.dout)
+        ssm__dl_cprows(s, ld, SSM__DL_C, COLS, (const E *)a.dout + b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2] + v0, a.dos[1],
+                       len, a.V - v0);
+    else
+        ssm__dl_cptile<SSM__DL_C, COLS>(s, ld, ws.dop + ch * SSM__DL_C * ws.VP + v0, ws.VP);
+}
 /* acc[j] += A[m0.., k] B[k, n0 + 8j..] over k in [k0, k1) (multiples of 8): f32 tiles in shared
    memory on tensor cores in 3xTF32. */
 template <int NT>
@@ -5049,8 +5061,8 @@ ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
     const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
     const int64_t t0 = sq.t0 + c * C;
     const int len = (int)min((int64_t)C, sq.len - c * C);
-    const auto pack_dout = [&]() { /* the backward's packed dout, global to global */
-        if (!a.dout) return;
+    const auto pack_dout = [&]() { /* the backward's packed dout, global to global (a.vec: read in place) */
+        if (!a.dout || a.vec) return;
         const int64_t db = sq.b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2];
         ssm__dl_stage(ws.dop + (gc * a.H + h) * C * VP, VP, C, VP, a.dout, a.dt, db, a.dos[1], a.dos[3], len, a.V,
                       [](int) { return 1.f; }, a.vec);
@@ -5448,7 +5460,8 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
             ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
             ssm__dl_cptile<C, KP>(b + C * LK, LK, ws.kp + ch * C * KP, KP);
             ssm__dl_cptile<C, KP>(b + 2 * C * LK, LK, ws.w + ch * C * KP, KP);
-            ssm__dl_cptile<C, VB>(b + 3 * C * LK, LVB, ws.dop + ch * C * VP + v0, VP);
+            ssm__dl_ld_dout<VB>(b + 3 * C * LK, LVB, a, ws, ch, sq.b, sq.t0 + (int64_t)c * C, h,
+                                (int)min((int64_t)C, sq.len - (int64_t)c * C), v0);
             ssm__dl_cptile<C, C>(b + 3 * C * LK + C * LVB, LC, ws.aqk + ch * C * C, C);
             if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
         }
@@ -5603,7 +5616,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     const int64_t vbase = sq.b * a.vs[0] + t0 * a.vs[1] + h * a.vs[2];
     /* a set of phase A's tiles at b: dout, v_new, dv_new, v, S (C, C, C, C, KP rows of VW) */
     const auto load_a = [&](int vb, E *b) {
-        ssm__dl_cptile<C, VW>(b, LW, ws.dop + ch * C * VP + vb, VP);
+        ssm__dl_ld_dout<VW>(b, LW, a, ws, ch, sq.b, t0, h, len, vb);
         ssm__dl_cptile<C, VW>(b + C * LW, LW, ws.vn + ch * C * VP + vb, VP);
         ssm__dl_cptile<C, VW>(b + 2 * C * LW, LW, ws.dvn + ch * C * VP + vb, VP);
         ssm__dl_cptile<KP, VW>(b + 4 * C * LW, LW, ws.s0 + ch * KP * VP + vb, VP);
@@ -5721,7 +5734,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         ssm__dl_zero(Aq), ssm__dl_zero(Ak);
         for (int vb = 0; vb < VP; vb += VW) {
             __syncthreads();
-            ssm__dl_cptile<C, VW>(tO, LW, ws.dop + ch * C * VP + vb, VP);
+            ssm__dl_ld_dout<VW>(tO, LW, a, ws, ch, sq.b, t0, h, len, vb);
             ssm__dl_cptile<C, VW>(tVn, LW, ws.vn + ch * C * VP + vb, VP);
             ssm__dl_cptile<KPC, VW>(tSa, LW, ws.s0 + ch * KP * VP + (int64_t)k0 * VP + vb, VP);
             ssm__dl_cptile<KPC, VW>(tSb, LW, ws.ds1 + ch * KP * VP + (int64_t)k0 * VP + vb, VP);
@@ -6078,7 +6091,7 @@ static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__d
     if (!ssm__dl_smem_ok(ssm__dl_prep_kernel<E, KP>, sm, optin)) return -1;
     if (a.cu) ssm__dl_choff_kernel<<<1, 1, 0, st>>>(a.cu, a.N, w.choff);
     if (store_t & 4) sm = 0; /* the packed dout alone */
-    if (s.nc <= 0 || ((store_t & 4) && !a.dout)) return 0;
+    if (s.nc <= 0 || ((store_t & 4) && (!a.dout || a.vec))) return 0; /* a.vec: the kernels read dout in place */
     if (!(a.variant & 64) && s.nc <= 65535) /* heads fastest: a token's heads read together (1-3% faster) */
         ssm__dl_prep_kernel<E, KP><<<dim3(a.H, (unsigned)s.nc), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t | 2);
     else
