@@ -5279,21 +5279,28 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
             sS[r * LVB + col] = ssm__dl_cv<E>(x);
         });
 
-    auto load = [&](int c, int bsel) {
+    /* part 1: the tiles read before the chunk's middle barrier (q, w, u, gates), 2: after it (k, Aqk).
+       Single-buffered, the next chunk's first part is loaded once the middle barrier has passed, in
+       flight during the state update. */
+    auto load = [&](int c, int bsel, int part) {
         if (c < nc) {
             const int64_t ch = (sq.c0 + c) * a.H + h;
             E *b = buf0 + bsel * BUF;
-            if (OUT) ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + KO, LK, ws.kp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + WO, LK, ws.w + ch * C * KP, KP);
-            ssm__dl_cptile<C, VB>(b + UO, LVB, ws.u + ch * C * VP + v0, VP);
-            if (OUT) ssm__dl_cptile<C, C>(b + AO, LC, ws.aqk + ch * C * C, C);
-            if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+            if (part & 1) {
+                if (OUT) ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
+                ssm__dl_cptile<C, KP>(b + WO, LK, ws.w + ch * C * KP, KP);
+                ssm__dl_cptile<C, VB>(b + UO, LVB, ws.u + ch * C * VP + v0, VP);
+                if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+            }
+            if (part & 2) {
+                ssm__dl_cptile<C, KP>(b + KO, LK, ws.kp + ch * C * KP, KP);
+                if (OUT) ssm__dl_cptile<C, C>(b + AO, LC, ws.aqk + ch * C * C, C);
+            }
         }
         ssm__dl_commit();
     };
-    load(0, 0);
-    if (NB == 2) load(1, 1);
+    load(0, 0, 3);
+    if (NB == 2) load(1, 1, 3);
     const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
     for (int c = 0; c < nc; ++c) {
         const int bsel = c % NB;
@@ -5320,6 +5327,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
         if (s_out) /* state at the chunk's start, for the backward */
             ssm__dl_sttile<KP, VB>(s_out + ch * KP * VP + v0, VP, sS, LVB);
         __syncthreads();
+        if (NB == 1) load(c + 1, 0, 1);
         /* o += Aqk v_new; S <- exp(glast) S + K^T v_decayed */
         if constexpr (OUT) ssm__dl_wmma<ONT, C, false, false>(O, bA, LC, om0, sVn, LVB, on0);
         const float eg = __expf(glast);
@@ -5336,7 +5344,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
                 if (i < len && v0 + j < a.V) ssm__dl_st(a.o, a.dt, ob + i * a.os[1] + (v0 + j) * a.os[3], x);
             });
         __syncthreads();
-        load(c + NB, bsel);
+        load(c + NB, bsel, NB == 1 ? 2 : 3);
     }
     if (a.hT)
 #pragma unroll
@@ -5453,22 +5461,28 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
                     ? ssm__dl_ld(a.dhT, a.sdt, n * a.dhTs[0] + h * a.dhTs[1] + r * a.dhTs[2] + (v0 + col) * a.dhTs[3]) : 0.f;
             sS[r * LVB + col] = ssm__dl_cv<E>(x);
         });
-    auto load = [&](int c, int bsel) {
+    /* part 1: the tiles read before the chunk's middle barrier (k, dout, Aqk, gates), 2: after it (q,
+       w); single-buffered, part 1 of the next chunk is in flight during the state update */
+    auto load = [&](int c, int bsel, int part) {
         if (c >= 0) {
             const int64_t ch = (sq.c0 + c) * a.H + h;
             E *b = buf0 + bsel * BUF;
-            ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + C * LK, LK, ws.kp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + 2 * C * LK, LK, ws.w + ch * C * KP, KP);
-            ssm__dl_ld_dout<VB>(b + 3 * C * LK, LVB, a, ws, ch, sq.b, sq.t0 + (int64_t)c * C, h,
-                                (int)min((int64_t)C, sq.len - (int64_t)c * C), v0);
-            ssm__dl_cptile<C, C>(b + 3 * C * LK + C * LVB, LC, ws.aqk + ch * C * C, C);
-            if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+            if (part & 2) {
+                ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
+                ssm__dl_cptile<C, KP>(b + 2 * C * LK, LK, ws.w + ch * C * KP, KP);
+            }
+            if (part & 1) {
+                ssm__dl_cptile<C, KP>(b + C * LK, LK, ws.kp + ch * C * KP, KP);
+                ssm__dl_ld_dout<VB>(b + 3 * C * LK, LVB, a, ws, ch, sq.b, sq.t0 + (int64_t)c * C, h,
+                                    (int)min((int64_t)C, sq.len - (int64_t)c * C), v0);
+                ssm__dl_cptile<C, C>(b + 3 * C * LK + C * LVB, LC, ws.aqk + ch * C * C, C);
+                if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+            }
         }
         ssm__dl_commit();
     };
-    load(nc - 1, 0);
-    if (NB == 2) load(nc - 2, 1);
+    load(nc - 1, 0, 3);
+    if (NB == 2) load(nc - 2, 1, 3);
     const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
     for (int it = 0; it < nc; ++it) {
         const int c = nc - 1 - it, bsel = it % NB;
@@ -5496,6 +5510,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
             ws.dvn[ch * C * VP + i * VP + v0 + j] = ssm__dl_cv<E>(dvn);
         });
         __syncthreads();
+        if (NB == 1) load(c - 1, 0, 1);
         const float eg = __expf(glast);
 #pragma unroll
         for (int mb = 0; mb < SM; ++mb) {
@@ -5505,7 +5520,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
             ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) { sS[r * LVB + col] = ssm__dl_cv<E>(x); });
         }
         __syncthreads();
-        load(c - NB, bsel);
+        load(c - NB, bsel, NB == 1 ? 2 : 3);
     }
     if (a.dh0)
 #pragma unroll
