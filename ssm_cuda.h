@@ -6124,17 +6124,6 @@ template <class KF> static int ssm__dl_one_wave(KF kernel, size_t smem, int64_t 
         return 1;
     return ctas <= (int64_t)sms * per;
 }
-/* The sequential passes' V block: s.VB, or 16 for 16-bit K = 128 / 256 where 32 columns give fewer
-   CTAs than multiprocessors (few sequences x heads, e.g. B1 H32 K=V=128: 128 CTAs on 132 SMs): twice
-   the CTAs, each with half the state columns, so the latency chain per chunk is shorter. The
-   workspace's VP (a multiple of 32) is unchanged. Variant bit 7 keeps s.VB (the dev harness). */
-template <class E, int KP> static int ssm__dl_seq_vb(const ssm__dl_args &a, const ssm__dl_sizes &s) {
-    if (sizeof(E) != 2 || KP < 128 || s.VB != 32 || (a.variant & 128)) return s.VB;
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return s.VB;
-    return (int64_t)a.N * a.H * (s.VP / 32) < sms ? 16 : 32;
-}
 template <class E, int KP, int VB, bool OUT = true>
 static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, E *vn, E *so, int optin,
                           cudaStream_t st) {
@@ -6153,14 +6142,11 @@ static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl
    bit 5: the full forward kernel with its output dropped, as before). */
 template <class E, int KP>
 static int ssm__dl_replay_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
-    const int vb = ssm__dl_seq_vb<E, KP>(a, s);
     if (a.variant & 32)
-        return vb == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, w.vn, w.s0, optin, st)
-                        : ssm__dl_fwd_go<E, KP, 32>(a, s, w, w.vn, w.s0, optin, st);
-    if constexpr (sizeof(E) == 2 && KP >= 128)
-        if (vb == 16) return ssm__dl_fwd_go<E, KP, 16, false>(a, s, w, w.vn, w.s0, optin, st);
-    return vb == 64 ? ssm__dl_fwd_go<E, KP, 64, false>(a, s, w, w.vn, w.s0, optin, st)
-                    : ssm__dl_fwd_go<E, KP, 32, false>(a, s, w, w.vn, w.s0, optin, st);
+        return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, w.vn, w.s0, optin, st)
+                          : ssm__dl_fwd_go<E, KP, 32>(a, s, w, w.vn, w.s0, optin, st);
+    return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64, false>(a, s, w, w.vn, w.s0, optin, st)
+                      : ssm__dl_fwd_go<E, KP, 32, false>(a, s, w, w.vn, w.s0, optin, st);
 }
 template <class E, int KP, int VB>
 static int ssm__dl_bwd_seq_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
@@ -6200,8 +6186,6 @@ static int ssm__dl_forward_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, cha
     ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws, saved);
     E *vn = saved ? w.vn : NULL, *s0 = saved ? w.s0 : NULL;
     if (ssm__dl_prep_go<E, KP>(a, s, w, saved ? 1 : 0, optin, st)) return -1;
-    if constexpr (sizeof(E) == 2 && KP >= 128)
-        if (ssm__dl_seq_vb<E, KP>(a, s) == 16) return ssm__dl_fwd_go<E, KP, 16>(a, s, w, vn, s0, optin, st);
     return s.VB == 64 ? ssm__dl_fwd_go<E, KP, 64>(a, s, w, vn, s0, optin, st)
                       : ssm__dl_fwd_go<E, KP, 32>(a, s, w, vn, s0, optin, st);
 }
@@ -6216,11 +6200,6 @@ static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, c
     ssm__dl_args a = a0; /* replay the forward for v_new and the chunk-start states only */
     a.o = NULL, a.hT = NULL;
     int rc = saved ? 0 : ssm__dl_replay_go<E, KP>(a, s, w, optin, st);
-    if constexpr (sizeof(E) == 2 && KP >= 128)
-        if (!rc && ssm__dl_seq_vb<E, KP>(a, s) == 16) {
-            rc = ssm__dl_bwd_seq_go<E, KP, 16>(a, s, w, optin, st);
-            return rc ? rc : ssm__dl_bwd_chunk_go<E, KP>(a, s, w, optin, st);
-        }
     if (!rc) rc = s.VB == 64 ? ssm__dl_bwd_seq_go<E, KP, 64>(a, s, w, optin, st) : ssm__dl_bwd_seq_go<E, KP, 32>(a, s, w, optin, st);
     if (!rc) rc = ssm__dl_bwd_chunk_go<E, KP>(a, s, w, optin, st);
     return rc;
