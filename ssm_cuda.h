@@ -4970,6 +4970,18 @@ __device__ __forceinline__ void ssm__dl_cprows(E *s, int ld, int rows, int cols,
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__dl_sa(s + i * ld + j)), "l"(src), "r"(nb));
     }
 }
+/* The backward's dout tile of a chunk (tokens t0.., len of them; columns v0.., COLS of them) into s:
+   straight from dout when its rows allow 16-byte copies (a.vec; rows past len and columns past V
+   zero-filled), else from the preparation's packed copy. */
+template <int COLS, class E>
+__device__ __forceinline__ void ssm__dl_ld_dout(E *s, int ld, const ssm__dl_args &a, const ssm__dl_ws<E> &ws, int64_t ch,
+                                                int64_t b, int64_t t0, int h, int len, int v0) {
+    if (a.vec && a.dout)
+        ssm__dl_cprows(s, ld, SSM__DL_C, COLS, (const E *)a.dout + b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2] + v0, a.dos[1],
+                       len, a.V - v0);
+    else
+        ssm__dl_cptile<SSM__DL_C, COLS>(s, ld, ws.dop + ch * SSM__DL_C * ws.VP + v0, ws.VP);
+}
 /* acc[j] += A[m0.., k] B[k, n0 + 8j..] over k in [k0, k1) (multiples of 8): f32 tiles in shared
    memory on tensor cores in 3xTF32. */
 template <int NT>
@@ -5049,8 +5061,8 @@ ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
     const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
     const int64_t t0 = sq.t0 + c * C;
     const int len = (int)min((int64_t)C, sq.len - c * C);
-    const auto pack_dout = [&]() { /* the backward's packed dout, global to global */
-        if (!a.dout) return;
+    const auto pack_dout = [&]() { /* the backward's packed dout, global to global (a.vec: read in place) */
+        if (!a.dout || a.vec) return;
         const int64_t db = sq.b * a.dos[0] + t0 * a.dos[1] + h * a.dos[2];
         ssm__dl_stage(ws.dop + (gc * a.H + h) * C * VP, VP, C, VP, a.dout, a.dt, db, a.dos[1], a.dos[3], len, a.V,
                       [](int) { return 1.f; }, a.vec);
@@ -5267,21 +5279,28 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
             sS[r * LVB + col] = ssm__dl_cv<E>(x);
         });
 
-    auto load = [&](int c, int bsel) {
+    /* part 1: the tiles read before the chunk's middle barrier (q, w, u, gates), 2: after it (k, Aqk).
+       Single-buffered, the next chunk's first part is loaded once the middle barrier has passed, in
+       flight during the state update. */
+    auto load = [&](int c, int bsel, int part) {
         if (c < nc) {
             const int64_t ch = (sq.c0 + c) * a.H + h;
             E *b = buf0 + bsel * BUF;
-            if (OUT) ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + KO, LK, ws.kp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + WO, LK, ws.w + ch * C * KP, KP);
-            ssm__dl_cptile<C, VB>(b + UO, LVB, ws.u + ch * C * VP + v0, VP);
-            if (OUT) ssm__dl_cptile<C, C>(b + AO, LC, ws.aqk + ch * C * C, C);
-            if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+            if (part & 1) {
+                if (OUT) ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
+                ssm__dl_cptile<C, KP>(b + WO, LK, ws.w + ch * C * KP, KP);
+                ssm__dl_cptile<C, VB>(b + UO, LVB, ws.u + ch * C * VP + v0, VP);
+                if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+            }
+            if (part & 2) {
+                ssm__dl_cptile<C, KP>(b + KO, LK, ws.kp + ch * C * KP, KP);
+                if (OUT) ssm__dl_cptile<C, C>(b + AO, LC, ws.aqk + ch * C * C, C);
+            }
         }
         ssm__dl_commit();
     };
-    load(0, 0);
-    if (NB == 2) load(1, 1);
+    load(0, 0, 3);
+    if (NB == 2) load(1, 1, 3);
     const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
     for (int c = 0; c < nc; ++c) {
         const int bsel = c % NB;
@@ -5308,6 +5327,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
         if (s_out) /* state at the chunk's start, for the backward */
             ssm__dl_sttile<KP, VB>(s_out + ch * KP * VP + v0, VP, sS, LVB);
         __syncthreads();
+        if (NB == 1) load(c + 1, 0, 1);
         /* o += Aqk v_new; S <- exp(glast) S + K^T v_decayed */
         if constexpr (OUT) ssm__dl_wmma<ONT, C, false, false>(O, bA, LC, om0, sVn, LVB, on0);
         const float eg = __expf(glast);
@@ -5324,7 +5344,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
                 if (i < len && v0 + j < a.V) ssm__dl_st(a.o, a.dt, ob + i * a.os[1] + (v0 + j) * a.os[3], x);
             });
         __syncthreads();
-        load(c + NB, bsel);
+        load(c + NB, bsel, NB == 1 ? 2 : 3);
     }
     if (a.hT)
 #pragma unroll
@@ -5441,21 +5461,28 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
                     ? ssm__dl_ld(a.dhT, a.sdt, n * a.dhTs[0] + h * a.dhTs[1] + r * a.dhTs[2] + (v0 + col) * a.dhTs[3]) : 0.f;
             sS[r * LVB + col] = ssm__dl_cv<E>(x);
         });
-    auto load = [&](int c, int bsel) {
+    /* part 1: the tiles read before the chunk's middle barrier (k, dout, Aqk, gates), 2: after it (q,
+       w); single-buffered, part 1 of the next chunk is in flight during the state update */
+    auto load = [&](int c, int bsel, int part) {
         if (c >= 0) {
             const int64_t ch = (sq.c0 + c) * a.H + h;
             E *b = buf0 + bsel * BUF;
-            ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + C * LK, LK, ws.kp + ch * C * KP, KP);
-            ssm__dl_cptile<C, KP>(b + 2 * C * LK, LK, ws.w + ch * C * KP, KP);
-            ssm__dl_cptile<C, VB>(b + 3 * C * LK, LVB, ws.dop + ch * C * VP + v0, VP);
-            ssm__dl_cptile<C, C>(b + 3 * C * LK + C * LVB, LC, ws.aqk + ch * C * C, C);
-            if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+            if (part & 2) {
+                ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
+                ssm__dl_cptile<C, KP>(b + 2 * C * LK, LK, ws.w + ch * C * KP, KP);
+            }
+            if (part & 1) {
+                ssm__dl_cptile<C, KP>(b + C * LK, LK, ws.kp + ch * C * KP, KP);
+                ssm__dl_ld_dout<VB>(b + 3 * C * LK, LVB, a, ws, ch, sq.b, sq.t0 + (int64_t)c * C, h,
+                                    (int)min((int64_t)C, sq.len - (int64_t)c * C), v0);
+                ssm__dl_cptile<C, C>(b + 3 * C * LK + C * LVB, LC, ws.aqk + ch * C * C, C);
+                if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+            }
         }
         ssm__dl_commit();
     };
-    load(nc - 1, 0);
-    if (NB == 2) load(nc - 2, 1);
+    load(nc - 1, 0, 3);
+    if (NB == 2) load(nc - 2, 1, 3);
     const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
     for (int it = 0; it < nc; ++it) {
         const int c = nc - 1 - it, bsel = it % NB;
@@ -5483,6 +5510,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
             ws.dvn[ch * C * VP + i * VP + v0 + j] = ssm__dl_cv<E>(dvn);
         });
         __syncthreads();
+        if (NB == 1) load(c - 1, 0, 1);
         const float eg = __expf(glast);
 #pragma unroll
         for (int mb = 0; mb < SM; ++mb) {
@@ -5492,7 +5520,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
             ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) { sS[r * LVB + col] = ssm__dl_cv<E>(x); });
         }
         __syncthreads();
-        load(c - NB, bsel);
+        load(c - NB, bsel, NB == 1 ? 2 : 3);
     }
     if (a.dh0)
 #pragma unroll
@@ -5567,7 +5595,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
     const int64_t t0 = sq.t0 + c * C, ch = gc * a.H + h;
     const int len = (int)min((int64_t)C, sq.len - c * C), VP = ws.VP;
-    E *sQ = (E *)ssm__dl_smem, *sK = sQ + C * LK, *sdW = sK + C * LK, *sT = sdW + C * LK, *sD = sT + C * LC;
+    E *sK = (E *)ssm__dl_smem, *sQ = sK + C * LK, *sdW = sQ + C * LK, *sT = sdW + C * LK, *sD = sT + C * LC;
     /* The V-loop tiles; between the two loops sY = T^T dT and the f32 sAf live over them, and
        phase B's dS tile over phase A's dv_new and v tiles: 113 KB instead of 135 at K = 128. */
     E *sX = sD + C * LC, *tO = sX + C * LC, *tVn = tO + C * LW, *tdVn = tVn + C * LW, *tV = tdVn + C * LW;
@@ -5578,7 +5606,10 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     float *red = rb + 8 * C;                                 /* [8] */
     const int om0 = (w & 3) * 16, cg = w >> 2;
 
-    ssm__dl_cptile<C, KP>(sQ, LK, ws.qp + ch * C * KP, KP);
+    /* Phase A's V tiles double-buffered where the Q and dW tiles (contiguous, unused until phase A
+       ends: Q is loaded after it) hold a second set: K >= 128 */
+    constexpr bool DBA = 2 * C * LK >= (4 * C + KP) * LW;
+    if (!DBA) ssm__dl_cptile<C, KP>(sQ, LK, ws.qp + ch * C * KP, KP);
     ssm__dl_cptile<C, KP>(sK, LK, ws.kp + ch * C * KP, KP);
     ssm__dl_cptile<C, C>(sT, LC, ws.tm + ch * C * C, C);
     ssm__dl_commit();
@@ -5598,23 +5629,38 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     ssm__dl_zero(P1), ssm__dl_zero(P2), ssm__dl_zero(dWm);
     (void)dvb_acc;
     const int64_t vbase = sq.b * a.vs[0] + t0 * a.vs[1] + h * a.vs[2];
-    for (int vb = 0; vb < VP; vb += VW) {
-        __syncthreads();
-        ssm__dl_cptile<C, VW>(tO, LW, ws.dop + ch * C * VP + vb, VP);
-        ssm__dl_cptile<C, VW>(tVn, LW, ws.vn + ch * C * VP + vb, VP);
-        ssm__dl_cptile<C, VW>(tdVn, LW, ws.dvn + ch * C * VP + vb, VP);
-        ssm__dl_cptile<KP, VW>(tSa, LW, ws.s0 + ch * KP * VP + vb, VP);
+    /* a set of phase A's tiles at b: dout, v_new, dv_new, v, S (C, C, C, C, KP rows of VW) */
+    const auto load_a = [&](int vb, E *b) {
+        ssm__dl_ld_dout<VW>(b, LW, a, ws, ch, sq.b, t0, h, len, vb);
+        ssm__dl_cptile<C, VW>(b + C * LW, LW, ws.vn + ch * C * VP + vb, VP);
+        ssm__dl_cptile<C, VW>(b + 2 * C * LW, LW, ws.dvn + ch * C * VP + vb, VP);
+        ssm__dl_cptile<KP, VW>(b + 4 * C * LW, LW, ws.s0 + ch * KP * VP + vb, VP);
+        if (a.vec) ssm__dl_cprows(b + 3 * C * LW, LW, C, VW, (const E *)a.v + vbase + vb, a.vs[1], len, a.V - vb);
         ssm__dl_commit();
-        ssm__dl_stage(tV, LW, C, VW, a.v, a.dt, vbase + vb * a.vs[3], a.vs[1], a.vs[3], len, a.V - vb,
-                      [](int) { return 1.f; }, a.vec);
-        ssm__dl_wait<0>();
+        if (!a.vec)
+            ssm__dl_stage(b + 3 * C * LW, LW, C, VW, a.v, a.dt, vbase + vb * a.vs[3], a.vs[1], a.vs[3], len, a.V - vb,
+                          [](int) { return 1.f; });
+    };
+    if (DBA) load_a(0, tO);
+    for (int vb = 0, it = 0; vb < VP; vb += VW, ++it) {
+        E *const b = DBA && (it & 1) ? sQ : tO;
         __syncthreads();
-        ssm__dl_wmma<4, VW, false, true>(P1, tO, LW, om0, tVn, LW, cg * 32);
-        ssm__dl_wmma<4, VW, false, true>(P2, tdVn, LW, om0, tV, LW, cg * 32);
-        ssm__dl_wmma<WNT, VW, false, true>(dWm, tdVn, LW, om0, tSa, LW, cg * (KP / 2));
+        if (!DBA) {
+            load_a(vb, b);
+            ssm__dl_wait<0>();
+        } else {
+            if (vb + VW < VP) load_a(vb + VW, (it & 1) ? tO : sQ);
+            else ssm__dl_commit();
+            ssm__dl_wait<1>();
+        }
+        __syncthreads();
+        const E *bO = b, *bVn = b + C * LW, *bdVn = b + 2 * C * LW, *bV = b + 3 * C * LW, *bSa = b + 4 * C * LW;
+        ssm__dl_wmma<4, VW, false, true>(P1, bO, LW, om0, bVn, LW, cg * 32);
+        ssm__dl_wmma<4, VW, false, true>(P2, bdVn, LW, om0, bV, LW, cg * 32);
+        ssm__dl_wmma<WNT, VW, false, true>(dWm, bdVn, LW, om0, bSa, LW, cg * (KP / 2));
         float dvb[2][4];
         ssm__dl_zero(dvb);
-        ssm__dl_wmma<2, C, true, false>(dvb, sT, LC, om0, tdVn, LW, cg * 16);
+        ssm__dl_wmma<2, C, true, false>(dvb, sT, LC, om0, bdVn, LW, cg * 16);
         {
             const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -5623,7 +5669,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
                 for (int e = 0; e < 4; ++e) {
                     const int i = om0 + g + (e >> 1) * 8, col = cg * 16 + 8 * j + 2 * t + (e & 1);
                     const float x = dvb[j][e];
-                    const float vv = ssm__dl_f(tV[i * LW + col]);
+                    const float vv = ssm__dl_f(bV[i * LW + col]);
                     if (e >> 1) dvrow1 += vv * x;
                     else dvrow0 += vv * x;
                 }
@@ -5635,6 +5681,11 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
                                         a.dvs[3], vb + col, a.V, sb[i] * x0, sb[i] * x1);
                 });
         }
+    }
+    if (DBA) { /* every read of the second tile set (over Q and dW) done; Q's tile in flight through the middle */
+        __syncthreads();
+        ssm__dl_cptile<C, KP>(sQ, LK, ws.qp + ch * C * KP, KP);
+        ssm__dl_commit();
     }
     dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 1), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 1);
     dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 2), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 2);
@@ -5670,18 +5721,24 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         sX[i * LC + j] = ssm__dl_cv<E>(sb[i] * dA * (i > j ? __expf(sg[i] - sg[j]) : 0.f));
     });
     __syncthreads();
-    if (tid < C) { /* row sums of M: dbeta_i, +beta_i to dg_i */
-        float s = 0.f;
-        for (int j = 0; j < C; ++j) s += sAf[tid * (C + 1) + j];
-        dbeta[tid] += s, dgam[tid] += sb[tid] * s;
-    } else if (tid < 2 * C) { /* column sums of diag(beta) M: - to dg_j */
-        const int j = tid - C;
-        float s = 0.f;
-        for (int i = 0; i < C; ++i) s += sb[i] * sAf[i * (C + 1) + j];
-        rb[2 * C + j] = s;
+    { /* row sums of M (dbeta_i, +beta_i to dg_i) and column sums of diag(beta) M (- to dg_j): thread
+         (p, r) sums 16 of row r and 16 of column r (p = tid / C), partials summed in order of p */
+        static_assert(SSM__DL_NT == 4 * C, "4 partial sums per row and column");
+        const int r = tid & (C - 1), p = tid / C;
+        float sr = 0.f, sc = 0.f;
+#pragma unroll
+        for (int e = 0; e < C / 4; ++e) {
+            const int j = p * (C / 4) + e;
+            sr += sAf[r * (C + 1) + j], sc += sb[j] * sAf[j * (C + 1) + r];
+        }
+        rb[p * C + r] = sr, rb[(4 + p) * C + r] = sc;
     }
     __syncthreads();
-    for (int i = tid; i < C; i += blockDim.x) dgam[i] -= rb[2 * C + i];
+    for (int i = tid; i < C; i += blockDim.x) {
+        const float s = ((rb[i] + rb[C + i]) + rb[2 * C + i]) + rb[3 * C + i];
+        dbeta[i] += s, dgam[i] += sb[i] * s;
+        dgam[i] -= ((rb[4 * C + i] + rb[5 * C + i]) + rb[6 * C + i]) + rb[7 * C + i];
+    }
 
     /* ---- phase B: per KPC columns of K, reductions over V again, then dq and dk ---- */
     float sds = 0.f; /* <S, dS> partial (gated: the chunk-level gate gradient) */
@@ -5692,7 +5749,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         ssm__dl_zero(Aq), ssm__dl_zero(Ak);
         for (int vb = 0; vb < VP; vb += VW) {
             __syncthreads();
-            ssm__dl_cptile<C, VW>(tO, LW, ws.dop + ch * C * VP + vb, VP);
+            ssm__dl_ld_dout<VW>(tO, LW, a, ws, ch, sq.b, t0, h, len, vb);
             ssm__dl_cptile<C, VW>(tVn, LW, ws.vn + ch * C * VP + vb, VP);
             ssm__dl_cptile<KPC, VW>(tSa, LW, ws.s0 + ch * KP * VP + (int64_t)k0 * VP + vb, VP);
             ssm__dl_cptile<KPC, VW>(tSb, LW, ws.ds1 + ch * KP * VP + (int64_t)k0 * VP + vb, VP);
@@ -5757,10 +5814,12 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
             if (i == 0) red[0] = k0 == 0 ? 0.f : red[0];
         }
         __syncthreads();
-        if (tid == 0) { /* sum_i k_i . dK_S1_i: the chunk-level gate term (fixed order) */
-            float s = 0.f;
-            for (int i = 0; i < C; ++i) s += rb[2 * C + i] + rb[3 * C + i];
-            red[1] = (k0 == 0 ? 0.f : red[1]) + s;
+        if (w == 0) { /* sum_i k_i . dK_S1_i: the chunk-level gate term (fixed order: lane pairs, then a butterfly) */
+            static_assert(C == 64, "two rows a lane");
+            float s = (rb[2 * C + 2 * lane] + rb[3 * C + 2 * lane]) + (rb[2 * C + 2 * lane + 1] + rb[3 * C + 2 * lane + 1]);
+#pragma unroll
+            for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0) red[1] = (k0 == 0 ? 0.f : red[1]) + s;
         }
     }
     /* <S, dS> over the block, in a fixed order */
@@ -5768,14 +5827,25 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     __syncthreads();
     if (lane == 0) red[2 + w] = sds;
     __syncthreads();
-    if (tid == 0) {
+    if (w == 0) { /* dg_s = sum_{i >= s} dgamma_i: lane l holds rows 2l, 2l + 1, a suffix scan over the lanes */
         float s = 0.f;
         for (int i = 0; i < SSM__DL_NT / 32; ++i) s += red[2 + i];
-        dgam[len - 1] += __expf(glast) * s + red[1];
-        float acc = 0.f; /* dg_s = sum_{i >= s} dgamma_i */
-        for (int i = len - 1; i >= 0; --i) {
-            acc += dgam[i];
-            if (a.dg) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + (t0 + i) * a.dgs[1] + h * a.dgs[2], acc);
+        const float tail = __expf(glast) * s + red[1];
+        const int i0 = 2 * lane, i1 = i0 + 1;
+        const float d0 = i0 < len ? dgam[i0] + (i0 == len - 1 ? tail : 0.f) : 0.f;
+        const float d1 = i1 < len ? dgam[i1] + (i1 == len - 1 ? tail : 0.f) : 0.f;
+        float x = d0 + d1; /* inclusive suffix sum of the lane pairs */
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const float y = __shfl_down_sync(0xffffffffu, x, o);
+            if (lane + o < 32) x += y;
+        }
+        float ex = __shfl_down_sync(0xffffffffu, x, 1); /* the lanes above */
+        if (lane == 31) ex = 0.f;
+        const float a1 = ex + d1, a0 = a1 + d0;
+        if (a.dg) {
+            if (i0 < len) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + (t0 + i0) * a.dgs[1] + h * a.dgs[2], a0);
+            if (i1 < len) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + (t0 + i1) * a.dgs[1] + h * a.dgs[2], a1);
         }
     }
     if (a.dbeta)
@@ -6036,7 +6106,7 @@ static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__d
     if (!ssm__dl_smem_ok(ssm__dl_prep_kernel<E, KP>, sm, optin)) return -1;
     if (a.cu) ssm__dl_choff_kernel<<<1, 1, 0, st>>>(a.cu, a.N, w.choff);
     if (store_t & 4) sm = 0; /* the packed dout alone */
-    if (s.nc <= 0 || ((store_t & 4) && !a.dout)) return 0;
+    if (s.nc <= 0 || ((store_t & 4) && (!a.dout || a.vec))) return 0; /* a.vec: the kernels read dout in place */
     if (!(a.variant & 64) && s.nc <= 65535) /* heads fastest: a token's heads read together (1-3% faster) */
         ssm__dl_prep_kernel<E, KP><<<dim3(a.H, (unsigned)s.nc), SSM__DL_NT, sm, st>>>(a, w, s.VP, store_t | 2);
     else
