@@ -5870,79 +5870,110 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
    the query (and dout) only at j = n_h - 1. Then o_t and dq_t are the last sub-token's, dg_t the
    first's, dk, dv, dbeta each factor's own: the same arithmetic as the token form, exact. The
    sub-token tensors are contiguous [B, T n_h, H, D] copies in the workspace (fla's DeltaProduct
-   takes the same route). A warp per token, its lanes over the token's units: 16 bytes where every
-   row involved allows it (VEC; 2-byte accesses left too few loads in flight), else one element.
-   Token indices fit 32 bits (ssm__dl_supported: B T H < 2^31), so their divisions stay cheap. */
+   takes the same route). A warp moves a group of whole tokens at a time, its lanes over their units
+   (16 bytes where every row involved allows it, VEC; else one element), SSM__DL_XR loads in flight
+   per lane before their stores. Token indices fit 32 bits (ssm__dl_supported: B T H < 2^31). */
 struct ssm__dl_xbuf {
     void *q, *k, *v, *beta, *g, *o, *dout, *dq, *dk, *dv, *dbeta, *dg; /* sub-token copies (or NULL) */
 };
-/* One unit from src[si] to dst[di] (element offsets); src NULL writes zeros. */
-template <bool VEC> __device__ __forceinline__ void ssm__dl_move(void *dst, int64_t di, const void *src, int64_t si, int dt) {
-    if (VEC) {
-        const int es = dt == 0 ? 4 : 2;
-        *(uint4 *)((char *)dst + di * es) = src ? *(const uint4 *)((const char *)src + si * es) : make_uint4(0, 0, 0, 0);
-    } else
-        ssm__dl_st(dst, dt, di, src ? ssm__dl_ld(src, dt, si) : 0.f);
+#define SSM__DL_XR 4
+/* Where one unit goes: dst[di] <- src[si] (element offsets); src NULL: zeros; dst NULL: nothing. */
+struct ssm__dl_loc {
+    void *dst;
+    const void *src;
+    int64_t di, si;
+};
+template <bool VEC> struct ssm__dl_unit { float x; };
+template <> struct ssm__dl_unit<true> { uint4 x; };
+/* Tokens per warp group: enough whole tokens to give every lane SSM__DL_XR units. */
+__host__ __device__ inline int ssm__dl_xgroup(int per_tok) {
+    return per_tok >= 32 * SSM__DL_XR ? 1 : 32 * SSM__DL_XR / per_tok;
+}
+template <bool VEC, class Locate> __device__ __forceinline__ void ssm__dl_xmove(int64_t toks, int per_tok, int dt, Locate locate) {
+    const int G = ssm__dl_xgroup(per_tok), lane = threadIdx.x & 31, es = dt == 0 ? 4 : 2;
+    for (int64_t tok0 = ((int64_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * G; tok0 < toks; tok0 += (int64_t)gridDim.x * 8 * G) {
+        const int n = (int)(toks - tok0 < G ? toks - tok0 : G) * per_tok;
+        for (int c = 0; c < n; c += 32 * SSM__DL_XR) {
+            ssm__dl_loc l[SSM__DL_XR];
+            ssm__dl_unit<VEC> x[SSM__DL_XR];
+#pragma unroll
+            for (int r = 0; r < SSM__DL_XR; ++r) {
+                const int v = c + 32 * r + lane;
+                l[r].dst = NULL;
+                if (v >= n) continue;
+                l[r] = locate((int)tok0 + v / per_tok, v % per_tok);
+                if (!l[r].dst) continue;
+                if (VEC) *(uint4 *)&x[r] = l[r].src ? *(const uint4 *)((const char *)l[r].src + l[r].si * es) : make_uint4(0, 0, 0, 0);
+                else *(float *)&x[r] = l[r].src ? ssm__dl_ld(l[r].src, dt, l[r].si) : 0.f;
+            }
+#pragma unroll
+            for (int r = 0; r < SSM__DL_XR; ++r) {
+                if (!l[r].dst) continue;
+                if (VEC) *(uint4 *)((char *)l[r].dst + l[r].di * es) = *(uint4 *)&x[r];
+                else ssm__dl_st(l[r].dst, dt, l[r].di, *(float *)&x[r]);
+            }
+        }
+    }
 }
 /* Element offset of (b, t, h[, j]) in an operand with plan strides s (b, t, h, j, d). */
 __device__ __forceinline__ int64_t ssm__dl_at(const int64_t *s, int64_t b, int64_t t, int64_t h, int64_t j, int64_t f) {
     return b * s[0] + t * s[1] + h * s[2] + j * s[3] + f * s[4];
 }
-/* Per sub-token: K / W units of k, then q, V / W of v, then dout; beta and g with unit 0. */
+/* Per sub-token: K / W units of k, then q, V / W of v, then dout, then beta and g (one element). */
 template <bool VEC>
 __global__ void __launch_bounds__(256) ssm__dl_sub_expand_kernel(ssm_delta_strides st, const void *q, const void *k, const void *v,
                                                                  const void *beta, const void *g, const void *dout, ssm__dl_xbuf x,
                                                                  int T, int H, int nh, int K, int V, int dt, int toks) {
     const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W;
-    const int per_sub = 2 * ck + (dout ? 2 : 1) * cv, lane = threadIdx.x & 31;
-    for (int64_t tk = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); tk < toks; tk += (int64_t)gridDim.x * 8) {
-        const int tok = (int)tk, b = tok / (T * H), t = tok / H % T, h = tok % H;
-        for (int u = lane; u < nh * per_sub; u += 32) {
-            const int j = u / per_sub, e = u % per_sub;
-            const int64_t r = ((int64_t)b * T * nh + (int64_t)t * nh + j) * H + h; /* sub-token row */
-            const bool last = j == nh - 1;
-            if (e < ck) ssm__dl_move<VEC>(x.k, r * K + e * W, k, ssm__dl_at(st.k, b, t, h, j, e * W), dt);
-            else if (e < 2 * ck)
-                ssm__dl_move<VEC>(x.q, r * K + (e - ck) * W, last ? q : NULL, ssm__dl_at(st.q, b, t, h, 0, (e - ck) * W), dt);
-            else if (e < 2 * ck + cv) ssm__dl_move<VEC>(x.v, r * V + (e - 2 * ck) * W, v, ssm__dl_at(st.v, b, t, h, j, (e - 2 * ck) * W), dt);
-            else ssm__dl_move<VEC>(x.dout, r * V + (e - 2 * ck - cv) * W, last ? dout : NULL,
-                                   ssm__dl_at(st.dout, b, t, h, 0, (e - 2 * ck - cv) * W), dt);
-            if (e == 0) {
-                ssm__dl_st(x.beta, dt, r, ssm__dl_ld(beta, dt, ssm__dl_at(st.beta, b, t, h, j, 0)));
-                if (g) ssm__dl_st(x.g, dt, r, j == 0 ? ssm__dl_ld(g, dt, ssm__dl_at(st.g, b, t, h, 0, 0)) : 0.f);
-            }
+    const int per_sub = 2 * ck + (dout ? 2 : 1) * cv + 2;
+    ssm__dl_xmove<VEC>(toks, nh * per_sub, dt, [&](int tok, int u) {
+        const int b = tok / (T * H), t = tok / H % T, h = tok % H, j = u / per_sub, e = u % per_sub;
+        const int64_t r = ((int64_t)b * T * nh + (int64_t)t * nh + j) * H + h; /* sub-token row */
+        const bool last = j == nh - 1;
+        ssm__dl_loc l;
+        if (e < ck) l = {x.k, k, r * K + e * W, ssm__dl_at(st.k, b, t, h, j, e * W)};
+        else if (e < 2 * ck) l = {x.q, last ? q : NULL, r * K + (e - ck) * W, ssm__dl_at(st.q, b, t, h, 0, (e - ck) * W)};
+        else if (e < 2 * ck + cv) l = {x.v, v, r * V + (e - 2 * ck) * W, ssm__dl_at(st.v, b, t, h, j, (e - 2 * ck) * W)};
+        else if (e < per_sub - 2)
+            l = {x.dout, last ? dout : NULL, r * V + (e - 2 * ck - cv) * W, ssm__dl_at(st.dout, b, t, h, 0, (e - 2 * ck - cv) * W)};
+        else { /* beta, g: single elements, stored here (a 16-byte unit would overrun them) */
+            if (e == per_sub - 2) ssm__dl_st(x.beta, dt, r, ssm__dl_ld(beta, dt, ssm__dl_at(st.beta, b, t, h, j, 0)));
+            else if (g) ssm__dl_st(x.g, dt, r, j == 0 ? ssm__dl_ld(g, dt, ssm__dl_at(st.g, b, t, h, 0, 0)) : 0.f);
+            l.dst = NULL;
         }
-    }
+        return l;
+    });
 }
 /* Back to token form: o, dq from the last sub-token, dk, dv, dbeta per factor, dg from the first.
-   Per token: V / W units of o, K / W of dq, then per factor K / W of dk and V / W of dv. */
+   Per token: V / W units of o, K / W of dq, then per factor K / W of dk, V / W of dv and dbeta,
+   then dg; the forward (o given) visits o's units alone, the backward the rest. */
 template <bool VEC>
 __global__ void __launch_bounds__(256) ssm__dl_sub_collect_kernel(ssm_delta_strides st, ssm__dl_xbuf x, void *o, void *dq, void *dk,
                                                                   void *dv, void *dbeta, void *dg, int T, int H, int nh, int K,
                                                                   int V, int dt, int toks) {
-    const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W, lane = threadIdx.x & 31;
-    /* the forward collects o alone, the backward the gradients */
-    const int lo = o ? 0 : cv + (dq ? 0 : ck), hi = (o && !dq) ? cv : cv + ck + (dk || dv || dbeta ? nh * (ck + cv) : 0);
-    for (int64_t tk = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); tk < toks; tk += (int64_t)gridDim.x * 8) {
-        const int tok = (int)tk, b = tok / (T * H), t = tok / H % T, h = tok % H;
+    const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W, per_f = ck + cv + 1;
+    const int lo = o ? 0 : cv, per_tok = o ? cv : ck + nh * per_f + 1;
+    ssm__dl_xmove<VEC>(toks, per_tok, dt, [&](int tok, int u) {
+        const int b = tok / (T * H), t = tok / H % T, h = tok % H, e = lo + u;
         const int64_t r0 = ((int64_t)b * T * nh + (int64_t)t * nh) * H + h, rl = r0 + (int64_t)(nh - 1) * H;
-        for (int e = lo + lane; e < hi; e += 32) {
-            if (e < cv) {
-                if (o) ssm__dl_move<VEC>(o, ssm__dl_at(st.o, b, t, h, 0, e * W), x.o, rl * V + e * W, dt);
-            } else if (e < cv + ck) {
-                if (dq) ssm__dl_move<VEC>(dq, ssm__dl_at(st.dq, b, t, h, 0, (e - cv) * W), x.dq, rl * K + (e - cv) * W, dt);
-            } else {
-                const int j = (e - cv - ck) / (ck + cv), f = (e - cv - ck) % (ck + cv);
-                const int64_t r = r0 + (int64_t)j * H;
-                if (f < ck) {
-                    if (dk) ssm__dl_move<VEC>(dk, ssm__dl_at(st.dk, b, t, h, j, f * W), x.dk, r * K + f * W, dt);
-                } else if (dv)
-                    ssm__dl_move<VEC>(dv, ssm__dl_at(st.dv, b, t, h, j, (f - ck) * W), x.dv, r * V + (f - ck) * W, dt);
-                if (f == 0 && dbeta) ssm__dl_st(dbeta, dt, ssm__dl_at(st.dbeta, b, t, h, j, 0), ssm__dl_ld(x.dbeta, dt, r));
-            }
-        }
-        if (lane == 0 && dg) ssm__dl_st(dg, dt, ssm__dl_at(st.dg, b, t, h, 0, 0), ssm__dl_ld(x.dg, dt, r0));
-    }
+        ssm__dl_loc l;
+        l.dst = NULL;
+        if (e < cv) l = {o, x.o, ssm__dl_at(st.o, b, t, h, 0, e * W), rl * V + e * W};
+        else if (e < cv + ck) {
+            if (dq) l = {dq, x.dq, ssm__dl_at(st.dq, b, t, h, 0, (e - cv) * W), rl * K + (e - cv) * W};
+        } else if (e < cv + ck + nh * per_f) {
+            const int j = (e - cv - ck) / per_f, f = (e - cv - ck) % per_f;
+            const int64_t r = r0 + (int64_t)j * H;
+            if (f < ck) {
+                if (dk) l = {dk, x.dk, ssm__dl_at(st.dk, b, t, h, j, f * W), r * K + f * W};
+            } else if (f < ck + cv) {
+                if (dv) l = {dv, x.dv, ssm__dl_at(st.dv, b, t, h, j, (f - ck) * W), r * V + (f - ck) * W};
+            } else if (dbeta)
+                ssm__dl_st(dbeta, dt, ssm__dl_at(st.dbeta, b, t, h, j, 0), ssm__dl_ld(x.dbeta, dt, r));
+        } else if (dg)
+            ssm__dl_st(dg, dt, ssm__dl_at(st.dg, b, t, h, 0, 0), ssm__dl_ld(x.dg, dt, r0));
+        return l;
+    });
 }
 
 /* ---- delta rule: launchers ------------------------------------------------------------------------ */
@@ -6295,8 +6326,8 @@ static int ssm__dl_xvec(const ssm_delta_plan *p, const void *const *ps, const in
     const size_t e = ssm__cu_esize(p->dtype);
     return (p->K * e) % 16 == 0 && (p->V * e) % 16 == 0 && ssm__dl_rows_aligned(ps, st, count, e, 16, 4);
 }
-static unsigned ssm__dl_xgrid(int64_t toks) { /* a warp per token; grid-stride beyond 2^20 CTAs */
-    const int64_t ctas = (toks + 7) / 8;
+static unsigned ssm__dl_xgrid(int64_t toks, int per_tok) { /* a warp per token group; grid-stride past 2^20 CTAs */
+    const int64_t ctas = (toks + 8 * ssm__dl_xgroup(per_tok) - 1) / (8 * ssm__dl_xgroup(per_tok));
     return (unsigned)(ctas < ((int64_t)1 << 20) ? ctas : (int64_t)1 << 20);
 }
 static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
@@ -6304,18 +6335,22 @@ static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const
     if (toks == 0) return;
     const void *ps[4] = {u.q, u.k, u.v, u.dout};
     const int64_t *ss[4] = {p->st.q, p->st.k, p->st.v, p->st.dout};
-    auto kernel = ssm__dl_xvec(p, ps, ss, 4) ? ssm__dl_sub_expand_kernel<true> : ssm__dl_sub_expand_kernel<false>;
-    kernel<<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T, (int)p->H, (int)p->n_h,
-                                                (int)p->K, (int)p->V, u.dt, (int)toks);
+    const int vec = ssm__dl_xvec(p, ps, ss, 4), W = vec ? 16 / (int)ssm__cu_esize(p->dtype) : 1;
+    const int per_tok = (int)p->n_h * (int)(2 * p->K / W + (u.dout ? 2 : 1) * p->V / W + 2); /* as the kernel counts */
+    auto kernel = vec ? ssm__dl_sub_expand_kernel<true> : ssm__dl_sub_expand_kernel<false>;
+    kernel<<<ssm__dl_xgrid(toks, per_tok), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T, (int)p->H,
+                                                         (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
     const int64_t toks = p->B * p->T * p->H;
     if (toks == 0) return;
     const void *ps[4] = {u.o, u.dq, u.dk, u.dv};
     const int64_t *ss[4] = {p->st.o, p->st.dq, p->st.dk, p->st.dv};
-    auto kernel = ssm__dl_xvec(p, ps, ss, 4) ? ssm__dl_sub_collect_kernel<true> : ssm__dl_sub_collect_kernel<false>;
-    kernel<<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H, (int)p->n_h,
-                                                (int)p->K, (int)p->V, u.dt, (int)toks);
+    const int vec = ssm__dl_xvec(p, ps, ss, 4), W = vec ? 16 / (int)ssm__cu_esize(p->dtype) : 1;
+    const int ck = (int)p->K / W, cv = (int)p->V / W, per_tok = u.o ? cv : ck + (int)p->n_h * (ck + cv + 1) + 1;
+    auto kernel = vec ? ssm__dl_sub_collect_kernel<true> : ssm__dl_sub_collect_kernel<false>;
+    kernel<<<ssm__dl_xgrid(toks, per_tok), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H,
+                                                         (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static ssm__dl_sizes ssm__dl_plan_sizes(const ssm_ctx *ctx, const ssm_delta_plan *p, int chunked, int bwd) {
     return ssm__dl_sizes_of((int)p->N, p->T * p->n_h, (int)p->H, (int)p->K, (int)p->V, p->cu_bits != 0,
