@@ -5796,13 +5796,7 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
     const int r0 = tid >> 4, c0 = (tid & 15) * 4;
     const int64_t tb = (int64_t)n * a.ks[0], hs = (int64_t)n * a.h0s[0] + h * a.h0s[1];
     const int64_t ho = (int64_t)n * a.hTs[0] + h * a.hTs[1];
-    for (int i = tid; i < 16 * RPT; i += 256) {
-        sk[i] = i < a.K ? ssm__dl_ld(a.k, a.dt, tb + h * a.ks[2] + i * a.ks[3]) : 0.f;
-        sqv[i] = i < a.K ? ssm__dl_ld(a.q, a.dt, (int64_t)n * a.qs[0] + h * a.qs[2] + i * a.qs[3]) : 0.f;
-    }
-    if (tid < 64) sv[tid] = v0 + tid < a.V ? ssm__dl_ld(a.v, a.dt, (int64_t)n * a.vs[0] + h * a.vs[2] + (v0 + tid) * a.vs[3]) : 0.f;
-    const float beta = ssm__dl_ld(a.beta, a.bdt, (int64_t)n * a.bs[0] + h * a.bs[2]);
-    const float al = a.g ? __expf(ssm__dl_ld(a.g, a.gdt, (int64_t)n * a.gs[0] + h * a.gs[2])) : 1.f;
+    /* the state first: its loads, the bulk of the step, are in flight while k, q, v arrive */
     float S[RPT][4];
     const bool sv4 = a.svec && v0 + c0 < a.V; /* V % 4 == 0 then: the whole float4 is in range */
 #pragma unroll
@@ -5819,6 +5813,13 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
             S[i][j] = (a.h0 && r < a.K && c < a.V) ? ssm__dl_ld(a.h0, a.sdt, hs + r * a.h0s[2] + c * a.h0s[3]) : 0.f;
         }
     }
+    for (int i = tid; i < 16 * RPT; i += 256) {
+        sk[i] = i < a.K ? ssm__dl_ld(a.k, a.dt, tb + h * a.ks[2] + i * a.ks[3]) : 0.f;
+        sqv[i] = i < a.K ? ssm__dl_ld(a.q, a.dt, (int64_t)n * a.qs[0] + h * a.qs[2] + i * a.qs[3]) : 0.f;
+    }
+    if (tid < 64) sv[tid] = v0 + tid < a.V ? ssm__dl_ld(a.v, a.dt, (int64_t)n * a.vs[0] + h * a.vs[2] + (v0 + tid) * a.vs[3]) : 0.f;
+    const float beta = ssm__dl_ld(a.beta, a.bdt, (int64_t)n * a.bs[0] + h * a.bs[2]);
+    const float al = a.g ? __expf(ssm__dl_ld(a.g, a.gdt, (int64_t)n * a.gs[0] + h * a.gs[2])) : 1.f;
     __syncthreads();
     float p[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -5870,9 +5871,12 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
    the query (and dout) only at j = n_h - 1. Then o_t and dq_t are the last sub-token's, dg_t the
    first's, dk, dv, dbeta each factor's own: the same arithmetic as the token form, exact. The
    sub-token tensors are contiguous [B, T n_h, H, D] copies in the workspace (fla's DeltaProduct
-   takes the same route). A warp moves a group of whole tokens at a time, its lanes over their units
-   (16 bytes where every row involved allows it, VEC; else one element), SSM__DL_XR loads in flight
-   per lane before their stores. Token indices fit 32 bits (ssm__dl_supported: B T H < 2^31). */
+   takes the same route). Lanes work on units: 16 bytes where every row involved allows it (VEC),
+   else one element. The expansion runs a warp per token; the collection, whose tokens hold fewer
+   units (o alone in the forward), a warp per group of whole tokens with SSM__DL_XR loads in flight
+   per lane before their stores (H200, B8 T4096 H16 D64 n_h 2: collect 233 -> 69 us; the same
+   mover made the expansion slower, 495 -> 839 us, so it stays per token). Token indices fit 32 bits
+   (ssm__dl_supported: B T H < 2^31). */
 struct ssm__dl_xbuf {
     void *q, *k, *v, *beta, *g, *o, *dout, *dq, *dk, *dv, *dbeta, *dg; /* sub-token copies (or NULL) */
 };
@@ -5915,34 +5919,43 @@ template <bool VEC, class Locate> __device__ __forceinline__ void ssm__dl_xmove(
         }
     }
 }
+/* One unit from src[si] to dst[di] (element offsets); src NULL writes zeros. */
+template <bool VEC> __device__ __forceinline__ void ssm__dl_move(void *dst, int64_t di, const void *src, int64_t si, int dt) {
+    if (VEC) {
+        const int es = dt == 0 ? 4 : 2;
+        *(uint4 *)((char *)dst + di * es) = src ? *(const uint4 *)((const char *)src + si * es) : make_uint4(0, 0, 0, 0);
+    } else
+        ssm__dl_st(dst, dt, di, src ? ssm__dl_ld(src, dt, si) : 0.f);
+}
 /* Element offset of (b, t, h[, j]) in an operand with plan strides s (b, t, h, j, d). */
 __device__ __forceinline__ int64_t ssm__dl_at(const int64_t *s, int64_t b, int64_t t, int64_t h, int64_t j, int64_t f) {
     return b * s[0] + t * s[1] + h * s[2] + j * s[3] + f * s[4];
 }
-/* Per sub-token: K / W units of k, then q, V / W of v, then dout, then beta and g (one element). */
+/* Per sub-token: K / W units of k, then q, V / W of v, then dout; beta and g with unit 0. */
 template <bool VEC>
 __global__ void __launch_bounds__(256) ssm__dl_sub_expand_kernel(ssm_delta_strides st, const void *q, const void *k, const void *v,
                                                                  const void *beta, const void *g, const void *dout, ssm__dl_xbuf x,
                                                                  int T, int H, int nh, int K, int V, int dt, int toks) {
     const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W;
-    const int per_sub = 2 * ck + (dout ? 2 : 1) * cv + 2;
-    ssm__dl_xmove<VEC>(toks, nh * per_sub, dt, [&](int tok, int u) {
-        const int b = tok / (T * H), t = tok / H % T, h = tok % H, j = u / per_sub, e = u % per_sub;
-        const int64_t r = ((int64_t)b * T * nh + (int64_t)t * nh + j) * H + h; /* sub-token row */
-        const bool last = j == nh - 1;
-        ssm__dl_loc l;
-        if (e < ck) l = {x.k, k, r * K + e * W, ssm__dl_at(st.k, b, t, h, j, e * W)};
-        else if (e < 2 * ck) l = {x.q, last ? q : NULL, r * K + (e - ck) * W, ssm__dl_at(st.q, b, t, h, 0, (e - ck) * W)};
-        else if (e < 2 * ck + cv) l = {x.v, v, r * V + (e - 2 * ck) * W, ssm__dl_at(st.v, b, t, h, j, (e - 2 * ck) * W)};
-        else if (e < per_sub - 2)
-            l = {x.dout, last ? dout : NULL, r * V + (e - 2 * ck - cv) * W, ssm__dl_at(st.dout, b, t, h, 0, (e - 2 * ck - cv) * W)};
-        else { /* beta, g: single elements, stored here (a 16-byte unit would overrun them) */
-            if (e == per_sub - 2) ssm__dl_st(x.beta, dt, r, ssm__dl_ld(beta, dt, ssm__dl_at(st.beta, b, t, h, j, 0)));
-            else if (g) ssm__dl_st(x.g, dt, r, j == 0 ? ssm__dl_ld(g, dt, ssm__dl_at(st.g, b, t, h, 0, 0)) : 0.f);
-            l.dst = NULL;
+    const int per_sub = 2 * ck + (dout ? 2 : 1) * cv, lane = threadIdx.x & 31;
+    for (int64_t tk = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); tk < toks; tk += (int64_t)gridDim.x * 8) {
+        const int tok = (int)tk, b = tok / (T * H), t = tok / H % T, h = tok % H;
+        for (int u = lane; u < nh * per_sub; u += 32) {
+            const int j = u / per_sub, e = u % per_sub;
+            const int64_t r = ((int64_t)b * T * nh + (int64_t)t * nh + j) * H + h; /* sub-token row */
+            const bool last = j == nh - 1;
+            if (e < ck) ssm__dl_move<VEC>(x.k, r * K + e * W, k, ssm__dl_at(st.k, b, t, h, j, e * W), dt);
+            else if (e < 2 * ck)
+                ssm__dl_move<VEC>(x.q, r * K + (e - ck) * W, last ? q : NULL, ssm__dl_at(st.q, b, t, h, 0, (e - ck) * W), dt);
+            else if (e < 2 * ck + cv) ssm__dl_move<VEC>(x.v, r * V + (e - 2 * ck) * W, v, ssm__dl_at(st.v, b, t, h, j, (e - 2 * ck) * W), dt);
+            else ssm__dl_move<VEC>(x.dout, r * V + (e - 2 * ck - cv) * W, last ? dout : NULL,
+                                   ssm__dl_at(st.dout, b, t, h, 0, (e - 2 * ck - cv) * W), dt);
+            if (e == 0) {
+                ssm__dl_st(x.beta, dt, r, ssm__dl_ld(beta, dt, ssm__dl_at(st.beta, b, t, h, j, 0)));
+                if (g) ssm__dl_st(x.g, dt, r, j == 0 ? ssm__dl_ld(g, dt, ssm__dl_at(st.g, b, t, h, 0, 0)) : 0.f);
+            }
         }
-        return l;
-    });
+    }
 }
 /* Back to token form: o, dq from the last sub-token, dk, dv, dbeta per factor, dg from the first.
    Per token: V / W units of o, K / W of dq, then per factor K / W of dk, V / W of dv and dbeta,
@@ -6326,8 +6339,8 @@ static int ssm__dl_xvec(const ssm_delta_plan *p, const void *const *ps, const in
     const size_t e = ssm__cu_esize(p->dtype);
     return (p->K * e) % 16 == 0 && (p->V * e) % 16 == 0 && ssm__dl_rows_aligned(ps, st, count, e, 16, 4);
 }
-static unsigned ssm__dl_xgrid(int64_t toks, int per_tok) { /* a warp per token group; grid-stride past 2^20 CTAs */
-    const int64_t ctas = (toks + 8 * ssm__dl_xgroup(per_tok) - 1) / (8 * ssm__dl_xgroup(per_tok));
+static unsigned ssm__dl_xgrid(int64_t toks, int G) { /* a warp per G tokens; grid-stride past 2^20 CTAs */
+    const int64_t ctas = (toks + 8 * (int64_t)G - 1) / (8 * (int64_t)G);
     return (unsigned)(ctas < ((int64_t)1 << 20) ? ctas : (int64_t)1 << 20);
 }
 static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
@@ -6335,11 +6348,9 @@ static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const
     if (toks == 0) return;
     const void *ps[4] = {u.q, u.k, u.v, u.dout};
     const int64_t *ss[4] = {p->st.q, p->st.k, p->st.v, p->st.dout};
-    const int vec = ssm__dl_xvec(p, ps, ss, 4), W = vec ? 16 / (int)ssm__cu_esize(p->dtype) : 1;
-    const int per_tok = (int)p->n_h * (int)(2 * p->K / W + (u.dout ? 2 : 1) * p->V / W + 2); /* as the kernel counts */
-    auto kernel = vec ? ssm__dl_sub_expand_kernel<true> : ssm__dl_sub_expand_kernel<false>;
-    kernel<<<ssm__dl_xgrid(toks, per_tok), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T, (int)p->H,
-                                                         (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
+    auto kernel = ssm__dl_xvec(p, ps, ss, 4) ? ssm__dl_sub_expand_kernel<true> : ssm__dl_sub_expand_kernel<false>;
+    kernel<<<ssm__dl_xgrid(toks, 1), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T, (int)p->H, (int)p->n_h,
+                                                (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
     const int64_t toks = p->B * p->T * p->H;
@@ -6349,7 +6360,7 @@ static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, cons
     const int vec = ssm__dl_xvec(p, ps, ss, 4), W = vec ? 16 / (int)ssm__cu_esize(p->dtype) : 1;
     const int ck = (int)p->K / W, cv = (int)p->V / W, per_tok = u.o ? cv : ck + (int)p->n_h * (ck + cv + 1) + 1;
     auto kernel = vec ? ssm__dl_sub_collect_kernel<true> : ssm__dl_sub_collect_kernel<false>;
-    kernel<<<ssm__dl_xgrid(toks, per_tok), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H,
+    kernel<<<ssm__dl_xgrid(toks, ssm__dl_xgroup(per_tok)), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H,
                                                          (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static ssm__dl_sizes ssm__dl_plan_sizes(const ssm_ctx *ctx, const ssm_delta_plan *p, int chunked, int bwd) {
