@@ -5796,7 +5796,13 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
     const int r0 = tid >> 4, c0 = (tid & 15) * 4;
     const int64_t tb = (int64_t)n * a.ks[0], hs = (int64_t)n * a.h0s[0] + h * a.h0s[1];
     const int64_t ho = (int64_t)n * a.hTs[0] + h * a.hTs[1];
-    /* the state first: its loads, the bulk of the step, are in flight while k, q, v arrive */
+    for (int i = tid; i < 16 * RPT; i += 256) {
+        sk[i] = i < a.K ? ssm__dl_ld(a.k, a.dt, tb + h * a.ks[2] + i * a.ks[3]) : 0.f;
+        sqv[i] = i < a.K ? ssm__dl_ld(a.q, a.dt, (int64_t)n * a.qs[0] + h * a.qs[2] + i * a.qs[3]) : 0.f;
+    }
+    if (tid < 64) sv[tid] = v0 + tid < a.V ? ssm__dl_ld(a.v, a.dt, (int64_t)n * a.vs[0] + h * a.vs[2] + (v0 + tid) * a.vs[3]) : 0.f;
+    const float beta = ssm__dl_ld(a.beta, a.bdt, (int64_t)n * a.bs[0] + h * a.bs[2]);
+    const float al = a.g ? __expf(ssm__dl_ld(a.g, a.gdt, (int64_t)n * a.gs[0] + h * a.gs[2])) : 1.f;
     float S[RPT][4];
     const bool sv4 = a.svec && v0 + c0 < a.V; /* V % 4 == 0 then: the whole float4 is in range */
 #pragma unroll
@@ -5813,13 +5819,6 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
             S[i][j] = (a.h0 && r < a.K && c < a.V) ? ssm__dl_ld(a.h0, a.sdt, hs + r * a.h0s[2] + c * a.h0s[3]) : 0.f;
         }
     }
-    for (int i = tid; i < 16 * RPT; i += 256) {
-        sk[i] = i < a.K ? ssm__dl_ld(a.k, a.dt, tb + h * a.ks[2] + i * a.ks[3]) : 0.f;
-        sqv[i] = i < a.K ? ssm__dl_ld(a.q, a.dt, (int64_t)n * a.qs[0] + h * a.qs[2] + i * a.qs[3]) : 0.f;
-    }
-    if (tid < 64) sv[tid] = v0 + tid < a.V ? ssm__dl_ld(a.v, a.dt, (int64_t)n * a.vs[0] + h * a.vs[2] + (v0 + tid) * a.vs[3]) : 0.f;
-    const float beta = ssm__dl_ld(a.beta, a.bdt, (int64_t)n * a.bs[0] + h * a.bs[2]);
-    const float al = a.g ? __expf(ssm__dl_ld(a.g, a.gdt, (int64_t)n * a.gs[0] + h * a.gs[2])) : 1.f;
     __syncthreads();
     float p[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -5872,53 +5871,21 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
    first's, dk, dv, dbeta each factor's own: the same arithmetic as the token form, exact. The
    sub-token tensors are contiguous [B, T n_h, H, D] copies in the workspace (fla's DeltaProduct
    takes the same route). Lanes work on units: 16 bytes where every row involved allows it (VEC),
-   else one element. The expansion runs a warp per token; the collection, whose tokens hold fewer
-   units (o alone in the forward), a warp per group of whole tokens with SSM__DL_XR loads in flight
-   per lane before their stores (H200, B8 T4096 H16 D64 n_h 2: collect 233 -> 69 us; the same
-   mover made the expansion slower, 495 -> 839 us, so it stays per token). Token indices fit 32 bits
-   (ssm__dl_supported: B T H < 2^31). */
+   else one element. The expansion and the backward's collection run a warp per token; the
+   forward's collection of o, 8 units a token at V = 64, a warp per group of tokens (a warp per
+   token left most lanes idle: 233 -> 69 us on an H200 at B8 T4096 H16 D64 n_h 2; the same group
+   mover with a unit lookup made the expansion slower, 495 -> 839 us, and the backward's collection
+   too). Token indices fit 32 bits (ssm__dl_supported: B T H < 2^31), so their divisions stay cheap. */
 struct ssm__dl_xbuf {
     void *q, *k, *v, *beta, *g, *o, *dout, *dq, *dk, *dv, *dbeta, *dg; /* sub-token copies (or NULL) */
 };
-#define SSM__DL_XR 4
-/* Where one unit goes: dst[di] <- src[si] (element offsets); src NULL: zeros; dst NULL: nothing. */
-struct ssm__dl_loc {
-    void *dst;
-    const void *src;
-    int64_t di, si;
-};
-template <bool VEC> struct ssm__dl_unit { float x; };
-template <> struct ssm__dl_unit<true> { uint4 x; };
-/* Tokens per warp group: enough whole tokens to give every lane SSM__DL_XR units. */
-__host__ __device__ inline int ssm__dl_xgroup(int per_tok) {
+#define SSM__DL_XR 4 /* loads in flight per lane in the forward's collection of o */
+/* Tokens per warp in that collection: enough whole tokens to give every lane SSM__DL_XR units. */
+static __host__ __device__ inline int ssm__dl_xgroup(int per_tok) {
     return per_tok >= 32 * SSM__DL_XR ? 1 : 32 * SSM__DL_XR / per_tok;
 }
-template <bool VEC, class Locate> __device__ __forceinline__ void ssm__dl_xmove(int64_t toks, int per_tok, int dt, Locate locate) {
-    const int G = ssm__dl_xgroup(per_tok), lane = threadIdx.x & 31, es = dt == 0 ? 4 : 2;
-    for (int64_t tok0 = ((int64_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * G; tok0 < toks; tok0 += (int64_t)gridDim.x * 8 * G) {
-        const int n = (int)(toks - tok0 < G ? toks - tok0 : G) * per_tok;
-        for (int c = 0; c < n; c += 32 * SSM__DL_XR) {
-            ssm__dl_loc l[SSM__DL_XR];
-            ssm__dl_unit<VEC> x[SSM__DL_XR];
-#pragma unroll
-            for (int r = 0; r < SSM__DL_XR; ++r) {
-                const int v = c + 32 * r + lane;
-                l[r].dst = NULL;
-                if (v >= n) continue;
-                l[r] = locate((int)tok0 + v / per_tok, v % per_tok);
-                if (!l[r].dst) continue;
-                if (VEC) *(uint4 *)&x[r] = l[r].src ? *(const uint4 *)((const char *)l[r].src + l[r].si * es) : make_uint4(0, 0, 0, 0);
-                else *(float *)&x[r] = l[r].src ? ssm__dl_ld(l[r].src, dt, l[r].si) : 0.f;
-            }
-#pragma unroll
-            for (int r = 0; r < SSM__DL_XR; ++r) {
-                if (!l[r].dst) continue;
-                if (VEC) *(uint4 *)((char *)l[r].dst + l[r].di * es) = *(uint4 *)&x[r];
-                else ssm__dl_st(l[r].dst, dt, l[r].di, *(float *)&x[r]);
-            }
-        }
-    }
-}
+template <bool VEC> struct ssm__dl_unit { float x; };
+template <> struct ssm__dl_unit<true> { uint4 x; };
 /* One unit from src[si] to dst[di] (element offsets); src NULL writes zeros. */
 template <bool VEC> __device__ __forceinline__ void ssm__dl_move(void *dst, int64_t di, const void *src, int64_t si, int dt) {
     if (VEC) {
@@ -5957,36 +5924,63 @@ __global__ void __launch_bounds__(256) ssm__dl_sub_expand_kernel(ssm_delta_strid
         }
     }
 }
-/* Back to token form: o, dq from the last sub-token, dk, dv, dbeta per factor, dg from the first.
-   Per token: V / W units of o, K / W of dq, then per factor K / W of dk, V / W of dv and dbeta,
-   then dg; the forward (o given) visits o's units alone, the backward the rest. */
+/* The backward back to token form: dq from the last sub-token, dk, dv, dbeta per factor, dg from
+   the first. Per token: K / W units of dq, then per factor K / W of dk and V / W of dv. */
 template <bool VEC>
-__global__ void __launch_bounds__(256) ssm__dl_sub_collect_kernel(ssm_delta_strides st, ssm__dl_xbuf x, void *o, void *dq, void *dk,
-                                                                  void *dv, void *dbeta, void *dg, int T, int H, int nh, int K,
-                                                                  int V, int dt, int toks) {
-    const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W, per_f = ck + cv + 1;
-    const int lo = o ? 0 : cv, per_tok = o ? cv : ck + nh * per_f + 1;
-    ssm__dl_xmove<VEC>(toks, per_tok, dt, [&](int tok, int u) {
-        const int b = tok / (T * H), t = tok / H % T, h = tok % H, e = lo + u;
+__global__ void __launch_bounds__(256) ssm__dl_sub_collect_kernel(ssm_delta_strides st, ssm__dl_xbuf x, void *dq, void *dk, void *dv,
+                                                                  void *dbeta, void *dg, int T, int H, int nh, int K, int V,
+                                                                  int dt, int toks) {
+    const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W, lane = threadIdx.x & 31;
+    const int lo = dq ? 0 : ck, hi = ck + (dk || dv || dbeta ? nh * (ck + cv) : 0);
+    for (int64_t tk = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); tk < toks; tk += (int64_t)gridDim.x * 8) {
+        const int tok = (int)tk, b = tok / (T * H), t = tok / H % T, h = tok % H;
         const int64_t r0 = ((int64_t)b * T * nh + (int64_t)t * nh) * H + h, rl = r0 + (int64_t)(nh - 1) * H;
-        ssm__dl_loc l;
-        l.dst = NULL;
-        if (e < cv) l = {o, x.o, ssm__dl_at(st.o, b, t, h, 0, e * W), rl * V + e * W};
-        else if (e < cv + ck) {
-            if (dq) l = {dq, x.dq, ssm__dl_at(st.dq, b, t, h, 0, (e - cv) * W), rl * K + (e - cv) * W};
-        } else if (e < cv + ck + nh * per_f) {
-            const int j = (e - cv - ck) / per_f, f = (e - cv - ck) % per_f;
-            const int64_t r = r0 + (int64_t)j * H;
-            if (f < ck) {
-                if (dk) l = {dk, x.dk, ssm__dl_at(st.dk, b, t, h, j, f * W), r * K + f * W};
-            } else if (f < ck + cv) {
-                if (dv) l = {dv, x.dv, ssm__dl_at(st.dv, b, t, h, j, (f - ck) * W), r * V + (f - ck) * W};
-            } else if (dbeta)
-                ssm__dl_st(dbeta, dt, ssm__dl_at(st.dbeta, b, t, h, j, 0), ssm__dl_ld(x.dbeta, dt, r));
-        } else if (dg)
-            ssm__dl_st(dg, dt, ssm__dl_at(st.dg, b, t, h, 0, 0), ssm__dl_ld(x.dg, dt, r0));
-        return l;
-    });
+        for (int e = lo + lane; e < hi; e += 32) {
+            if (e < ck) {
+                ssm__dl_move<VEC>(dq, ssm__dl_at(st.dq, b, t, h, 0, e * W), x.dq, rl * K + e * W, dt);
+            } else {
+                const int j = (e - ck) / (ck + cv), f = (e - ck) % (ck + cv);
+                const int64_t r = r0 + (int64_t)j * H;
+                if (f < ck) {
+                    if (dk) ssm__dl_move<VEC>(dk, ssm__dl_at(st.dk, b, t, h, j, f * W), x.dk, r * K + f * W, dt);
+                } else if (dv)
+                    ssm__dl_move<VEC>(dv, ssm__dl_at(st.dv, b, t, h, j, (f - ck) * W), x.dv, r * V + (f - ck) * W, dt);
+                if (f == 0 && dbeta) ssm__dl_st(dbeta, dt, ssm__dl_at(st.dbeta, b, t, h, j, 0), ssm__dl_ld(x.dbeta, dt, r));
+            }
+        }
+        if (lane == 0 && dg) ssm__dl_st(dg, dt, ssm__dl_at(st.dg, b, t, h, 0, 0), ssm__dl_ld(x.dg, dt, r0));
+    }
+}
+/* The forward's o from each token's last sub-token. A token holds only V / W units, so a warp
+   moves a group of whole tokens, SSM__DL_XR loads in flight per lane before their stores. */
+template <bool VEC>
+__global__ void __launch_bounds__(256) ssm__dl_sub_out_kernel(ssm_delta_strides st, const void *xo, void *o, int T, int H, int nh,
+                                                              int V, int dt, int toks) {
+    const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, cv = V / W, G = ssm__dl_xgroup(cv), lane = threadIdx.x & 31;
+    const int es = dt == 0 ? 4 : 2;
+    for (int64_t tok0 = ((int64_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * G; tok0 < toks; tok0 += (int64_t)gridDim.x * 8 * G) {
+        const int n = (int)(toks - tok0 < G ? toks - tok0 : G) * cv;
+        for (int c = 0; c < n; c += 32 * SSM__DL_XR) {
+            int64_t di[SSM__DL_XR];
+            ssm__dl_unit<VEC> x[SSM__DL_XR];
+#pragma unroll
+            for (int r = 0; r < SSM__DL_XR; ++r) {
+                const int u = c + 32 * r + lane;
+                if (u >= n) continue;
+                const int tok = (int)tok0 + u / cv, e = u % cv, b = tok / (T * H), t = tok / H % T, h = tok % H;
+                const int64_t si = (((int64_t)b * T * nh + (int64_t)t * nh + nh - 1) * H + h) * V + e * W;
+                di[r] = ssm__dl_at(st.o, b, t, h, 0, e * W);
+                if (VEC) *(uint4 *)&x[r] = *(const uint4 *)((const char *)xo + si * es);
+                else *(float *)&x[r] = ssm__dl_ld(xo, dt, si);
+            }
+#pragma unroll
+            for (int r = 0; r < SSM__DL_XR; ++r) {
+                if (c + 32 * r + lane >= n) continue;
+                if (VEC) *(uint4 *)((char *)o + di[r] * es) = *(const uint4 *)&x[r];
+                else ssm__dl_st(o, dt, di[r], *(const float *)&x[r]);
+            }
+        }
+    }
 }
 
 /* ---- delta rule: launchers ------------------------------------------------------------------------ */
@@ -6357,11 +6351,17 @@ static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, cons
     if (toks == 0) return;
     const void *ps[4] = {u.o, u.dq, u.dk, u.dv};
     const int64_t *ss[4] = {p->st.o, p->st.dq, p->st.dk, p->st.dv};
-    const int vec = ssm__dl_xvec(p, ps, ss, 4), W = vec ? 16 / (int)ssm__cu_esize(p->dtype) : 1;
-    const int ck = (int)p->K / W, cv = (int)p->V / W, per_tok = u.o ? cv : ck + (int)p->n_h * (ck + cv + 1) + 1;
+    const int vec = ssm__dl_xvec(p, ps, ss, 4);
+    if (u.o) { /* the forward */
+        const int per_tok = (int)p->V / (vec ? 16 / (int)ssm__cu_esize(p->dtype) : 1);
+        auto kernel = vec ? ssm__dl_sub_out_kernel<true> : ssm__dl_sub_out_kernel<false>;
+        kernel<<<ssm__dl_xgrid(toks, ssm__dl_xgroup(per_tok)), 256, 0, st>>>(p->st, x.o, u.o, (int)p->T, (int)p->H, (int)p->n_h,
+                                                                            (int)p->V, u.dt, (int)toks);
+        return;
+    }
     auto kernel = vec ? ssm__dl_sub_collect_kernel<true> : ssm__dl_sub_collect_kernel<false>;
-    kernel<<<ssm__dl_xgrid(toks, ssm__dl_xgroup(per_tok)), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H,
-                                                         (int)p->n_h, (int)p->K, (int)p->V, u.dt, (int)toks);
+    kernel<<<ssm__dl_xgrid(toks, 1), 256, 0, st>>>(p->st, x, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H, (int)p->n_h,
+                                                   (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static ssm__dl_sizes ssm__dl_plan_sizes(const ssm_ctx *ctx, const ssm_delta_plan *p, int chunked, int bwd) {
     return ssm__dl_sizes_of((int)p->N, p->T * p->n_h, (int)p->H, (int)p->K, (int)p->V, p->cu_bits != 0,
