@@ -5940,12 +5940,22 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
    the query (and dout) only at j = n_h - 1. Then o_t and dq_t are the last sub-token's, dg_t the
    first's, dk, dv, dbeta each factor's own: the same arithmetic as the token form, exact. The
    sub-token tensors are contiguous [B, T n_h, H, D] copies in the workspace (fla's DeltaProduct
-   takes the same route). A warp per token, its lanes over the token's units: 16 bytes where every
-   row involved allows it (VEC; 2-byte accesses left too few loads in flight), else one element.
-   Token indices fit 32 bits (ssm__dl_supported: B T H < 2^31), so their divisions stay cheap. */
+   takes the same route). Lanes work on units: 16 bytes where every row involved allows it (VEC),
+   else one element. The expansion and the backward's collection run a warp per token; the
+   forward's collection of o, 8 units a token at V = 64, a warp per group of tokens (a warp per
+   token left most lanes idle: 233 -> 69 us on an H200 at B8 T4096 H16 D64 n_h 2; the same group
+   mover with a unit lookup made the expansion slower, 495 -> 839 us, and the backward's collection
+   too). Token indices fit 32 bits (ssm__dl_supported: B T H < 2^31), so their divisions stay cheap. */
 struct ssm__dl_xbuf {
     void *q, *k, *v, *beta, *g, *o, *dout, *dq, *dk, *dv, *dbeta, *dg; /* sub-token copies (or NULL) */
 };
+#define SSM__DL_XR 4 /* loads in flight per lane in the forward's collection of o */
+/* Tokens per warp in that collection: enough whole tokens to give every lane SSM__DL_XR units. */
+static __host__ __device__ inline int ssm__dl_xgroup(int per_tok) {
+    return per_tok >= 32 * SSM__DL_XR ? 1 : 32 * SSM__DL_XR / per_tok;
+}
+template <bool VEC> struct ssm__dl_unit { float x; };
+template <> struct ssm__dl_unit<true> { uint4 x; };
 /* One unit from src[si] to dst[di] (element offsets); src NULL writes zeros. */
 template <bool VEC> __device__ __forceinline__ void ssm__dl_move(void *dst, int64_t di, const void *src, int64_t si, int dt) {
     if (VEC) {
@@ -5984,25 +5994,22 @@ __global__ void __launch_bounds__(256) ssm__dl_sub_expand_kernel(ssm_delta_strid
         }
     }
 }
-/* Back to token form: o, dq from the last sub-token, dk, dv, dbeta per factor, dg from the first.
-   Per token: V / W units of o, K / W of dq, then per factor K / W of dk and V / W of dv. */
+/* The backward back to token form: dq from the last sub-token, dk, dv, dbeta per factor, dg from
+   the first. Per token: K / W units of dq, then per factor K / W of dk and V / W of dv. */
 template <bool VEC>
-__global__ void __launch_bounds__(256) ssm__dl_sub_collect_kernel(ssm_delta_strides st, ssm__dl_xbuf x, void *o, void *dq, void *dk,
-                                                                  void *dv, void *dbeta, void *dg, int T, int H, int nh, int K,
-                                                                  int V, int dt, int toks) {
+__global__ void __launch_bounds__(256) ssm__dl_sub_collect_kernel(ssm_delta_strides st, ssm__dl_xbuf x, void *dq, void *dk, void *dv,
+                                                                  void *dbeta, void *dg, int T, int H, int nh, int K, int V,
+                                                                  int dt, int toks) {
     const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, ck = K / W, cv = V / W, lane = threadIdx.x & 31;
-    /* the forward collects o alone, the backward the gradients */
-    const int lo = o ? 0 : cv + (dq ? 0 : ck), hi = (o && !dq) ? cv : cv + ck + (dk || dv || dbeta ? nh * (ck + cv) : 0);
+    const int lo = dq ? 0 : ck, hi = ck + (dk || dv || dbeta ? nh * (ck + cv) : 0);
     for (int64_t tk = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); tk < toks; tk += (int64_t)gridDim.x * 8) {
         const int tok = (int)tk, b = tok / (T * H), t = tok / H % T, h = tok % H;
         const int64_t r0 = ((int64_t)b * T * nh + (int64_t)t * nh) * H + h, rl = r0 + (int64_t)(nh - 1) * H;
         for (int e = lo + lane; e < hi; e += 32) {
-            if (e < cv) {
-                if (o) ssm__dl_move<VEC>(o, ssm__dl_at(st.o, b, t, h, 0, e * W), x.o, rl * V + e * W, dt);
-            } else if (e < cv + ck) {
-                if (dq) ssm__dl_move<VEC>(dq, ssm__dl_at(st.dq, b, t, h, 0, (e - cv) * W), x.dq, rl * K + (e - cv) * W, dt);
+            if (e < ck) {
+                ssm__dl_move<VEC>(dq, ssm__dl_at(st.dq, b, t, h, 0, e * W), x.dq, rl * K + e * W, dt);
             } else {
-                const int j = (e - cv - ck) / (ck + cv), f = (e - cv - ck) % (ck + cv);
+                const int j = (e - ck) / (ck + cv), f = (e - ck) % (ck + cv);
                 const int64_t r = r0 + (int64_t)j * H;
                 if (f < ck) {
                     if (dk) ssm__dl_move<VEC>(dk, ssm__dl_at(st.dk, b, t, h, j, f * W), x.dk, r * K + f * W, dt);
@@ -6012,6 +6019,37 @@ __global__ void __launch_bounds__(256) ssm__dl_sub_collect_kernel(ssm_delta_stri
             }
         }
         if (lane == 0 && dg) ssm__dl_st(dg, dt, ssm__dl_at(st.dg, b, t, h, 0, 0), ssm__dl_ld(x.dg, dt, r0));
+    }
+}
+/* The forward's o from each token's last sub-token. A token holds only V / W units, so a warp
+   moves a group of whole tokens, SSM__DL_XR loads in flight per lane before their stores. */
+template <bool VEC>
+__global__ void __launch_bounds__(256) ssm__dl_sub_out_kernel(ssm_delta_strides st, const void *xo, void *o, int T, int H, int nh,
+                                                              int V, int dt, int toks) {
+    const int W = VEC ? 16 / (dt == 0 ? 4 : 2) : 1, cv = V / W, G = ssm__dl_xgroup(cv), lane = threadIdx.x & 31;
+    const int es = dt == 0 ? 4 : 2;
+    for (int64_t tok0 = ((int64_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * G; tok0 < toks; tok0 += (int64_t)gridDim.x * 8 * G) {
+        const int n = (int)(toks - tok0 < G ? toks - tok0 : G) * cv;
+        for (int c = 0; c < n; c += 32 * SSM__DL_XR) {
+            int64_t di[SSM__DL_XR];
+            ssm__dl_unit<VEC> x[SSM__DL_XR];
+#pragma unroll
+            for (int r = 0; r < SSM__DL_XR; ++r) {
+                const int u = c + 32 * r + lane;
+                if (u >= n) continue;
+                const int tok = (int)tok0 + u / cv, e = u % cv, b = tok / (T * H), t = tok / H % T, h = tok % H;
+                const int64_t si = (((int64_t)b * T * nh + (int64_t)t * nh + nh - 1) * H + h) * V + e * W;
+                di[r] = ssm__dl_at(st.o, b, t, h, 0, e * W);
+                if (VEC) *(uint4 *)&x[r] = *(const uint4 *)((const char *)xo + si * es);
+                else *(float *)&x[r] = ssm__dl_ld(xo, dt, si);
+            }
+#pragma unroll
+            for (int r = 0; r < SSM__DL_XR; ++r) {
+                if (c + 32 * r + lane >= n) continue;
+                if (VEC) *(uint4 *)((char *)o + di[r] * es) = *(const uint4 *)&x[r];
+                else ssm__dl_st(o, dt, di[r], *(const float *)&x[r]);
+            }
+        }
     }
 }
 
@@ -6365,8 +6403,8 @@ static int ssm__dl_xvec(const ssm_delta_plan *p, const void *const *ps, const in
     const size_t e = ssm__cu_esize(p->dtype);
     return (p->K * e) % 16 == 0 && (p->V * e) % 16 == 0 && ssm__dl_rows_aligned(ps, st, count, e, 16, 4);
 }
-static unsigned ssm__dl_xgrid(int64_t toks) { /* a warp per token; grid-stride beyond 2^20 CTAs */
-    const int64_t ctas = (toks + 7) / 8;
+static unsigned ssm__dl_xgrid(int64_t toks, int G) { /* a warp per G tokens; grid-stride past 2^20 CTAs */
+    const int64_t ctas = (toks + 8 * (int64_t)G - 1) / (8 * (int64_t)G);
     return (unsigned)(ctas < ((int64_t)1 << 20) ? ctas : (int64_t)1 << 20);
 }
 static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
@@ -6375,7 +6413,7 @@ static void ssm__dl_expand(const ssm_delta_plan *p, const ssm__dl_args &u, const
     const void *ps[4] = {u.q, u.k, u.v, u.dout};
     const int64_t *ss[4] = {p->st.q, p->st.k, p->st.v, p->st.dout};
     auto kernel = ssm__dl_xvec(p, ps, ss, 4) ? ssm__dl_sub_expand_kernel<true> : ssm__dl_sub_expand_kernel<false>;
-    kernel<<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T, (int)p->H, (int)p->n_h,
+    kernel<<<ssm__dl_xgrid(toks, 1), 256, 0, st>>>(p->st, u.q, u.k, u.v, u.beta, u.g, u.dout, x, (int)p->T, (int)p->H, (int)p->n_h,
                                                 (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, const ssm__dl_xbuf &x, cudaStream_t st) {
@@ -6383,9 +6421,17 @@ static void ssm__dl_collect(const ssm_delta_plan *p, const ssm__dl_args &u, cons
     if (toks == 0) return;
     const void *ps[4] = {u.o, u.dq, u.dk, u.dv};
     const int64_t *ss[4] = {p->st.o, p->st.dq, p->st.dk, p->st.dv};
-    auto kernel = ssm__dl_xvec(p, ps, ss, 4) ? ssm__dl_sub_collect_kernel<true> : ssm__dl_sub_collect_kernel<false>;
-    kernel<<<ssm__dl_xgrid(toks), 256, 0, st>>>(p->st, x, u.o, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H, (int)p->n_h,
-                                                (int)p->K, (int)p->V, u.dt, (int)toks);
+    const int vec = ssm__dl_xvec(p, ps, ss, 4);
+    if (u.o) { /* the forward */
+        const int per_tok = (int)p->V / (vec ? 16 / (int)ssm__cu_esize(p->dtype) : 1);
+        auto kernel = vec ? ssm__dl_sub_out_kernel<true> : ssm__dl_sub_out_kernel<false>;
+        kernel<<<ssm__dl_xgrid(toks, ssm__dl_xgroup(per_tok)), 256, 0, st>>>(p->st, x.o, u.o, (int)p->T, (int)p->H, (int)p->n_h,
+                                                                            (int)p->V, u.dt, (int)toks);
+        return;
+    }
+    auto kernel = vec ? ssm__dl_sub_collect_kernel<true> : ssm__dl_sub_collect_kernel<false>;
+    kernel<<<ssm__dl_xgrid(toks, 1), 256, 0, st>>>(p->st, x, u.dq, u.dk, u.dv, u.dbeta, u.dg, (int)p->T, (int)p->H, (int)p->n_h,
+                                                   (int)p->K, (int)p->V, u.dt, (int)toks);
 }
 static ssm__dl_sizes ssm__dl_plan_sizes(const ssm_ctx *ctx, const ssm_delta_plan *p, int chunked, int bwd) {
     return ssm__dl_sizes_of((int)p->N, p->T * p->n_h, (int)p->H, (int)p->K, (int)p->V, p->cu_bits != 0,
