@@ -45,6 +45,7 @@
 #include <vector>
 #include <type_traits>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef SSM_BENCH_COMMIT
 #define SSM_BENCH_COMMIT "unknown"
@@ -410,11 +411,12 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
     T *sA = (T *)base;         /* ST x [128][64], 128-byte swizzle */
     T *sB = sA + ST * BM * BK; /* ST x [128][64] */
     float *sbias = (float *)(sB + ST * BN * BK);
-    uint64_t *full = (uint64_t *)(sbias + 2 * BN), *empty = full + ST;
+    uint64_t *full = (uint64_t *)(sbias + 2 * BN), *empty = full + ST, *order = empty + ST;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, ntiles = ntm * ntn, nk = (K + BK - 1) / BK;
     if (threadIdx.x == 0) {
         for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4);
+        mbar_init(&order[0], 4), mbar_init(&order[1], 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -446,6 +448,10 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
             tile_coords(t, ntm, ntn, tm, tn);
 #pragma unroll
             for (int r = 0; r < BN / 2; ++r) d0[r] = 0.f, d1[r] = 0.f;
+            /* A parity wait is only sound one phase ahead: wait until the other warpgroup has seen
+               every full barrier of tile i - 1 (its ((i - 2 + c) / 2)-th signal on order[c]), so the
+               ring's barriers are at most one phase behind this tile's slots. */
+            if (i >= 1) mbar_wait(&order[c], ((i - 2 + c) / 2) & 1);
             long g = (long)i * nk;
             int s = (int)(g % ST), ph = (int)((g / ST) & 1), prev = -1;
             for (int kb = 0; kb < nk; ++kb) {
@@ -467,6 +473,7 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
                 prev = s;
                 if (++s == ST) s = 0, ph ^= 1;
             }
+            if (lane == 0) mbar_arrive(&order[c ^ 1]); /* this tile's full barriers all seen */
             wg_wait<0>();
 #pragma unroll
             for (int r = 0; r < BN / 2; ++r) reg_fence(d0[r]), reg_fence(d1[r]);
@@ -605,7 +612,7 @@ static void launch_t(const variant &v, const void *x, const void *w, T *y, int M
 }
 template <int EPI, typename T>
 static void launch_pp(const variant &v, const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
-    constexpr int ST = 6, SMEM = smem_bytes<128, ST>();
+    constexpr int ST = 6, SMEM = smem_bytes<128, ST>() + 16;
     static bool attr = false;
     if (!attr) {
         CK(cudaFuncSetAttribute(gemm_pp_kernel<ST, EPI, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
@@ -704,6 +711,19 @@ template <typename T> static int run_row(const variant &v, int M, int N, int K, 
     CK(cudaMemset(y, 0xFF, (size_t)M * N * sizeof(T))); /* poison: NaN */
     launch<T>(v, x, w, y, M, N, K, ep, 0);
     CK(cudaGetLastError());
+    { /* watchdog: a hung kernel ends the program with a message instead of the whole run */
+        cudaEvent_t ev;
+        CK(cudaEventCreate(&ev));
+        CK(cudaEventRecord(ev));
+        const time_t t0 = time(NULL);
+        while (cudaEventQuery(ev) == cudaErrorNotReady)
+            if (time(NULL) - t0 > 10) {
+                printf("%-5s %s M=%d N=%d K=%d epi=%d: HANG (no completion after 10 s)\n", v.name, is_bf ? "bf16" : "f16", M, N, K, epi);
+                fflush(stdout);
+                _exit(2);
+            }
+        cudaEventDestroy(ev);
+    }
     CK(cudaDeviceSynchronize());
     CK(cudaMemset(acc, 0, sizeof(cmp_acc)));
     cmp_kernel<T><<<1024, 256>>>(y, ref, (long)M * N, is_bf ? 8 : 11, acc);
