@@ -143,6 +143,37 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, u
                  "l"((uint64_t)map), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
                  : "memory");
 }
+/* The same box into the same shared-memory offset of every CTA in cta_mask; complete_tx on
+   the mbarrier at bar's offset in each of them. */
+__device__ __forceinline__ void tma_load_2d_mc(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, uint16_t cta_mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(
+                     smem_u32(dst)),
+                 "l"((uint64_t)map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "h"(cta_mask)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_remote(uint64_t *b, uint32_t cta) { /* b's twin in CTA cta of the cluster */
+    uint32_t ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(smem_u32(b)), "r"(cta));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t sreg_cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ uint32_t sreg_cluster_id() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ uint32_t sreg_ncluster() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+    return r;
+}
 /* K-major operand, 128-byte swizzle: 8-row core groups 1024 bytes apart (SBO), LBO unused (1). */
 __device__ __forceinline__ uint64_t sdesc(const void *p) {
     return (uint64_t)((smem_u32(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
@@ -400,8 +431,13 @@ __global__ void __launch_bounds__(384, 1) gemm_kernel(const __grid_constant__ CU
    t = blockIdx.x + i * gridDim.x go to consumer warpgroup 1 + (i & 1); the producer loads them in
    order into one ring (ring slot g = i * nk + kb), so one warpgroup's mainloop runs while the
    other stores its tile: the epilogue hides under the tensor cores' work. Each warpgroup issues
-   two m64n128k16 per k16 (rows 0-63 and 64-127 of its tile, 128 f32 accumulators a thread). */
-template <int ST, int EPI, typename T>
+   two m64n128k16 per k16 (rows 0-63 and 64-127 of its tile, 128 f32 accumulators a thread).
+   CL = 2 (variant c128): clusters of 2 CTAs along M; the pair works on row tiles 2 pm and
+   2 pm + 1 of one column tile, and each CTA loads half of the shared W tile (64 rows) with TMA
+   multicast into both CTAs' shared memory: W's reads from L2 halve. A ring slot is refilled only
+   when the consumers of both CTAs have freed it (empty barriers count 8: 4 local warps + 4
+   remote arrivals). */
+template <int ST, int EPI, int CL, typename T>
 __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                                                          T *y, long ldy, int M, int N, int K, const epi_params ep) {
 #ifdef GW_SM90A
@@ -413,25 +449,34 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
     float *sbias = (float *)(sB + ST * BN * BK);
     uint64_t *full = (uint64_t *)(sbias + 2 * BN), *empty = full + ST, *order = empty + ST;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, ntiles = ntm * ntn, nk = (K + BK - 1) / BK;
+    const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, nk = (K + BK - 1) / BK;
+    const uint32_t rank = CL > 1 ? sreg_cluster_rank() : 0;
+    const int cid = CL > 1 ? (int)sreg_cluster_id() : (int)blockIdx.x, ncl = CL > 1 ? (int)sreg_ncluster() : (int)gridDim.x;
+    const int ntm2 = (ntm + CL - 1) / CL, npairs = ntm2 * ntn; /* units of CL row tiles x 1 column tile */
     if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4);
+        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4 * CL);
         mbar_init(&order[0], 4), mbar_init(&order[1], 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    if (CL > 1) cluster_sync();
+    else __syncthreads();
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
             int s = 0, ph = 0;
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+            for (int pt = cid; pt < npairs; pt += ncl) {
                 int tm, tn;
-                tile_coords(t, ntm, ntn, tm, tn);
+                tile_coords(pt, ntm2, ntn, tm, tn);
+                tm = tm * CL + (int)rank;
                 for (int kb = 0; kb < nk; ++kb) {
                     mbar_wait(&empty[s], ph ^ 1);
                     mbar_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
                     tma_load_2d(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
-                    tma_load_2d(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
+                    if (CL > 1)
+                        tma_load_2d_mc(sB + s * BN * BK + rank * (BN / 2) * BK, &tb, &full[s], kb * BK, tn * BN + (int)rank * (BN / 2),
+                                       (uint16_t)3);
+                    else
+                        tma_load_2d(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
             }
@@ -442,10 +487,11 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
         const int warp = tid / 32, lane = tid % 32, c = wg - 1;
         float *sb = sbias + c * BN;
         for (int i = c;; i += 2) {
-            const int t = blockIdx.x + i * gridDim.x;
-            if (t >= ntiles) break;
+            const int pt = cid + i * ncl;
+            if (pt >= npairs) break;
             int tm, tn;
-            tile_coords(t, ntm, ntn, tm, tn);
+            tile_coords(pt, ntm2, ntn, tm, tn);
+            tm = tm * CL + (int)rank;
 #pragma unroll
             for (int r = 0; r < BN / 2; ++r) d0[r] = 0.f, d1[r] = 0.f;
             /* A parity wait is only sound one phase ahead: wait until the other warpgroup has seen
@@ -469,7 +515,10 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
                 wg_wait<1>();
 #pragma unroll
                 for (int r = 0; r < BN / 2; ++r) reg_fence(d0[r]), reg_fence(d1[r]);
-                if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+                if (prev >= 0 && lane == 0) {
+                    mbar_arrive(&empty[prev]);
+                    if (CL > 1) mbar_arrive_remote(&empty[prev], rank ^ 1);
+                }
                 prev = s;
                 if (++s == ST) s = 0, ph ^= 1;
             }
@@ -477,7 +526,10 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
             wg_wait<0>();
 #pragma unroll
             for (int r = 0; r < BN / 2; ++r) reg_fence(d0[r]), reg_fence(d1[r]);
-            if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+            if (prev >= 0 && lane == 0) {
+                mbar_arrive(&empty[prev]);
+                if (CL > 1) mbar_arrive_remote(&empty[prev], rank ^ 1);
+            }
             if (EPI) {
                 asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
                 for (int q = tid; q < BN; q += 128) {
@@ -491,6 +543,8 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
             epilogue<BN, EPI, T>(d1, y, ldy, M, N, r0 + 64, tn * BN, lane % 4, ep, sb);
         }
     }
+    __syncwarp(); /* the producer warp's lane 0 rejoins its warp before the .aligned cluster barrier */
+    if (CL > 1) cluster_sync(); /* the peer may still multicast into this CTA or arrive on its barriers */
 #endif
 }
 
@@ -592,9 +646,9 @@ static CUtensorMap make_map(const void *p, int bf16, long rows, long K, int box_
 
 struct variant {
     const char *name;
-    int bn, persistent; /* persistent 2: ping-pong */
+    int bn, persistent; /* persistent 2: ping-pong, 3: ping-pong in clusters of 2 */
 };
-static const variant VARIANTS[] = {{"n256", 256, 0}, {"p256", 256, 1}, {"q128", 128, 2}, {"n128", 128, 0}, {"p128", 128, 1}};
+static const variant VARIANTS[] = {{"n256", 256, 0}, {"p256", 256, 1}, {"q128", 128, 2}, {"c128", 128, 3}, {"n128", 128, 0}, {"p128", 128, 1}};
 static int g_sms = 132;
 
 template <int BN, int ST, int EPI, typename T>
@@ -610,26 +664,40 @@ static void launch_t(const variant &v, const void *x, const void *w, T *y, int M
     const int grid = v.persistent ? (tiles < g_sms ? tiles : g_sms) : tiles;
     gemm_kernel<BN, ST, EPI, T><<<grid, 384, smem_bytes<BN, ST>(), st>>>(ta, tb, y, (long)N, M, N, K, ep);
 }
-template <int EPI, typename T>
-static void launch_pp(const variant &v, const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
+template <int EPI, int CL, typename T>
+static void launch_pp(const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
     constexpr int ST = 6, SMEM = smem_bytes<128, ST>() + 16;
-    static bool attr = false;
-    if (!attr) {
-        CK(cudaFuncSetAttribute(gemm_pp_kernel<ST, EPI, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-        attr = true;
+    static int max_units = 0; /* CTAs (CL = 1) or clusters (CL = 2) that fit at once */
+    auto kern = gemm_pp_kernel<ST, EPI, CL, T>;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = SMEM, cfg.stream = st, cfg.attrs = at, cfg.numAttrs = 1;
+    if (!max_units) {
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+        if (CL > 1) {
+            cfg.gridDim = dim3(g_sms / CL * CL);
+            CK(cudaOccupancyMaxActiveClusters(&max_units, kern, &cfg));
+            printf("  (c128: %d clusters of 2 fit at once)\n", max_units);
+        } else
+            max_units = g_sms;
     }
     const int is_bf = std::is_same<T, __nv_bfloat16>::value;
-    const CUtensorMap ta = make_map(x, is_bf, M, K, BM), tb = make_map(w, is_bf, N, K, 128);
-    const int tiles = ((M + BM - 1) / BM) * ((N + 127) / 128);
-    const int grid = (tiles + 1) / 2 < g_sms ? (tiles + 1) / 2 : g_sms;
-    gemm_pp_kernel<ST, EPI, T><<<grid, 384, SMEM, st>>>(ta, tb, y, (long)N, M, N, K, ep);
-    (void)v;
+    const CUtensorMap ta = make_map(x, is_bf, M, K, BM), tb = make_map(w, is_bf, N, K, 128 / CL);
+    const int ntm2 = ((M + BM - 1) / BM + CL - 1) / CL, units = ntm2 * ((N + 127) / 128);
+    const int want = (units + 1) / 2; /* each CTA keeps two tiles in flight */
+    cfg.gridDim = dim3((want < max_units ? want : max_units) * CL);
+    CK(cudaLaunchKernelEx(&cfg, kern, ta, tb, y, (long)N, M, N, K, ep));
 }
 template <typename T>
 static void launch(const variant &v, const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
     if (v.persistent == 2) {
-        if (ep.on) launch_pp<1, T>(v, x, w, y, M, N, K, ep, st);
-        else launch_pp<0, T>(v, x, w, y, M, N, K, ep, st);
+        if (ep.on) launch_pp<1, 1, T>(x, w, y, M, N, K, ep, st);
+        else launch_pp<0, 1, T>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 3) {
+        if (ep.on) launch_pp<1, 2, T>(x, w, y, M, N, K, ep, st);
+        else launch_pp<0, 2, T>(x, w, y, M, N, K, ep, st);
     } else if (v.bn == 256) {
         if (ep.on) launch_t<256, 4, 1, T>(v, x, w, y, M, N, K, ep, st);
         else launch_t<256, 4, 0, T>(v, x, w, y, M, N, K, ep, st);
@@ -760,7 +828,7 @@ static const variant *find_variant(const char *n) {
 static int row(const char *vn, int M, int N, int K, const char *dts, int epi, cublasHandle_t hb) {
     const variant *v = find_variant(vn);
     if (!v || (N & 1) || K % 8) {
-        fprintf(stderr, "bad row: %s %d %d %d (variants n256 p256 q128 n128 p128; N even, K %% 8 == 0)\n", vn, M, N, K);
+        fprintf(stderr, "bad row: %s %d %d %d (variants n256 p256 q128 c128 n128 p128; N even, K %% 8 == 0)\n", vn, M, N, K);
         return 1;
     }
     return strcmp(dts, "f16") ? run_row<__nv_bfloat16>(*v, M, N, K, epi, hb) : run_row<__half>(*v, M, N, K, epi, hb);
