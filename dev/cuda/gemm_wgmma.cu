@@ -24,8 +24,30 @@
      p256  as n256, persistent: grid = #SMs, each CTA walks tiles t, t + grid, ...; the producer
            runs ahead into the next tile while the consumers store the previous one
      p128  as n128, persistent
+     q128  ping-pong (gemm_pp_kernel): persistent, each consumer warpgroup owns a whole 128 x 128
+           tile (two m64n128k16 per k16, 128 f32 accumulators a thread) and the two alternate,
+           one in its mainloop while the other runs its epilogue; one shared 6-stage ring, order
+           mbarriers between the warpgroups keep every parity wait one phase ahead at most
+     c128  q128 in clusters of 2 CTAs along M, the W tile's halves TMA-multicast to both
+           (gemm_ppc_kernel): correct but ~2.5x slower than q128 (not diagnosed; see below)
    Tiles are numbered in groups of 16 row-tiles (row-tile fastest) so CTAs running together
    share W and x slices in L2.
+   Measured on an H200 (bench/results/cuda_gemm_wgmma_a1e065f.log, _be90f18.log; ours and cuBLAS
+   timed alternately in each row, so read the ratio; clocks drift under the 700 W cap and move
+   both columns by up to ~15% between rows). ours/cuBLAS rate, identity epilogue:
+     8192^3 bf16: n256 0.94-0.96 (653-754 TF/s), p256 0.94-0.97 (680-754); f16 n256/p256 0.94-0.97
+     M 8192 / 32768 / 2048, N 8224, K 2048 bf16: q128 0.925 / 0.87-0.88 / 0.87-0.88 (a1e065f),
+       p256 0.83-0.85 / 0.83-0.84 / 0.80-0.81, n256 0.75-0.79 / 0.78-0.79 / 0.73-0.77
+   EPI 1 (fused, against the cuBLAS GEMM alone): q128 8192^3 0.98-1.00 (time 1.00-1.02x);
+     N 8224 K 2048: M 8192 time 1.15x, M 32768 1.15-1.17x, M 2048 1.20-1.23x (a1e065f): the
+     epilogue hides under the other warpgroup's mainloop; what is left is the mainloop's gap.
+     n256 / p256 / n128 / p128 store while no MMA runs: 1.48-1.65x at K 2048.
+   The first epilogue (expf, IEEE division and 1 / sqrtf per element, unrolled, with a runtime
+   activation switch) made the fused rows of n256 / p256 1.7-2.0x their own identity time
+   (likely instruction-cache misses on the long unrolled body; not profiled); the branch-free
+   __expf / __fdividef / rsqrtf form below costs a few f32 ulps and took n256's fused row at
+   M 8192, N 8224, K 2048 from 1.03 ms to 0.63-0.67 ms (identity 0.53-0.57 ms); the rest of the
+   gap is the store, which only q128 overlaps with MMA work.
    EPI 1: the projection epilogue in registers before the single store (f32 accumulators):
    per column segment bias + activation (SiLU / sigmoid / identity, as ssm__pj_act) and, for
    segments marked L2, a / sqrt(sum a^2 + eps) per head of 128 columns (eps = 1e-6, the library
@@ -431,6 +453,105 @@ __global__ void __launch_bounds__(384, 1) gemm_kernel(const __grid_constant__ CU
    t = blockIdx.x + i * gridDim.x go to consumer warpgroup 1 + (i & 1); the producer loads them in
    order into one ring (ring slot g = i * nk + kb), so one warpgroup's mainloop runs while the
    other stores its tile: the epilogue hides under the tensor cores' work. Each warpgroup issues
+   two m64n128k16 per k16 (rows 0-63 and 64-127 of its tile, 128 f32 accumulators a thread). */
+template <int ST, int EPI, typename T>
+__global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                                                         T *y, long ldy, int M, int N, int K, const epi_params ep) {
+#ifdef GW_SM90A
+    constexpr int BN = 128;
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    T *sA = (T *)base;         /* ST x [128][64], 128-byte swizzle */
+    T *sB = sA + ST * BM * BK; /* ST x [128][64] */
+    float *sbias = (float *)(sB + ST * BN * BK);
+    uint64_t *full = (uint64_t *)(sbias + 2 * BN), *empty = full + ST, *order = empty + ST;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, ntiles = ntm * ntn, nk = (K + BK - 1) / BK;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4);
+        mbar_init(&order[0], 4), mbar_init(&order[1], 4);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            int s = 0, ph = 0;
+            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+                int tm, tn;
+                tile_coords(t, ntm, ntn, tm, tn);
+                for (int kb = 0; kb < nk; ++kb) {
+                    mbar_wait(&empty[s], ph ^ 1);
+                    mbar_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
+                    tma_load_2d(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
+                    tma_load_2d(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
+                    if (++s == ST) s = 0, ph ^= 1;
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        float d0[BN / 2], d1[BN / 2];
+        const int warp = tid / 32, lane = tid % 32, c = wg - 1;
+        float *sb = sbias + c * BN;
+        for (int i = c;; i += 2) {
+            const int t = blockIdx.x + i * gridDim.x;
+            if (t >= ntiles) break;
+            int tm, tn;
+            tile_coords(t, ntm, ntn, tm, tn);
+#pragma unroll
+            for (int r = 0; r < BN / 2; ++r) d0[r] = 0.f, d1[r] = 0.f;
+            /* A parity wait is only sound one phase ahead: wait until the other warpgroup has seen
+               every full barrier of tile i - 1 (its ((i - 2 + c) / 2)-th signal on order[c]), so the
+               ring's barriers are at most one phase behind this tile's slots. */
+            if (i >= 1) mbar_wait(&order[c], ((i - 2 + c) / 2) & 1);
+            long g = (long)i * nk;
+            int s = (int)(g % ST), ph = (int)((g / ST) & 1), prev = -1;
+            for (int kb = 0; kb < nk; ++kb) {
+                mbar_wait(&full[s], ph);
+#pragma unroll
+                for (int r = 0; r < BN / 2; ++r) reg_fence(d0[r]), reg_fence(d1[r]);
+                wg_fence();
+                const T *a = sA + s * BM * BK, *b = sB + s * BN * BK;
+#pragma unroll
+                for (int k = 0; k < BK / 16; ++k) {
+                    wgmma_tile<BN, T>(d0, sdesc(a + 16 * k), sdesc(b + 16 * k), 1);
+                    wgmma_tile<BN, T>(d1, sdesc(a + 64 * BK + 16 * k), sdesc(b + 16 * k), 1);
+                }
+                wg_commit();
+                wg_wait<1>();
+#pragma unroll
+                for (int r = 0; r < BN / 2; ++r) reg_fence(d0[r]), reg_fence(d1[r]);
+                if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+                prev = s;
+                if (++s == ST) s = 0, ph ^= 1;
+            }
+            if (lane == 0) mbar_arrive(&order[c ^ 1]); /* this tile's full barriers all seen */
+            wg_wait<0>();
+#pragma unroll
+            for (int r = 0; r < BN / 2; ++r) reg_fence(d0[r]), reg_fence(d1[r]);
+            if (prev >= 0 && lane == 0) mbar_arrive(&empty[prev]);
+            if (EPI) {
+                asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
+                for (int q = tid; q < BN; q += 128) {
+                    const int cc = tn * BN + q;
+                    sb[q] = ep.bias && cc < N ? ldf<T>(ep.bias, cc) : 0.f;
+                }
+                asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
+            }
+            const int r0 = tm * BM + warp * 16 + lane / 4;
+            epilogue<BN, EPI, T>(d0, y, ldy, M, N, r0, tn * BN, lane % 4, ep, sb);
+            epilogue<BN, EPI, T>(d1, y, ldy, M, N, r0 + 64, tn * BN, lane % 4, ep, sb);
+        }
+    }
+#endif
+}
+
+/* gemm_ppc_kernel: gemm_pp_kernel (above) with a cluster size CL (variant c128 runs CL = 2).
+   Ping-pong: tile 128 x 128 per consumer warpgroup, persistent. A CTA's tiles
+   t = blockIdx.x + i * gridDim.x go to consumer warpgroup 1 + (i & 1); the producer loads them in
+   order into one ring (ring slot g = i * nk + kb), so one warpgroup's mainloop runs while the
+   other stores its tile: the epilogue hides under the tensor cores' work. Each warpgroup issues
    two m64n128k16 per k16 (rows 0-63 and 64-127 of its tile, 128 f32 accumulators a thread).
    CL = 2 (variant c128): clusters of 2 CTAs along M; the pair works on row tiles 2 pm and
    2 pm + 1 of one column tile, and each CTA loads half of the shared W tile (64 rows) with TMA
@@ -438,7 +559,7 @@ __global__ void __launch_bounds__(384, 1) gemm_kernel(const __grid_constant__ CU
    when the consumers of both CTAs have freed it (empty barriers count 8: 4 local warps + 4
    remote arrivals). */
 template <int ST, int EPI, int CL, typename T>
-__global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+__global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                                                          T *y, long ldy, int M, int N, int K, const epi_params ep) {
 #ifdef GW_SM90A
     constexpr int BN = 128;
@@ -664,11 +785,26 @@ static void launch_t(const variant &v, const void *x, const void *w, T *y, int M
     const int grid = v.persistent ? (tiles < g_sms ? tiles : g_sms) : tiles;
     gemm_kernel<BN, ST, EPI, T><<<grid, 384, smem_bytes<BN, ST>(), st>>>(ta, tb, y, (long)N, M, N, K, ep);
 }
+template <int EPI, typename T>
+static void launch_pp(const variant &v, const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
+    constexpr int ST = 6, SMEM = smem_bytes<128, ST>() + 16;
+    static bool attr = false;
+    if (!attr) {
+        CK(cudaFuncSetAttribute(gemm_pp_kernel<ST, EPI, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+        attr = true;
+    }
+    const int is_bf = std::is_same<T, __nv_bfloat16>::value;
+    const CUtensorMap ta = make_map(x, is_bf, M, K, BM), tb = make_map(w, is_bf, N, K, 128);
+    const int tiles = ((M + BM - 1) / BM) * ((N + 127) / 128);
+    const int grid = (tiles + 1) / 2 < g_sms ? (tiles + 1) / 2 : g_sms;
+    gemm_pp_kernel<ST, EPI, T><<<grid, 384, SMEM, st>>>(ta, tb, y, (long)N, M, N, K, ep);
+    (void)v;
+}
 template <int EPI, int CL, typename T>
-static void launch_pp(const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
+static void launch_ppc(const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
     constexpr int ST = 6, SMEM = smem_bytes<128, ST>() + 16;
     static int max_units = 0; /* CTAs (CL = 1) or clusters (CL = 2) that fit at once */
-    auto kern = gemm_pp_kernel<ST, EPI, CL, T>;
+    auto kern = gemm_ppc_kernel<ST, EPI, CL, T>;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
@@ -693,11 +829,11 @@ static void launch_pp(const void *x, const void *w, T *y, int M, int N, int K, c
 template <typename T>
 static void launch(const variant &v, const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
     if (v.persistent == 2) {
-        if (ep.on) launch_pp<1, 1, T>(x, w, y, M, N, K, ep, st);
-        else launch_pp<0, 1, T>(x, w, y, M, N, K, ep, st);
+        if (ep.on) launch_pp<1, T>(v, x, w, y, M, N, K, ep, st);
+        else launch_pp<0, T>(v, x, w, y, M, N, K, ep, st);
     } else if (v.persistent == 3) {
-        if (ep.on) launch_pp<1, 2, T>(x, w, y, M, N, K, ep, st);
-        else launch_pp<0, 2, T>(x, w, y, M, N, K, ep, st);
+        if (ep.on) launch_ppc<1, 2, T>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 2, T>(x, w, y, M, N, K, ep, st);
     } else if (v.bn == 256) {
         if (ep.on) launch_t<256, 4, 1, T>(v, x, w, y, M, N, K, ep, st);
         else launch_t<256, 4, 0, T>(v, x, w, y, M, N, K, ep, st);
