@@ -4281,7 +4281,7 @@ static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_
 #define SSM__PJW_SMEM (SSM__PJW_ST * 2 * 128 * SSM__PJW_BK * 2 + 1024)
 #define SSM__PJW_MAXH 128 /* heads inside a 128-column tile */
 
-typedef struct ssm__pjw_cols { /* one consumer warpgroup's view of its tile's 128 columns */
+typedef struct __align__(16) ssm__pjw_cols { /* one consumer warpgroup's view of its tile's 128 columns (float2 reads of b) */
     float b[128], al[128], p[128];
     int nsg, nh;
     int sact[SSM_PROJ_MAX_SEGMENTS], slo[SSM_PROJ_MAX_SEGMENTS], shi[SSM_PROJ_MAX_SEGMENTS];
