@@ -47,8 +47,10 @@
      across GPUs with the NCCL hook (-DSSM_NCCL). The delta rule runs on
      the GPU for DeltaNet, Gated DeltaNet and DeltaProduct (n_h > 1, as DeltaNet over T n_h
      sub-tokens; f32, f16, bf16); the f32 backward with K > 128 answers SSM_ERROR_UNSUPPORTED.
-     Projection chains run as cuBLAS GEMMs with every segment's epilogue in one pass (an
-     in-tile mma.sync variant behind ssm_cuda_config.proj_kernel), output chains as a norm pass
+     Projection chains (16-bit, FUSED) run on sm_90a builds on Hopper as our TMA + wgmma GEMM
+     with every segment's epilogue in its registers (proj_kernel 3), elsewhere as cuBLAS GEMMs
+     with the epilogue in one pass (an in-tile mma.sync variant behind
+     ssm_cuda_config.proj_kernel), output chains as a norm pass
      + cuBLAS (the proj and outchain sections below). Calls are asynchronous on the context's stream; errors
      that can be found before launch (shapes, dtypes, host pointers, wrong device, misaligned
      data) return an error and write nothing. CUDA / cuBLAS failures return SSM_ERROR_BACKEND
@@ -169,8 +171,12 @@ typedef struct ssm_cuda_config {
     int linrec_tc_split;  /* tensor-core chunked: 1 = plain 16-bit running product, 2 = hi/lo
                              split (~f32 accurate); by shape: split for bf16, plain for f16   */
     int proj_kernel;      /* projection chain, FUSED forward: 1 = cuBLAS GEMM + one epilogue
-                             pass (the default), 2 = the tile-fused mma.sync kernel (16-bit,
-                             K-contiguous x and W; other calls take 1)                        */
+                             pass, 2 = the tile-fused mma.sync kernel (16-bit, K-contiguous x
+                             and W), 3 = the sm_90a TMA + wgmma kernel with the epilogue in
+                             registers (16-bit, K-contiguous x and W with 16-byte rows, N
+                             even, a cc 9.0 GPU running this binary's sm_90a code; by default
+                             where it applies and L2 heads have >= 16 columns); calls a
+                             forced kernel does not fit take 1                                 */
     int linrec_cr;        /* cyclic reduction: 1 = ssm.h's generic levels on gemm + copy,
                              2 = the fused level kernels over the whole sequence (no
                              tensor-core spans); by shape: spans of the chunk length reduced
@@ -3721,7 +3727,13 @@ extern "C" SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda
    the L2 norm of every head inside the tile before writing y once (heads cut by a tile
    boundary: a second pass, ssm__pj_l2_kernel). On an H200 it reaches ~30% of cuBLAS's rate
    (233 vs 795 TFLOP/s at 8192^3 bf16: mma.sync against wgmma), so it loses to cuBLAS + one
-   pass; a wgmma / TMA mainloop is what would make the in-tile epilogue pay.
+   pass; a wgmma / TMA mainloop is what would make the in-tile epilogue pay: ssm__pjw_kernel
+   (proj_kernel = 3, below; the default where it applies) is that kernel. H200, Gated DeltaNet
+   rows (d 2048, N 8224, bf16; bench/results/cuda_proj_wgmma_4210d7f.log): FUSED forward 1.95x /
+   1.65x / 1.55x the cuBLAS GEMM alone at M = 2048 / 8192 / 32768 (kernel 1: 2.13x / 2.17x /
+   2.24x). The dev harness's fast-math epilogue (__expf, __fdividef, rsqrtf; SiLU / sigmoid /
+   identity only, no per-tile column setup) reached 1.15x at M 8192: the accurate math and
+   the general epilogue are the likely cost (not profiled).
    Backward: z (pre, or recomputed by one GEMM into the dPre scratch), one pass computing
    every activation and L2 derivative into dPre (a warp per row) and the decay gates' dA_log
    terms, then one dX and one dW GEMM over the whole width (cuBLAS; per segment when
