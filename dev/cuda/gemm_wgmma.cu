@@ -5,7 +5,8 @@
      ./build/dev_gemm_wgmma                        the whole table (every variant and shape)
      ./build/dev_gemm_wgmma VARIANT M N K DTYPE [EPI]   one row; DTYPE bf16 | f16; EPI 0 | 1
    x [M, K] row-major (K contiguous), W [N, K] row-major (the nn.Linear layout, "TN"), y [M, N]
-   row-major (ldy = N), bf16 / f16 in and out, f32 accumulation. Requires K % 8 == 0 (TMA row
+   row-major (ldy = N), bf16 / f16 in and out, f32 accumulation. (q128 with the library's whole
+   epilogue in accurate f32 math is ssm_cuda.h's ssm__pjw_kernel, proj_kernel = 3.) Requires K % 8 == 0 (TMA row
    pitch a multiple of 16 bytes) and N even; M and N need not be multiples of the tile (TMA
    zero-fills out-of-bounds loads, the epilogue masks its stores).
 
