@@ -176,8 +176,10 @@ typedef struct ssm_cuda_config {
                              tensor-core spans); by shape: spans of the chunk length reduced
                              on tensor cores (16-bit, n = 64, m = 1), else the level kernels  */
     int linrec_scan;      /* Hillis-Steele and Blelloch: 1 = ssm.h's generic levels on gemm +
-                             copy; by shape (n, m <= 128): a fused kernel per level (mma.sync
-                             for 16-bit inputs, FMAs for f32)                                  */
+                             copy, 2 = HS levels one task per warp group (no chains); by
+                             shape (n, m <= 128): a fused kernel per level (mma.sync for
+                             16-bit inputs, HS by chains where rows take 16-byte copies; FMAs
+                             for f32)                                                         */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -1836,6 +1838,162 @@ static ssm_result ssm__cu_hs_level(ssm__cu_lr *L, const ssm__hs_args &a, int bf)
     }
 }
 
+/* The Hillis-Steele level as chains (the default for 16-bit inputs with 16-byte rows): a CTA walks
+   t, t+d, t+2d, ... (SSM__HS_CHAIN tasks), so the left operand M_t of one task is the right
+   operand M_{(t+d)-d} of the next and stays in shared memory: one M read per task instead of
+   two, and the next task's M arrives by cp.async while this one computes (a ring of three
+   tiles). One chain per CTA at a time, NP/16 warps. The slots t < d a level copies run on the
+   per-task kernel above in their own launch. */
+#define SSM__HS_CHAIN 8
+static size_t ssm__hs_chain_smem(int NP, int64_t m) {
+    const int64_t MP = (m + 7) / 8 * 8;
+    return (size_t)(3 * NP * (NP + 8) + NP * (2 * MP + 8)) * 2;
+}
+template <int NP, int BF>
+__global__ void __launch_bounds__(2 * NP) ssm__cu_hs_chain_kernel(ssm__hs_args a, int64_t nqb) {
+    constexpr int NT = 2 * NP, LDA = NP + 8, TILE = NP * (NP + 8), J = SSM__HS_CHAIN;
+    extern __shared__ __align__(16) unsigned short ssm__hs_sm[];
+    const int n = a.n, m = a.m, LDV = 2 * a.MP + 8, rc = n / 8;
+    const int tid = threadIdx.x, wt = tid >> 5, lane = tid & 31;
+    unsigned short *Vs = ssm__hs_sm + 3 * TILE;
+    const unsigned short *Mc = (const unsigned short *)a.Mc.p;
+    unsigned short *Mn = (unsigned short *)a.Mn.p;
+    for (int e = tid; e < 3 * TILE + NP * LDV; e += NT) ssm__hs_sm[e] = 0; /* the padding stays zero */
+    __syncthreads();
+    const int64_t d = a.d, per_s = d * nqb, units = a.S * per_s;
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+        const int64_t s = u / per_s, rest = u - s * per_s, qb = rest / d, r = rest - qb * d;
+        const int64_t tfirst = d + r + d * (qb * J);
+        if (tfirst >= a.T) continue;
+        const int64_t mb = a.Mc.off + s * a.Mc.ss, mnb = a.Mn.off + s * a.Mn.ss;
+        const int64_t vcb = a.vc.off + s * a.vc.ss, vnb = a.vn.off + s * a.vn.ss;
+        int prv = 2, cur = 0, nxt = 1;
+        for (int e = tid; e < n * rc; e += NT) {
+            const int i = e / rc, c8 = (e - i * rc) * 8;
+            if (tfirst - d >= 1) ssm__tc_cp16(ssm__hs_sm + prv * TILE + i * LDA + c8, Mc + mb + (tfirst - d) * a.Mc.ts + i * a.Mc.rs + c8);
+            ssm__tc_cp16(ssm__hs_sm + cur * TILE + i * LDA + c8, Mc + mb + tfirst * a.Mc.ts + i * a.Mc.rs + c8);
+        }
+        ssm__tc_commit();
+        for (int j = 0; j < J; ++j) {
+            const int64_t t = tfirst + j * d;
+            if (t >= a.T) break;
+            if (j + 1 < J && t + d < a.T)
+                for (int e = tid; e < n * rc; e += NT) {
+                    const int i = e / rc, c8 = (e - i * rc) * 8;
+                    ssm__tc_cp16(ssm__hs_sm + nxt * TILE + i * LDA + c8, Mc + mb + (t + d) * a.Mc.ts + i * a.Mc.rs + c8);
+                }
+            ssm__tc_commit();
+            for (int e = tid; e < n * m; e += NT) {
+                const int i = e / m, jj = e - i * m, col = 16 * (jj >> 3) + (jj & 7);
+                const float x = ssm__cu_ld(a.vc.p, a.vc.dt, vcb + (t - d) * a.vc.ts + i * a.vc.rs + jj * a.vc.cs);
+                unsigned hi, lo;
+                ssm__tc_split<BF>(x, 0.f, &hi, &lo);
+                Vs[i * LDV + col] = (unsigned short)(hi & 0xffff);
+                Vs[i * LDV + col + 8] = (unsigned short)(lo & 0xffff);
+            }
+            ssm__tc_wait<1>();
+            __syncthreads();
+            const int needM = a.next && (t >= 2 * d || t < a.T - 2 * d), doM = needM && t >= d + 1;
+            const unsigned short *As = ssm__hs_sm + cur * TILE, *Bp = ssm__hs_sm + prv * TILE;
+            unsigned af[NP / 16][4];
+            const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = 16 * wt + g;
+#pragma unroll
+            for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * LDA + 16 * kk + (lane >> 4) * 8);
+            if (doM) {
+                const unsigned short *bl = Bp + (lane & 15) * LDA + (lane >> 4) * 8;
+                const int64_t mnt = mnb + t * a.Mn.ts;
+                for (int p = 0; p < NP / 16; ++p) {
+                    if (16 * p >= n) break;
+                    float c0[4], c1[4];
+                    unsigned b[4];
+                    ssm__tc_ldm4t(b, bl + 16 * p);
+                    ssm__tc_mma0<BF>(c0, af[0], b[0], b[1]);
+                    ssm__tc_mma0<BF>(c1, af[0], b[2], b[3]);
+#pragma unroll
+                    for (int kk = 1; kk < NP / 16; ++kk) {
+                        ssm__tc_ldm4t(b, bl + 16 * kk * LDA + 16 * p);
+                        ssm__tc_mma<BF>(c0, af[kk], b[0], b[1]);
+                        ssm__tc_mma<BF>(c1, af[kk], b[2], b[3]);
+                    }
+#pragma unroll
+                    for (int h2 = 0; h2 < 2; ++h2) {
+                        const float *c = h2 ? c1 : c0;
+                        const int jc = 16 * p + 8 * h2 + c2;
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const int i = r0 + 8 * rr;
+                            if (i < n && jc < n) *(unsigned *)(Mn + mnt + (int64_t)i * n + jc) = ssm__tc_pack<BF>(c[2 * rr], c[2 * rr + 1]);
+                        }
+                    }
+                }
+            }
+            {
+                const unsigned short *vl = Vs + (lane & 15) * LDV + (lane >> 4) * 8;
+                const int64_t vct = vcb + t * a.vc.ts, vnt = vnb + t * a.vn.ts;
+                for (int q = 0; q < a.MP / 8; ++q) {
+                    float c[4];
+                    unsigned b[4];
+                    ssm__tc_ldm4t(b, vl + 16 * q);
+                    ssm__tc_mma0<BF>(c, af[0], b[0], b[1]);
+                    ssm__tc_mma<BF>(c, af[0], b[2], b[3]);
+#pragma unroll
+                    for (int kk = 1; kk < NP / 16; ++kk) {
+                        ssm__tc_ldm4t(b, vl + 16 * kk * LDV + 16 * q);
+                        ssm__tc_mma<BF>(c, af[kk], b[0], b[1]);
+                        ssm__tc_mma<BF>(c, af[kk], b[2], b[3]);
+                    }
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int i = r0 + 8 * (e >> 1), jj = 8 * q + c2 + (e & 1);
+                        if (i < n && jj < m)
+                            ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + jj * a.vn.cs,
+                                        c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + jj * a.vc.cs));
+                    }
+                }
+            }
+            __syncthreads();
+            const int o = prv;
+            prv = cur, cur = nxt, nxt = o;
+        }
+        ssm__tc_wait<0>();
+        __syncthreads();
+    }
+}
+template <int NP, int BF>
+static ssm_result ssm__cu_hs_chain_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
+    const size_t smem = ssm__hs_chain_smem(NP, a.m);
+    const int64_t nq = (a.T - a.d + a.d - 1) / a.d, nqb = (nq + SSM__HS_CHAIN - 1) / SSM__HS_CHAIN, units = a.S * a.d * nqb;
+    int occ = 0;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_chain_kernel<NP, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
+    }
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__cu_hs_chain_kernel<NP, BF>, 2 * NP, smem);
+    int64_t grid = (int64_t)(occ > 0 ? occ : 1) * ssm__cu_st(L->ctx)->sms;
+    if (grid > units) grid = units;
+    if (grid <= 0) return SSM_OK;
+    ssm__cu_hs_chain_kernel<NP, BF><<<(unsigned)grid, 2 * NP, smem, ssm__cu_st(L->ctx)->stream>>>(a, nqb);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_chain_kernel");
+    return SSM_OK;
+}
+/* One HS level by chains: the copies of t in [d/2, d) on the per-task kernel, then the chains. */
+static ssm_result ssm__cu_hs_chain_level(ssm__cu_lr *L, ssm__hs_args a, int bf) {
+    ssm__hs_args c = a;
+    c.t0 = a.d / 2, c.ntask = a.d - a.d / 2;
+    SSM__TRY(ssm__cu_hs_level(L, c, bf));
+    switch (ssm__hs_np(a.n) * 2 + bf) {
+    case 32: return ssm__cu_hs_chain_launch<16, 0>(L, a);
+    case 33: return ssm__cu_hs_chain_launch<16, 1>(L, a);
+    case 64: return ssm__cu_hs_chain_launch<32, 0>(L, a);
+    case 65: return ssm__cu_hs_chain_launch<32, 1>(L, a);
+    case 128: return ssm__cu_hs_chain_launch<64, 0>(L, a);
+    case 129: return ssm__cu_hs_chain_launch<64, 1>(L, a);
+    case 256: return ssm__cu_hs_chain_launch<128, 0>(L, a);
+    default: return ssm__cu_hs_chain_launch<128, 1>(L, a);
+    }
+}
+
 /* Steps 1..T-1 (h_0 in h) by Hillis-Steele, a fused kernel per level. */
 static ssm_result ssm__cu_lr_scan_hs(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
     const int64_t S = L->S, n = L->n, m = L->m;
@@ -1883,7 +2041,10 @@ static ssm_result ssm__cu_lr_scan_hs(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
         a.d = d, a.t0 = t0, a.ntask = T - t0, a.next = 2 * d < T;
         a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
                 !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
-        SSM__TRY(ssm__cu_hs_level(L, a, bf));
+        if (bits == 16 && a.vec && ssm__cu_st(L->ctx)->knobs.linrec_scan != 2 &&
+            ssm__hs_chain_smem(ssm__hs_np(n), m) <= ssm__cu_st(L->ctx)->smem_optin)
+            SSM__TRY(ssm__cu_hs_chain_level(L, a, bf));
+        else SSM__TRY(ssm__cu_hs_level(L, a, bf));
         L->st->mat_state += S * (T - d);
         if (a.next) L->st->mat_mat += S * (T - d - 1);
         /* M: level 1 read A, wrote X; level 2 reads X, writes Y; then they alternate */

@@ -137,7 +137,7 @@ static void cr_rows(ssm_ctx *ctx, ssm_ctx *lev, ssm_ctx *gen, FILE *jl, ssm_dtyp
    method's floor over the copy bandwidth (HS: every level reads two and writes one M of the
    input type, ceil(log2 T) levels x 3 S T n^2 elements; Blelloch: 3 per up-sweep task, 1 per
    down-sweep task) and the largest |h_ours - h_generic| / max|h|. */
-static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m) {
+static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, ssm_ctx *pt, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m) {
     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
     size_t es = dt.bits / 8, nh = (size_t)(S * T * n * m);
     void *A = dev_random(dt, S * T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n * m, 1.f, 2);
@@ -159,10 +159,11 @@ static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, FILE *js, ssm_dtype dt, int64_
     for (int mi = 0; mi < 2; ++mi) {
         ssm_linrec_desc d = ssm_linrec_desc_init();
         d.method = ms_[mi];
-        double t[2], fl = mi ? bl_floor : hs_floor;
-        for (int w = 0; w < 2; ++w) {
-            ssm_ctx *c = w ? gen : ctx;
-            ssm_tensor *th = w ? &th2 : &th1;
+        double t[3] = {0, 0, 0}, fl = mi ? bl_floor : hs_floor;
+        for (int w = 2; w >= 0; --w) { /* 2: HS one task per warp group (linrec_scan = 2); 1: generic; 0: ours */
+            if (w == 2 && mi) continue;
+            ssm_ctx *c = w == 2 ? pt : w ? gen : ctx;
+            ssm_tensor *th = w == 1 ? &th2 : &th1;
             ssm_result r = ssm_linrec_forward(c, &d, &tA, &tb, NULL, th, NULL);
             if (r != SSM_OK) { printf("  %s: %s\n", ssm_linrec_method_name(d.method), ssm_ctx_last_error(c)); t[w] = 0; continue; }
             t[w] = time_ms([&] { ssm_linrec_forward(c, &d, &tA, &tb, NULL, th, NULL); }, 10);
@@ -185,9 +186,9 @@ static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, FILE *js, ssm_dtype dt, int64_
             cudaMemcpy(f1.data(), h1, nh * 4, cudaMemcpyDeviceToHost), cudaMemcpy(f2.data(), h2, nh * 4, cudaMemcpyDeviceToHost);
             for (size_t i = 0; i < nh; ++i) mx = std::max(mx, (double)fabsf(f2[i])), md = std::max(md, (double)fabsf(f1[i] - f2[i]));
         }
-        printf("  scan   %-4s S%-4lld T%-5lld n%-4lld m%-4lld %-9s ours %9.3f ms  generic %9.3f ms  x%5.2f  floor %7.3f (ours x%5.2f)  maxdiff/max %.2e\n",
+        printf("  scan   %-4s S%-4lld T%-5lld n%-4lld m%-4lld %-9s ours %9.3f ms  generic %9.3f ms  x%5.2f  floor %7.3f (ours x%5.2f)  maxdiff/max %.2e  pertask %.3f ms\n",
                ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, (long long)m, ssm_linrec_method_name(d.method),
-               t[0], t[1], t[0] > 0 ? t[1] / t[0] : 0, fl, t[0] / fl, mx > 0 ? md / mx : md);
+               t[0], t[1], t[0] > 0 ? t[1] / t[0] : 0, fl, t[0] / fl, mx > 0 ? md / mx : md, t[2]);
         for (int w = 0; w < 2; ++w)
             fprintf(js, "{\"op\":\"linrec\",\"impl\":\"ours:%s%s\",\"backend\":\"cuda\",\"dtype\":\"%s\",\"shape\":{\"S\":%lld,\"T\":%lld,\"n\":%lld,\"m\":%lld},"
                         "\"ms\":%.5f,\"floor_ms\":%.5f,\"peak_mem_bytes\":0,\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
@@ -215,24 +216,24 @@ int main(int argc, char **argv) {
     printf("device %s, copy bandwidth %.0f GB/s (1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
     FILE *jl = open_jsonl("cuda_linrec"), *jd = open_jsonl("cuda_decay");
     if (argc > 1 && !strcmp(argv[1], "scan")) {
-        ssm_ctx *gen = NULL;
+        ssm_ctx *gen = NULL, *pt = NULL;
         ssm_cuda_config c2 = cc;
-#ifndef SSM_BENCH_OLD
         c2.linrec_scan = 1;
-#endif
         cfg.backend_config = &c2;
         if (ssm_ctx_create(&cfg, &gen) != SSM_OK) return 1;
+        c2.linrec_scan = 2;
+        if (ssm_ctx_create(&cfg, &pt) != SSM_OK) return 1;
         printf("== scans (targets; the grid rows of torch_peers.py)\n");
-        scan_rows(ctx, gen, jl, SSM_F16, 16, 4096, 64, 1);
-        scan_rows(ctx, gen, jl, SSM_F16, 8, 1024, 128, 1);
-        scan_rows(ctx, gen, jl, SSM_F16, 128, 1024, 32, 1);
-        scan_rows(ctx, gen, jl, SSM_F16, 1, 8192, 64, 1);
-        scan_rows(ctx, gen, jl, SSM_F16, 32, 1024, 64, 1);
-        scan_rows(ctx, gen, jl, SSM_BF16, 16, 4096, 64, 1);
-        scan_rows(ctx, gen, jl, SSM_F32, 8, 1024, 64, 1);
-        scan_rows(ctx, gen, jl, SSM_F16, 8, 1024, 64, 64);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 16, 4096, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 8, 1024, 128, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 128, 1024, 32, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 1, 8192, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 32, 1024, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_BF16, 16, 4096, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F32, 8, 1024, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 8, 1024, 64, 64);
         fclose(jl), fclose(jd);
-        ssm_ctx_destroy(gen), ssm_ctx_destroy(ctx);
+        ssm_ctx_destroy(gen), ssm_ctx_destroy(pt), ssm_ctx_destroy(ctx);
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "cr")) {

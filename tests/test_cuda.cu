@@ -965,6 +965,9 @@ int main(void) {
         cases_label = "scan-generic";
         cases_variant = SSM_LINREC_SCAN_HS;
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_scan = 2; /* HS one task per warp group instead of the chains */
+        cases_label = "scan-pertask";
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         cc.linrec_scan = 0;
         cases_variant = -1;
         cases_label = NULL;
