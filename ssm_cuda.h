@@ -2041,7 +2041,10 @@ static ssm_result ssm__cu_lr_scan_hs(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
         a.d = d, a.t0 = t0, a.ntask = T - t0, a.next = 2 * d < T;
         a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
                 !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
-        if (bits == 16 && a.vec && ssm__cu_st(L->ctx)->knobs.linrec_scan != 2 &&
+        /* chains for narrow states (m <= 8); wide ones re-read more v per task than they save
+           (H200, bench/results/cuda_scan_7749dd5.log: S8 T1024 n64 m64 f16 chains 4.73 ms vs
+           one task per warp group 4.06; m = 1 rows 5.46 vs 7.23 at S16 T4096 n64) */
+        if (bits == 16 && a.vec && m <= 8 && ssm__cu_st(L->ctx)->knobs.linrec_scan != 2 &&
             ssm__hs_chain_smem(ssm__hs_np(n), m) <= ssm__cu_st(L->ctx)->smem_optin)
             SSM__TRY(ssm__cu_hs_chain_level(L, a, bf));
         else SSM__TRY(ssm__cu_hs_level(L, a, bf));
