@@ -181,6 +181,11 @@ typedef struct ssm_cuda_config {
                              2 = the fused level kernels over the whole sequence (no
                              tensor-core spans); by shape: spans of the chunk length reduced
                              on tensor cores (16-bit, n = 64, m = 1), else the level kernels  */
+    int linrec_scan;      /* Hillis-Steele and Blelloch: 1 = ssm.h's generic levels on gemm +
+                             copy, 2 = HS levels one task per warp group (no chains); by
+                             shape (n, m <= 128): a fused kernel per level (mma.sync for
+                             16-bit inputs, HS by chains where rows take 16-byte copies; FMAs
+                             for f32)                                                         */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -316,7 +321,7 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         cc.decay_tile_cols != 8 && cc.decay_tile_cols != 16) || (cc.decay_tile_steps && cc.decay_tile_steps != 4 &&
         cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
         cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
-        cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 2)
+        cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 2 || cc.linrec_scan < 0 || cc.linrec_scan > 2)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -1556,6 +1561,566 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
               : ssm__cu_tc_go<0, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
 }
 
+/* ---- Hillis-Steele scan, one fused kernel per level ----------------------------------------
+   Level d (d = 1, 2, 4, ... < T) over every t >= d of every sequence, in one pass:
+   v'_t = M_t v_{t-d} + v_t and, where a later level reads it, M'_t = M_t M_{t-d}; the few
+   slots t < d that later levels read but whose buffer is stale are copied in the same launch
+   (double-buffered as ssm.h's generic method; buffer B_d after level d holds final values for
+   t <= 2d, so a level copies only (d/2, d] of M and [d/2, d) of v). The first level reads A
+   straight from its view (no copy into scratch); v runs in f32 (the work buffer and one f32
+   scratch, started so that the last level lands in h).
+   16-bit inputs: M is kept in the input type (as torch.matmul keeps it), products on mma.sync
+   m16n8k16 with f32 accumulation; one task (t, sequence) is NP/16 warps (NP = n padded to 16,
+   each warp a 16-row stripe with its A fragments in registers for all k), 128 threads a CTA
+   (tasks per CTA = 4 / warps per task, at least 1), persistent CTAs over all tasks. The right
+   operand [M_{t-d} | v_{t-d} hi, lo] sits in one shared tile: v in f32 is split into a 16-bit
+   head and its rounding residual, both multiplied into the same accumulator (so v keeps ~f32
+   accuracy through the levels). Operand tiles arrive by cp.async (16-byte rows) or, for odd n
+   and strided / transposed views, element by element.
+   f32 inputs: M in f32, products on FMAs with cyclic reduction's shared-memory tile helpers. */
+#define SSM__HS_MAXN 128
+typedef struct ssm__hs_args {
+    ssm__cu_rv Mc, Mn, vc, vn; /* M in and out (Mn compact [S][T][n][n]); v in and out */
+    int64_t S, T, d, t0, ntask; /* tasks: t = t0 .. T-1 of every sequence */
+    int64_t step;               /* tasks t = t0 + j step (1: Hillis-Steele; 2d: Blelloch) */
+    int n, m, MP, vec, next;    /* MP: m padded to 8; vec: Mc rows by 16-byte cp.async; next: a level follows */
+    int mode;                   /* 0 Hillis-Steele level, 1 Blelloch up-sweep, 2 Blelloch down-sweep */
+} ssm__hs_args;
+
+/* which parts task t does at level d (see above) */
+__device__ __forceinline__ void ssm__hs_roles(const ssm__hs_args &a, int64_t t, int &doV, int &cpV, int &doM, int &cpM) {
+    const int64_t d = a.d, mlo = d <= 2 ? 1 : d / 2 + 1;
+    const int needM = a.next && (t >= 2 * d || t < a.T - 2 * d);
+    if (a.mode) { /* Blelloch, in place: every task absorbs t - d; the up-sweep's product where its span does not start at 0 */
+        doV = 1, cpV = 0, cpM = 0;
+        doM = a.mode == 1 && t >= 2 * d;
+        return;
+    }
+    doV = t >= d;
+    cpV = !doV && t >= d / 2;
+    doM = needM && t >= d + 1;
+    cpM = needM && !doM && t >= mlo && t <= d;
+}
+
+template <int NP> struct ssm__hs_cfg {
+    static constexpr int WPT = NP / 16;                  /* warps per task */
+    static constexpr int TPC = WPT >= 4 ? 1 : 4 / WPT;   /* tasks per CTA */
+    static constexpr int NT = 32 * WPT * TPC;
+    static constexpr int LDA = NP + 8;                   /* halfs; (LDA / 8) odd: conflict-free ldmatrix */
+};
+static size_t ssm__hs_tc_smem(int NP, int64_t m) {
+    const int64_t MP = (m + 7) / 8 * 8, WPT = NP / 16, TPC = WPT >= 4 ? 1 : 4 / WPT;
+    return (size_t)TPC * NP * ((NP + 8) + (NP + 2 * MP + 8)) * 2;
+}
+
+template <int NP, int BF>
+__global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm__hs_args a) {
+    typedef ssm__hs_cfg<NP> C;
+    extern __shared__ __align__(16) unsigned short ssm__hs_sm[];
+    const int n = a.n, m = a.m, LDB = NP + 2 * a.MP + 8, per = NP * C::LDA + NP * LDB;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slot = warp / C::WPT, wt = warp % C::WPT;
+    const int tt = threadIdx.x - slot * 32 * C::WPT, tn = 32 * C::WPT;
+    unsigned short *As = ssm__hs_sm + slot * per, *Bs = As + NP * C::LDA;
+    const unsigned short *Mc = (const unsigned short *)a.Mc.p;
+    unsigned short *Mn = (unsigned short *)a.Mn.p;
+    for (int e = threadIdx.x; e < C::TPC * per; e += C::NT) ssm__hs_sm[e] = 0; /* the padding stays zero */
+    __syncthreads();
+    const int64_t total = a.S * a.ntask;
+    for (int64_t base = (int64_t)blockIdx.x * C::TPC; base < total; base += (int64_t)gridDim.x * C::TPC) {
+        const int64_t task = base + slot, s = task / a.ntask, t = a.t0 + task % a.ntask * a.step;
+        int doV = 0, cpV = 0, doM = 0, cpM = 0;
+        if (task < total) ssm__hs_roles(a, t, doV, cpV, doM, cpM);
+        const int64_t mct = a.Mc.off + s * a.Mc.ss + t * a.Mc.ts, mcp = mct - a.d * a.Mc.ts;
+        const int64_t mnt = a.Mn.off + s * a.Mn.ss + t * a.Mn.ts;
+        const int64_t vct = a.vc.off + s * a.vc.ss + t * a.vc.ts, vcp = vct - a.d * a.vc.ts;
+        const int64_t vnt = a.vn.off + s * a.vn.ss + t * a.vn.ts;
+        if (cpM)
+            for (int e = tt; e < n * n; e += tn) {
+                const int i = e / n, j = e - i * n;
+                Mn[mnt + e] = Mc[mct + i * a.Mc.rs + j * a.Mc.cs];
+            }
+        if (cpV)
+            for (int e = tt; e < n * m; e += tn) {
+                const int i = e / m, j = e - i * m;
+                ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs,
+                            ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+            }
+        if (doV) {
+            if (a.vec) {
+                const int rc = n / 8;
+                for (int e = tt; e < n * rc; e += tn) {
+                    const int i = e / rc, c8 = (e - i * rc) * 8;
+                    ssm__tc_cp16(As + i * C::LDA + c8, Mc + mct + i * a.Mc.rs + c8);
+                    if (doM) ssm__tc_cp16(Bs + i * LDB + c8, Mc + mcp + i * a.Mc.rs + c8);
+                }
+                ssm__tc_commit();
+            } else {
+                for (int e = tt; e < n * n; e += tn) {
+                    const int i = e / n, j = e - i * n;
+                    const int64_t o = i * a.Mc.rs + j * a.Mc.cs;
+                    As[i * C::LDA + j] = Mc[mct + o];
+                    if (doM) Bs[i * LDB + j] = Mc[mcp + o];
+                }
+            }
+            for (int e = tt; e < n * m; e += tn) {
+                const int i = e / m, j = e - i * m, col = NP + 16 * (j >> 3) + (j & 7);
+                const float x = ssm__cu_ld(a.vc.p, a.vc.dt, vcp + i * a.vc.rs + j * a.vc.cs);
+                unsigned hi, lo;
+                ssm__tc_split<BF>(x, 0.f, &hi, &lo);
+                Bs[i * LDB + col] = (unsigned short)(hi & 0xffff);
+                Bs[i * LDB + col + 8] = (unsigned short)(lo & 0xffff);
+            }
+        }
+        ssm__tc_wait<0>();
+        __syncthreads();
+        if (doV) {
+            unsigned af[NP / 16][4];
+            const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = 16 * wt + g;
+#pragma unroll
+            for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * C::LDA + 16 * kk + (lane >> 4) * 8);
+            const unsigned short *bl = Bs + (lane & 15) * LDB + (lane >> 4) * 8;
+            if (doM) {
+                for (int p = 0; p < NP / 16; ++p) {
+                    if (16 * p >= n) break;
+                    float c0[4], c1[4];
+                    unsigned b[4];
+                    ssm__tc_ldm4t(b, bl + 16 * p);
+                    ssm__tc_mma0<BF>(c0, af[0], b[0], b[1]);
+                    ssm__tc_mma0<BF>(c1, af[0], b[2], b[3]);
+#pragma unroll
+                    for (int kk = 1; kk < NP / 16; ++kk) {
+                        ssm__tc_ldm4t(b, bl + 16 * kk * LDB + 16 * p);
+                        ssm__tc_mma<BF>(c0, af[kk], b[0], b[1]);
+                        ssm__tc_mma<BF>(c1, af[kk], b[2], b[3]);
+                    }
+#pragma unroll
+                    for (int h2 = 0; h2 < 2; ++h2) {
+                        const float *c = h2 ? c1 : c0;
+                        const int j = 16 * p + 8 * h2 + c2;
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const int i = r0 + 8 * rr;
+                            if (i >= n || j >= n) continue;
+                            const int64_t o = mnt + (int64_t)i * n + j;
+                            if (!(n & 1)) *(unsigned *)(Mn + o) = ssm__tc_pack<BF>(c[2 * rr], c[2 * rr + 1]);
+                            else {
+                                Mn[o] = (unsigned short)(ssm__tc_pack<BF>(c[2 * rr], 0.f) & 0xffff);
+                                if (j + 1 < n) Mn[o + 1] = (unsigned short)(ssm__tc_pack<BF>(c[2 * rr + 1], 0.f) & 0xffff);
+                            }
+                        }
+                    }
+                }
+            }
+            for (int q = 0; q < a.MP / 8; ++q) {
+                float c[4];
+                unsigned b[4];
+                ssm__tc_ldm4t(b, bl + NP + 16 * q);
+                ssm__tc_mma0<BF>(c, af[0], b[0], b[1]);
+                ssm__tc_mma<BF>(c, af[0], b[2], b[3]);
+#pragma unroll
+                for (int kk = 1; kk < NP / 16; ++kk) {
+                    ssm__tc_ldm4t(b, bl + 16 * kk * LDB + NP + 16 * q);
+                    ssm__tc_mma<BF>(c, af[kk], b[0], b[1]);
+                    ssm__tc_mma<BF>(c, af[kk], b[2], b[3]);
+                }
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int i = r0 + 8 * (e >> 1), j = 8 * q + c2 + (e & 1);
+                    if (i < n && j < m)
+                        ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs,
+                                    c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+/* f32: a task per CTA (grid x: t, grid y: sequences), 256 threads, products as in cyclic reduction */
+template <int R>
+__global__ void __launch_bounds__(256) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a) {
+    extern __shared__ __align__(16) float ssm__cr_sm[];
+    const int ld = SSM__CR_LD(R), n = a.n, m = a.m;
+    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * ld;
+    const int64_t s = s0 + blockIdx.y, t = a.t0 + (int64_t)blockIdx.x * a.step;
+    int doV, cpV, doM, cpM;
+    ssm__hs_roles(a, t, doV, cpV, doM, cpM);
+    const int64_t mct = a.Mc.off + s * a.Mc.ss + t * a.Mc.ts, mnt = a.Mn.off + s * a.Mn.ss + t * a.Mn.ts;
+    const int64_t vct = a.vc.off + s * a.vc.ss + t * a.vc.ts, vnt = a.vn.off + s * a.vn.ss + t * a.vn.ts;
+    if (cpM)
+        for (int e = threadIdx.x; e < n * n; e += 256) {
+            const int i = e / n, j = e - i * n;
+            ssm__cu_stv(a.Mn.p, a.Mn.dt, mnt + i * a.Mn.rs + j * a.Mn.cs, ssm__cu_ld(a.Mc.p, a.Mc.dt, mct + i * a.Mc.rs + j * a.Mc.cs));
+        }
+    if (cpV)
+        for (int e = threadIdx.x; e < n * m; e += 256) {
+            const int i = e / m, j = e - i * m;
+            ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs, ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+        }
+    if (!doV) return;
+    float acc[R][R];
+    ssm__cu_rv none;
+    none.p = NULL;
+    ssm__cu_cr_load(As, ld, a.Mc, mct, n, n, 1);
+    if (doM) {
+        ssm__cu_cr_load(Xs, ld, a.Mc, mct - a.d * a.Mc.ts, n, n, 0);
+        __syncthreads();
+        ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+        ssm__cu_cr_store<R>(acc, n, n, a.Mn, mnt, none, 0);
+        __syncthreads();
+    }
+    ssm__cu_cr_load(Xs, ld, a.vc, vct - a.d * a.vc.ts, n, m, 0);
+    __syncthreads();
+    ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+    ssm__cu_cr_store<R>(acc, n, m, a.vn, vnt, a.vc, vct);
+}
+
+static int ssm__hs_np(int64_t n) { return n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : 128; }
+/* Takes n, m <= 128, f32 or 16-bit inputs, unless linrec_scan = 1 (ssm.h's generic levels). */
+static int ssm__cu_hs_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
+    const size_t optin = ssm__cu_st(ctx)->smem_optin;
+    if (ssm__cu_st(ctx)->knobs.linrec_scan == 1 || p->n > SSM__HS_MAXN || p->m > SSM__HS_MAXN) return 0;
+    if (p->dtype.bits == 16) return ssm__hs_tc_smem(ssm__hs_np(p->n), p->m) <= optin;
+    return p->dtype.bits == 32 && ssm__cu_cr_smem(ssm__cu_cr_r(p->n, p->m)) <= optin;
+}
+/* two M buffers (input type) and one f32 v buffer, each [S][T][n][*] */
+static size_t ssm__cu_hs_bytes(const ssm_linrec_plan *p, int blelloch) {
+    size_t M = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul((size_t)p->dtype.bits / 8, p->group), p->T), p->n * p->n);
+    size_t v = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, p->group), p->T), p->n * p->m);
+    M = M > SIZE_MAX / 4 ? SIZE_MAX / 4 : (M + 255) & ~(size_t)255;
+    v = v > SIZE_MAX / 4 ? SIZE_MAX / 4 : (v + 255) & ~(size_t)255;
+    if (blelloch) return M >= SIZE_MAX / 4 ? SIZE_MAX : M; /* one M buffer, v in place */
+    return 2 * M + v >= SIZE_MAX / 4 ? SIZE_MAX : 2 * M + v;
+}
+
+template <int NP, int BF>
+static ssm_result ssm__cu_hs_tc_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
+    typedef ssm__hs_cfg<NP> C;
+    const size_t smem = ssm__hs_tc_smem(NP, a.m);
+    const int64_t total = a.S * a.ntask, ctas = (total + C::TPC - 1) / C::TPC;
+    int occ = 0;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_tc_kernel<NP, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
+    }
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__cu_hs_tc_kernel<NP, BF>, C::NT, smem);
+    int64_t grid = (int64_t)(occ > 0 ? occ : 1) * ssm__cu_st(L->ctx)->sms;
+    if (grid > ctas) grid = ctas;
+    if (grid <= 0) return SSM_OK;
+    ssm__cu_hs_tc_kernel<NP, BF><<<(unsigned)grid, C::NT, smem, ssm__cu_st(L->ctx)->stream>>>(a);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_tc_kernel");
+    return SSM_OK;
+}
+template <int R>
+static ssm_result ssm__cu_hs_fma_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
+    const size_t smem = ssm__cu_cr_smem(R);
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_fma_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
+    }
+    for (int64_t s0 = 0; s0 < a.S; s0 += 65535) {
+        dim3 grid((unsigned)a.ntask, SSM__CU_GRID_Y(a.S - s0));
+        ssm__cu_hs_fma_kernel<R><<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>(s0, a);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_fma_kernel");
+    }
+    return SSM_OK;
+}
+static ssm_result ssm__cu_hs_level(ssm__cu_lr *L, const ssm__hs_args &a, int bf) {
+    if (a.Mn.dt == 0) switch (ssm__cu_cr_r(a.n, a.m)) {
+        case 1: return ssm__cu_hs_fma_launch<1>(L, a);
+        case 2: return ssm__cu_hs_fma_launch<2>(L, a);
+        case 4: return ssm__cu_hs_fma_launch<4>(L, a);
+        default: return ssm__cu_hs_fma_launch<8>(L, a);
+        }
+    switch (ssm__hs_np(a.n) * 2 + bf) {
+    case 32: return ssm__cu_hs_tc_launch<16, 0>(L, a);
+    case 33: return ssm__cu_hs_tc_launch<16, 1>(L, a);
+    case 64: return ssm__cu_hs_tc_launch<32, 0>(L, a);
+    case 65: return ssm__cu_hs_tc_launch<32, 1>(L, a);
+    case 128: return ssm__cu_hs_tc_launch<64, 0>(L, a);
+    case 129: return ssm__cu_hs_tc_launch<64, 1>(L, a);
+    case 256: return ssm__cu_hs_tc_launch<128, 0>(L, a);
+    default: return ssm__cu_hs_tc_launch<128, 1>(L, a);
+    }
+}
+
+/* The Hillis-Steele level as chains (the default for 16-bit inputs with 16-byte rows): a CTA walks
+   t, t+d, t+2d, ... (SSM__HS_CHAIN tasks), so the left operand M_t of one task is the right
+   operand M_{(t+d)-d} of the next and stays in shared memory: one M read per task instead of
+   two, and the next task's M arrives by cp.async while this one computes (a ring of three
+   tiles). One chain per CTA at a time, NP/16 warps. The slots t < d a level copies run on the
+   per-task kernel above in their own launch. */
+#define SSM__HS_CHAIN 8
+static size_t ssm__hs_chain_smem(int NP, int64_t m) {
+    const int64_t MP = (m + 7) / 8 * 8;
+    return (size_t)(3 * NP * (NP + 8) + NP * (2 * MP + 8)) * 2;
+}
+template <int NP, int BF>
+__global__ void __launch_bounds__(2 * NP) ssm__cu_hs_chain_kernel(ssm__hs_args a, int64_t nqb) {
+    constexpr int NT = 2 * NP, LDA = NP + 8, TILE = NP * (NP + 8), J = SSM__HS_CHAIN;
+    extern __shared__ __align__(16) unsigned short ssm__hs_sm[];
+    const int n = a.n, m = a.m, LDV = 2 * a.MP + 8, rc = n / 8;
+    const int tid = threadIdx.x, wt = tid >> 5, lane = tid & 31;
+    unsigned short *Vs = ssm__hs_sm + 3 * TILE;
+    const unsigned short *Mc = (const unsigned short *)a.Mc.p;
+    unsigned short *Mn = (unsigned short *)a.Mn.p;
+    for (int e = tid; e < 3 * TILE + NP * LDV; e += NT) ssm__hs_sm[e] = 0; /* the padding stays zero */
+    __syncthreads();
+    const int64_t d = a.d, per_s = d * nqb, units = a.S * per_s;
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+        const int64_t s = u / per_s, rest = u - s * per_s, qb = rest / d, r = rest - qb * d;
+        const int64_t tfirst = d + r + d * (qb * J);
+        if (tfirst >= a.T) continue;
+        const int64_t mb = a.Mc.off + s * a.Mc.ss, mnb = a.Mn.off + s * a.Mn.ss;
+        const int64_t vcb = a.vc.off + s * a.vc.ss, vnb = a.vn.off + s * a.vn.ss;
+        int prv = 2, cur = 0, nxt = 1;
+        for (int e = tid; e < n * rc; e += NT) {
+            const int i = e / rc, c8 = (e - i * rc) * 8;
+            if (tfirst - d >= 1) ssm__tc_cp16(ssm__hs_sm + prv * TILE + i * LDA + c8, Mc + mb + (tfirst - d) * a.Mc.ts + i * a.Mc.rs + c8);
+            ssm__tc_cp16(ssm__hs_sm + cur * TILE + i * LDA + c8, Mc + mb + tfirst * a.Mc.ts + i * a.Mc.rs + c8);
+        }
+        ssm__tc_commit();
+        for (int j = 0; j < J; ++j) {
+            const int64_t t = tfirst + j * d;
+            if (t >= a.T) break;
+            if (j + 1 < J && t + d < a.T)
+                for (int e = tid; e < n * rc; e += NT) {
+                    const int i = e / rc, c8 = (e - i * rc) * 8;
+                    ssm__tc_cp16(ssm__hs_sm + nxt * TILE + i * LDA + c8, Mc + mb + (t + d) * a.Mc.ts + i * a.Mc.rs + c8);
+                }
+            ssm__tc_commit();
+            for (int e = tid; e < n * m; e += NT) {
+                const int i = e / m, jj = e - i * m, col = 16 * (jj >> 3) + (jj & 7);
+                const float x = ssm__cu_ld(a.vc.p, a.vc.dt, vcb + (t - d) * a.vc.ts + i * a.vc.rs + jj * a.vc.cs);
+                unsigned hi, lo;
+                ssm__tc_split<BF>(x, 0.f, &hi, &lo);
+                Vs[i * LDV + col] = (unsigned short)(hi & 0xffff);
+                Vs[i * LDV + col + 8] = (unsigned short)(lo & 0xffff);
+            }
+            ssm__tc_wait<1>();
+            __syncthreads();
+            const int needM = a.next && (t >= 2 * d || t < a.T - 2 * d), doM = needM && t >= d + 1;
+            const unsigned short *As = ssm__hs_sm + cur * TILE, *Bp = ssm__hs_sm + prv * TILE;
+            unsigned af[NP / 16][4];
+            const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = 16 * wt + g;
+#pragma unroll
+            for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * LDA + 16 * kk + (lane >> 4) * 8);
+            if (doM) {
+                const unsigned short *bl = Bp + (lane & 15) * LDA + (lane >> 4) * 8;
+                const int64_t mnt = mnb + t * a.Mn.ts;
+                for (int p = 0; p < NP / 16; ++p) {
+                    if (16 * p >= n) break;
+                    float c0[4], c1[4];
+                    unsigned b[4];
+                    ssm__tc_ldm4t(b, bl + 16 * p);
+                    ssm__tc_mma0<BF>(c0, af[0], b[0], b[1]);
+                    ssm__tc_mma0<BF>(c1, af[0], b[2], b[3]);
+#pragma unroll
+                    for (int kk = 1; kk < NP / 16; ++kk) {
+                        ssm__tc_ldm4t(b, bl + 16 * kk * LDA + 16 * p);
+                        ssm__tc_mma<BF>(c0, af[kk], b[0], b[1]);
+                        ssm__tc_mma<BF>(c1, af[kk], b[2], b[3]);
+                    }
+#pragma unroll
+                    for (int h2 = 0; h2 < 2; ++h2) {
+                        const float *c = h2 ? c1 : c0;
+                        const int jc = 16 * p + 8 * h2 + c2;
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const int i = r0 + 8 * rr;
+                            if (i < n && jc < n) *(unsigned *)(Mn + mnt + (int64_t)i * n + jc) = ssm__tc_pack<BF>(c[2 * rr], c[2 * rr + 1]);
+                        }
+                    }
+                }
+            }
+            {
+                const unsigned short *vl = Vs + (lane & 15) * LDV + (lane >> 4) * 8;
+                const int64_t vct = vcb + t * a.vc.ts, vnt = vnb + t * a.vn.ts;
+                for (int q = 0; q < a.MP / 8; ++q) {
+                    float c[4];
+                    unsigned b[4];
+                    ssm__tc_ldm4t(b, vl + 16 * q);
+                    ssm__tc_mma0<BF>(c, af[0], b[0], b[1]);
+                    ssm__tc_mma<BF>(c, af[0], b[2], b[3]);
+#pragma unroll
+                    for (int kk = 1; kk < NP / 16; ++kk) {
+                        ssm__tc_ldm4t(b, vl + 16 * kk * LDV + 16 * q);
+                        ssm__tc_mma<BF>(c, af[kk], b[0], b[1]);
+                        ssm__tc_mma<BF>(c, af[kk], b[2], b[3]);
+                    }
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int i = r0 + 8 * (e >> 1), jj = 8 * q + c2 + (e & 1);
+                        if (i < n && jj < m)
+                            ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + jj * a.vn.cs,
+                                        c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + jj * a.vc.cs));
+                    }
+                }
+            }
+            __syncthreads();
+            const int o = prv;
+            prv = cur, cur = nxt, nxt = o;
+        }
+        ssm__tc_wait<0>();
+        __syncthreads();
+    }
+}
+template <int NP, int BF>
+static ssm_result ssm__cu_hs_chain_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
+    const size_t smem = ssm__hs_chain_smem(NP, a.m);
+    const int64_t nq = (a.T - a.d + a.d - 1) / a.d, nqb = (nq + SSM__HS_CHAIN - 1) / SSM__HS_CHAIN, units = a.S * a.d * nqb;
+    int occ = 0;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_chain_kernel<NP, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
+    }
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__cu_hs_chain_kernel<NP, BF>, 2 * NP, smem);
+    int64_t grid = (int64_t)(occ > 0 ? occ : 1) * ssm__cu_st(L->ctx)->sms;
+    if (grid > units) grid = units;
+    if (grid <= 0) return SSM_OK;
+    ssm__cu_hs_chain_kernel<NP, BF><<<(unsigned)grid, 2 * NP, smem, ssm__cu_st(L->ctx)->stream>>>(a, nqb);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_chain_kernel");
+    return SSM_OK;
+}
+/* One HS level by chains: the copies of t in [d/2, d) on the per-task kernel, then the chains. */
+static ssm_result ssm__cu_hs_chain_level(ssm__cu_lr *L, ssm__hs_args a, int bf) {
+    ssm__hs_args c = a;
+    c.t0 = a.d / 2, c.ntask = a.d - a.d / 2;
+    SSM__TRY(ssm__cu_hs_level(L, c, bf));
+    switch (ssm__hs_np(a.n) * 2 + bf) {
+    case 32: return ssm__cu_hs_chain_launch<16, 0>(L, a);
+    case 33: return ssm__cu_hs_chain_launch<16, 1>(L, a);
+    case 64: return ssm__cu_hs_chain_launch<32, 0>(L, a);
+    case 65: return ssm__cu_hs_chain_launch<32, 1>(L, a);
+    case 128: return ssm__cu_hs_chain_launch<64, 0>(L, a);
+    case 129: return ssm__cu_hs_chain_launch<64, 1>(L, a);
+    case 256: return ssm__cu_hs_chain_launch<128, 0>(L, a);
+    default: return ssm__cu_hs_chain_launch<128, 1>(L, a);
+    }
+}
+
+/* Steps 1..T-1 (h_0 in h) by Hillis-Steele, a fused kernel per level. */
+static ssm_result ssm__cu_lr_scan_hs(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
+    const int64_t S = L->S, n = L->n, m = L->m;
+    const int bits = A.dtype.bits, bf = A.dtype.code == SSM_DTYPE_BFLOAT;
+    int K = 0;
+    ssm__hs_args a;
+    ssm__cu_rv X, Y, V, hv, tmp;
+    if (!ssm__cu_hs_takes(L->ctx, L->p) || (bits != 16 && bits != 32) || bits != L->p->dtype.bits) return SSM__NOT_MINE;
+    if (T <= 1) return SSM_OK;
+    for (int64_t d = 1; d < T; d *= 2) ++K;
+    {
+        const size_t es = (size_t)bits / 8, Mb = ((size_t)S * T * n * n * es + 255) & ~(size_t)255;
+        memset(&X, 0, sizeof X);
+        X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = n, X.cs = 1, X.ss = T * n * n;
+        Y = X, Y.p = ws + Mb;
+        V = X, V.p = ws + 2 * Mb, V.dt = 0, V.ts = n * m, V.rs = m, V.ss = T * n * m;
+    }
+    hv = ssm__cu_rv_of(h, 0, 0);
+    /* v starts in h (K even) or in V (K odd), holding h_0 and b_1 .. b_{T-1} */
+    {
+        ssm__cu_op src = ssm__cu_op_at(b, 1), dst = ssm__cu_op_at(h, 1);
+        int64_t total = S * (T - 1) * n * m, blocks = (total + 255) / 256;
+        src.bs = b.ts, dst.bs = h.ts;
+        if (K % 2) {
+            dst.p = (char *)V.p + (size_t)n * m * 4, dst.dt = 0, dst.rs = m, dst.cs = 1, dst.bs = n * m, dst.ss = T * n * m;
+            ssm__cu_op h0 = ssm__cu_op_at(h, 0), v0 = dst;
+            v0.p = V.p;
+            ssm__cu_copy_kernel<<<(unsigned)((S * n * m + 255) / 256 < 65536 ? (S * n * m + 255) / 256 : 65536), 256, 0,
+                                  ssm__cu_st(L->ctx)->stream>>>(S * n * m, 1, (int)n, (int)m, h0, v0, 0);
+            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
+        }
+        if (blocks > 65536) blocks = 65536;
+        ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, ssm__cu_st(L->ctx)->stream>>>(total, T - 1, (int)n, (int)m, src, dst, 0);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
+    }
+    memset(&a, 0, sizeof a);
+    a.S = S, a.T = T, a.n = (int)n, a.m = (int)m, a.MP = (int)((m + 7) / 8 * 8), a.step = 1;
+    a.Mc = ssm__cu_rv_of(A, 0, 0);
+    a.Mn = X;
+    if (bits == 32) a.Mn.dt = 0;
+    a.vc = K % 2 ? V : hv;
+    a.vn = K % 2 ? hv : V;
+    for (int64_t d = 1; d < T; d *= 2) {
+        const int64_t t0 = d / 2; /* v copies start at d/2, M copies later */
+        a.d = d, a.t0 = t0, a.ntask = T - t0, a.next = 2 * d < T;
+        a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
+                !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
+        /* chains for narrow states (m <= 8); wide ones re-read more v per task than they save
+           (H200, bench/results/cuda_scan_7749dd5.log: S8 T1024 n64 m64 f16 chains 4.73 ms vs
+           one task per warp group 4.06; m = 1 rows 5.46 vs 7.23 at S16 T4096 n64) */
+        if (bits == 16 && a.vec && m <= 8 && ssm__cu_st(L->ctx)->knobs.linrec_scan != 2 &&
+            ssm__hs_chain_smem(ssm__hs_np(n), m) <= ssm__cu_st(L->ctx)->smem_optin)
+            SSM__TRY(ssm__cu_hs_chain_level(L, a, bf));
+        else SSM__TRY(ssm__cu_hs_level(L, a, bf));
+        L->st->mat_state += S * (T - d);
+        if (a.next) L->st->mat_mat += S * (T - d - 1);
+        /* M: level 1 read A, wrote X; level 2 reads X, writes Y; then they alternate */
+        a.Mc = a.Mn;
+        a.Mn = a.Mc.p == X.p ? Y : X;
+        if (bits == 32) a.Mn.dt = 0;
+        tmp = a.vc, a.vc = a.vn, a.vn = tmp;
+    }
+    return SSM_OK;
+}
+
+/* Blelloch / Brent-Kung in place at stride 2^l, a fused kernel per level on the same tiles:
+   up-sweep level s: tasks k = 2s-1 (mod 2s), v_k += M_k v_{k-s} and M_k = M_k M_{k-s} (but for
+   the first span, which starts at 0); down-sweep level s: tasks k = 3s-1 (mod 2s), v_k += M_k
+   v_{k-s}. A task reads and writes only its own M_k and v_k and reads slots no task of its level
+   writes, so levels run in place: one M scratch of the input type (the up-sweep's first level reads
+   A and writes it; the last down-sweep level reads A), v in h. */
+static int64_t ssm__cu_bl_levels(int64_t T) {
+    int64_t top = 0;
+    for (int64_t s = 1; 2 * s <= T; s *= 2) top = s;
+    return top;
+}
+static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
+    const int64_t S = L->S, n = L->n, m = L->m;
+    const int bits = A.dtype.bits, bf = A.dtype.code == SSM_DTYPE_BFLOAT;
+    ssm__hs_args a;
+    ssm__cu_rv X, Av;
+    if (!ssm__cu_hs_takes(L->ctx, L->p) || (bits != 16 && bits != 32) || bits != L->p->dtype.bits) return SSM__NOT_MINE;
+    if (T <= 1) return SSM_OK;
+    memset(&X, 0, sizeof X);
+    X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = n, X.cs = 1, X.ss = T * n * n;
+    Av = ssm__cu_rv_of(A, 0, 0);
+    { /* v = b in h for t >= 1 */
+        ssm__cu_op src = ssm__cu_op_at(b, 1), dst = ssm__cu_op_at(h, 1);
+        int64_t total = S * (T - 1) * n * m, blocks = (total + 255) / 256;
+        src.bs = b.ts, dst.bs = h.ts;
+        if (blocks > 65536) blocks = 65536;
+        ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, ssm__cu_st(L->ctx)->stream>>>(total, T - 1, (int)n, (int)m, src, dst, 0);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
+    }
+    memset(&a, 0, sizeof a);
+    a.S = S, a.T = T, a.n = (int)n, a.m = (int)m, a.MP = (int)((m + 7) / 8 * 8);
+    a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
+    const int64_t top = ssm__cu_bl_levels(T);
+    for (int64_t s = 1; s <= top; s *= 2) {
+        a.mode = 1, a.d = s, a.t0 = 2 * s - 1, a.step = 2 * s, a.ntask = (T - 2 * s) / (2 * s) + 1;
+        a.Mc = s == 1 ? Av : X, a.Mn = X;
+        a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
+                !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
+        SSM__TRY(ssm__cu_hs_level(L, a, bf));
+        L->st->mat_state += S * a.ntask;
+        L->st->mat_mat += S * (a.ntask - 1);
+    }
+    for (int64_t s = top; s >= 1; s /= 2) {
+        if (3 * s - 1 >= T) continue;
+        a.mode = 2, a.d = s, a.t0 = 3 * s - 1, a.step = 2 * s, a.ntask = (T - 3 * s) / (2 * s) + 1;
+        a.Mc = s == 1 ? Av : X, a.Mn = X;
+        a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
+                !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
+        SSM__TRY(ssm__cu_hs_level(L, a, bf));
+        L->st->mat_state += S * a.ntask;
+    }
+    return SSM_OK;
+}
+
 /* ---- dense linear recurrence: the slots --------------------------------------------------------- */
 
 /* AUTO: chunked (chunk 64) for the tensor-core shapes when T > 64 (bench/results/
@@ -1612,6 +2177,8 @@ static ssm_result ssm__cu_linrec_steps(ssm_ctx *ctx, const ssm_linrec_plan *p, s
     L.ctx = ctx, L.p = p, L.S = p->group, L.n = p->n, L.m = p->m, L.st = st;
     if (p->method == SSM_LINREC_SEQUENTIAL) return ssm__cu_lr_sequential(&L, p->T, A, b, h);
     if (p->method == SSM_LINREC_CR) return ssm__cu_lr_cr(&L, p->T, A, b, h, out, out_written, (char *)scratch);
+    if (p->method == SSM_LINREC_SCAN_HS) return ssm__cu_lr_scan_hs(&L, p->T, A, b, h, (char *)scratch);
+    if (p->method == SSM_LINREC_BLELLOCH) return ssm__cu_lr_blelloch(&L, p->T, A, b, h, (char *)scratch);
     if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
     if (ssm__cu_tc_ok(&L, A)) return ssm__cu_lr_chunked_tc(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch, 0);
     return ssm__cu_lr_chunked(&L, p->T, A, b, h, p->chunk, (char *)scratch);
@@ -2365,6 +2932,11 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
                 tc = a > SIZE_MAX - c ? SIZE_MAX : a + c;
             }
             *bytes = generic > tc ? generic : tc;
+            return SSM_OK;
+        }
+        if (p->method == SSM_LINREC_SCAN_HS || p->method == SSM_LINREC_BLELLOCH) {
+            if (!ssm__cu_hs_takes(ctx, p)) return SSM__NOT_MINE;
+            *bytes = ssm__cu_hs_bytes(p, p->method == SSM_LINREC_BLELLOCH);
             return SSM_OK;
         }
         if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
