@@ -160,7 +160,8 @@ static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh
     }
     if (peer) { /* the inputs, for the peer: q k v beta g dout as raw bf16, then the offsets */
         char path[512];
-        snprintf(path, sizeof path, "%s/B%d_T%d_H%d_D%d_nh%d.bin", getenv("DELTA_PEER_DIR"), B, T, H, D, nh);
+        /* one file per row: the varlen row has the same sizes as its whole-batch twin */
+        snprintf(path, sizeof path, "%s/B%d_T%d_H%d_D%d_nh%d_s%d.bin", getenv("DELTA_PEER_DIR"), B, T, H, D, nh, seqs);
         FILE *f = fopen(path, "wb");
         if (f) {
             dump(f, q, ntok * D), dump(f, k, nk), dump(f, v, nk), dump(f, be, ntok * nh), dump(f, g, ntok), dump(f, dout, ntok * D);
