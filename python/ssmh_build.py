@@ -6,9 +6,8 @@ loaded with ctypes (no CPython extension: the wheel is tagged py3-none-<platform
   - CPU: `cc` compiles ssm.h's implementation (python/ssmh/csrc/ssmh.c), with the BLIS backend
     when `blis.h` + `-lblis` link (probed), else the reference backend.
   - CUDA: when `nvcc` is found (SSMH_NVCC, $CUDA_HOME/bin, PATH), nvcc compiles ssm_cuda.h
-    (python/ssmh/csrc/ssmh_cuda.cu) for sm_80 + sm_90 + sm_90a + PTX (SSMH_CUDA_ARCHS overrides:
-    "80;90;90a" means sm_80, sm_90, sm_90a (Hopper's wgmma projection kernel) and compute_90
-    PTX) and links both halves with -lcublas.
+    (python/ssmh/csrc/ssmh_cuda.cu) for sm_80 + sm_90 + PTX (SSMH_CUDA_ARCHS overrides:
+    "80;90" means sm_80, sm_90 and compute_90 PTX) and links both halves with -lcublas.
 Environment: SSMH_CUDA=0 (CPU only) / 1 (fail without nvcc), SSMH_BLAS=0/1 likewise,
 CC, SSMH_CFLAGS (default -O2 -march=native: the library is built where it runs).
 """
@@ -82,8 +81,7 @@ def _gencode(archs):
     flags = []
     for a in archs:
         flags += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
-    portable = [a for a in archs if not a.endswith("a")] or archs  # sm_90a code runs on cc 9.0 alone
-    flags += ["-gencode", f"arch=compute_{portable[-1]},code=compute_{portable[-1]}"]  # PTX for newer GPUs
+    flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]  # PTX for newer GPUs
     return flags
 
 
@@ -101,7 +99,7 @@ def build_library(out_dir):
         libs = ["-lblis", "-lgomp"] if blis else []
         out = os.path.join(out_dir, "libssmh.so")
         if nvcc:
-            archs = os.environ.get("SSMH_CUDA_ARCHS", "80;90;90a")
+            archs = os.environ.get("SSMH_CUDA_ARCHS", "80;90")
             cuda_lib = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "lib64")
             _run([nvcc, "-O3", "-std=c++17", "--threads", "0", *_gencode(archs), "-I", ROOT, "-Xcompiler", "-fPIC", "-shared",
                   os.path.join(HERE, "ssmh", "csrc", "ssmh_cuda.cu"), obj, "-lcublas", *libs,
