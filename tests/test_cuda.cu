@@ -960,17 +960,9 @@ int main(void) {
         cases_label = "cr-levels";
         cases_variant = SSM_LINREC_CR;
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
-        cc.linrec_cr = 0;
-        cc.linrec_scan = 1; /* and the scan rows on ssm.h's generic levels */
-        cases_label = "scan-generic";
-        cases_variant = SSM_LINREC_SCAN_HS;
-        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
-        cc.linrec_scan = 2; /* HS one task per warp group instead of the chains */
-        cases_label = "scan-pertask";
-        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
-        cc.linrec_scan = 0;
         cases_variant = -1;
         cases_label = NULL;
+        cc.linrec_cr = 0;
     }
     if (delta) {
         ssm_ctx *cu = cuda_ctx(), *ref = ref_ctx();
