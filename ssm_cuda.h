@@ -47,10 +47,8 @@
      across GPUs with the NCCL hook (-DSSM_NCCL). The delta rule runs on
      the GPU for DeltaNet, Gated DeltaNet and DeltaProduct (n_h > 1, as DeltaNet over T n_h
      sub-tokens; f32, f16, bf16); the f32 backward with K > 128 answers SSM_ERROR_UNSUPPORTED.
-     Projection chains (16-bit, FUSED) run on sm_90a builds on Hopper as our TMA + wgmma GEMM
-     with every segment's epilogue in its registers (proj_kernel 3), elsewhere as cuBLAS GEMMs
-     with the epilogue in one pass (an in-tile mma.sync variant behind
-     ssm_cuda_config.proj_kernel), output chains as a norm pass
+     Projection chains run as cuBLAS GEMMs with every segment's epilogue in one pass (an
+     in-tile mma.sync variant behind ssm_cuda_config.proj_kernel), output chains as a norm pass
      + cuBLAS (the proj and outchain sections below). Calls are asynchronous on the context's stream; errors
      that can be found before launch (shapes, dtypes, host pointers, wrong device, misaligned
      data) return an error and write nothing. CUDA / cuBLAS failures return SSM_ERROR_BACKEND
@@ -171,12 +169,8 @@ typedef struct ssm_cuda_config {
     int linrec_tc_split;  /* tensor-core chunked: 1 = plain 16-bit running product, 2 = hi/lo
                              split (~f32 accurate); by shape: split for bf16, plain for f16   */
     int proj_kernel;      /* projection chain, FUSED forward: 1 = cuBLAS GEMM + one epilogue
-                             pass, 2 = the tile-fused mma.sync kernel (16-bit, K-contiguous x
-                             and W), 3 = the sm_90a TMA + wgmma kernel with the epilogue in
-                             registers (16-bit, K-contiguous x and W with 16-byte rows, N
-                             even, a cc 9.0 GPU running this binary's sm_90a code; by default
-                             where it applies and L2 heads have >= 16 columns); calls a
-                             forced kernel does not fit take 1                                 */
+                             pass (the default), 2 = the tile-fused mma.sync kernel (16-bit,
+                             K-contiguous x and W; other calls take 1)                        */
     int linrec_cr;        /* cyclic reduction: 1 = ssm.h's generic levels on gemm + copy,
                              2 = the fused level kernels over the whole sequence (no
                              tensor-core spans); by shape: spans of the chunk length reduced
@@ -235,7 +229,6 @@ SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda_nccl *h, u
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda.h> /* CUtensorMap (proj_kernel 3) */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
@@ -255,7 +248,6 @@ typedef struct ssm__cu_state {
     size_t ws_bytes;
     int ws_owned;
     ssm_cuda_config knobs; /* the kernel-choice fields of the config */
-    int pjw;               /* proj_kernel 3 runs here: 0 not yet asked, 1 yes, 2 no */
 } ssm__cu_state;
 
 static ssm__cu_state *ssm__cu_st(const ssm_ctx *ctx) { return (ssm__cu_state *)ssm_ctx_backend_state(ctx); }
@@ -316,7 +308,7 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         cc.decay_tile_cols != 8 && cc.decay_tile_cols != 16) || (cc.decay_tile_steps && cc.decay_tile_steps != 4 &&
         cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
         cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
-        cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 2)
+        cc.proj_kernel > 2 || cc.linrec_cr < 0 || cc.linrec_cr > 2)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -3727,13 +3719,7 @@ extern "C" SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda
    the L2 norm of every head inside the tile before writing y once (heads cut by a tile
    boundary: a second pass, ssm__pj_l2_kernel). On an H200 it reaches ~30% of cuBLAS's rate
    (233 vs 795 TFLOP/s at 8192^3 bf16: mma.sync against wgmma), so it loses to cuBLAS + one
-   pass; a wgmma / TMA mainloop is what would make the in-tile epilogue pay: ssm__pjw_kernel
-   (proj_kernel = 3, below; the default where it applies) is that kernel. H200, Gated DeltaNet
-   rows (d 2048, N 8224, bf16; bench/results/cuda_proj_wgmma_4210d7f.log): FUSED forward 1.95x /
-   1.65x / 1.55x the cuBLAS GEMM alone at M = 2048 / 8192 / 32768 (kernel 1: 2.13x / 2.17x /
-   2.24x). The dev harness's fast-math epilogue (__expf, __fdividef, rsqrtf; SiLU / sigmoid /
-   identity only, no per-tile column setup) reached 1.15x at M 8192: the accurate math and
-   the general epilogue are the likely cost (not profiled).
+   pass; a wgmma / TMA mainloop is what would make the in-tile epilogue pay.
    Backward: z (pre, or recomputed by one GEMM into the dPre scratch), one pass computing
    every activation and L2 derivative into dPre (a warp per row) and the decay gates' dA_log
    terms, then one dX and one dW GEMM over the whole width (cuBLAS; per segment when
@@ -4248,389 +4234,6 @@ static int ssm__pj_fusable(const ssm_proj_plan *p, const ssm_tensor *x, const ss
            !((uintptr_t)W->data & 15) && (p->M + SSM__PJ_BM - 1) / SSM__PJ_BM <= 65535;
 }
 
-/* proj_kernel 3's conditions (besides the sm_90a check): 16-bit FUSED; x and W K-contiguous
-   with 16-byte aligned bases and row strides (TMA: global strides multiples of 16 bytes), K % 8;
-   y (and pre) column-contiguous with even row strides and 4-byte aligned bases, N even (pairs of
-   columns per store); M, N below 2^31 - 256; unless forced (proj_kernel = 3), L2 heads of >= 16
-   columns (the epilogue visits a row's accumulators once per head in the tile). */
-static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W, const ssm_tensor *y,
-                         const ssm_tensor *pre, int forced) {
-    int s;
-    if (!(p->dtype.bits == 16 && p->path == SSM_PROJ_FUSED && p->K % 8 == 0 && p->K > 0 && p->N % 2 == 0 && p->N > 0 &&
-          p->M > 0 && p->M < ((int64_t)1 << 31) - 256 && p->N < ((int64_t)1 << 31) - 256 && p->K < ((int64_t)1 << 31) - 256))
-        return 0;
-    if (((p->M + 127) / 128) * ((p->N + 127) / 128) >= ((int64_t)1 << 31)) return 0;
-    if (x->strides[1] != 1 || W->strides[1] != 1 || x->strides[0] % 8 || W->strides[0] % 8 || x->strides[0] <= 0 ||
-        W->strides[0] <= 0 || x->strides[0] >= ((int64_t)1 << 38) || W->strides[0] >= ((int64_t)1 << 38) ||
-        ((uintptr_t)x->data & 15) || ((uintptr_t)W->data & 15))
-        return 0;
-    if (y->ndim != 2 || y->strides[1] != 1 || y->strides[0] % 2 || ((uintptr_t)y->data & 3)) return 0;
-    if (pre && (pre->ndim != 2 || pre->strides[1] != 1 || pre->strides[0] % 2 || ((uintptr_t)pre->data & 3))) return 0;
-    for (s = 0; s < p->nseg; ++s)
-        if (!forced && p->seg[s].l2_head > 0 && p->seg[s].l2_head < 16) return 0;
-    return 1;
-}
-
-
-/* ---- proj_kernel 3: the sm_90a TMA + wgmma ping-pong GEMM with the whole epilogue in registers
-   (moved from dev/cuda/gemm_wgmma.cu's q128). 384 threads: warpgroup 0 produces (one thread
-   issues TMA loads of 128 x 64 slices of x and W, 128-byte swizzle, into a 6-stage ring of
-   mbarrier-guarded stages), warpgroups 1 and 2 consume: persistent, each owns a whole 128 x 128
-   tile (two m64n128k16 per k16, 128 f32 accumulators a thread), the two alternate so one runs
-   its mainloop while the other runs its epilogue; order mbarriers keep every parity wait one
-   phase ahead at most. Epilogue straight from the accumulators (accurate f32 math, the same
-   expressions as ssm__pj_act: expf, IEEE division, 1 / sqrtf): bias, pre under SAVE_PRE, every
-   activation per segment, the L2 norm of every head inside the tile (a quad reduction each, all
-   64 accumulators of a row half visited per head: by default only heads of >= 16 columns); heads a 128-column tile boundary cuts get the same second pass as kernel 2
-   (ssm__pj_l2_kernel). Device code only in sm_90a builds (__CUDA_ARCH_FEAT_SM90_ALL); other
-   builds compile an empty stub, which the host detects (the real kernel has static shared
-   memory, the stub none) and then takes kernel 1. */
-#if CUDART_VERSION >= 12050 /* cudaGetDriverEntryPointByVersion */
-#define SSM__PJW_HAVE 1
-#define SSM__PJW_ST 6
-#define SSM__PJW_BK 64
-#define SSM__PJW_GM 16 /* tiles numbered in groups of 16 row tiles (L2 reuse) */
-#define SSM__PJW_SMEM (SSM__PJW_ST * 2 * 128 * SSM__PJW_BK * 2 + 1024)
-#define SSM__PJW_MAXH 128 /* heads inside a 128-column tile */
-
-typedef struct __align__(16) ssm__pjw_cols { /* one consumer warpgroup's view of its tile's 128 columns (float2 reads of b) */
-    float b[128], al[128], p[128];
-    int nsg, nh;
-    int sact[SSM_PROJ_MAX_SEGMENTS], slo[SSM_PROJ_MAX_SEGMENTS], shi[SSM_PROJ_MAX_SEGMENTS];
-    int h0[SSM__PJW_MAXH], hd[SSM__PJW_MAXH];
-} ssm__pjw_cols;
-
-template <int BF> struct ssm__pjw_ty { typedef __half T; };
-template <> struct ssm__pjw_ty<1> { typedef __nv_bfloat16 T; };
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint32_t ssm__pjw_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void ssm__pjw_bar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ssm__pjw_sa(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void ssm__pjw_expect_tx(uint64_t *b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ssm__pjw_sa(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void ssm__pjw_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(ssm__pjw_sa(b)) : "memory");
-}
-__device__ __forceinline__ void ssm__pjw_wait(uint64_t *b, int phase) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(ssm__pjw_sa(b)), "r"(phase)
-                     : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void ssm__pjw_tma(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
-                     ssm__pjw_sa(dst)),
-                 "l"((uint64_t)map), "r"(ssm__pjw_sa(bar)), "r"(c0), "r"(c1)
-                 : "memory");
-}
-/* K-major operand, 128-byte swizzle: 8-row core groups 1024 bytes apart (SBO), LBO unused (1). */
-__device__ __forceinline__ uint64_t ssm__pjw_desc(const void *p) {
-    return (uint64_t)((ssm__pjw_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void ssm__pjw_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
-#define SSM__PJW_MMA(TY)                                                                                              \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                       \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {"                                      \
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                            \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                  \
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                  \
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                   \
-                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                                \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),       \
-                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),     \
-                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),     \
-                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),     \
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),     \
-                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),     \
-                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),     \
-                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])      \
-                 : "l"(da), "l"(db), "r"(1))
-template <int BF> __device__ __forceinline__ void ssm__pjw_mma(float *d, uint64_t da, uint64_t db);
-template <> __device__ __forceinline__ void ssm__pjw_mma<1>(float *d, uint64_t da, uint64_t db) { SSM__PJW_MMA("bf16"); }
-template <> __device__ __forceinline__ void ssm__pjw_mma<0>(float *d, uint64_t da, uint64_t db) { SSM__PJW_MMA("f16"); }
-#undef SSM__PJW_MMA
-
-template <int BF> __device__ __forceinline__ void ssm__pjw_st2(void *p, int64_t i, float a, float b) {
-    if (BF) *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(a, b);
-    else *(__half2 *)((__half *)p + i) = __floats2half2_rn(a, b);
-}
-
-/* Activation A (a constant: the switch folds; -1: act per call) on the values of columns [lo, hi)
-   of the tile; d[4j + {0,1}] are row r0, columns 8j + 2q + {0,1}; d[4j + {2,3}] row r0 + 8. */
-template <int A>
-__device__ __forceinline__ void ssm__pjw_act(float *d, const ssm__pjw_cols &cc, int act, int lo, int hi, int q) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int c = 8 * j + 2 * q + e;
-            float df;
-            if (c >= lo && c < hi) {
-                const float p = cc.p[c], al = cc.al[c];
-                d[4 * j + e] = ssm__pj_act(A >= 0 ? A : act, p, al, d[4 * j + e], &df);
-                d[4 * j + 2 + e] = ssm__pj_act(A >= 0 ? A : act, p, al, d[4 * j + 2 + e], &df);
-            }
-        }
-}
-
-template <int BF>
-__device__ __forceinline__ void ssm__pjw_epi(float *d, const ssm__pjw_cols &cc, int64_t M, int64_t N, int64_t r0, int64_t n0,
-                                             int q, const ssm__pj_mat &y, const ssm__pj_mat &pre, float eps) {
-    const bool ok0 = r0 < M, ok1 = r0 + 8 < M;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        const int c = 8 * j + 2 * q;
-        const float2 b = *(const float2 *)(cc.b + c);
-        d[4 * j] += b.x, d[4 * j + 1] += b.y, d[4 * j + 2] += b.x, d[4 * j + 3] += b.y;
-        if (pre.p && n0 + c < N) { /* N even: c + 1 < N too */
-            if (ok0) ssm__pjw_st2<BF>(pre.p, r0 * pre.rs + n0 + c, d[4 * j], d[4 * j + 1]);
-            if (ok1) ssm__pjw_st2<BF>(pre.p, (r0 + 8) * pre.rs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
-        }
-    }
-    for (int s = 0; s < cc.nsg; ++s) { /* the segments the tile overlaps (uniform across the warpgroup) */
-        const int a = cc.sact[s], lo = cc.slo[s], hi = cc.shi[s];
-        switch (a) {
-        case SSM_PROJ_NONE: break;
-        case SSM_PROJ_SILU: ssm__pjw_act<SSM_PROJ_SILU>(d, cc, a, lo, hi, q); break;
-        case SSM_PROJ_SIGMOID: ssm__pjw_act<SSM_PROJ_SIGMOID>(d, cc, a, lo, hi, q); break;
-        case SSM_PROJ_DECAY_GATE: ssm__pjw_act<SSM_PROJ_DECAY_GATE>(d, cc, a, lo, hi, q); break;
-        default: ssm__pjw_act<-1>(d, cc, a, lo, hi, q); break;
-        }
-    }
-    for (int e = 0; e < cc.nh; ++e) { /* heads inside the tile: 4 lanes hold a row's 128 columns */
-        const int h = cc.h0[e], hd = cc.hd[e];
-        float s0 = 0.f, s1 = 0.f;
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int u = 0; u < 2; ++u)
-                if ((unsigned)(8 * j + 2 * q + u - h) < (unsigned)hd)
-                    s0 += d[4 * j + u] * d[4 * j + u], s1 += d[4 * j + 2 + u] * d[4 * j + 2 + u];
-        s0 += __shfl_xor_sync(0xffffffffu, s0, 1), s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-        s0 += __shfl_xor_sync(0xffffffffu, s0, 2), s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-        s0 = 1.f / sqrtf(s0 + eps), s1 = 1.f / sqrtf(s1 + eps);
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int u = 0; u < 2; ++u)
-                if ((unsigned)(8 * j + 2 * q + u - h) < (unsigned)hd) d[4 * j + u] *= s0, d[4 * j + 2 + u] *= s1;
-    }
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        const int c = 8 * j + 2 * q;
-        if (n0 + c < N) {
-            if (ok0) ssm__pjw_st2<BF>(y.p, r0 * y.rs + n0 + c, d[4 * j], d[4 * j + 1]);
-            if (ok1) ssm__pjw_st2<BF>(y.p, (r0 + 8) * y.rs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
-        }
-    }
-}
-#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
-
-template <int BF>
-__global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant__ CUtensorMap ta,
-                                                          const __grid_constant__ CUtensorMap tb, int M, int N, int K,
-                                                          ssm__pj_segs sg, ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat y,
-                                                          ssm__pj_mat pre, float eps) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef typename ssm__pjw_ty<BF>::T T;
-    constexpr int BM = 128, BN = 128, BK = SSM__PJW_BK, ST = SSM__PJW_ST;
-    extern __shared__ uint4 ssm__pjw_smem[];
-    __shared__ uint64_t bars[2 * ST + 2];
-    __shared__ ssm__pjw_cols cols[2];
-    unsigned char *base = (unsigned char *)(((uintptr_t)ssm__pjw_smem + 1023) & ~(uintptr_t)1023);
-    T *sA = (T *)base;         /* ST x [128][64], 128-byte swizzle */
-    T *sB = sA + ST * BM * BK; /* ST x [128][64] */
-    uint64_t *full = bars, *empty = full + ST, *order = empty + ST;
-    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, ntiles = ntm * ntn, nk = (K + BK - 1) / BK;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; ++s) ssm__pjw_bar_init(&full[s], 1), ssm__pjw_bar_init(&empty[s], 4);
-        ssm__pjw_bar_init(&order[0], 4), ssm__pjw_bar_init(&order[1], 4);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-#define SSM__PJW_TILE(t, tm, tn)                                                                         \
-    do {                                                                                                 \
-        const int per_ = SSM__PJW_GM * ntn, g_ = (t) / per_, f_ = g_ * SSM__PJW_GM, r_ = (t) - g_ * per_; \
-        const int gs_ = ntm - f_ < SSM__PJW_GM ? ntm - f_ : SSM__PJW_GM;                                 \
-        tm = f_ + r_ % gs_, tn = r_ / gs_;                                                               \
-    } while (0)
-    if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (tid == 0) {
-            int s = 0, ph = 0;
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-                int tm, tn;
-                SSM__PJW_TILE(t, tm, tn);
-                for (int kb = 0; kb < nk; ++kb) {
-                    ssm__pjw_wait(&empty[s], ph ^ 1);
-                    ssm__pjw_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
-                    ssm__pjw_tma(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
-                    ssm__pjw_tma(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
-                    if (++s == ST) s = 0, ph ^= 1;
-                }
-            }
-        }
-    } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        float d0[BN / 2], d1[BN / 2];
-        const int warp = tid / 32, lane = tid % 32, c = wg - 1;
-        ssm__pjw_cols &cc = cols[c];
-        for (int i = c;; i += 2) {
-            const int t = blockIdx.x + i * gridDim.x;
-            if (t >= ntiles) break;
-            int tm, tn;
-            SSM__PJW_TILE(t, tm, tn);
-#pragma unroll
-            for (int r = 0; r < BN / 2; ++r) d0[r] = 0.f, d1[r] = 0.f;
-            /* A parity wait is only sound one phase ahead: wait until the other warpgroup has seen
-               every full barrier of tile i - 1, so the ring's barriers are at most one phase behind
-               this tile's slots. */
-            if (i >= 1) ssm__pjw_wait(&order[c], ((i - 2 + c) / 2) & 1);
-            const long g = (long)i * nk;
-            int s = (int)(g % ST), ph = (int)((g / ST) & 1), prev = -1;
-            for (int kb = 0; kb < nk; ++kb) {
-                ssm__pjw_wait(&full[s], ph);
-#pragma unroll
-                for (int r = 0; r < BN / 2; ++r) ssm__pjw_rf(d0[r]), ssm__pjw_rf(d1[r]);
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-                const T *a = sA + s * BM * BK, *b = sB + s * BN * BK;
-#pragma unroll
-                for (int k = 0; k < BK / 16; ++k) {
-                    ssm__pjw_mma<BF>(d0, ssm__pjw_desc(a + 16 * k), ssm__pjw_desc(b + 16 * k));
-                    ssm__pjw_mma<BF>(d1, ssm__pjw_desc(a + 64 * BK + 16 * k), ssm__pjw_desc(b + 16 * k));
-                }
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-#pragma unroll
-                for (int r = 0; r < BN / 2; ++r) ssm__pjw_rf(d0[r]), ssm__pjw_rf(d1[r]);
-                if (prev >= 0 && lane == 0) ssm__pjw_arrive(&empty[prev]);
-                prev = s;
-                if (++s == ST) s = 0, ph ^= 1;
-            }
-            if (lane == 0) ssm__pjw_arrive(&order[c ^ 1]); /* this tile's full barriers all seen */
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-            for (int r = 0; r < BN / 2; ++r) ssm__pjw_rf(d0[r]), ssm__pjw_rf(d1[r]);
-            if (prev >= 0 && lane == 0) ssm__pjw_arrive(&empty[prev]);
-            /* the tile's columns (named barrier 1 + c over this warpgroup's 128 threads) */
-            const int64_t n0 = (int64_t)tn * BN;
-            asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
-            {
-                const int64_t col = n0 + tid;
-                float b = 0.f, al = 0.f, p = 1.f;
-                if (col < N) {
-                    const int sj = ssm__pj_seg_of(sg, col);
-                    p = sg.param[sj];
-                    if (sg.bias[sj]) b = ssm__pj_ld<T>(bias.p, col * bias.s);
-                    if (sg.act[sj] == SSM_PROJ_DECAY_GATE) al = ssm__pj_ld<T>(alog.p, (sg.g0[sj] + col - sg.c0[sj]) * alog.s);
-                }
-                cc.b[tid] = b, cc.al[tid] = al, cc.p[tid] = p;
-                if (tid == 0) {
-                    int ns = 0, nh = 0;
-                    for (int sj = 0; sj < sg.n; ++sj) {
-                        const int64_t lo = sg.c0[sj] > n0 ? sg.c0[sj] : n0;
-                        const int64_t hi = sg.c0[sj + 1] < n0 + BN ? sg.c0[sj + 1] : n0 + BN;
-                        if (lo >= hi) continue;
-                        cc.sact[ns] = sg.act[sj], cc.slo[ns] = (int)(lo - n0), cc.shi[ns] = (int)(hi - n0), ++ns;
-                        if (sg.l2[sj] > 0) { /* heads wholly inside the tile */
-                            const int64_t hd = sg.l2[sj];
-                            for (int64_t hs = sg.c0[sj] + (lo - sg.c0[sj]) / hd * hd; hs < hi; hs += hd)
-                                if (hs >= n0 && hs + hd <= n0 + BN && nh < SSM__PJW_MAXH)
-                                    cc.h0[nh] = (int)(hs - n0), cc.hd[nh] = (int)hd, ++nh;
-                        }
-                    }
-                    cc.nsg = ns, cc.nh = nh;
-                }
-            }
-            asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
-            const int64_t r0 = (int64_t)tm * BM + warp * 16 + lane / 4;
-            ssm__pjw_epi<BF>(d0, cc, M, N, r0, n0, lane % 4, y, pre, eps);
-            ssm__pjw_epi<BF>(d1, cc, M, N, r0 + 64, n0, lane % 4, y, pre, eps);
-        }
-    }
-#undef SSM__PJW_TILE
-#endif
-}
-
-typedef CUresult (*ssm__pjw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                       const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static ssm__pjw_encode_fn ssm__pjw_encoder(void) {
-    static ssm__pjw_encode_fn f = NULL; /* the driver's entry point: the same value for every caller */
-    if (!f) {
-        cudaDriverEntryPointQueryResult q;
-        void *fp = NULL;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fp, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            f = (ssm__pjw_encode_fn)fp;
-        else
-            cudaGetLastError();
-    }
-    return f;
-}
-/* 1 when kernel 3 can run on the context's device: compute capability 9.0 and this binary's
-   code for it is the sm_90a build (the stub that other targets compile has no static shared
-   memory), and the driver has cuTensorMapEncodeTiled. Decided once per context. */
-static int ssm__pjw_ok(ssm__cu_state *st) {
-    if (!st->pjw) {
-        cudaFuncAttributes fa;
-        int major = 0, minor = 0;
-        st->pjw = 2;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, st->device) == cudaSuccess &&
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, st->device) == cudaSuccess && major == 9 &&
-            minor == 0 && cudaFuncGetAttributes(&fa, ssm__pjw_kernel<1>) == cudaSuccess && fa.sharedSizeBytes > 0 &&
-            cudaFuncGetAttributes(&fa, ssm__pjw_kernel<0>) == cudaSuccess && fa.sharedSizeBytes > 0 &&
-            fa.sharedSizeBytes + SSM__PJW_SMEM <= st->smem_optin && ssm__pjw_encoder() &&
-            cudaFuncSetAttribute(ssm__pjw_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SSM__PJW_SMEM) ==
-                cudaSuccess &&
-            cudaFuncSetAttribute(ssm__pjw_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SSM__PJW_SMEM) == cudaSuccess)
-            st->pjw = 1;
-        cudaGetLastError();
-    }
-    return st->pjw == 1;
-}
-/* [rows, K] with row stride ld elements; boxes of 128 rows x 64 elements, 128-byte swizzle,
-   zero fill past the edges. 0 on success. */
-static int ssm__pjw_map(CUtensorMap *m, const void *p, int bf, int64_t rows, int64_t K, int64_t ld) {
-    cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * 2};
-    cuuint32_t box[2] = {SSM__PJW_BK, 128}, es[2] = {1, 1};
-    return ssm__pjw_encoder()(m, bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)p, dims,
-                              strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
-}
-/* Launches kernel 3; 0 when it cannot (tensor map refused): the caller takes kernel 1. */
-static int ssm__pjw_launch(ssm__cu_state *st, const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W,
-                           const ssm__pj_segs &sg, ssm__pj_vec vb, ssm__pj_vec va, ssm__pj_mat my, ssm__pj_mat mp, float eps) {
-    CUtensorMap ta, tb;
-    const int bf = ssm__cu_dt(p->dtype) == 2;
-    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
-    const int64_t want = (tiles + 1) / 2, grid = want < st->sms ? want : st->sms;
-    if (ssm__pjw_map(&ta, x->data, bf, p->M, p->K, x->strides[0]) || ssm__pjw_map(&tb, W->data, bf, p->N, p->K, W->strides[0]))
-        return 0;
-    if (bf)
-        ssm__pjw_kernel<1><<<(unsigned)grid, 384, SSM__PJW_SMEM, st->stream>>>(ta, tb, (int)p->M, (int)p->N, (int)p->K, sg, vb,
-                                                                             va, my, mp, eps);
-    else
-        ssm__pjw_kernel<0><<<(unsigned)grid, 384, SSM__PJW_SMEM, st->stream>>>(ta, tb, (int)p->M, (int)p->N, (int)p->K, sg, vb,
-                                                                             va, my, mp, eps);
-    return 1;
-}
-#else
-static int ssm__pjw_ok(ssm__cu_state *) { return 0; }
-static int ssm__pjw_launch(ssm__cu_state *, const ssm_proj_plan *, const ssm_tensor *, const ssm_tensor *, const ssm__pj_segs &,
-                           ssm__pj_vec, ssm__pj_vec, ssm__pj_mat, ssm__pj_mat, float) {
-    return 0;
-}
-#endif
-
 /* The one-pass epilogue over columns [ca, cb) of y. */
 static ssm_result ssm__pj_epi(ssm_ctx *ctx, const ssm_proj_plan *p, int64_t ca, int64_t cb, const ssm__pj_segs &sg,
                               ssm__pj_vec vb, ssm__pj_vec va, ssm__pj_mat my, ssm__pj_mat mp) {
@@ -4664,18 +4267,6 @@ static ssm_result ssm__cu_proj_forward(ssm_ctx *ctx, const ssm_proj_plan *p, con
     const float eps = (float)p->l2_eps;
     int s;
     if (p->M == 0) return SSM_OK;
-    if ((st->knobs.proj_kernel == 0 || st->knobs.proj_kernel == 3) && ssm__pjw_fits(p, x, W, y, pre, st->knobs.proj_kernel == 3) && ssm__pjw_ok(st) &&
-        ssm__pjw_launch(st, p, x, W, sg, vb, va, my, mp, eps)) {
-        SSM__CU_LAUNCHED(ctx, "ssm__pjw_kernel");
-        for (s = 0; s < p->nseg; ++s) { /* the heads a 128-column tile boundary cuts */
-            const int64_t c0 = p->c0[s], w = p->seg[s].width, hd = p->seg[s].l2_head;
-            if (hd <= 0 || (c0 % SSM__PJ_BN == 0 && SSM__PJ_BN % hd == 0)) continue;
-            ssm__pj_l2_kernel<<<ssm__cu_blocks(p->M * (w / hd) * 32), 256, 0, st->stream>>>(p->M, c0, w / hd, hd, 1, dt,
-                                                                                            my, eps);
-            SSM__CU_LAUNCHED(ctx, "ssm__pj_l2_kernel");
-        }
-        return SSM_OK;
-    }
     if (st->knobs.proj_kernel == 2 && ssm__pj_fusable(p, x, W)) {
         dim3 grid((unsigned)((p->N + SSM__PJ_BN - 1) / SSM__PJ_BN), (unsigned)((p->M + SSM__PJ_BM - 1) / SSM__PJ_BM));
         if (dt == 2) {

@@ -1,15 +1,13 @@
 # CUDA backend (ssm_cuda.h): `make test-cuda`, `make bench-cuda`, `make lib` need a GPU only to run.
 # SSM_NVARCH picks the target of tests and benchmarks (NVARCH is taken: CUDA images set it to
-# the CPU arch); by default sm_90a, the Hopper target whose arch-specific instructions (wgmma,
-# setmaxnreg) the projection chains' proj_kernel 3 needs (other targets compile it as an empty
-# stub and take kernel 1). The minimum architecture is sm_80 (cp.async); `make lib` builds sm_80,
-# sm_90 and sm_90a code plus sm_90 PTX for later GPUs.
+# the CPU arch). The minimum architecture is sm_80 (cp.async); `make lib` builds sm_80 and
+# sm_90 code plus sm_90 PTX for later GPUs.
 # `compile-cuda` (in CI through EXTRA_TEST_DEPS) compiles and links every CUDA source with nvcc
 # and compiles ssm_cuda.h for sm_80 (nvcc -arch=sm_80), the minimum the README claims.
-SSM_NVARCH ?= -arch=sm_90a
+SSM_NVARCH ?= -arch=sm_90
 SSM_NVBASE := -O3 -I. -std=c++17 -Xcompiler -Wall
 SSM_NVFLAGS ?= $(SSM_NVBASE) $(SSM_NVARCH)
-SSM_LIBARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
+SSM_LIBARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
@@ -110,8 +108,3 @@ lib: $(BUILD)/libssmh.so
 run-cuda: $(BUILD)/quickstart_cuda
 	@echo "== CUDA quickstart (full GPU benchmark tables: make bench-cuda)"
 	$(B)/quickstart_cuda
-
-# dev/cuda/gemm_wgmma.cu uses wgmma and setmaxnreg: sm_90a machine code only (elsewhere the
-# program says it needs sm_90a and exits 0). Explicit, so it wins over the $(BUILD)/dev_% rule.
-$(BUILD)/dev_gemm_wgmma: dev/cuda/gemm_wgmma.cu bench/cuda_common.h bench/bench.h ssm.h | $(BUILD)
-	$(NVCC) $(SSM_NVBASE) -gencode arch=compute_90a,code=sm_90a -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@

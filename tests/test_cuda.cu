@@ -978,18 +978,11 @@ int main(void) {
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }
-    if (proj) { /* projection and output chains (by default the sm_90a wgmma kernel 3 where it applies);
-                   proj again with each FUSED forward kernel forced: 1 cuBLAS + pass, 2 mma.sync tile, 3 wgmma */
+    if (proj) { /* projection and output chains; proj again with the tile-fused kernel forced */
         cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
         cases_run(CASE_CUDA_DTYPES, CASE_OUTCHAIN);
-        cc.proj_kernel = 1;
-        cases_label = "cublas";
-        cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
         cc.proj_kernel = 2;
         cases_label = "tile";
-        cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
-        cc.proj_kernel = 3;
-        cases_label = "wgmma";
         cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
         cases_label = NULL;
         cc.proj_kernel = 0;
