@@ -108,3 +108,8 @@ lib: $(BUILD)/libssmh.so
 run-cuda: $(BUILD)/quickstart_cuda
 	@echo "== CUDA quickstart (full GPU benchmark tables: make bench-cuda)"
 	$(B)/quickstart_cuda
+
+# dev/cuda/gemm_wgmma.cu uses wgmma and setmaxnreg: sm_90a machine code only (elsewhere the
+# program says it needs sm_90a and exits 0). Explicit, so it wins over the $(BUILD)/dev_% rule.
+$(BUILD)/dev_gemm_wgmma: dev/cuda/gemm_wgmma.cu bench/cuda_common.h bench/bench.h ssm.h | $(BUILD)
+	$(NVCC) $(SSM_NVBASE) -gencode arch=compute_90a,code=sm_90a -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
