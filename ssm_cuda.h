@@ -25,7 +25,7 @@
    REQUIREMENTS
      Minimum architecture sm_80 (A100): the kernels use cp.async and mma.sync with bf16
      operands, which older architectures lack (an sm_75 or sm_70 build fails to compile).
-     The library is compiled and checked for sm_80 (tests/compile_cuda.cu) and built and
+     The library is compiled for sm_80 in CI (make lib builds sm_80 code) and built and
      tested for sm_90 (H100 / H200).
 
          ssm_cuda_config cc = ssm_cuda_config_init();   // device 0, default stream

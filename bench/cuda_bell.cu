@@ -7,7 +7,6 @@
    BELL_GRID=prio (default): 50% density, bf16, then f16 and f32; BELL_GRID=full adds 25% and
    75% density in bf16; BELL_GRID=quick: one N. */
 #define SSM_IMPLEMENTATION
-#define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
 #include <cublas_v2.h>

@@ -8,7 +8,6 @@
    forced (ours:cr-levels) and ssm.h's generic levels on cuBLAS (ours:cr-generic) side by side,
    with chunked, auto and the scans at the target shapes. */
 #define SSM_IMPLEMENTATION
-#define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
 #include <algorithm>

@@ -12,7 +12,6 @@
    them right after, printing both columns and the ratio. DELTA_GRID=quick: the first shape;
    DELTA_SHAPES=0,1,4: those shapes of the grid (indices); p: the DeltaProduct row. */
 #define SSM_IMPLEMENTATION
-#define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
 #include "bench.h"

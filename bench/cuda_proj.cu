@@ -9,7 +9,6 @@
    JSON lines: bench/results/cuda_proj.jsonl (the row format of bench/bench.h). BENCH_QUICK=1
    trims the grid. */
 #define SSM_IMPLEMENTATION
-#define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
 #include <cublas_v2.h>

@@ -1,13 +1,18 @@
 # CUDA backend (ssm_cuda.h): `make test-cuda`, `make bench-cuda`, `make lib` need a GPU only to run.
 # SSM_NVARCH picks the target of tests and benchmarks (NVARCH is taken: CUDA images set it to
 # the CPU arch). The minimum architecture is sm_80 (cp.async); `make lib` builds sm_80 and
-# sm_90 code plus sm_90 PTX for later GPUs.
-# `compile-cuda` (in CI through EXTRA_TEST_DEPS) compiles and links every CUDA source with nvcc
-# and compiles ssm_cuda.h for sm_80 (nvcc -arch=sm_80), the minimum the README claims.
+# sm_90 code plus sm_90 PTX for later GPUs, so it is also the check that ssm_cuda.h compiles
+# for sm_80, the minimum the README claims.
+# `compile-cuda` (in CI through EXTRA_TEST_DEPS) compiles and links every CUDA source with nvcc.
+# The test, fuzz, benchmark and dev programs link one object holding the CUDA implementation
+# ($(CUDA_IMPL), tests/cuda_impl.cu): the kernels compile once per build, not once per program
+# (each compile of them takes minutes). The examples, the library and the dev harnesses that
+# call private kernels compile the implementation themselves.
 SSM_NVARCH ?= -arch=sm_90
 SSM_NVBASE := -O3 -I. -std=c++17 -Xcompiler -Wall
 SSM_NVFLAGS ?= $(SSM_NVBASE) $(SSM_NVARCH)
 SSM_LIBARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+CUDA_IMPL := $(BUILD)/cuda_impl.o
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
@@ -25,17 +30,17 @@ endif
 DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
 
 # (examples/quickstart_cuda.cu is built by check-examples with its first-line command)
-compile-cuda: $(if $(NCCL_SO),$(BUILD)/test_nccl) $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta $(BUILD)/libssmh.so $(BUILD)/compile_cuda_sm80.o $(DEV_CUDA)
+compile-cuda: $(if $(NCCL_SO),$(BUILD)/test_nccl) $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta $(BUILD)/libssmh.so $(DEV_CUDA)
 
-$(BUILD)/compile_cuda_sm80.o: tests/compile_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) -arch=sm_80 -I. -c $< -o $@
+$(CUDA_IMPL): tests/cuda_impl.cu ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -c $< -o $@
 
 $(BUILD)/test_main_cuda.o: tests/test_main.c tests/test.h tests/cases.h ssm.h | $(BUILD)
 	$(CC) -std=c99 -O2 -g -Dmain=ssm_test_cpu_main -c $< -o $@
 
-$(BUILD)/test_cuda: tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CPUTESTS) tests/test.h tests/cases.h ssm.h ssm_cuda.h | $(BUILD)
+$(BUILD)/test_cuda: tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CUDA_IMPL) $(CPUTESTS) tests/test.h tests/cases.h ssm.h ssm_cuda.h | $(BUILD)
 	$(CC) -std=c99 -O2 -g -c $(CPUTESTS) && mv $(notdir $(CPUTESTS:.c=.o)) $(BUILD)/
-	$(NVCC) $(SSM_NVFLAGS) -g -Itests tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(addprefix $(BUILD)/,$(notdir $(CPUTESTS:.c=.o))) $(CUDALIBS) -o $@
+	$(NVCC) $(SSM_NVFLAGS) -g -Itests tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CUDA_IMPL) $(addprefix $(BUILD)/,$(notdir $(CPUTESTS:.c=.o))) $(CUDALIBS) -o $@
 
 test-cuda: $(BUILD)/test_cuda
 	$(B)/test_cuda
@@ -56,33 +61,36 @@ test-nccl: $(BUILD)/test_nccl
 # every call's memory mirrored to the device, the same contract checks, results compared with
 # the reference backend; f64 and host-only tools must be refused as unsupported.
 # `make fuzz-cuda FUZZ_SECONDS=120` on a machine with a GPU (the seed as in `make fuzz`).
-$(BUILD)/fuzz_cuda: tests/fuzz_api.c ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -g -x cu -DSSM_FUZZ_CUDA tests/fuzz_api.c $(CUDALIBS) -o $@
+$(BUILD)/fuzz_cuda: tests/fuzz_api.c $(CUDA_IMPL) ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -g -x cu -DSSM_FUZZ_CUDA -c tests/fuzz_api.c -o $@.o
+	$(NVCC) $(SSM_NVFLAGS) $@.o $(CUDA_IMPL) $(CUDALIBS) -o $@
 
 fuzz-cuda: $(BUILD)/fuzz_cuda
 	$(B)/fuzz_cuda $(FUZZ_SECONDS) $(FUZZ_SEED)
 
-$(BUILD)/cuda_bench: bench/cuda_bench.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+$(BUILD)/cuda_bench: bench/cuda_bench.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
 
 # Kernel-variant harnesses, dev/cuda/*.cu (variants chosen by argv, forced through the
 # kernel-choice fields of ssm_cuda_config, each timed beside the default and checked against it).
-$(BUILD)/dev_%: dev/cuda/%.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+# Those listed in DEV_CUDA_WHOLE call private kernels and include the implementation themselves.
+DEV_CUDA_WHOLE := $(BUILD)/dev_bell $(BUILD)/dev_delta
+$(BUILD)/dev_%: dev/cuda/%.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(if $(filter $@,$(DEV_CUDA_WHOLE)),,$(CUDA_IMPL)) $(CUDALIBS) -o $@
 
 # Block-ELL benchmark: cuSPARSE Blocked-ELL is a peer.
-$(BUILD)/cuda_bell: bench/cuda_bell.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -lcusparse -o $@
+$(BUILD)/cuda_bell: bench/cuda_bell.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -lcusparse -o $@
 
 # Projection and output chains: cuBLAS GEMMs of the same shapes are the floor and a peer.
-$(BUILD)/cuda_proj: bench/cuda_proj.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+$(BUILD)/cuda_proj: bench/cuda_proj.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
 
 # Delta-rule benchmark: DeltaNet / Gated DeltaNet / DeltaProduct / decode; fla's kernels on the
 # same inputs in the same run when `import fla` works (the program writes its inputs, the peer
 # script reads them).
-$(BUILD)/cuda_delta: bench/cuda_delta.cu bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+$(BUILD)/cuda_delta: bench/cuda_delta.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
 
 bench-cuda-delta: $(BUILD)/cuda_delta
 	@if python3 -c "import fla" 2>/dev/null; then d=$$(mktemp -d); DELTA_PEER_DIR=$$d $(B)/cuda_delta && \
@@ -100,7 +108,7 @@ $(BUILD)/quickstart_cuda: examples/quickstart_cuda.cu ssm.h ssm_cuda.h | $(BUILD
 # The Python package's shared library (C ABI; pip install . builds the same).
 $(BUILD)/libssmh.so: python/ssmh/csrc/ssmh.c python/ssmh/csrc/ssmh_cuda.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(CC) -std=c99 -O2 -fPIC -I. -c python/ssmh/csrc/ssmh.c -o $(BUILD)/ssmh.o
-	$(NVCC) $(SSM_NVBASE) $(SSM_LIBARCH) -Xcompiler -fPIC -shared python/ssmh/csrc/ssmh_cuda.cu $(BUILD)/ssmh.o $(CUDALIBS) -o $@
+	$(NVCC) $(SSM_NVBASE) $(SSM_LIBARCH) --threads 0 -Xcompiler -fPIC -shared python/ssmh/csrc/ssmh_cuda.cu $(BUILD)/ssmh.o $(CUDALIBS) -o $@
 
 lib: $(BUILD)/libssmh.so
 

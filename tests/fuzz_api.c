@@ -33,8 +33,7 @@
 #define SSM_BLAS_IMPLEMENTATION
 #include "../ssm_blas.h"
 #endif
-#ifdef SSM_FUZZ_CUDA
-#define SSM_CUDA_IMPLEMENTATION
+#ifdef SSM_FUZZ_CUDA /* linked with the CUDA implementation object (mk/cuda.mk) */
 #include "../ssm_cuda.h"
 #endif
 #include <math.h>

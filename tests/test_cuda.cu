@@ -8,12 +8,12 @@
    data, overlaps) returns its error and leaves outputs untouched, and a caller-owned device
    workspace that is too small is refused. The CPU suites run first (shared harness, linked
    from the tests' C files). Last line: "N passed, N failed". */
-#define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
 extern "C" {
 #include "cases.h"
 int ssm_test_cpu_main(void);
 }
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <vector>

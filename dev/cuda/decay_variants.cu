@@ -6,9 +6,9 @@
      build/dev_decay_variants               look-back and auto only
      build/dev_decay_variants full          every variant
      build/dev_decay_variants NAME...       the variants whose names contain NAME (e.g. "cw16")
-   nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/decay_variants.cu -lcublas -o build/dev_decay_variants */
+   nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/decay_variants.cu tests/cuda_impl.cu -lcublas \
+     -o build/dev_decay_variants   (or make build/dev_decay_variants) */
 #define SSM_IMPLEMENTATION
-#define SSM_CUDA_IMPLEMENTATION
 #include "ssm_cuda.h"
 #include "bench/cuda_common.h"
 #include <string.h>

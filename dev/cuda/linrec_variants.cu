@@ -6,9 +6,9 @@
      build/dev_linrec_variants          the default rows
      build/dev_linrec_variants full     + scan_hs and seq
      build/dev_linrec_variants prof     one forward + backward of the first variant (for ncu)
-   nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/linrec_variants.cu -lcublas -o build/dev_linrec_variants */
+   nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/linrec_variants.cu tests/cuda_impl.cu -lcublas \
+     -o build/dev_linrec_variants   (or make build/dev_linrec_variants) */
 #define SSM_IMPLEMENTATION
-#define SSM_CUDA_IMPLEMENTATION
 #include "ssm_cuda.h"
 #include "bench/cuda_common.h"
 #include <string.h>
