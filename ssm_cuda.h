@@ -47,8 +47,10 @@
      across GPUs with the NCCL hook (-DSSM_NCCL). The delta rule runs on
      the GPU for DeltaNet, Gated DeltaNet and DeltaProduct (n_h > 1, as DeltaNet over T n_h
      sub-tokens; f32, f16, bf16); the f32 backward with K > 128 answers SSM_ERROR_UNSUPPORTED.
-     Projection chains run as cuBLAS GEMMs with every segment's epilogue in one pass (an
-     in-tile mma.sync variant behind ssm_cuda_config.proj_kernel), output chains as a norm pass
+     Projection chains (16-bit, FUSED) run on sm_90a builds on Hopper as our TMA + wgmma GEMM
+     with every segment's epilogue in its registers (proj_kernel 3), elsewhere as cuBLAS GEMMs
+     with the epilogue in one pass (an in-tile mma.sync variant behind
+     ssm_cuda_config.proj_kernel), output chains as a norm pass
      + cuBLAS (the proj and outchain sections below). Calls are asynchronous on the context's stream; errors
      that can be found before launch (shapes, dtypes, host pointers, wrong device, misaligned
      data) return an error and write nothing. CUDA / cuBLAS failures return SSM_ERROR_BACKEND
@@ -169,12 +171,21 @@ typedef struct ssm_cuda_config {
     int linrec_tc_split;  /* tensor-core chunked: 1 = plain 16-bit running product, 2 = hi/lo
                              split (~f32 accurate); by shape: split for bf16, plain for f16   */
     int proj_kernel;      /* projection chain, FUSED forward: 1 = cuBLAS GEMM + one epilogue
-                             pass (the default), 2 = the tile-fused mma.sync kernel (16-bit,
-                             K-contiguous x and W; other calls take 1)                        */
+                             pass, 2 = the tile-fused mma.sync kernel (16-bit, K-contiguous x
+                             and W), 3 = the sm_90a TMA + wgmma kernel with the epilogue in
+                             registers (16-bit, K-contiguous x and W with 16-byte rows, N
+                             even, a cc 9.0 GPU running this binary's sm_90a code; by default
+                             where it applies and L2 heads have >= 16 columns); calls a
+                             forced kernel does not fit take 1                                 */
     int linrec_cr;        /* cyclic reduction: 1 = ssm.h's generic levels on gemm + copy,
                              2 = the fused level kernels over the whole sequence (no
                              tensor-core spans); by shape: spans of the chunk length reduced
                              on tensor cores (16-bit, n = 64, m = 1), else the level kernels  */
+    int linrec_scan;      /* Hillis-Steele and Blelloch: 1 = ssm.h's generic levels on gemm +
+                             copy, 2 = HS levels one task per warp group (no chains); by
+                             shape (n, m <= 128): a fused kernel per level (mma.sync for
+                             16-bit inputs, HS by chains where rows take 16-byte copies; FMAs
+                             for f32)                                                         */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -229,6 +240,7 @@ SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda_nccl *h, u
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda.h> /* CUtensorMap (proj_kernel 3) */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
@@ -248,6 +260,7 @@ typedef struct ssm__cu_state {
     size_t ws_bytes;
     int ws_owned;
     ssm_cuda_config knobs; /* the kernel-choice fields of the config */
+    int pjw;               /* proj_kernel 3 runs here: 0 not yet asked, 1 yes, 2 no */
 } ssm__cu_state;
 
 static ssm__cu_state *ssm__cu_st(const ssm_ctx *ctx) { return (ssm__cu_state *)ssm_ctx_backend_state(ctx); }
@@ -308,7 +321,7 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         cc.decay_tile_cols != 8 && cc.decay_tile_cols != 16) || (cc.decay_tile_steps && cc.decay_tile_steps != 4 &&
         cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
         cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
-        cc.proj_kernel > 2 || cc.linrec_cr < 0 || cc.linrec_cr > 2)
+        cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 2 || cc.linrec_scan < 0 || cc.linrec_scan > 2)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -1094,6 +1107,38 @@ template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const
                      : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
 }
+/* The level products of cyclic reduction and the Hillis-Steele scan: one warp's rows of A (its
+   fragments af, NP / 16 k-steps) times a 16-column block of B in shared memory (bl = this
+   lane's ldmatrix base, ld its row stride, col the block's first column). ssm__tc_rows16
+   leaves columns col..col+7 in c0 and col+8..col+15 in c1; ssm__tc_rows8 adds the two 8-column
+   halves into c (a state is staged as its 16-bit hi and lo parts, 8 columns each, side by side). */
+template <int BF, int NP>
+__device__ __forceinline__ void ssm__tc_rows16(float c0[4], float c1[4], const unsigned (*af)[4], const unsigned short *bl,
+                                               int ld, int col) {
+    unsigned b[4];
+    ssm__tc_ldm4t(b, bl + col);
+    ssm__tc_mma0<BF>(c0, af[0], b[0], b[1]);
+    ssm__tc_mma0<BF>(c1, af[0], b[2], b[3]);
+#pragma unroll
+    for (int kk = 1; kk < NP / 16; ++kk) {
+        ssm__tc_ldm4t(b, bl + 16 * kk * ld + col);
+        ssm__tc_mma<BF>(c0, af[kk], b[0], b[1]);
+        ssm__tc_mma<BF>(c1, af[kk], b[2], b[3]);
+    }
+}
+template <int BF, int NP>
+__device__ __forceinline__ void ssm__tc_rows8(float c[4], const unsigned (*af)[4], const unsigned short *bl, int ld, int col) {
+    unsigned b[4];
+    ssm__tc_ldm4t(b, bl + col);
+    ssm__tc_mma0<BF>(c, af[0], b[0], b[1]);
+    ssm__tc_mma<BF>(c, af[0], b[2], b[3]);
+#pragma unroll
+    for (int kk = 1; kk < NP / 16; ++kk) {
+        ssm__tc_ldm4t(b, bl + 16 * kk * ld + col);
+        ssm__tc_mma<BF>(c, af[kk], b[0], b[1]);
+        ssm__tc_mma<BF>(c, af[kk], b[2], b[3]);
+    }
+}
 /* two floats -> packed 16-bit pair (hi) and the rounding residual pair (lo) */
 template <int BF> __device__ __forceinline__ void ssm__tc_split(float x, float y, unsigned *hi, unsigned *lo) {
     if (BF) {
@@ -1548,6 +1593,530 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
               : ssm__cu_tc_go<0, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
 }
 
+/* ---- Hillis-Steele scan, one fused kernel per level ----------------------------------------
+   Level d (d = 1, 2, 4, ... < T) over every t >= d of every sequence, in one pass:
+   v'_t = M_t v_{t-d} + v_t and, where a later level reads it, M'_t = M_t M_{t-d}; the few
+   slots t < d that later levels read but whose buffer is stale are copied in the same launch
+   (double-buffered as ssm.h's generic method; buffer B_d after level d holds final values for
+   t <= 2d, so a level copies only (d/2, d] of M and [d/2, d) of v). The first level reads A
+   straight from its view (no copy into scratch); v runs in f32 (the work buffer and one f32
+   scratch, started so that the last level lands in h).
+   16-bit inputs: M is kept in the input type (as torch.matmul keeps it), products on mma.sync
+   m16n8k16 with f32 accumulation; one task (t, sequence) is NP/16 warps (NP = n padded to 16,
+   each warp a 16-row stripe with its A fragments in registers for all k), 128 threads a CTA
+   (tasks per CTA = 4 / warps per task, at least 1), persistent CTAs over all tasks. The right
+   operand [M_{t-d} | v_{t-d} hi, lo] sits in one shared tile: v in f32 is split into a 16-bit
+   head and its rounding residual, both multiplied into the same accumulator (so v keeps ~f32
+   accuracy through the levels). Operand tiles arrive by cp.async (16-byte rows) or, for odd n
+   and strided / transposed views, element by element.
+   f32 inputs: M in f32, products on FMAs with cyclic reduction's shared-memory tile helpers. */
+#define SSM__HS_MAXN 128
+typedef struct ssm__hs_args {
+    ssm__cu_rv Mc, Mn, vc, vn; /* M in and out (Mn compact [S][T][n][n]); v in and out */
+    int64_t S, T, d, t0, ntask; /* tasks: t = t0 .. T-1 of every sequence */
+    int64_t step;               /* tasks t = t0 + j step (1: Hillis-Steele; 2d: Blelloch) */
+    int n, m, MP, vec, next;    /* MP: m padded to 8; vec: Mc rows by 16-byte cp.async; next: a level follows */
+    int mode;                   /* 0 Hillis-Steele level, 1 Blelloch up-sweep, 2 Blelloch down-sweep */
+} ssm__hs_args;
+
+/* which parts task t does at level d (see above) */
+__device__ __forceinline__ void ssm__hs_roles(const ssm__hs_args &a, int64_t t, int &doV, int &cpV, int &doM, int &cpM) {
+    const int64_t d = a.d, mlo = d <= 2 ? 1 : d / 2 + 1;
+    const int needM = a.next && (t >= 2 * d || t < a.T - 2 * d);
+    if (a.mode) { /* Blelloch, in place: every task absorbs t - d; the up-sweep's product where its span does not start at 0 */
+        doV = 1, cpV = 0, cpM = 0;
+        doM = a.mode == 1 && t >= 2 * d;
+        return;
+    }
+    doV = t >= d;
+    cpV = !doV && t >= d / 2;
+    doM = needM && t >= d + 1;
+    cpM = needM && !doM && t >= mlo && t <= d;
+}
+
+template <int NP> struct ssm__hs_cfg {
+    static constexpr int WPT = NP / 16;                  /* warps per task */
+    static constexpr int TPC = WPT >= 4 ? 1 : 4 / WPT;   /* tasks per CTA */
+    static constexpr int NT = 32 * WPT * TPC;
+    static constexpr int LDA = NP + 8;                   /* halfs; (LDA / 8) odd: conflict-free ldmatrix */
+};
+static size_t ssm__hs_tc_smem(int NP, int64_t m) {
+    const int64_t MP = (m + 7) / 8 * 8, WPT = NP / 16, TPC = WPT >= 4 ? 1 : 4 / WPT;
+    return (size_t)TPC * NP * ((NP + 8) + (NP + 2 * MP + 8)) * 2;
+}
+
+template <int NP, int BF>
+__global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm__hs_args a) {
+    typedef ssm__hs_cfg<NP> C;
+    extern __shared__ __align__(16) unsigned short ssm__hs_sm[];
+    const int n = a.n, m = a.m, LDB = NP + 2 * a.MP + 8, per = NP * C::LDA + NP * LDB;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slot = warp / C::WPT, wt = warp % C::WPT;
+    const int tt = threadIdx.x - slot * 32 * C::WPT, tn = 32 * C::WPT;
+    unsigned short *As = ssm__hs_sm + slot * per, *Bs = As + NP * C::LDA;
+    const unsigned short *Mc = (const unsigned short *)a.Mc.p;
+    unsigned short *Mn = (unsigned short *)a.Mn.p;
+    for (int e = threadIdx.x; e < C::TPC * per; e += C::NT) ssm__hs_sm[e] = 0; /* the padding stays zero */
+    __syncthreads();
+    const int64_t total = a.S * a.ntask;
+    for (int64_t base = (int64_t)blockIdx.x * C::TPC; base < total; base += (int64_t)gridDim.x * C::TPC) {
+        const int64_t task = base + slot, s = task / a.ntask, t = a.t0 + task % a.ntask * a.step;
+        int doV = 0, cpV = 0, doM = 0, cpM = 0;
+        if (task < total) ssm__hs_roles(a, t, doV, cpV, doM, cpM);
+        const int64_t mct = a.Mc.off + s * a.Mc.ss + t * a.Mc.ts, mcp = mct - a.d * a.Mc.ts;
+        const int64_t mnt = a.Mn.off + s * a.Mn.ss + t * a.Mn.ts;
+        const int64_t vct = a.vc.off + s * a.vc.ss + t * a.vc.ts, vcp = vct - a.d * a.vc.ts;
+        const int64_t vnt = a.vn.off + s * a.vn.ss + t * a.vn.ts;
+        if (cpM)
+            for (int e = tt; e < n * n; e += tn) {
+                const int i = e / n, j = e - i * n;
+                Mn[mnt + e] = Mc[mct + i * a.Mc.rs + j * a.Mc.cs];
+            }
+        if (cpV)
+            for (int e = tt; e < n * m; e += tn) {
+                const int i = e / m, j = e - i * m;
+                ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs,
+                            ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+            }
+        if (doV) {
+            if (a.vec) {
+                const int rc = n / 8;
+                for (int e = tt; e < n * rc; e += tn) {
+                    const int i = e / rc, c8 = (e - i * rc) * 8;
+                    ssm__tc_cp16(As + i * C::LDA + c8, Mc + mct + i * a.Mc.rs + c8);
+                    if (doM) ssm__tc_cp16(Bs + i * LDB + c8, Mc + mcp + i * a.Mc.rs + c8);
+                }
+                ssm__tc_commit();
+            } else {
+                for (int e = tt; e < n * n; e += tn) {
+                    const int i = e / n, j = e - i * n;
+                    const int64_t o = i * a.Mc.rs + j * a.Mc.cs;
+                    As[i * C::LDA + j] = Mc[mct + o];
+                    if (doM) Bs[i * LDB + j] = Mc[mcp + o];
+                }
+            }
+            for (int e = tt; e < n * m; e += tn) {
+                const int i = e / m, j = e - i * m, col = NP + 16 * (j >> 3) + (j & 7);
+                const float x = ssm__cu_ld(a.vc.p, a.vc.dt, vcp + i * a.vc.rs + j * a.vc.cs);
+                unsigned hi, lo;
+                ssm__tc_split<BF>(x, 0.f, &hi, &lo);
+                Bs[i * LDB + col] = (unsigned short)(hi & 0xffff);
+                Bs[i * LDB + col + 8] = (unsigned short)(lo & 0xffff);
+            }
+        }
+        ssm__tc_wait<0>();
+        __syncthreads();
+        if (doV) {
+            unsigned af[NP / 16][4];
+            const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = 16 * wt + g;
+#pragma unroll
+            for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * C::LDA + 16 * kk + (lane >> 4) * 8);
+            const unsigned short *bl = Bs + (lane & 15) * LDB + (lane >> 4) * 8;
+            if (doM) {
+                for (int p = 0; p < NP / 16; ++p) {
+                    if (16 * p >= n) break;
+                    float c0[4], c1[4];
+                    ssm__tc_rows16<BF, NP>(c0, c1, af, bl, LDB, 16 * p);
+#pragma unroll
+                    for (int h2 = 0; h2 < 2; ++h2) {
+                        const float *c = h2 ? c1 : c0;
+                        const int j = 16 * p + 8 * h2 + c2;
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const int i = r0 + 8 * rr;
+                            if (i >= n || j >= n) continue;
+                            const int64_t o = mnt + (int64_t)i * n + j;
+                            if (!(n & 1)) *(unsigned *)(Mn + o) = ssm__tc_pack<BF>(c[2 * rr], c[2 * rr + 1]);
+                            else {
+                                Mn[o] = (unsigned short)(ssm__tc_pack<BF>(c[2 * rr], 0.f) & 0xffff);
+                                if (j + 1 < n) Mn[o + 1] = (unsigned short)(ssm__tc_pack<BF>(c[2 * rr + 1], 0.f) & 0xffff);
+                            }
+                        }
+                    }
+                }
+            }
+            for (int q = 0; q < a.MP / 8; ++q) {
+                float c[4];
+                ssm__tc_rows8<BF, NP>(c, af, bl, LDB, NP + 16 * q);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int i = r0 + 8 * (e >> 1), j = 8 * q + c2 + (e & 1);
+                    if (i < n && j < m)
+                        ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs,
+                                    c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+/* f32: a task per CTA (grid x: t, grid y: sequences), 256 threads, products as in cyclic reduction */
+template <int R>
+__global__ void __launch_bounds__(256) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a) {
+    extern __shared__ __align__(16) float ssm__cr_sm[];
+    const int ld = SSM__CR_LD(R), n = a.n, m = a.m;
+    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * ld;
+    const int64_t s = s0 + blockIdx.y, t = a.t0 + (int64_t)blockIdx.x * a.step;
+    int doV, cpV, doM, cpM;
+    ssm__hs_roles(a, t, doV, cpV, doM, cpM);
+    const int64_t mct = a.Mc.off + s * a.Mc.ss + t * a.Mc.ts, mnt = a.Mn.off + s * a.Mn.ss + t * a.Mn.ts;
+    const int64_t vct = a.vc.off + s * a.vc.ss + t * a.vc.ts, vnt = a.vn.off + s * a.vn.ss + t * a.vn.ts;
+    if (cpM)
+        for (int e = threadIdx.x; e < n * n; e += 256) {
+            const int i = e / n, j = e - i * n;
+            ssm__cu_stv(a.Mn.p, a.Mn.dt, mnt + i * a.Mn.rs + j * a.Mn.cs, ssm__cu_ld(a.Mc.p, a.Mc.dt, mct + i * a.Mc.rs + j * a.Mc.cs));
+        }
+    if (cpV)
+        for (int e = threadIdx.x; e < n * m; e += 256) {
+            const int i = e / m, j = e - i * m;
+            ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs, ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+        }
+    if (!doV) return;
+    float acc[R][R];
+    ssm__cu_rv none;
+    none.p = NULL;
+    ssm__cu_cr_load(As, ld, a.Mc, mct, n, n, 1);
+    if (doM) {
+        ssm__cu_cr_load(Xs, ld, a.Mc, mct - a.d * a.Mc.ts, n, n, 0);
+        __syncthreads();
+        ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+        ssm__cu_cr_store<R>(acc, n, n, a.Mn, mnt, none, 0);
+        __syncthreads();
+    }
+    ssm__cu_cr_load(Xs, ld, a.vc, vct - a.d * a.vc.ts, n, m, 0);
+    __syncthreads();
+    ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+    ssm__cu_cr_store<R>(acc, n, m, a.vn, vnt, a.vc, vct);
+}
+
+static int ssm__hs_np(int64_t n) { return n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : 128; }
+/* Takes n, m <= 128, f32 or 16-bit inputs, unless linrec_scan = 1 (ssm.h's generic levels). */
+static int ssm__cu_hs_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
+    const size_t optin = ssm__cu_st(ctx)->smem_optin;
+    if (ssm__cu_st(ctx)->knobs.linrec_scan == 1 || p->n > SSM__HS_MAXN || p->m > SSM__HS_MAXN) return 0;
+    if (p->dtype.bits == 16) return ssm__hs_tc_smem(ssm__hs_np(p->n), p->m) <= optin;
+    return p->dtype.bits == 32 && ssm__cu_cr_smem(ssm__cu_cr_r(p->n, p->m)) <= optin;
+}
+/* two M buffers (input type) and one f32 v buffer, each [S][T][n][*] */
+static size_t ssm__cu_hs_bytes(const ssm_linrec_plan *p, int blelloch) {
+    size_t M = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul((size_t)p->dtype.bits / 8, p->group), p->T), p->n * p->n);
+    size_t v = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, p->group), p->T), p->n * p->m);
+    M = M > SIZE_MAX / 4 ? SIZE_MAX / 4 : (M + 255) & ~(size_t)255;
+    v = v > SIZE_MAX / 4 ? SIZE_MAX / 4 : (v + 255) & ~(size_t)255;
+    if (blelloch) return M >= SIZE_MAX / 4 ? SIZE_MAX : M; /* one M buffer, v in place */
+    return 2 * M + v >= SIZE_MAX / 4 ? SIZE_MAX : 2 * M + v;
+}
+
+template <int NP, int BF>
+static ssm_result ssm__cu_hs_tc_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
+    typedef ssm__hs_cfg<NP> C;
+    const size_t smem = ssm__hs_tc_smem(NP, a.m);
+    const int64_t total = a.S * a.ntask, ctas = (total + C::TPC - 1) / C::TPC;
+    int occ = 0;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_tc_kernel<NP, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
+    }
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__cu_hs_tc_kernel<NP, BF>, C::NT, smem);
+    int64_t grid = (int64_t)(occ > 0 ? occ : 1) * ssm__cu_st(L->ctx)->sms;
+    if (grid > ctas) grid = ctas;
+    if (grid <= 0) return SSM_OK;
+    ssm__cu_hs_tc_kernel<NP, BF><<<(unsigned)grid, C::NT, smem, ssm__cu_st(L->ctx)->stream>>>(a);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_tc_kernel");
+    return SSM_OK;
+}
+template <int R>
+static ssm_result ssm__cu_hs_fma_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
+    const size_t smem = ssm__cu_cr_smem(R);
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_fma_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
+    }
+    for (int64_t s0 = 0; s0 < a.S; s0 += 65535) {
+        dim3 grid((unsigned)a.ntask, SSM__CU_GRID_Y(a.S - s0));
+        ssm__cu_hs_fma_kernel<R><<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>(s0, a);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_fma_kernel");
+    }
+    return SSM_OK;
+}
+static ssm_result ssm__cu_hs_level(ssm__cu_lr *L, const ssm__hs_args &a, int bf) {
+    if (a.Mn.dt == 0) switch (ssm__cu_cr_r(a.n, a.m)) {
+        case 1: return ssm__cu_hs_fma_launch<1>(L, a);
+        case 2: return ssm__cu_hs_fma_launch<2>(L, a);
+        case 4: return ssm__cu_hs_fma_launch<4>(L, a);
+        default: return ssm__cu_hs_fma_launch<8>(L, a);
+        }
+    switch (ssm__hs_np(a.n) * 2 + bf) {
+    case 32: return ssm__cu_hs_tc_launch<16, 0>(L, a);
+    case 33: return ssm__cu_hs_tc_launch<16, 1>(L, a);
+    case 64: return ssm__cu_hs_tc_launch<32, 0>(L, a);
+    case 65: return ssm__cu_hs_tc_launch<32, 1>(L, a);
+    case 128: return ssm__cu_hs_tc_launch<64, 0>(L, a);
+    case 129: return ssm__cu_hs_tc_launch<64, 1>(L, a);
+    case 256: return ssm__cu_hs_tc_launch<128, 0>(L, a);
+    default: return ssm__cu_hs_tc_launch<128, 1>(L, a);
+    }
+}
+
+/* The Hillis-Steele level as chains (the default for 16-bit inputs with 16-byte rows): a CTA walks
+   t, t+d, t+2d, ... (SSM__HS_CHAIN tasks), so the left operand M_t of one task is the right
+   operand M_{(t+d)-d} of the next and stays in shared memory: one M read per task instead of
+   two, and the next task's M arrives by cp.async while this one computes (a ring of three
+   tiles). One chain per CTA at a time, NP/16 warps. The slots t < d a level copies run on the
+   per-task kernel above in their own launch. */
+#define SSM__HS_CHAIN 8
+static size_t ssm__hs_chain_smem(int NP, int64_t m) {
+    const int64_t MP = (m + 7) / 8 * 8;
+    return (size_t)(3 * NP * (NP + 8) + NP * (2 * MP + 8)) * 2;
+}
+template <int NP, int BF>
+__global__ void __launch_bounds__(2 * NP) ssm__cu_hs_chain_kernel(ssm__hs_args a, int64_t nqb) {
+    constexpr int NT = 2 * NP, LDA = NP + 8, TILE = NP * (NP + 8), J = SSM__HS_CHAIN;
+    extern __shared__ __align__(16) unsigned short ssm__hs_sm[];
+    const int n = a.n, m = a.m, LDV = 2 * a.MP + 8, rc = n / 8;
+    const int tid = threadIdx.x, wt = tid >> 5, lane = tid & 31;
+    unsigned short *Vs = ssm__hs_sm + 3 * TILE;
+    const unsigned short *Mc = (const unsigned short *)a.Mc.p;
+    unsigned short *Mn = (unsigned short *)a.Mn.p;
+    for (int e = tid; e < 3 * TILE + NP * LDV; e += NT) ssm__hs_sm[e] = 0; /* the padding stays zero */
+    __syncthreads();
+    const int64_t d = a.d, per_s = d * nqb, units = a.S * per_s;
+    for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+        const int64_t s = u / per_s, rest = u - s * per_s, qb = rest / d, r = rest - qb * d;
+        const int64_t tfirst = d + r + d * (qb * J);
+        if (tfirst >= a.T) continue;
+        const int64_t mb = a.Mc.off + s * a.Mc.ss, mnb = a.Mn.off + s * a.Mn.ss;
+        const int64_t vcb = a.vc.off + s * a.vc.ss, vnb = a.vn.off + s * a.vn.ss;
+        int prv = 2, cur = 0, nxt = 1;
+        for (int e = tid; e < n * rc; e += NT) {
+            const int i = e / rc, c8 = (e - i * rc) * 8;
+            if (tfirst - d >= 1) ssm__tc_cp16(ssm__hs_sm + prv * TILE + i * LDA + c8, Mc + mb + (tfirst - d) * a.Mc.ts + i * a.Mc.rs + c8);
+            ssm__tc_cp16(ssm__hs_sm + cur * TILE + i * LDA + c8, Mc + mb + tfirst * a.Mc.ts + i * a.Mc.rs + c8);
+        }
+        ssm__tc_commit();
+        for (int j = 0; j < J; ++j) {
+            const int64_t t = tfirst + j * d;
+            if (t >= a.T) break;
+            if (j + 1 < J && t + d < a.T)
+                for (int e = tid; e < n * rc; e += NT) {
+                    const int i = e / rc, c8 = (e - i * rc) * 8;
+                    ssm__tc_cp16(ssm__hs_sm + nxt * TILE + i * LDA + c8, Mc + mb + (t + d) * a.Mc.ts + i * a.Mc.rs + c8);
+                }
+            ssm__tc_commit();
+            for (int e = tid; e < n * m; e += NT) {
+                const int i = e / m, jj = e - i * m, col = 16 * (jj >> 3) + (jj & 7);
+                const float x = ssm__cu_ld(a.vc.p, a.vc.dt, vcb + (t - d) * a.vc.ts + i * a.vc.rs + jj * a.vc.cs);
+                unsigned hi, lo;
+                ssm__tc_split<BF>(x, 0.f, &hi, &lo);
+                Vs[i * LDV + col] = (unsigned short)(hi & 0xffff);
+                Vs[i * LDV + col + 8] = (unsigned short)(lo & 0xffff);
+            }
+            ssm__tc_wait<1>();
+            __syncthreads();
+            const int needM = a.next && (t >= 2 * d || t < a.T - 2 * d), doM = needM && t >= d + 1;
+            const unsigned short *As = ssm__hs_sm + cur * TILE, *Bp = ssm__hs_sm + prv * TILE;
+            unsigned af[NP / 16][4];
+            const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = 16 * wt + g;
+#pragma unroll
+            for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * LDA + 16 * kk + (lane >> 4) * 8);
+            if (doM) {
+                const unsigned short *bl = Bp + (lane & 15) * LDA + (lane >> 4) * 8;
+                const int64_t mnt = mnb + t * a.Mn.ts;
+                for (int p = 0; p < NP / 16; ++p) {
+                    if (16 * p >= n) break;
+                    float c0[4], c1[4];
+                    ssm__tc_rows16<BF, NP>(c0, c1, af, bl, LDA, 16 * p);
+#pragma unroll
+                    for (int h2 = 0; h2 < 2; ++h2) {
+                        const float *c = h2 ? c1 : c0;
+                        const int jc = 16 * p + 8 * h2 + c2;
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const int i = r0 + 8 * rr;
+                            if (i < n && jc < n) *(unsigned *)(Mn + mnt + (int64_t)i * n + jc) = ssm__tc_pack<BF>(c[2 * rr], c[2 * rr + 1]);
+                        }
+                    }
+                }
+            }
+            {
+                const unsigned short *vl = Vs + (lane & 15) * LDV + (lane >> 4) * 8;
+                const int64_t vct = vcb + t * a.vc.ts, vnt = vnb + t * a.vn.ts;
+                for (int q = 0; q < a.MP / 8; ++q) {
+                    float c[4];
+                    ssm__tc_rows8<BF, NP>(c, af, vl, LDV, 16 * q);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int i = r0 + 8 * (e >> 1), jj = 8 * q + c2 + (e & 1);
+                        if (i < n && jj < m)
+                            ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + jj * a.vn.cs,
+                                        c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + jj * a.vc.cs));
+                    }
+                }
+            }
+            __syncthreads();
+            const int o = prv;
+            prv = cur, cur = nxt, nxt = o;
+        }
+        ssm__tc_wait<0>();
+        __syncthreads();
+    }
+}
+template <int NP, int BF>
+static ssm_result ssm__cu_hs_chain_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
+    const size_t smem = ssm__hs_chain_smem(NP, a.m);
+    const int64_t nq = (a.T - a.d + a.d - 1) / a.d, nqb = (nq + SSM__HS_CHAIN - 1) / SSM__HS_CHAIN, units = a.S * a.d * nqb;
+    int occ = 0;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_chain_kernel<NP, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
+    }
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ssm__cu_hs_chain_kernel<NP, BF>, 2 * NP, smem);
+    int64_t grid = (int64_t)(occ > 0 ? occ : 1) * ssm__cu_st(L->ctx)->sms;
+    if (grid > units) grid = units;
+    if (grid <= 0) return SSM_OK;
+    ssm__cu_hs_chain_kernel<NP, BF><<<(unsigned)grid, 2 * NP, smem, ssm__cu_st(L->ctx)->stream>>>(a, nqb);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_chain_kernel");
+    return SSM_OK;
+}
+/* One HS level by chains: the copies of t in [d/2, d) on the per-task kernel, then the chains. */
+static ssm_result ssm__cu_hs_chain_level(ssm__cu_lr *L, ssm__hs_args a, int bf) {
+    ssm__hs_args c = a;
+    c.t0 = a.d / 2, c.ntask = a.d - a.d / 2;
+    SSM__TRY(ssm__cu_hs_level(L, c, bf));
+    switch (ssm__hs_np(a.n) * 2 + bf) {
+    case 32: return ssm__cu_hs_chain_launch<16, 0>(L, a);
+    case 33: return ssm__cu_hs_chain_launch<16, 1>(L, a);
+    case 64: return ssm__cu_hs_chain_launch<32, 0>(L, a);
+    case 65: return ssm__cu_hs_chain_launch<32, 1>(L, a);
+    case 128: return ssm__cu_hs_chain_launch<64, 0>(L, a);
+    case 129: return ssm__cu_hs_chain_launch<64, 1>(L, a);
+    case 256: return ssm__cu_hs_chain_launch<128, 0>(L, a);
+    default: return ssm__cu_hs_chain_launch<128, 1>(L, a);
+    }
+}
+
+/* Steps 1..T-1 (h_0 in h) by Hillis-Steele, a fused kernel per level. */
+static ssm_result ssm__cu_lr_scan_hs(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
+    const int64_t S = L->S, n = L->n, m = L->m;
+    const int bits = A.dtype.bits, bf = A.dtype.code == SSM_DTYPE_BFLOAT;
+    int K = 0;
+    ssm__hs_args a;
+    ssm__cu_rv X, Y, V, hv, tmp;
+    if (!ssm__cu_hs_takes(L->ctx, L->p) || (bits != 16 && bits != 32) || bits != L->p->dtype.bits) return SSM__NOT_MINE;
+    if (T <= 1) return SSM_OK;
+    for (int64_t d = 1; d < T; d *= 2) ++K;
+    {
+        const size_t es = (size_t)bits / 8, Mb = ((size_t)S * T * n * n * es + 255) & ~(size_t)255;
+        memset(&X, 0, sizeof X);
+        X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = n, X.cs = 1, X.ss = T * n * n;
+        Y = X, Y.p = ws + Mb;
+        V = X, V.p = ws + 2 * Mb, V.dt = 0, V.ts = n * m, V.rs = m, V.ss = T * n * m;
+    }
+    hv = ssm__cu_rv_of(h, 0, 0);
+    /* v starts in h (K even) or in V (K odd), holding h_0 and b_1 .. b_{T-1} */
+    {
+        ssm__cu_op src = ssm__cu_op_at(b, 1), dst = ssm__cu_op_at(h, 1);
+        int64_t total = S * (T - 1) * n * m, blocks = (total + 255) / 256;
+        src.bs = b.ts, dst.bs = h.ts;
+        if (K % 2) {
+            dst.p = (char *)V.p + (size_t)n * m * 4, dst.dt = 0, dst.rs = m, dst.cs = 1, dst.bs = n * m, dst.ss = T * n * m;
+            ssm__cu_op h0 = ssm__cu_op_at(h, 0), v0 = dst;
+            v0.p = V.p;
+            ssm__cu_copy_kernel<<<(unsigned)((S * n * m + 255) / 256 < 65536 ? (S * n * m + 255) / 256 : 65536), 256, 0,
+                                  ssm__cu_st(L->ctx)->stream>>>(S * n * m, 1, (int)n, (int)m, h0, v0, 0);
+            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
+        }
+        if (blocks > 65536) blocks = 65536;
+        ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, ssm__cu_st(L->ctx)->stream>>>(total, T - 1, (int)n, (int)m, src, dst, 0);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
+    }
+    memset(&a, 0, sizeof a);
+    a.S = S, a.T = T, a.n = (int)n, a.m = (int)m, a.MP = (int)((m + 7) / 8 * 8), a.step = 1;
+    a.Mc = ssm__cu_rv_of(A, 0, 0);
+    a.Mn = X;
+    if (bits == 32) a.Mn.dt = 0;
+    a.vc = K % 2 ? V : hv;
+    a.vn = K % 2 ? hv : V;
+    for (int64_t d = 1; d < T; d *= 2) {
+        const int64_t t0 = d / 2; /* v copies start at d/2, M copies later */
+        a.d = d, a.t0 = t0, a.ntask = T - t0, a.next = 2 * d < T;
+        a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
+                !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
+        /* chains for narrow states (m <= 8); wide ones re-read more v per task than they save
+           (H200, bench/results/cuda_scan_7749dd5.log: S8 T1024 n64 m64 f16 chains 4.73 ms vs
+           one task per warp group 4.06; m = 1 rows 5.46 vs 7.23 at S16 T4096 n64) */
+        if (bits == 16 && a.vec && m <= 8 && ssm__cu_st(L->ctx)->knobs.linrec_scan != 2 &&
+            ssm__hs_chain_smem(ssm__hs_np(n), m) <= ssm__cu_st(L->ctx)->smem_optin)
+            SSM__TRY(ssm__cu_hs_chain_level(L, a, bf));
+        else SSM__TRY(ssm__cu_hs_level(L, a, bf));
+        L->st->mat_state += S * (T - d);
+        if (a.next) L->st->mat_mat += S * (T - d - 1);
+        /* M: level 1 read A, wrote X; level 2 reads X, writes Y; then they alternate */
+        a.Mc = a.Mn;
+        a.Mn = a.Mc.p == X.p ? Y : X;
+        if (bits == 32) a.Mn.dt = 0;
+        tmp = a.vc, a.vc = a.vn, a.vn = tmp;
+    }
+    return SSM_OK;
+}
+
+/* Blelloch / Brent-Kung in place at stride 2^l, a fused kernel per level on the same tiles:
+   up-sweep level s: tasks k = 2s-1 (mod 2s), v_k += M_k v_{k-s} and M_k = M_k M_{k-s} (but for
+   the first span, which starts at 0); down-sweep level s: tasks k = 3s-1 (mod 2s), v_k += M_k
+   v_{k-s}. A task reads and writes only its own M_k and v_k and reads slots no task of its level
+   writes, so levels run in place: one M scratch of the input type (the up-sweep's first level reads
+   A and writes it; the last down-sweep level reads A), v in h. */
+static int64_t ssm__cu_bl_levels(int64_t T) {
+    int64_t top = 0;
+    for (int64_t s = 1; 2 * s <= T; s *= 2) top = s;
+    return top;
+}
+static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
+    const int64_t S = L->S, n = L->n, m = L->m;
+    const int bits = A.dtype.bits, bf = A.dtype.code == SSM_DTYPE_BFLOAT;
+    ssm__hs_args a;
+    ssm__cu_rv X, Av;
+    if (!ssm__cu_hs_takes(L->ctx, L->p) || (bits != 16 && bits != 32) || bits != L->p->dtype.bits) return SSM__NOT_MINE;
+    if (T <= 1) return SSM_OK;
+    memset(&X, 0, sizeof X);
+    X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = n, X.cs = 1, X.ss = T * n * n;
+    Av = ssm__cu_rv_of(A, 0, 0);
+    { /* v = b in h for t >= 1 */
+        ssm__cu_op src = ssm__cu_op_at(b, 1), dst = ssm__cu_op_at(h, 1);
+        int64_t total = S * (T - 1) * n * m, blocks = (total + 255) / 256;
+        src.bs = b.ts, dst.bs = h.ts;
+        if (blocks > 65536) blocks = 65536;
+        ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, ssm__cu_st(L->ctx)->stream>>>(total, T - 1, (int)n, (int)m, src, dst, 0);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
+    }
+    memset(&a, 0, sizeof a);
+    a.S = S, a.T = T, a.n = (int)n, a.m = (int)m, a.MP = (int)((m + 7) / 8 * 8);
+    a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
+    const int64_t top = ssm__cu_bl_levels(T);
+    for (int64_t s = 1; s <= top; s *= 2) {
+        a.mode = 1, a.d = s, a.t0 = 2 * s - 1, a.step = 2 * s, a.ntask = (T - 2 * s) / (2 * s) + 1;
+        a.Mc = s == 1 ? Av : X, a.Mn = X;
+        a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
+                !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
+        SSM__TRY(ssm__cu_hs_level(L, a, bf));
+        L->st->mat_state += S * a.ntask;
+        L->st->mat_mat += S * (a.ntask - 1);
+    }
+    for (int64_t s = top; s >= 1; s /= 2) {
+        if (3 * s - 1 >= T) continue;
+        a.mode = 2, a.d = s, a.t0 = 3 * s - 1, a.step = 2 * s, a.ntask = (T - 3 * s) / (2 * s) + 1;
+        a.Mc = s == 1 ? Av : X, a.Mn = X;
+        a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
+                !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
+        SSM__TRY(ssm__cu_hs_level(L, a, bf));
+        L->st->mat_state += S * a.ntask;
+    }
+    return SSM_OK;
+}
+
 /* ---- dense linear recurrence: the slots --------------------------------------------------------- */
 
 /* AUTO: chunked (chunk 64) for the tensor-core shapes when T > 64 (bench/results/
@@ -1604,6 +2173,8 @@ static ssm_result ssm__cu_linrec_steps(ssm_ctx *ctx, const ssm_linrec_plan *p, s
     L.ctx = ctx, L.p = p, L.S = p->group, L.n = p->n, L.m = p->m, L.st = st;
     if (p->method == SSM_LINREC_SEQUENTIAL) return ssm__cu_lr_sequential(&L, p->T, A, b, h);
     if (p->method == SSM_LINREC_CR) return ssm__cu_lr_cr(&L, p->T, A, b, h, out, out_written, (char *)scratch);
+    if (p->method == SSM_LINREC_SCAN_HS) return ssm__cu_lr_scan_hs(&L, p->T, A, b, h, (char *)scratch);
+    if (p->method == SSM_LINREC_BLELLOCH) return ssm__cu_lr_blelloch(&L, p->T, A, b, h, (char *)scratch);
     if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
     if (ssm__cu_tc_ok(&L, A)) return ssm__cu_lr_chunked_tc(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch, 0);
     return ssm__cu_lr_chunked(&L, p->T, A, b, h, p->chunk, (char *)scratch);
@@ -2357,6 +2928,11 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
                 tc = a > SIZE_MAX - c ? SIZE_MAX : a + c;
             }
             *bytes = generic > tc ? generic : tc;
+            return SSM_OK;
+        }
+        if (p->method == SSM_LINREC_SCAN_HS || p->method == SSM_LINREC_BLELLOCH) {
+            if (!ssm__cu_hs_takes(ctx, p)) return SSM__NOT_MINE;
+            *bytes = ssm__cu_hs_bytes(p, p->method == SSM_LINREC_BLELLOCH);
             return SSM_OK;
         }
         if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
@@ -3719,7 +4295,13 @@ extern "C" SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda
    the L2 norm of every head inside the tile before writing y once (heads cut by a tile
    boundary: a second pass, ssm__pj_l2_kernel). On an H200 it reaches ~30% of cuBLAS's rate
    (233 vs 795 TFLOP/s at 8192^3 bf16: mma.sync against wgmma), so it loses to cuBLAS + one
-   pass; a wgmma / TMA mainloop is what would make the in-tile epilogue pay.
+   pass; a wgmma / TMA mainloop is what would make the in-tile epilogue pay: ssm__pjw_kernel
+   (proj_kernel = 3, below; the default where it applies) is that kernel. H200, Gated DeltaNet
+   rows (d 2048, N 8224, bf16; bench/results/cuda_proj_wgmma_4210d7f.log): FUSED forward 1.95x /
+   1.65x / 1.55x the cuBLAS GEMM alone at M = 2048 / 8192 / 32768 (kernel 1: 2.13x / 2.17x /
+   2.24x). The dev harness's fast-math epilogue (__expf, __fdividef, rsqrtf; SiLU / sigmoid /
+   identity only, no per-tile column setup) reached 1.15x at M 8192: the accurate math and
+   the general epilogue are the likely cost (not profiled).
    Backward: z (pre, or recomputed by one GEMM into the dPre scratch), one pass computing
    every activation and L2 derivative into dPre (a warp per row) and the decay gates' dA_log
    terms, then one dX and one dW GEMM over the whole width (cuBLAS; per segment when
@@ -4234,6 +4816,389 @@ static int ssm__pj_fusable(const ssm_proj_plan *p, const ssm_tensor *x, const ss
            !((uintptr_t)W->data & 15) && (p->M + SSM__PJ_BM - 1) / SSM__PJ_BM <= 65535;
 }
 
+/* proj_kernel 3's conditions (besides the sm_90a check): 16-bit FUSED; x and W K-contiguous
+   with 16-byte aligned bases and row strides (TMA: global strides multiples of 16 bytes), K % 8;
+   y (and pre) column-contiguous with even row strides and 4-byte aligned bases, N even (pairs of
+   columns per store); M, N below 2^31 - 256; unless forced (proj_kernel = 3), L2 heads of >= 16
+   columns (the epilogue visits a row's accumulators once per head in the tile). */
+static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W, const ssm_tensor *y,
+                         const ssm_tensor *pre, int forced) {
+    int s;
+    if (!(p->dtype.bits == 16 && p->path == SSM_PROJ_FUSED && p->K % 8 == 0 && p->K > 0 && p->N % 2 == 0 && p->N > 0 &&
+          p->M > 0 && p->M < ((int64_t)1 << 31) - 256 && p->N < ((int64_t)1 << 31) - 256 && p->K < ((int64_t)1 << 31) - 256))
+        return 0;
+    if (((p->M + 127) / 128) * ((p->N + 127) / 128) >= ((int64_t)1 << 31)) return 0;
+    if (x->strides[1] != 1 || W->strides[1] != 1 || x->strides[0] % 8 || W->strides[0] % 8 || x->strides[0] <= 0 ||
+        W->strides[0] <= 0 || x->strides[0] >= ((int64_t)1 << 38) || W->strides[0] >= ((int64_t)1 << 38) ||
+        ((uintptr_t)x->data & 15) || ((uintptr_t)W->data & 15))
+        return 0;
+    if (y->ndim != 2 || y->strides[1] != 1 || y->strides[0] % 2 || ((uintptr_t)y->data & 3)) return 0;
+    if (pre && (pre->ndim != 2 || pre->strides[1] != 1 || pre->strides[0] % 2 || ((uintptr_t)pre->data & 3))) return 0;
+    for (s = 0; s < p->nseg; ++s)
+        if (!forced && p->seg[s].l2_head > 0 && p->seg[s].l2_head < 16) return 0;
+    return 1;
+}
+
+
+/* ---- proj_kernel 3: the sm_90a TMA + wgmma ping-pong GEMM with the whole epilogue in registers
+   (moved from dev/cuda/gemm_wgmma.cu's q128). 384 threads: warpgroup 0 produces (one thread
+   issues TMA loads of 128 x 64 slices of x and W, 128-byte swizzle, into a 6-stage ring of
+   mbarrier-guarded stages), warpgroups 1 and 2 consume: persistent, each owns a whole 128 x 128
+   tile (two m64n128k16 per k16, 128 f32 accumulators a thread), the two alternate so one runs
+   its mainloop while the other runs its epilogue; order mbarriers keep every parity wait one
+   phase ahead at most. Epilogue straight from the accumulators (accurate f32 math, the same
+   expressions as ssm__pj_act: expf, IEEE division, 1 / sqrtf): bias, pre under SAVE_PRE, every
+   activation per segment, the L2 norm of every head inside the tile (a quad reduction each, all
+   64 accumulators of a row half visited per head: by default only heads of >= 16 columns); heads a 128-column tile boundary cuts get the same second pass as kernel 2
+   (ssm__pj_l2_kernel). Device code only in sm_90a builds (__CUDA_ARCH_FEAT_SM90_ALL); other
+   builds compile an empty stub, which the host detects (the real kernel has static shared
+   memory, the stub none) and then takes kernel 1. */
+#if CUDART_VERSION >= 12050 /* cudaGetDriverEntryPointByVersion */
+#define SSM__PJW_HAVE 1
+#define SSM__PJW_ST 6
+#define SSM__PJW_BK 64
+#define SSM__PJW_GM 16 /* tiles numbered in groups of 16 row tiles (L2 reuse) */
+#define SSM__PJW_SMEM (SSM__PJW_ST * 2 * 128 * SSM__PJW_BK * 2 + 1024)
+#define SSM__PJW_MAXH 128 /* heads inside a 128-column tile */
+
+typedef struct __align__(16) ssm__pjw_cols { /* one consumer warpgroup's view of its tile's 128 columns (float2 reads of b) */
+    float b[128], al[128], p[128];
+    int nsg, nh;
+    int sact[SSM_PROJ_MAX_SEGMENTS], slo[SSM_PROJ_MAX_SEGMENTS], shi[SSM_PROJ_MAX_SEGMENTS];
+    int h0[SSM__PJW_MAXH], hd[SSM__PJW_MAXH];
+} ssm__pjw_cols;
+
+template <int BF> struct ssm__pjw_ty { typedef __half T; };
+template <> struct ssm__pjw_ty<1> { typedef __nv_bfloat16 T; };
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint32_t ssm__pjw_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ssm__pjw_bar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ssm__pjw_sa(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void ssm__pjw_expect_tx(uint64_t *b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ssm__pjw_sa(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void ssm__pjw_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(ssm__pjw_sa(b)) : "memory");
+}
+__device__ __forceinline__ void ssm__pjw_wait(uint64_t *b, int phase) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(ssm__pjw_sa(b)), "r"(phase)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void ssm__pjw_tma(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+                     ssm__pjw_sa(dst)),
+                 "l"((uint64_t)map), "r"(ssm__pjw_sa(bar)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+/* K-major operand, 128-byte swizzle: 8-row core groups 1024 bytes apart (SBO), LBO unused (1). */
+__device__ __forceinline__ uint64_t ssm__pjw_desc(const void *p) {
+    return (uint64_t)((ssm__pjw_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void ssm__pjw_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+#define SSM__PJW_MMA(TY)                                                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                       \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {"                                      \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                            \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                  \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                  \
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                   \
+                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                                \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),       \
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),     \
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),     \
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),     \
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),     \
+                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),     \
+                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),     \
+                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])      \
+                 : "l"(da), "l"(db), "r"(1))
+template <int BF> __device__ __forceinline__ void ssm__pjw_mma(float *d, uint64_t da, uint64_t db);
+template <> __device__ __forceinline__ void ssm__pjw_mma<1>(float *d, uint64_t da, uint64_t db) { SSM__PJW_MMA("bf16"); }
+template <> __device__ __forceinline__ void ssm__pjw_mma<0>(float *d, uint64_t da, uint64_t db) { SSM__PJW_MMA("f16"); }
+#undef SSM__PJW_MMA
+
+template <int BF> __device__ __forceinline__ void ssm__pjw_st2(void *p, int64_t i, float a, float b) {
+    if (BF) *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(a, b);
+    else *(__half2 *)((__half *)p + i) = __floats2half2_rn(a, b);
+}
+
+/* Activation A (a constant: the switch folds; -1: act per call) on the values of columns [lo, hi)
+   of the tile; d[4j + {0,1}] are row r0, columns 8j + 2q + {0,1}; d[4j + {2,3}] row r0 + 8. */
+template <int A>
+__device__ __forceinline__ void ssm__pjw_act(float *d, const ssm__pjw_cols &cc, int act, int lo, int hi, int q) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int c = 8 * j + 2 * q + e;
+            float df;
+            if (c >= lo && c < hi) {
+                const float p = cc.p[c], al = cc.al[c];
+                d[4 * j + e] = ssm__pj_act(A >= 0 ? A : act, p, al, d[4 * j + e], &df);
+                d[4 * j + 2 + e] = ssm__pj_act(A >= 0 ? A : act, p, al, d[4 * j + 2 + e], &df);
+            }
+        }
+}
+
+template <int BF>
+__device__ __forceinline__ void ssm__pjw_epi(float *d, const ssm__pjw_cols &cc, int64_t M, int64_t N, int64_t r0, int64_t n0,
+                                             int q, const ssm__pj_mat &y, const ssm__pj_mat &pre, float eps) {
+    const bool ok0 = r0 < M, ok1 = r0 + 8 < M;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const int c = 8 * j + 2 * q;
+        const float2 b = *(const float2 *)(cc.b + c);
+        d[4 * j] += b.x, d[4 * j + 1] += b.y, d[4 * j + 2] += b.x, d[4 * j + 3] += b.y;
+        if (pre.p && n0 + c < N) { /* N even: c + 1 < N too */
+            if (ok0) ssm__pjw_st2<BF>(pre.p, r0 * pre.rs + n0 + c, d[4 * j], d[4 * j + 1]);
+            if (ok1) ssm__pjw_st2<BF>(pre.p, (r0 + 8) * pre.rs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
+        }
+    }
+    for (int s = 0; s < cc.nsg; ++s) { /* the segments the tile overlaps (uniform across the warpgroup) */
+        const int a = cc.sact[s], lo = cc.slo[s], hi = cc.shi[s];
+        switch (a) {
+        case SSM_PROJ_NONE: break;
+        case SSM_PROJ_SILU: ssm__pjw_act<SSM_PROJ_SILU>(d, cc, a, lo, hi, q); break;
+        case SSM_PROJ_SIGMOID: ssm__pjw_act<SSM_PROJ_SIGMOID>(d, cc, a, lo, hi, q); break;
+        case SSM_PROJ_DECAY_GATE: ssm__pjw_act<SSM_PROJ_DECAY_GATE>(d, cc, a, lo, hi, q); break;
+        default: ssm__pjw_act<-1>(d, cc, a, lo, hi, q); break;
+        }
+    }
+    for (int e = 0; e < cc.nh; ++e) { /* heads inside the tile: 4 lanes hold a row's 128 columns */
+        const int h = cc.h0[e], hd = cc.hd[e];
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int u = 0; u < 2; ++u)
+                if ((unsigned)(8 * j + 2 * q + u - h) < (unsigned)hd)
+                    s0 += d[4 * j + u] * d[4 * j + u], s1 += d[4 * j + 2 + u] * d[4 * j + 2 + u];
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 1), s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 2), s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+        s0 = 1.f / sqrtf(s0 + eps), s1 = 1.f / sqrtf(s1 + eps);
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int u = 0; u < 2; ++u)
+                if ((unsigned)(8 * j + 2 * q + u - h) < (unsigned)hd) d[4 * j + u] *= s0, d[4 * j + 2 + u] *= s1;
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const int c = 8 * j + 2 * q;
+        if (n0 + c < N) {
+            if (ok0) ssm__pjw_st2<BF>(y.p, r0 * y.rs + n0 + c, d[4 * j], d[4 * j + 1]);
+            if (ok1) ssm__pjw_st2<BF>(y.p, (r0 + 8) * y.rs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
+        }
+    }
+}
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
+template <int BF>
+__global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant__ CUtensorMap ta,
+                                                          const __grid_constant__ CUtensorMap tb, int M, int N, int K,
+                                                          ssm__pj_segs sg, ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat y,
+                                                          ssm__pj_mat pre, float eps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef typename ssm__pjw_ty<BF>::T T;
+    constexpr int BM = 128, BN = 128, BK = SSM__PJW_BK, ST = SSM__PJW_ST;
+    extern __shared__ uint4 ssm__pjw_smem[];
+    __shared__ uint64_t bars[2 * ST + 2];
+    __shared__ ssm__pjw_cols cols[2];
+    unsigned char *base = (unsigned char *)(((uintptr_t)ssm__pjw_smem + 1023) & ~(uintptr_t)1023);
+    T *sA = (T *)base;         /* ST x [128][64], 128-byte swizzle */
+    T *sB = sA + ST * BM * BK; /* ST x [128][64] */
+    uint64_t *full = bars, *empty = full + ST, *order = empty + ST;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, ntiles = ntm * ntn, nk = (K + BK - 1) / BK;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; ++s) ssm__pjw_bar_init(&full[s], 1), ssm__pjw_bar_init(&empty[s], 4);
+        ssm__pjw_bar_init(&order[0], 4), ssm__pjw_bar_init(&order[1], 4);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+#define SSM__PJW_TILE(t, tm, tn)                                                                         \
+    do {                                                                                                 \
+        const int per_ = SSM__PJW_GM * ntn, g_ = (t) / per_, f_ = g_ * SSM__PJW_GM, r_ = (t) - g_ * per_; \
+        const int gs_ = ntm - f_ < SSM__PJW_GM ? ntm - f_ : SSM__PJW_GM;                                 \
+        tm = f_ + r_ % gs_, tn = r_ / gs_;                                                               \
+    } while (0)
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            int s = 0, ph = 0;
+            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+                int tm, tn;
+                SSM__PJW_TILE(t, tm, tn);
+                for (int kb = 0; kb < nk; ++kb) {
+                    ssm__pjw_wait(&empty[s], ph ^ 1);
+                    ssm__pjw_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
+                    ssm__pjw_tma(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
+                    ssm__pjw_tma(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
+                    if (++s == ST) s = 0, ph ^= 1;
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        float d0[BN / 2], d1[BN / 2];
+        const int warp = tid / 32, lane = tid % 32, c = wg - 1;
+        ssm__pjw_cols &cc = cols[c];
+        for (int i = c;; i += 2) {
+            const int t = blockIdx.x + i * gridDim.x;
+            if (t >= ntiles) break;
+            int tm, tn;
+            SSM__PJW_TILE(t, tm, tn);
+#pragma unroll
+            for (int r = 0; r < BN / 2; ++r) d0[r] = 0.f, d1[r] = 0.f;
+            /* A parity wait is only sound one phase ahead: wait until the other warpgroup has seen
+               every full barrier of tile i - 1, so the ring's barriers are at most one phase behind
+               this tile's slots. */
+            if (i >= 1) ssm__pjw_wait(&order[c], ((i - 2 + c) / 2) & 1);
+            const long g = (long)i * nk;
+            int s = (int)(g % ST), ph = (int)((g / ST) & 1), prev = -1;
+            for (int kb = 0; kb < nk; ++kb) {
+                ssm__pjw_wait(&full[s], ph);
+#pragma unroll
+                for (int r = 0; r < BN / 2; ++r) ssm__pjw_rf(d0[r]), ssm__pjw_rf(d1[r]);
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                const T *a = sA + s * BM * BK, *b = sB + s * BN * BK;
+#pragma unroll
+                for (int k = 0; k < BK / 16; ++k) {
+                    ssm__pjw_mma<BF>(d0, ssm__pjw_desc(a + 16 * k), ssm__pjw_desc(b + 16 * k));
+                    ssm__pjw_mma<BF>(d1, ssm__pjw_desc(a + 64 * BK + 16 * k), ssm__pjw_desc(b + 16 * k));
+                }
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+#pragma unroll
+                for (int r = 0; r < BN / 2; ++r) ssm__pjw_rf(d0[r]), ssm__pjw_rf(d1[r]);
+                if (prev >= 0 && lane == 0) ssm__pjw_arrive(&empty[prev]);
+                prev = s;
+                if (++s == ST) s = 0, ph ^= 1;
+            }
+            if (lane == 0) ssm__pjw_arrive(&order[c ^ 1]); /* this tile's full barriers all seen */
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+            for (int r = 0; r < BN / 2; ++r) ssm__pjw_rf(d0[r]), ssm__pjw_rf(d1[r]);
+            if (prev >= 0 && lane == 0) ssm__pjw_arrive(&empty[prev]);
+            /* the tile's columns (named barrier 1 + c over this warpgroup's 128 threads) */
+            const int64_t n0 = (int64_t)tn * BN;
+            asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
+            {
+                const int64_t col = n0 + tid;
+                float b = 0.f, al = 0.f, p = 1.f;
+                if (col < N) {
+                    const int sj = ssm__pj_seg_of(sg, col);
+                    p = sg.param[sj];
+                    if (sg.bias[sj]) b = ssm__pj_ld<T>(bias.p, col * bias.s);
+                    if (sg.act[sj] == SSM_PROJ_DECAY_GATE) al = ssm__pj_ld<T>(alog.p, (sg.g0[sj] + col - sg.c0[sj]) * alog.s);
+                }
+                cc.b[tid] = b, cc.al[tid] = al, cc.p[tid] = p;
+                if (tid == 0) {
+                    int ns = 0, nh = 0;
+                    for (int sj = 0; sj < sg.n; ++sj) {
+                        const int64_t lo = sg.c0[sj] > n0 ? sg.c0[sj] : n0;
+                        const int64_t hi = sg.c0[sj + 1] < n0 + BN ? sg.c0[sj + 1] : n0 + BN;
+                        if (lo >= hi) continue;
+                        cc.sact[ns] = sg.act[sj], cc.slo[ns] = (int)(lo - n0), cc.shi[ns] = (int)(hi - n0), ++ns;
+                        if (sg.l2[sj] > 0) { /* heads wholly inside the tile */
+                            const int64_t hd = sg.l2[sj];
+                            for (int64_t hs = sg.c0[sj] + (lo - sg.c0[sj]) / hd * hd; hs < hi; hs += hd)
+                                if (hs >= n0 && hs + hd <= n0 + BN && nh < SSM__PJW_MAXH)
+                                    cc.h0[nh] = (int)(hs - n0), cc.hd[nh] = (int)hd, ++nh;
+                        }
+                    }
+                    cc.nsg = ns, cc.nh = nh;
+                }
+            }
+            asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
+            const int64_t r0 = (int64_t)tm * BM + warp * 16 + lane / 4;
+            ssm__pjw_epi<BF>(d0, cc, M, N, r0, n0, lane % 4, y, pre, eps);
+            ssm__pjw_epi<BF>(d1, cc, M, N, r0 + 64, n0, lane % 4, y, pre, eps);
+        }
+    }
+#undef SSM__PJW_TILE
+#endif
+}
+
+typedef CUresult (*ssm__pjw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                       const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static ssm__pjw_encode_fn ssm__pjw_encoder(void) {
+    static ssm__pjw_encode_fn f = NULL; /* the driver's entry point: the same value for every caller */
+    if (!f) {
+        cudaDriverEntryPointQueryResult q;
+        void *fp = NULL;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fp, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            f = (ssm__pjw_encode_fn)fp;
+        else
+            cudaGetLastError();
+    }
+    return f;
+}
+/* 1 when kernel 3 can run on the context's device: compute capability 9.0 and this binary's
+   code for it is the sm_90a build (the stub that other targets compile has no static shared
+   memory), and the driver has cuTensorMapEncodeTiled. Decided once per context. */
+static int ssm__pjw_ok(ssm__cu_state *st) {
+    if (!st->pjw) {
+        cudaFuncAttributes fa;
+        int major = 0, minor = 0;
+        st->pjw = 2;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, st->device) == cudaSuccess &&
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, st->device) == cudaSuccess && major == 9 &&
+            minor == 0 && cudaFuncGetAttributes(&fa, ssm__pjw_kernel<1>) == cudaSuccess && fa.sharedSizeBytes > 0 &&
+            cudaFuncGetAttributes(&fa, ssm__pjw_kernel<0>) == cudaSuccess && fa.sharedSizeBytes > 0 &&
+            fa.sharedSizeBytes + SSM__PJW_SMEM <= st->smem_optin && ssm__pjw_encoder() &&
+            cudaFuncSetAttribute(ssm__pjw_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SSM__PJW_SMEM) ==
+                cudaSuccess &&
+            cudaFuncSetAttribute(ssm__pjw_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SSM__PJW_SMEM) == cudaSuccess)
+            st->pjw = 1;
+        cudaGetLastError();
+    }
+    return st->pjw == 1;
+}
+/* [rows, K] with row stride ld elements; boxes of 128 rows x 64 elements, 128-byte swizzle,
+   zero fill past the edges. 0 on success. */
+static int ssm__pjw_map(CUtensorMap *m, const void *p, int bf, int64_t rows, int64_t K, int64_t ld) {
+    cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * 2};
+    cuuint32_t box[2] = {SSM__PJW_BK, 128}, es[2] = {1, 1};
+    return ssm__pjw_encoder()(m, bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)p, dims,
+                              strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
+}
+/* Launches kernel 3; 0 when it cannot (tensor map refused): the caller takes kernel 1. */
+static int ssm__pjw_launch(ssm__cu_state *st, const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W,
+                           const ssm__pj_segs &sg, ssm__pj_vec vb, ssm__pj_vec va, ssm__pj_mat my, ssm__pj_mat mp, float eps) {
+    CUtensorMap ta, tb;
+    const int bf = ssm__cu_dt(p->dtype) == 2;
+    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
+    const int64_t want = (tiles + 1) / 2, grid = want < st->sms ? want : st->sms;
+    if (ssm__pjw_map(&ta, x->data, bf, p->M, p->K, x->strides[0]) || ssm__pjw_map(&tb, W->data, bf, p->N, p->K, W->strides[0]))
+        return 0;
+    if (bf)
+        ssm__pjw_kernel<1><<<(unsigned)grid, 384, SSM__PJW_SMEM, st->stream>>>(ta, tb, (int)p->M, (int)p->N, (int)p->K, sg, vb,
+                                                                             va, my, mp, eps);
+    else
+        ssm__pjw_kernel<0><<<(unsigned)grid, 384, SSM__PJW_SMEM, st->stream>>>(ta, tb, (int)p->M, (int)p->N, (int)p->K, sg, vb,
+                                                                             va, my, mp, eps);
+    return 1;
+}
+#else
+static int ssm__pjw_ok(ssm__cu_state *) { return 0; }
+static int ssm__pjw_launch(ssm__cu_state *, const ssm_proj_plan *, const ssm_tensor *, const ssm_tensor *, const ssm__pj_segs &,
+                           ssm__pj_vec, ssm__pj_vec, ssm__pj_mat, ssm__pj_mat, float) {
+    return 0;
+}
+#endif
+
 /* The one-pass epilogue over columns [ca, cb) of y. */
 static ssm_result ssm__pj_epi(ssm_ctx *ctx, const ssm_proj_plan *p, int64_t ca, int64_t cb, const ssm__pj_segs &sg,
                               ssm__pj_vec vb, ssm__pj_vec va, ssm__pj_mat my, ssm__pj_mat mp) {
@@ -4267,6 +5232,18 @@ static ssm_result ssm__cu_proj_forward(ssm_ctx *ctx, const ssm_proj_plan *p, con
     const float eps = (float)p->l2_eps;
     int s;
     if (p->M == 0) return SSM_OK;
+    if ((st->knobs.proj_kernel == 0 || st->knobs.proj_kernel == 3) && ssm__pjw_fits(p, x, W, y, pre, st->knobs.proj_kernel == 3) && ssm__pjw_ok(st) &&
+        ssm__pjw_launch(st, p, x, W, sg, vb, va, my, mp, eps)) {
+        SSM__CU_LAUNCHED(ctx, "ssm__pjw_kernel");
+        for (s = 0; s < p->nseg; ++s) { /* the heads a 128-column tile boundary cuts */
+            const int64_t c0 = p->c0[s], w = p->seg[s].width, hd = p->seg[s].l2_head;
+            if (hd <= 0 || (c0 % SSM__PJ_BN == 0 && SSM__PJ_BN % hd == 0)) continue;
+            ssm__pj_l2_kernel<<<ssm__cu_blocks(p->M * (w / hd) * 32), 256, 0, st->stream>>>(p->M, c0, w / hd, hd, 1, dt,
+                                                                                            my, eps);
+            SSM__CU_LAUNCHED(ctx, "ssm__pj_l2_kernel");
+        }
+        return SSM_OK;
+    }
     if (st->knobs.proj_kernel == 2 && ssm__pj_fusable(p, x, W)) {
         dim3 grid((unsigned)((p->N + SSM__PJ_BN - 1) / SSM__PJ_BN), (unsigned)((p->M + SSM__PJ_BM - 1) / SSM__PJ_BM));
         if (dt == 2) {

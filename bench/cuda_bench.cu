@@ -6,7 +6,8 @@
    side table from these rows. BENCH_QUICK=1 trims the grid. `cuda_bench cr` runs the cyclic
    reduction rows alone: the default (tensor-core spans / level kernels), the level kernels
    forced (ours:cr-levels) and ssm.h's generic levels on cuBLAS (ours:cr-generic) side by side,
-   with chunked, auto and the scans at the target shapes. */
+   with chunked, auto and the scans at the target shapes. `cuda_bench scan` runs the scans
+   (Hillis-Steele, Blelloch) alone, ours against ssm.h's generic levels. */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
@@ -22,8 +23,6 @@
 #endif
 static char g_dev[256], g_date[32];
 static double g_bw; /* bytes/ms */
-
-
 
 static FILE *open_jsonl(const char *name) {
     char path[256];
@@ -130,6 +129,73 @@ static void cr_rows(ssm_ctx *ctx, ssm_ctx *lev, ssm_ctx *gen, FILE *jl, ssm_dtyp
     if (others) linrec_rows(ctx, jl, dt, S, T, n, m, rest, bwd);
 }
 
+/* `cuda_bench scan`: the scans at the target shapes, ours (the fused level kernels) against
+   ssm.h's generic levels (linrec_scan = 1, the code main ran before), same inputs, with each
+   method's floor over the copy bandwidth (HS: every level reads two and writes one M of the
+   input type, ceil(log2 T) levels x 3 S T n^2 elements; Blelloch: 3 per up-sweep task, 1 per
+   down-sweep task) and the largest |h_ours - h_generic| / max|h|. */
+static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, ssm_ctx *pt, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m) {
+    int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
+    size_t es = dt.bits / 8, nh = (size_t)(S * T * n * m);
+    void *A = dev_random(dt, S * T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n * m, 1.f, 2);
+    void *h1 = dev_random(dt, S * T * n * m, 0.f, 3), *h2 = dev_random(dt, S * T * n * m, 0.f, 3);
+    if (!A || !b || !h1 || !h2) { printf("  (skipped: out of memory)\n"); cudaGetLastError(); return; }
+    ssm_tensor tA = ssm_tensor_make(A, dt, ssm_cuda_device(0), 4, sa, NULL), tb = ssm_tensor_make(b, dt, ssm_cuda_device(0), 4, sb, NULL);
+    ssm_tensor th1 = ssm_tensor_make(h1, dt, ssm_cuda_device(0), 4, sb, NULL), th2 = ssm_tensor_make(h2, dt, ssm_cuda_device(0), 4, sb, NULL);
+    int K = 0;
+    for (int64_t d = 1; d < T; d *= 2) ++K;
+    double hs_floor = (double)es * 3.0 * K * S * T * n * n / g_bw, bl_mats = 0;
+    { /* Blelloch: up-sweep level s reads M_k, M_{k-s} and writes M_k per task; down-sweep reads M_k */
+        int64_t top = 0;
+        for (int64_t s = 1; 2 * s <= T; s *= 2) top = s, bl_mats += 3.0 * ((T - 2 * s) / (2 * s) + 1);
+        for (int64_t s = top; s >= 1; s /= 2)
+            if (3 * s - 1 < T) bl_mats += (T - 3 * s) / (2 * s) + 1;
+    }
+    double bl_floor = (double)es * bl_mats * S * n * n / g_bw;
+    ssm_linrec_method ms_[2] = {SSM_LINREC_SCAN_HS, SSM_LINREC_BLELLOCH};
+    for (int mi = 0; mi < 2; ++mi) {
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        d.method = ms_[mi];
+        double t[3] = {0, 0, 0}, fl = mi ? bl_floor : hs_floor;
+        for (int w = 2; w >= 0; --w) { /* 2: HS one task per warp group (linrec_scan = 2); 1: generic; 0: ours */
+            if (w == 2 && mi) continue;
+            ssm_ctx *c = w == 2 ? pt : w ? gen : ctx;
+            ssm_tensor *th = w == 1 ? &th2 : &th1;
+            ssm_result r = ssm_linrec_forward(c, &d, &tA, &tb, NULL, th, NULL);
+            if (r != SSM_OK) { printf("  %s: %s\n", ssm_linrec_method_name(d.method), ssm_ctx_last_error(c)); t[w] = 0; continue; }
+            t[w] = time_ms([&] { ssm_linrec_forward(c, &d, &tA, &tb, NULL, th, NULL); }, 10);
+        }
+        std::vector<unsigned short> x1, x2;
+        std::vector<float> f1, f2;
+        double mx = 0, md = 0;
+        if (es == 2) {
+            x1.resize(nh), x2.resize(nh);
+            cudaMemcpy(x1.data(), h1, nh * 2, cudaMemcpyDeviceToHost), cudaMemcpy(x2.data(), h2, nh * 2, cudaMemcpyDeviceToHost);
+            for (size_t i = 0; i < nh; ++i) {
+                unsigned u1 = dt.code == SSM_DTYPE_BFLOAT ? (unsigned)x1[i] << 16 : 0, u2 = dt.code == SSM_DTYPE_BFLOAT ? (unsigned)x2[i] << 16 : 0;
+                float a1, a2;
+                if (dt.code == SSM_DTYPE_BFLOAT) memcpy(&a1, &u1, 4), memcpy(&a2, &u2, 4);
+                else a1 = __half2float(*(__half *)&x1[i]), a2 = __half2float(*(__half *)&x2[i]);
+                mx = std::max(mx, (double)fabsf(a2)), md = std::max(md, (double)fabsf(a1 - a2));
+            }
+        } else {
+            f1.resize(nh), f2.resize(nh);
+            cudaMemcpy(f1.data(), h1, nh * 4, cudaMemcpyDeviceToHost), cudaMemcpy(f2.data(), h2, nh * 4, cudaMemcpyDeviceToHost);
+            for (size_t i = 0; i < nh; ++i) mx = std::max(mx, (double)fabsf(f2[i])), md = std::max(md, (double)fabsf(f1[i] - f2[i]));
+        }
+        printf("  scan   %-4s S%-4lld T%-5lld n%-4lld m%-4lld %-9s ours %9.3f ms  generic %9.3f ms  x%5.2f  floor %7.3f (ours x%5.2f)  maxdiff/max %.2e  pertask %.3f ms\n",
+               ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, (long long)m, ssm_linrec_method_name(d.method),
+               t[0], t[1], t[0] > 0 ? t[1] / t[0] : 0, fl, t[0] / fl, mx > 0 ? md / mx : md, t[2]);
+        for (int w = 0; w < 2; ++w)
+            fprintf(js, "{\"op\":\"linrec\",\"impl\":\"ours:%s%s\",\"backend\":\"cuda\",\"dtype\":\"%s\",\"shape\":{\"S\":%lld,\"T\":%lld,\"n\":%lld,\"m\":%lld},"
+                        "\"ms\":%.5f,\"floor_ms\":%.5f,\"peak_mem_bytes\":0,\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+                    ssm_linrec_method_name(d.method), w ? "-generic" : "", ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n,
+                    (long long)m, t[w], fl, g_dev, g_date, SSM_BENCH_COMMIT);
+        fflush(stdout);
+    }
+    cudaFree(A), cudaFree(b), cudaFree(h1), cudaFree(h2);
+}
+
 int main(int argc, char **argv) {
     cudaDeviceProp prop;
     ssm_ctx *ctx;
@@ -146,6 +212,27 @@ int main(int argc, char **argv) {
     g_bw = copy_bandwidth(); /* 1 GiB device-to-device, read + write counted */
     printf("device %s, copy bandwidth %.0f GB/s (1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
     FILE *jl = open_jsonl("cuda_linrec"), *jd = open_jsonl("cuda_decay");
+    if (argc > 1 && !strcmp(argv[1], "scan")) {
+        ssm_ctx *gen = NULL, *pt = NULL;
+        ssm_cuda_config c2 = cc;
+        c2.linrec_scan = 1;
+        cfg.backend_config = &c2;
+        if (ssm_ctx_create(&cfg, &gen) != SSM_OK) return 1;
+        c2.linrec_scan = 2;
+        if (ssm_ctx_create(&cfg, &pt) != SSM_OK) return 1;
+        printf("== scans (targets; the grid rows of torch_peers.py)\n");
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 16, 4096, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 8, 1024, 128, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 128, 1024, 32, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 1, 8192, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 32, 1024, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_BF16, 16, 4096, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F32, 8, 1024, 64, 1);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 8, 1024, 64, 64);
+        fclose(jl), fclose(jd);
+        ssm_ctx_destroy(gen), ssm_ctx_destroy(pt), ssm_ctx_destroy(ctx);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "cr")) {
         ssm_ctx *lev = NULL, *gen = NULL;
         ssm_cuda_config c2 = cc;

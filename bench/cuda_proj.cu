@@ -82,6 +82,8 @@ static ssm_proj_desc chain(int which, int64_t *d) {
 }
 
 static ssm_ctx *g_tile; /* a context with the tile-fused kernel forced (proj_kernel = 2) */
+static ssm_ctx *g_k1, *g_k3; /* FUSED forward kernel forced: 1 cuBLAS + one pass (the old default), 3 sm_90a wgmma */
+static int g_gdn; /* BENCH_PROJ_GDN: the Gated DeltaNet rows only (M 2048 / 8192 / 32768), fused paths only */
 
 static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M) {
     int64_t K;
@@ -116,11 +118,13 @@ static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M
                ssm_dtype_name(dt), (long long)M, (long long)K, (long long)N, gf, flops / gf * 1e-9, gx, gw);
         row_json(js, "proj_fwd", "peer:cublas_gemm", "cublas", dt, shape, gf, floor_f, 0);
         row_json(js, "proj_fwdbwd", "peer:cublas_gemm", "cublas", dt, shape, floor_fb, floor_fb, 0);
-        for (int path = 0; path < 3; ++path) {
-            const char *impl = path == 1 ? "ours:unfused" : path == 2 ? "ours:fused_tile" : "ours:fused";
+        for (int path = 0; path < 5; ++path) {
+            const char *impl = path == 1 ? "ours:unfused" : path == 2 ? "ours:fused_tile" : path == 3 ? "ours:fused_k1"
+                             : path == 4 ? "ours:fused_k3" : "ours:fused";
             ssm_result r;
-            if (path == 2 && dt.bits == 32) continue; /* the tile kernel is 16-bit only */
-            ctx = path == 2 ? g_tile : c0;
+            if (path >= 2 && dt.bits == 32) continue; /* the tile and wgmma kernels are 16-bit only */
+            if (g_gdn && (path == 1 || path == 2)) continue;
+            ctx = path == 2 ? g_tile : path == 3 ? g_k1 : path == 4 ? g_k3 : c0;
             d.path = path == 1 ? SSM_PROJ_UNFUSED : SSM_PROJ_FUSED;
             d.save = SSM_PROJ_SAVE_NONE;
             ssm_proj_workspace_size(ctx, &d, dt, M, K, 0, &wsf);
@@ -139,6 +143,10 @@ static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M
                    impl, f, floor_f, f / floor_f, flops / f * 1e-9, fb, floor_fb, fb / floor_fb, wsb / 1e6);
             row_json(js, "proj_fwd", impl, "cuda", dt, shape, f, floor_f, wsf);
             row_json(js, "proj_fwdbwd", impl, "cuda", dt, shape, fb, floor_fb, wsb);
+        }
+        if (g_gdn) { /* the floor again: clocks drift under the power cap */
+            double g2 = time_ms([&] { gemm_nt(dt, M, N, K, x, W, y); });
+            printf("    cublas gemm again %8.3f ms\n", g2);
         }
         fflush(stdout);
     }
@@ -243,8 +251,22 @@ int main(void) {
         cfg2.backend = ssm_cuda_backend();
         cfg2.backend_config = &c2;
         if (ssm_ctx_create(&cfg2, &g_tile) != SSM_OK) return 1;
+        c2.proj_kernel = 1;
+        if (ssm_ctx_create(&cfg2, &g_k1) != SSM_OK) return 1;
+        c2.proj_kernel = 3;
+        if (ssm_ctx_create(&cfg2, &g_k3) != SSM_OK) return 1;
     }
+    g_gdn = getenv("BENCH_PROJ_GDN") != NULL;
     FILE *js = open_jsonl("cuda_proj");
+    if (g_gdn) {
+        printf("device %s  date %s  commit %s\n== Gated DeltaNet projection (bf16, d 2048, N 8224): fused forward by kernel vs the cuBLAS GEMM alone\n"
+               "   ours:fused = the default, ours:fused_k1 = cuBLAS GEMM + one epilogue pass (the old default), ours:fused_k3 = sm_90a wgmma\n",
+               g_dev, g_date, SSM_BENCH_COMMIT);
+        const int64_t Mg[3] = {2048, 8192, 32768};
+        for (int i = 0; i < 3; ++i) proj_rows(ctx, js, SSM_BF16, 1, Mg[i]);
+        fclose(js);
+        return 0;
+    }
     printf("device %s\n== GEMM alone: ours (identity epilogue) vs cuBLAS\n", g_dev);
     gemm_row(ctx, js, SSM_BF16, 8192);
     printf("== projection chains: fused vs unfused vs the cuBLAS GEMM alone (floor)\n");
@@ -266,6 +288,8 @@ int main(void) {
     fclose(js);
     cublasDestroy(g_h);
     ssm_ctx_destroy(g_tile);
+    ssm_ctx_destroy(g_k1);
+    ssm_ctx_destroy(g_k3);
     ssm_ctx_destroy(ctx);
     return 0;
 }

@@ -1,17 +1,19 @@
 # CUDA backend (ssm_cuda.h): `make test-cuda`, `make bench-cuda`, `make lib` need a GPU only to run.
 # SSM_NVARCH picks the target of tests and benchmarks (NVARCH is taken: CUDA images set it to
-# the CPU arch). The minimum architecture is sm_80 (cp.async); `make lib` builds sm_80 and
-# sm_90 code plus sm_90 PTX for later GPUs, so it is also the check that ssm_cuda.h compiles
-# for sm_80, the minimum the README claims.
+# the CPU arch); by default sm_90a, the Hopper target whose arch-specific instructions (wgmma,
+# setmaxnreg) the projection chains' proj_kernel 3 needs (other targets compile it as an empty
+# stub and take kernel 1). The minimum architecture is sm_80 (cp.async); `make lib` builds sm_80
+# and sm_90a code plus sm_90 PTX for later GPUs, so it is also the check that ssm_cuda.h
+# compiles for sm_80, the minimum the README claims.
 # `compile-cuda` (in CI through EXTRA_TEST_DEPS) compiles and links every CUDA source with nvcc.
 # The test, fuzz, benchmark and dev programs link one object holding the CUDA implementation
 # ($(CUDA_IMPL), tests/cuda_impl.cu): the kernels compile once per build, not once per program
 # (each compile of them takes minutes). The examples, the library and the dev harnesses that
 # call private kernels compile the implementation themselves.
-SSM_NVARCH ?= -arch=sm_90
+SSM_NVARCH ?= -arch=sm_90a
 SSM_NVBASE := -O3 -I. -std=c++17 -Xcompiler -Wall
 SSM_NVFLAGS ?= $(SSM_NVBASE) $(SSM_NVARCH)
-SSM_LIBARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+SSM_LIBARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
 CUDA_IMPL := $(BUILD)/cuda_impl.o
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))

@@ -6,8 +6,9 @@ loaded with ctypes (no CPython extension: the wheel is tagged py3-none-<platform
   - CPU: `cc` compiles ssm.h's implementation (python/ssmh/csrc/ssmh.c), with the BLIS backend
     when `blis.h` + `-lblis` link (probed), else the reference backend.
   - CUDA: when `nvcc` is found (SSMH_NVCC, $CUDA_HOME/bin, PATH), nvcc compiles ssm_cuda.h
-    (python/ssmh/csrc/ssmh_cuda.cu) for sm_80 + sm_90 + PTX (SSMH_CUDA_ARCHS overrides:
-    "80;90" means sm_80, sm_90 and compute_90 PTX) and links both halves with -lcublas.
+    (python/ssmh/csrc/ssmh_cuda.cu) for sm_80 + sm_90a + PTX (SSMH_CUDA_ARCHS overrides:
+    "80;90a" means sm_80, sm_90a and compute_90 PTX; sm_90a code is what runs the Hopper-only
+    projection kernel) and links both halves with -lcublas.
 Environment: SSMH_CUDA=0 (CPU only) / 1 (fail without nvcc), SSMH_BLAS=0/1 likewise,
 CC, SSMH_CFLAGS (default -O2 -march=native: the library is built where it runs).
 """
@@ -81,7 +82,8 @@ def _gencode(archs):
     flags = []
     for a in archs:
         flags += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
-    flags += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]  # PTX for newer GPUs
+    ptx = archs[-1].rstrip("a")  # PTX for newer GPUs: arch-specific (a) PTX would run nowhere else
+    flags += ["-gencode", f"arch=compute_{ptx},code=compute_{ptx}"]
     return flags
 
 
@@ -99,7 +101,7 @@ def build_library(out_dir):
         libs = ["-lblis", "-lgomp"] if blis else []
         out = os.path.join(out_dir, "libssmh.so")
         if nvcc:
-            archs = os.environ.get("SSMH_CUDA_ARCHS", "80;90")
+            archs = os.environ.get("SSMH_CUDA_ARCHS", "80;90a")
             cuda_lib = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "lib64")
             _run([nvcc, "-O3", "-std=c++17", "--threads", "0", *_gencode(archs), "-I", ROOT, "-Xcompiler", "-fPIC", "-shared",
                   os.path.join(HERE, "ssmh", "csrc", "ssmh_cuda.cu"), obj, "-lcublas", *libs,

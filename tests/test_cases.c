@@ -1251,6 +1251,13 @@ static void build(void) {
             lr_row(v, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, mi, 1, 1, 1, 1, 0, 0.5, CASE_H0 | CASE_HT | (v ? CASE_FD : 0));
             lr_row(v, CASE_F64, LAYOUT_PADDED, mi, 2, 131, 7, 5, 11, 0.97, CASE_HT);
         }
+    /* linrec on CUDA: the fused Hillis-Steele levels at the tensor-core tile sizes the rows above
+       miss (n = 64 and 128, n not a multiple of 8, m past one 8-column tile), forward and backward */
+    for (v = 0; v < 2; ++v) {
+        lr_row(v, CASE_F16 | CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_SCAN_HS, 3, 300, 64, 1, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_BF16, LAYOUT_PADDED, SSM_LINREC_SCAN_HS, 2, 100, 128, 5, 0, 0.9, CASE_H0);
+        lr_row(v, CASE_F16 | CASE_F32, LAYOUT_REVERSED, SSM_LINREC_SCAN_HS, 2, 129, 50, 9, 0, 0.95, CASE_HT | CASE_REVERSE);
+    }
     /* linrec on CUDA: the fused chunked kernel (partial tail, m = n), the per-step fallback
        (n = m = 128), and the tensor-core path (16-bit, n = 64, m = 1) over chunk lengths */
     for (v = 0; v < 2; ++v) {

@@ -960,9 +960,17 @@ int main(void) {
         cases_label = "cr-levels";
         cases_variant = SSM_LINREC_CR;
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_cr = 0;
+        cc.linrec_scan = 1; /* and the scan rows on ssm.h's generic levels */
+        cases_label = "scan-generic";
+        cases_variant = SSM_LINREC_SCAN_HS;
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_scan = 2; /* HS one task per warp group instead of the chains */
+        cases_label = "scan-pertask";
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_scan = 0;
         cases_variant = -1;
         cases_label = NULL;
-        cc.linrec_cr = 0;
     }
     if (delta) {
         ssm_ctx *cu = cuda_ctx(), *ref = ref_ctx();
@@ -978,11 +986,18 @@ int main(void) {
         ssm_ctx_destroy(cu);
         ssm_ctx_destroy(ref);
     }
-    if (proj) { /* projection and output chains; proj again with the tile-fused kernel forced */
+    if (proj) { /* projection and output chains (by default the sm_90a wgmma kernel 3 where it applies);
+                   proj again with each FUSED forward kernel forced: 1 cuBLAS + pass, 2 mma.sync tile, 3 wgmma */
         cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
         cases_run(CASE_CUDA_DTYPES, CASE_OUTCHAIN);
+        cc.proj_kernel = 1;
+        cases_label = "cublas";
+        cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
         cc.proj_kernel = 2;
         cases_label = "tile";
+        cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
+        cc.proj_kernel = 3;
+        cases_label = "wgmma";
         cases_run(CASE_CUDA_DTYPES, CASE_PROJ);
         cases_label = NULL;
         cc.proj_kernel = 0;
