@@ -5,7 +5,9 @@
    rate measured in this run (cuBLAS, 8192^3, per dtype). JSON lines:
    bench/results/cuda_bell.jsonl (the row format of bench/bench.h).
    BELL_GRID=prio (default): 50% density, bf16, then f16 and f32; BELL_GRID=full adds 25% and
-   75% density in bf16; BELL_GRID=quick: one N. */
+   75% density in bf16; BELL_GRID=quick: one N. PyTorch BSR (to_sparse_bsr's layout, W @ x^T)
+   on the same inputs: with BELL_PEER_DIR set (make bench-cuda sets it when torch imports) each
+   row's inputs go there and bench/peers/torch_bsr.py --from DIR times them after this run. */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
@@ -24,6 +26,7 @@ static char g_dev[256], g_date[32];
 static FILE *g_js;
 static cublasHandle_t g_cublas;
 static cusparseHandle_t g_cusparse;
+static FILE *g_peer; /* BELL_PEER_DIR/ours.jsonl: our rows and the inputs' files, for torch_bsr.py */
 
 static cudaDataType cuda_type(ssm_dtype dt) {
     return dt.bits == 32 ? CUDA_R_32F : (dt.code == SSM_DTYPE_BFLOAT ? CUDA_R_16BF : CUDA_R_16F);
@@ -67,6 +70,30 @@ static void row(const char *op, const char *impl, const char *backend, ssm_dtype
                 floor_ms, dense_ms / ms, g_dev, g_date, SSM_BENCH_COMMIT);
         fflush(g_js);
     }
+}
+
+/* One row's inputs for the BSR peer: col_idx (i32), the tiles and x (raw, the row's dtype), and a
+   JSON line naming the file with the sizes, our forward time and the dense GEMM's. */
+static void peer_inputs(ssm_dtype dt, int64_t N, int64_t in, int64_t out, int64_t B, int64_t K, double density,
+                        const std::vector<int32_t> &ci, const void *v, const void *x, double ours_ms, double dense_ms,
+                        double floor_ms) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s_N%lld_%lld_%lld_B%lld_K%lld.bin", getenv("BELL_PEER_DIR"), ssm_dtype_name(dt),
+             (long long)N, (long long)in, (long long)out, (long long)B, (long long)K);
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    const size_t es = (size_t)dt.bits / 8, nv = (size_t)(out / B * K * B * B), nx = (size_t)(N * in);
+    std::vector<char> h(std::max(nv, nx) * es);
+    fwrite(ci.data(), 4, ci.size(), f);
+    cudaMemcpy(h.data(), v, nv * es, cudaMemcpyDeviceToHost), fwrite(h.data(), es, nv, f);
+    cudaMemcpy(h.data(), x, nx * es, cudaMemcpyDeviceToHost), fwrite(h.data(), es, nx, f);
+    fclose(f);
+    fprintf(g_peer,
+            "{\"input\": \"%s\", \"dtype\": \"%s\", \"shape\": {\"N\": %lld, \"in\": %lld, \"out\": %lld, \"B\": %lld, "
+            "\"density\": %.2f}, \"K\": %lld, \"ours_ms\": %.5f, \"dense_ms\": %.5f, \"floor_ms\": %.5f}\n",
+            path, ssm_dtype_name(dt), (long long)N, (long long)in, (long long)out, (long long)B, density, (long long)K, ours_ms,
+            dense_ms, floor_ms);
+    fflush(g_peer);
 }
 
 static unsigned long long g_rng = 0x9E3779B97F4A7C15ull;
@@ -160,6 +187,7 @@ static void bell_rows(ssm_ctx *cu, ssm_ctx *host, ssm_dtype dt, int64_t N, int64
                 if (Cm) cusparseDestroyDnMat(Cm);
                 cudaFree(buf);
             }
+            if (g_peer) peer_inputs(dt, N, in, out, B, K, (double)K / C, ci, v, x, ofwd, dfwd, useful / peak);
             row("bell_fwdbwd", "ours:bell", "cuda", dt, N, in, out, B, (double)K / C, ofb, 3 * useful / peak, dfb);
             row("bell_fwdbwd", "peer:cublas_dense", "cublas", dt, N, in, out, B, (double)K / C, dfb, 3 * useful / peak, dfb);
             printf("  %-12s fwd+bwd / fwd = %.2f\n", "", ofb / ofwd);
@@ -182,6 +210,11 @@ int main(void) {
     strftime(g_date, sizeof g_date, "%Y-%m-%d", gmtime(&now));
     g_js = fopen("bench/results/cuda_bell.jsonl", "a");
     if (!g_js) g_js = fopen("cuda_bell.jsonl", "a");
+    if (getenv("BELL_PEER_DIR")) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/ours.jsonl", getenv("BELL_PEER_DIR"));
+        g_peer = fopen(path, "w");
+    }
     cublasCreate(&g_cublas);
     cusparseCreate(&g_cusparse);
     ssm_ctx *cu = NULL, *host = NULL;
@@ -214,5 +247,6 @@ int main(void) {
     ssm_ctx_destroy(cu), ssm_ctx_destroy(host);
     cublasDestroy(g_cublas), cusparseDestroy(g_cusparse);
     if (g_js) fclose(g_js);
+    if (g_peer) fclose(g_peer);
     return 0;
 }

@@ -18,7 +18,7 @@ CUDA_IMPL := $(BUILD)/cuda_impl.o
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
-.PHONY: compile-cuda test-cuda test-nccl bench-cuda bench-cuda-delta lib run-cuda fuzz-cuda
+.PHONY: compile-cuda test-cuda test-nccl bench-cuda bench-cuda-bell bench-cuda-delta lib run-cuda fuzz-cuda
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
@@ -98,9 +98,14 @@ bench-cuda-delta: $(BUILD)/cuda_delta
 	@if python3 -c "import fla" 2>/dev/null; then d=$$(mktemp -d); DELTA_PEER_DIR=$$d $(B)/cuda_delta && \
 	  python3 bench/peers/fla_peer.py --from $$d; rm -rf $$d; else $(B)/cuda_delta; fi
 
+# Block-ELL: PyTorch BSR on the same inputs after the run when torch imports.
+bench-cuda-bell: $(BUILD)/cuda_bell
+	@if python3 -c "import torch" 2>/dev/null; then d=$$(mktemp -d); BELL_PEER_DIR=$$d $(B)/cuda_bell && \
+	  SSM_COMMIT=$(COMMIT) python3 bench/peers/torch_bsr.py --from $$d; rm -rf $$d; else $(B)/cuda_bell; fi
+
 bench-cuda: $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta
 	$(B)/cuda_bench
-	$(B)/cuda_bell
+	$(MAKE) --no-print-directory bench-cuda-bell
 	$(B)/cuda_proj
 	$(MAKE) --no-print-directory bench-cuda-delta
 
