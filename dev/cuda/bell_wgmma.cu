@@ -14,10 +14,12 @@
    group of G = NF / B block-rows (NF output features) and walks the ascending union of the
    input blocks its G rows use; per union entry it loads the N x B box of x once (TMA, at
    column e * B) and the active members' B x B tiles (TMA over values seen as [R*K*B, B]), and
-   issues wgmma m64nBk16 for the active members only (per member accumulators, a branch on the
-   entry's member mask). The branch condition goes through __any_sync: ptxas then sees a
-   warp-uniform predicate; on a plain (or @p-guarded) condition it serializes every wgmma of
-   the kernel (C7520, "compiler-inserted WG.AR in divergent path"). x traffic is then that of a dense GEMM with NF-wide
+   issues wgmma m64nBk16 for the active members only (per member accumulators). The members'
+   activity pattern picks one of 2^SG - 1 straight-line blocks (fence, wgmmas, commit, wait<0>)
+   per subgroup of SG <= 4 members (ent_mm below): a run-time test around each member's
+   wgmmas made ptxas serialize them (C7520 on a plain condition; with __any_sync a gsb0 closed
+   a group at every branch merge, SASS of db8cb6b; C7515 with a group in flight across the
+   branches). x traffic is then that of a dense GEMM with NF-wide
    tiles whatever B is, and the MMA work is the useful work. Rows of x and of the tiles are 2B
    bytes, so each uses the matching TMA swizzle (128 / 64 / 32 bytes for B = 64 / 32 / 16) and
    the wgmma descriptors name the same mode.
@@ -26,14 +28,14 @@
    stages 32 union entries at a time in shared memory, lane 0 issues the TMA loads into a ring
    of ST stages with full / empty mbarriers and writes each stage's member mask beside it),
    warpgroups 1 and 2 consume (setmaxnreg 232), each owning 64 * MW tokens of the tile.
-   RS = 1: the x operand goes to registers (ldmatrix through the swizzle, double-buffered by
-   entry parity so the next entry's loads overlap the wgmma group in flight) and wgmma reads
+   RS = 1: the x operand goes to registers (ldmatrix through the swizzle) and wgmma reads
    only the tile from shared memory: with N = B = 16 / 32, an m64nBk16 that reads A from shared
    memory moves 2 KB of A for B / 2 tensor-core cycles, more than shared memory delivers.
    Variants (NF output features a CTA, MW m64 slabs a consumer warpgroup, BM = 128 * MW tokens):
      s128  NF 128, MW 1, A from shared memory       r128  NF 128, MW 1, A in registers
      r256  NF 256, MW 1, A in registers             w128  NF 128, MW 2 (BM 256), A in registers
      p128 / p256 / pw128: r128 / r256 / w128 persistent (grid = #SMs, tiles t, t + grid, ...)
+     t64 / pt64 (B = 64 only): roles swapped, m64n256k16 with the W tile as A (bell_fwd_t_kernel)
    Tiles are numbered group-fastest, so CTAs running together read the same x rows (L2) and
    the whole W (50% of 2048 x 8192 bf16 = 16 MB) stays in L2.
    The union tables (per group: ascending input blocks with the slot of each member, -1 when
@@ -220,6 +222,38 @@ template <> struct wgmma_op<64, __half> {
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
     }
 };
+template <> struct wgmma_op<128, __nv_bfloat16> {
+    static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "l"(da), "l"(db), "r"(1));
+    }
+};
+template <> struct wgmma_op<128, __half> {
+    static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "l"(da), "l"(db), "r"(1));
+    }
+};
+template <> struct wgmma_op<256, __nv_bfloat16> {
+    static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                     : "l"(da), "l"(db), "r"(1));
+    }
+};
+template <> struct wgmma_op<256, __half> {
+    static __device__ __forceinline__ void ss(float *d, uint64_t da, uint64_t db) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                     : "l"(da), "l"(db), "r"(1));
+    }
+};
 #endif /* BW_SM90A */
 
 /* Per-variant constants. Stage: the x box [BM][B] then G tiles [B][B]; every piece starts at a
@@ -231,6 +265,99 @@ template <int B, int NF, int MW> struct cfg {
     static constexpr int SMEM = ST * SB + 32 * E * 4 + ST * 4 + 2 * ST * 8 + 1024;
 };
 
+/* The wgmmas of one union entry for the members M0 .. M0 + SG - 1, whose activity pattern PT
+   (bit m: member M0 + m active) is a compile-time constant: each pattern is its own
+   straight-line block with its own fence, commit and wait, picked by a chain of uniform
+   compares. A run-time test around each member's wgmmas made ptxas close a wgmma group at
+   every branch merge (gsb0 per member in SASS) so that the wait after the entry waited for
+   all of its work: no overlap between entries, ~1000 cycles an entry (first H200 run). */
+template <typename T, int B, int MW, int RS, int G> struct ent_mm {
+    static constexpr int KS = B / 16, TB = B * B * 2, SG = G < 4 ? G : 4;
+    typedef float acc_t[G][MW][B / 2];
+    typedef uint32_t frag_t[MW][KS][4];
+    template <int M0, int PT>
+    static __device__ __forceinline__ void issue(acc_t &acc, const frag_t &a, const unsigned char *xa, const unsigned char *tiles) {
+#ifdef BW_SM90A
+        wg_fence();
+#pragma unroll
+        for (int m = 0; m < SG; ++m) {
+            if (!(PT >> m & 1)) continue;
+            const int mm = M0 + m < G ? M0 + m : 0;
+            const unsigned char *tile = tiles + (M0 + m) * TB;
+#pragma unroll
+            for (int w = 0; w < MW; ++w)
+#pragma unroll
+                for (int k = 0; k < KS; ++k) {
+                    if (RS)
+                        wgmma_op<B, T>::rs(acc[mm][w], a[w][k], sdesc<B>(tile + 32 * k));
+                    else
+                        wgmma_op<B, T>::ss(acc[mm][w], sdesc<B>(xa + w * 64 * 2 * B + 32 * k), sdesc<B>(tile + 32 * k));
+                }
+        }
+        wg_commit();
+        wg_wait<0>();
+#endif
+    }
+    template <int M0, int PT>
+    static __device__ __forceinline__ void dispatch(int pm, acc_t &acc, const frag_t &a, const unsigned char *xa, const unsigned char *tiles) {
+        if constexpr (PT < (1 << SG)) {
+            if (pm == PT) issue<M0, PT>(acc, a, xa, tiles);
+            else dispatch<M0, PT + 1>(pm, acc, a, xa, tiles);
+        }
+    }
+    /* every subgroup of SG members, its pattern from the entry's mask */
+    template <int M0 = 0> static __device__ __forceinline__ void entry(int mask, acc_t &acc, const frag_t &a, const unsigned char *xa,
+                                                                        const unsigned char *tiles) {
+        if constexpr (M0 < G) {
+            const int pm = (mask >> M0) & ((1 << SG) - 1);
+            dispatch<M0, 1>(pm, acc, a, xa, tiles);
+            entry<M0 + SG>(mask, acc, a, xa, tiles);
+        }
+    }
+};
+
+/* The producer warp (as dev/cuda/gemm_wgmma.cu's, one lane issuing): tiles t = blockIdx.x,
+   + gridDim.x, ...; per union entry the x box [BM][B] at (e * B, tt * BM) and the active
+   members' tiles, into the ring; the member mask beside each stage. */
+template <int B, int G, int BM>
+__device__ __forceinline__ void produce(const CUtensorMap &tx, const CUtensorMap &tw, const int *ent, const int *count, int C, int ngr,
+                                        int ntiles, unsigned char *ring, int *sent, int *smask, uint64_t *full, uint64_t *empty,
+                                        int lane) {
+#ifdef BW_SM90A
+    constexpr int XB = BM * B * 2, TB = B * B * 2, SB = XB + G * TB, ST0 = (200 * 1024) / SB, ST = ST0 > 32 ? 32 : ST0, E = 1 + G;
+    int s = 0, ph = 0;
+    for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
+        const int *en = ent + (long)grp * C * E;
+        for (int i0 = 0; i0 < cnt; i0 += 32) {
+            /* 32 entries' table reads in flight at once (one thread's dependent loads
+               took longer than a B = 16 entry's MMA work) */
+            __syncwarp();
+            for (int q = lane; q < 32 * E; q += 32) sent[q] = i0 * E + q < cnt * E ? en[i0 * E + q] : -1;
+            __syncwarp();
+            const int n = cnt - i0 < 32 ? cnt - i0 : 32;
+            if (lane == 0)
+                for (int j = 0; j < n; ++j) {
+                    const int *sj = sent + j * E;
+                    int mask = 0, na = 0;
+#pragma unroll
+                    for (int m = 0; m < G; ++m)
+                        if (sj[1 + m] >= 0) mask |= 1 << m, ++na;
+                    mbar_wait(&empty[s], ph ^ 1);
+                    unsigned char *st = ring + s * SB;
+                    smask[s] = mask; /* published by the arrive below (release) */
+                    mbar_expect_tx(&full[s], XB + na * TB);
+                    tma_load_2d(st, &tx, &full[s], sj[0] * B, tt * BM);
+#pragma unroll
+                    for (int m = 0; m < G; ++m)
+                        if (sj[1 + m] >= 0) tma_load_2d(st + XB + m * TB, &tw, &full[s], 0, sj[1 + m] * B);
+                    if (++s == ST) s = 0, ph ^= 1;
+                }
+        }
+    }
+#endif
+}
+
 /* ent[(grp * C + i) * E ..]: union entry i of group grp = {input block e, slot of member 0 ..
    G - 1 (-1: inactive)}, i < count[grp], ascending e. */
 template <typename T, int B, int NF, int MW, int RS>
@@ -239,7 +366,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_kernel(const __grid_constant_
                                                           long ldy, int N, int R, int ngr, int ntiles) {
 #ifdef BW_SM90A
     typedef cfg<B, NF, MW> K_;
-    constexpr int G = K_::G, BM = K_::BM, XB = K_::XB, TB = K_::TB, SB = K_::SB, ST = K_::ST, E = K_::E;
+    constexpr int G = K_::G, BM = K_::BM, XB = K_::XB, SB = K_::SB, ST = K_::ST, E = K_::E;
     constexpr int KS = B / 16; /* k16 steps per entry */
     extern __shared__ unsigned char smem_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -254,38 +381,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_kernel(const __grid_constant_
     __syncthreads();
     if (wg == 0) { /* producer */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (warp == 0) {
-            int s = 0, ph = 0;
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-                const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
-                const int *en = ent + (long)grp * C * E;
-                for (int i0 = 0; i0 < cnt; i0 += 32) {
-                    /* 32 entries' table reads in flight at once (one thread's dependent loads
-                       took longer than a B = 16 entry's MMA work) */
-                    __syncwarp();
-                    for (int q = lane; q < 32 * E; q += 32) sent[q] = i0 * E + q < cnt * E ? en[i0 * E + q] : -1;
-                    __syncwarp();
-                    const int n = cnt - i0 < 32 ? cnt - i0 : 32;
-                    if (lane == 0)
-                        for (int j = 0; j < n; ++j) {
-                            const int *sj = sent + j * E;
-                            int mask = 0, na = 0;
-#pragma unroll
-                            for (int m = 0; m < G; ++m)
-                                if (sj[1 + m] >= 0) mask |= 1 << m, ++na;
-                            mbar_wait(&empty[s], ph ^ 1);
-                            unsigned char *st = ring + s * SB;
-                            smask[s] = mask; /* published by the arrive below (release) */
-                            mbar_expect_tx(&full[s], XB + na * TB);
-                            tma_load_2d(st, &tx, &full[s], sj[0] * B, tt * BM);
-#pragma unroll
-                            for (int m = 0; m < G; ++m)
-                                if (sj[1 + m] >= 0) tma_load_2d(st + XB + m * TB, &tw, &full[s], 0, sj[1 + m] * B);
-                            if (++s == ST) s = 0, ph ^= 1;
-                        }
-                }
-            }
-        }
+        if (warp == 0) produce<B, G, BM>(tx, tw, ent, count, C, ngr, ntiles, ring, sent, smask, full, empty, lane);
     } else { /* consumers: warpgroup wg owns tokens (wg - 1) * 64 * MW ... of the tile */
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         float acc[G][MW][B / 2];
@@ -325,24 +421,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_kernel(const __grid_constant_
                     for (int w = 0; w < MW; ++w)
 #pragma unroll
                         for (int i = 0; i < B / 2; ++i) reg_fence(acc[m][w][i]);
-                wg_fence();
-#pragma unroll
-                for (int m = 0; m < G; ++m) {
-                    if (!__any_sync(0xffffffffu, mask >> m & 1)) continue; /* uniform anyway; see the header */
-                    const unsigned char *tile = st + XB + m * TB;
-#pragma unroll
-                    for (int w = 0; w < MW; ++w)
-#pragma unroll
-                        for (int k = 0; k < KS; ++k) {
-                            if (RS)
-                                wgmma_op<B, T>::rs(acc[m][w], a[P][w][k], sdesc<B>(tile + 32 * k));
-                            else
-                                wgmma_op<B, T>::ss(acc[m][w], sdesc<B>(st + (((wg - 1) * MW + w) * 64) * (2 * B) + 32 * k),
-                                                   sdesc<B>(tile + 32 * k));
-                        }
-                }
-                wg_commit();
-                wg_wait<1>();
+                ent_mm<T, B, MW, RS, G>::entry(mask, acc, a[P], st + ((wg - 1) * MW) * 64 * 2 * B, st + XB);
 #pragma unroll
                 for (int m = 0; m < G; ++m)
 #pragma unroll
@@ -381,6 +460,87 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_kernel(const __grid_constant_
                         const float *d = acc[m][w];
                         if (ok0) st2<T>(y + (long)r0 * ldy + c, d[4 * j] + b0, d[4 * j + 1] + b1);
                         if (ok1) st2<T>(y + (long)(r0 + 8) * ldy + c, d[4 * j + 2] + b0, d[4 * j + 3] + b1);
+                    }
+                }
+            }
+        }
+    }
+#endif
+}
+
+/* Swapped roles (variants t64, pt64; B = 64 only): the output tile transposed, y^T = W x^T,
+   with the tile's 64 output features as wgmma's M and 256 tokens as its N: m64n256k16 with
+   A = the W tile and B = the x box, both K-major in the 128-byte swizzle, so every wgmma is a
+   full-width one (m64n64k16 moves as many operand bytes per FLOP as a 64-wide dense tile).
+   A CTA owns 256 tokens and a group of TG block-rows; consumer warpgroup j owns block-row
+   grp * TG + j - 1 (128 f32 accumulators a thread) and walks the group's union entries,
+   skipping those where its row is inactive: the branch holds a whole fence / wgmma / commit /
+   wait<0> step, so no wgmma is in flight across it (ptxas keeps the wgmmas asynchronous).
+   Epilogue: element stores (each thread holds 2 features x 64 tokens). */
+template <typename T, int TG>
+__global__ void __launch_bounds__(128 * (TG + 1), 1) bell_fwd_t_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
+                                                                       const int *ent, const int *count, int C, const T *bias, T *y,
+                                                                       long ldy, int N, int R, int ngr, int ntiles) {
+#ifdef BW_SM90A
+    typedef cfg<64, 64 * TG, 2> K_;
+    constexpr int B = 64, BM = 256, XB = K_::XB, TB = K_::TB, SB = K_::SB, ST = K_::ST, E = K_::E;
+    static_assert(XB == BM * B * 2, "stage layout");
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *ring = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    int *sent = (int *)(ring + ST * SB);
+    int *smask = sent + 32 * E;
+    uint64_t *full = (uint64_t *)(((uintptr_t)(smask + ST) + 7) & ~(uintptr_t)7), *empty = full + ST;
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4 * TG);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (warp == 0) produce<B, TG, BM>(tx, tw, ent, count, C, ngr, ntiles, ring, sent, smask, full, empty, lane);
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int j = wg - 1;
+        float d[128];
+        int s = 0, ph = 0;
+        for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+            const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
+#pragma unroll
+            for (int i = 0; i < 128; ++i) d[i] = 0.f;
+            for (int i = 0; i < cnt; ++i) {
+                mbar_wait(&full[s], ph);
+                const int mask = *(volatile int *)&smask[s];
+                if (__any_sync(0xffffffffu, mask >> j & 1)) {
+                    const unsigned char *st = ring + s * SB;
+#pragma unroll
+                    for (int q = 0; q < 128; ++q) reg_fence(d[q]);
+                    wg_fence();
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) wgmma_op<256, T>::ss(d, sdesc<64>(st + XB + j * TB + 32 * k), sdesc<64>(st + 32 * k));
+                    wg_commit();
+                    wg_wait<0>();
+#pragma unroll
+                    for (int q = 0; q < 128; ++q) reg_fence(d[q]);
+                }
+                if (lane == 0) mbar_arrive(&empty[s]);
+                if (++s == ST) s = 0, ph ^= 1;
+            }
+            /* d[4i + {0,1}]: feature f0, tokens 8i + 2q + {0,1}; d[4i + {2,3}]: feature f0 + 8 */
+            const int r = grp * TG + j;
+            if (r < R) {
+                const int f0 = r * B + warp * 16 + lane / 4, q = lane % 4;
+                const float b0 = bias ? ldf<T>(bias, f0) : 0.f, b1 = bias ? ldf<T>(bias, f0 + 8) : 0.f;
+#pragma unroll
+                for (int i = 0; i < 32; ++i) {
+                    const int n = tt * BM + 8 * i + 2 * q;
+                    if (n < N) {
+                        y[(long)n * ldy + f0] = (T)(d[4 * i] + b0);
+                        y[(long)n * ldy + f0 + 8] = (T)(d[4 * i + 2] + b1);
+                    }
+                    if (n + 1 < N) {
+                        y[(long)(n + 1) * ldy + f0] = (T)(d[4 * i + 1] + b0);
+                        y[(long)(n + 1) * ldy + f0 + 8] = (T)(d[4 * i + 3] + b1);
                     }
                 }
             }
@@ -480,10 +640,11 @@ static CUtensorMap make_map(const void *p, int bf16, long rows, long cols, long 
 
 struct variant {
     const char *name;
-    int nf, mw, rs, persistent;
+    int nf, mw, rs, persistent, swapped; /* swapped: bell_fwd_t_kernel (B = 64, 256 tokens, nf / 64 rows) */
 };
-static const variant VARIANTS[] = {{"s128", 128, 1, 0, 0}, {"r128", 128, 1, 1, 0}, {"r256", 256, 1, 1, 0}, {"w128", 128, 2, 1, 0},
-                                   {"p128", 128, 1, 1, 1}, {"p256", 256, 1, 1, 1}, {"pw128", 128, 2, 1, 1}};
+static const variant VARIANTS[] = {{"s128", 128, 1, 0, 0, 0}, {"r128", 128, 1, 1, 0, 0}, {"r256", 256, 1, 1, 0, 0},
+                                   {"w128", 128, 2, 1, 0, 0}, {"p128", 128, 1, 1, 1, 0}, {"p256", 256, 1, 1, 1, 0},
+                                   {"pw128", 128, 2, 1, 1, 0}, {"t64", 128, 2, 0, 0, 1}, {"pt64", 128, 2, 0, 1, 1}};
 static int g_sms = 132;
 
 /* A layer on the device: col_idx (distinct random columns per row), values, x, bias, and the
@@ -551,9 +712,24 @@ static void launch_b(const variant &vr, const layer &L, const tables &tb, const 
     else launch_t<T, B, 128, 1, 1>(vr, L, tb, mx, mw, y, st);
 }
 template <typename T>
+static void launch_swapped(const variant &vr, const layer &L, const tables &tb, const CUtensorMap &mx, const CUtensorMap &mw, T *y,
+                           cudaStream_t st) {
+    typedef cfg<64, 128, 2> K_;
+    auto kern = bell_fwd_t_kernel<T, 2>;
+    static bool attr = false;
+    if (!attr) {
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, K_::SMEM));
+        attr = true;
+    }
+    const int ntiles = (int)((L.N + 255) / 256) * tb.ngr;
+    const int grid = vr.persistent ? (ntiles < g_sms ? ntiles : g_sms) : ntiles;
+    kern<<<grid, 384, K_::SMEM, st>>>(mx, mw, tb.ent, tb.count, L.C, (const T *)L.bias, y, L.out, (int)L.N, L.R, tb.ngr, ntiles);
+}
+template <typename T>
 static void launch(const variant &vr, const layer &L, const tables &tb, const CUtensorMap &mx, const CUtensorMap &mw, T *y,
                    cudaStream_t st) {
-    if (L.B == 16) launch_b<T, 16>(vr, L, tb, mx, mw, y, st);
+    if (vr.swapped) launch_swapped<T>(vr, L, tb, mx, mw, y, st);
+    else if (L.B == 16) launch_b<T, 16>(vr, L, tb, mx, mw, y, st);
     else if (L.B == 32) launch_b<T, 32>(vr, L, tb, mx, mw, y, st);
     else launch_b<T, 64>(vr, L, tb, mx, mw, y, st);
 }
@@ -630,7 +806,7 @@ static int run_row(const variant &vr, long N, long in, long out, int B, double d
     CK(cudaGetLastError());
     tables tb;
     tables_make(L, vr.nf / B, tb);
-    const CUtensorMap mx = make_map(L.x, is_bf, N, in, in, B, 128 * vr.mw), mw = make_map(L.v, is_bf, (long)L.R * L.K * B, B, B, B, B);
+    const CUtensorMap mx = make_map(L.x, is_bf, N, in, in, B, vr.swapped ? 256 : 128 * vr.mw), mw = make_map(L.v, is_bf, (long)L.R * L.K * B, B, B, B, B);
     CK(cudaMemset(y, 0xFF, (size_t)N * out * sizeof(T))); /* poison: NaN */
     launch<T>(vr, L, tb, mx, mw, y, 0);
     CK(cudaGetLastError());
@@ -688,6 +864,7 @@ static int row(const variant &v, long N, long in, long out, int B, double dens, 
         fprintf(stderr, "bad row: B %d in %ld out %ld (B = 16 | 32 | 64 dividing in and out)\n", B, in, out);
         return 1;
     }
+    if (v.swapped && B != 64) return 0; /* B = 64 only */
     return strcmp(dts, "f16") ? run_row<__nv_bfloat16>(v, N, in, out, B, dens, hb, timed)
                               : run_row<__half>(v, N, in, out, B, dens, hb, timed);
 }
