@@ -477,7 +477,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_kernel(const __grid_constant_
    skipping those where its row is inactive: the branch holds a whole fence / wgmma / commit /
    wait<0> step, so no wgmma is in flight across it (ptxas keeps the wgmmas asynchronous).
    Epilogue: element stores (each thread holds 2 features x 64 tokens). */
-template <typename T, int TG>
+template <typename T, int TG, int WD>
 __global__ void __launch_bounds__(128 * (TG + 1), 1) bell_fwd_t_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                                                                        const int *ent, const int *count, int C, const T *bias, T *y,
                                                                        long ldy, int N, int R, int ngr, int ntiles) {
@@ -485,6 +485,9 @@ __global__ void __launch_bounds__(128 * (TG + 1), 1) bell_fwd_t_kernel(const __g
     typedef cfg<64, 64 * TG, 2> K_;
     constexpr int B = 64, BM = 256, XB = K_::XB, TB = K_::TB, SB = K_::SB, ST = K_::ST, E = K_::E;
     static_assert(XB == BM * B * 2, "stage layout");
+    /* TG = 3 (x shared by more rows) would need 512 threads: ptxas then caps every thread at 128
+       registers, fewer than the 128 accumulators need (C7602) */
+    static_assert(TG == 2, "two consumer warpgroups");
     extern __shared__ unsigned char smem_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     int *sent = (int *)(ring + ST * SB);
@@ -508,10 +511,37 @@ __global__ void __launch_bounds__(128 * (TG + 1), 1) bell_fwd_t_kernel(const __g
             const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
 #pragma unroll
             for (int i = 0; i < 128; ++i) d[i] = 0.f;
-            for (int i = 0; i < cnt; ++i) {
-                mbar_wait(&full[s], ph);
-                const int mask = *(volatile int *)&smask[s];
-                if (__any_sync(0xffffffffu, mask >> j & 1)) {
+            if (WD == 0) {
+                for (int i = 0; i < cnt; ++i) {
+                    mbar_wait(&full[s], ph);
+                    const int mask = *(volatile int *)&smask[s];
+                    if (__any_sync(0xffffffffu, mask >> j & 1)) {
+                        const unsigned char *st = ring + s * SB;
+#pragma unroll
+                        for (int q = 0; q < 128; ++q) reg_fence(d[q]);
+                        wg_fence();
+#pragma unroll
+                        for (int k = 0; k < 4; ++k) wgmma_op<256, T>::ss(d, sdesc<64>(st + XB + j * TB + 32 * k), sdesc<64>(st + 32 * k));
+                        wg_commit();
+                        wg_wait<0>();
+#pragma unroll
+                        for (int q = 0; q < 128; ++q) reg_fence(d[q]);
+                    }
+                    if (lane == 0) mbar_arrive(&empty[s]);
+                    if (++s == ST) s = 0, ph ^= 1;
+                }
+            } else { /* one wgmma group in flight across entries: skip inactive entries in an inner
+                        loop, so the wgmma block itself is not under a branch */
+                int i = 0, pend = -1;
+                for (;;) {
+                    for (; i < cnt; ++i) {
+                        mbar_wait(&full[s], ph);
+                        const int mask = *(volatile int *)&smask[s];
+                        if (__any_sync(0xffffffffu, mask >> j & 1)) break;
+                        if (lane == 0) mbar_arrive(&empty[s]);
+                        if (++s == ST) s = 0, ph ^= 1;
+                    }
+                    if (i >= cnt) break;
                     const unsigned char *st = ring + s * SB;
 #pragma unroll
                     for (int q = 0; q < 128; ++q) reg_fence(d[q]);
@@ -519,28 +549,40 @@ __global__ void __launch_bounds__(128 * (TG + 1), 1) bell_fwd_t_kernel(const __g
 #pragma unroll
                     for (int k = 0; k < 4; ++k) wgmma_op<256, T>::ss(d, sdesc<64>(st + XB + j * TB + 32 * k), sdesc<64>(st + 32 * k));
                     wg_commit();
-                    wg_wait<0>();
+                    wg_wait<1>();
 #pragma unroll
                     for (int q = 0; q < 128; ++q) reg_fence(d[q]);
+                    if (pend >= 0 && lane == 0) mbar_arrive(&empty[pend]);
+                    pend = s;
+                    if (++s == ST) s = 0, ph ^= 1;
+                    ++i;
                 }
-                if (lane == 0) mbar_arrive(&empty[s]);
-                if (++s == ST) s = 0, ph ^= 1;
+                wg_wait<0>();
+#pragma unroll
+                for (int q = 0; q < 128; ++q) reg_fence(d[q]);
+                if (pend >= 0 && lane == 0) mbar_arrive(&empty[pend]);
             }
-            /* d[4i + {0,1}]: feature f0, tokens 8i + 2q + {0,1}; d[4i + {2,3}]: feature f0 + 8 */
+            /* d[4i + {0,1}]: feature f0, tokens 8i + 2q + {0,1}; d[4i + {2,3}]: feature f0 + 8. Lanes
+               l and l ^ 4 hold features f and f + 1 of the same two tokens: one exchange gives
+               each a feature pair of one token (4-byte stores, half as many) */
             const int r = grp * TG + j;
             if (r < R) {
-                const int f0 = r * B + warp * 16 + lane / 4, q = lane % 4;
-                const float b0 = bias ? ldf<T>(bias, f0) : 0.f, b1 = bias ? ldf<T>(bias, f0 + 8) : 0.f;
+                const int odd = (lane >> 2) & 1, q = lane % 4;
+                const int fa = r * B + warp * 16 + (lane / 4 & ~1); /* the pair's first feature */
+                const float ba0 = bias ? ldf<T>(bias, fa) : 0.f, ba1 = bias ? ldf<T>(bias, fa + 1) : 0.f;
+                const float bb0 = bias ? ldf<T>(bias, fa + 8) : 0.f, bb1 = bias ? ldf<T>(bias, fa + 9) : 0.f;
 #pragma unroll
                 for (int i = 0; i < 32; ++i) {
-                    const int n = tt * BM + 8 * i + 2 * q;
+                    /* even lane keeps token n (its d[.0]) and takes the odd lane's token-n value;
+                       odd lane keeps token n + 1 (its d[.1]) and takes the even lane's */
+                    const float x0 = __shfl_xor_sync(0xffffffffu, odd ? d[4 * i] : d[4 * i + 1], 4);
+                    const float x1 = __shfl_xor_sync(0xffffffffu, odd ? d[4 * i + 2] : d[4 * i + 3], 4);
+                    const int n = tt * BM + 8 * i + 2 * q + odd;
                     if (n < N) {
-                        y[(long)n * ldy + f0] = (T)(d[4 * i] + b0);
-                        y[(long)n * ldy + f0 + 8] = (T)(d[4 * i + 2] + b1);
-                    }
-                    if (n + 1 < N) {
-                        y[(long)(n + 1) * ldy + f0] = (T)(d[4 * i + 1] + b0);
-                        y[(long)(n + 1) * ldy + f0 + 8] = (T)(d[4 * i + 3] + b1);
+                        const float lo0 = odd ? x0 : d[4 * i], hi0 = odd ? d[4 * i + 1] : x0;
+                        const float lo1 = odd ? x1 : d[4 * i + 2], hi1 = odd ? d[4 * i + 3] : x1;
+                        st2<T>(y + (long)n * ldy + fa, lo0 + ba0, hi0 + ba1);
+                        st2<T>(y + (long)n * ldy + fa + 8, lo1 + bb0, hi1 + bb1);
                     }
                 }
             }
@@ -640,11 +682,13 @@ static CUtensorMap make_map(const void *p, int bf16, long rows, long cols, long 
 
 struct variant {
     const char *name;
-    int nf, mw, rs, persistent, swapped; /* swapped: bell_fwd_t_kernel (B = 64, 256 tokens, nf / 64 rows) */
+    int nf, mw, rs, persistent;
+    int swapped; /* bell_fwd_t_kernel (B = 64, 256 tokens, 2 rows): 1 with wait<0> per entry, 2 with a group in flight */
 };
 static const variant VARIANTS[] = {{"s128", 128, 1, 0, 0, 0}, {"r128", 128, 1, 1, 0, 0}, {"r256", 256, 1, 1, 0, 0},
                                    {"w128", 128, 2, 1, 0, 0}, {"p128", 128, 1, 1, 1, 0}, {"p256", 256, 1, 1, 1, 0},
-                                   {"pw128", 128, 2, 1, 1, 0}, {"t64", 128, 2, 0, 0, 1}, {"pt64", 128, 2, 0, 1, 1}};
+                                   {"pw128", 128, 2, 1, 1, 0}, {"t64w0", 128, 2, 0, 0, 1}, {"pt64w0", 128, 2, 0, 1, 1},
+                                   {"t64", 128, 2, 0, 0, 2}, {"pt64", 128, 2, 0, 1, 2}};
 static int g_sms = 132;
 
 /* A layer on the device: col_idx (distinct random columns per row), values, x, bias, and the
@@ -711,11 +755,11 @@ static void launch_b(const variant &vr, const layer &L, const tables &tb, const 
     else if (vr.nf == 256) launch_t<T, B, 256, 1, 1>(vr, L, tb, mx, mw, y, st);
     else launch_t<T, B, 128, 1, 1>(vr, L, tb, mx, mw, y, st);
 }
-template <typename T>
+template <typename T, int WD>
 static void launch_swapped(const variant &vr, const layer &L, const tables &tb, const CUtensorMap &mx, const CUtensorMap &mw, T *y,
                            cudaStream_t st) {
     typedef cfg<64, 128, 2> K_;
-    auto kern = bell_fwd_t_kernel<T, 2>;
+    auto kern = bell_fwd_t_kernel<T, 2, WD>;
     static bool attr = false;
     if (!attr) {
         CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, K_::SMEM));
@@ -728,7 +772,8 @@ static void launch_swapped(const variant &vr, const layer &L, const tables &tb, 
 template <typename T>
 static void launch(const variant &vr, const layer &L, const tables &tb, const CUtensorMap &mx, const CUtensorMap &mw, T *y,
                    cudaStream_t st) {
-    if (vr.swapped) launch_swapped<T>(vr, L, tb, mx, mw, y, st);
+    if (vr.swapped == 1) launch_swapped<T, 0>(vr, L, tb, mx, mw, y, st);
+    else if (vr.swapped == 2) launch_swapped<T, 1>(vr, L, tb, mx, mw, y, st);
     else if (L.B == 16) launch_b<T, 16>(vr, L, tb, mx, mw, y, st);
     else if (L.B == 32) launch_b<T, 32>(vr, L, tb, mx, mw, y, st);
     else launch_b<T, 64>(vr, L, tb, mx, mw, y, st);
