@@ -1,10 +1,15 @@
 #!/bin/bash
 # The device-machine script behind bench/results/cuda_bell_wgmma_*.log: every variant of
 # dev/cuda/bell_wgmma.cu in its own process (a hung variant ends only its own rows: the harness
-# has a 10 s watchdog, timeout 90 is the backstop), clocks before and after.
+# has a 10 s watchdog, timeout 120 is the backstop), the B = 64 swapped-role variants a second
+# time (ratios drift with cuBLAS's own row-to-row spread), clocks before and after.
 #   make build/dev_bell_wgmma && BIN=build/dev_bell_wgmma dev/cuda/bell_wgmma_run.sh [variants] | tee log.txt
 BIN=${BIN:-./build/dev_bell_wgmma}
-VARS=${*:-s128 r128 r256 w128 p128 p256 pw128}
+VARS=${*:-s128 r128 r256 w128 p128 p256 pw128 t64w0 pt64w0 t64 pt64 c64 pc64}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit --format=csv
-for v in $VARS; do timeout 90 "$BIN" $v; echo "rc=$? ($v)"; done
+date -u
+echo "== pass 1"
+for v in $VARS; do timeout 120 "$BIN" $v; echo "rc=$? ($v)"; done
+echo "== pass 2 (swapped-role variants)"
+for v in t64 pt64 c64 pc64; do timeout 120 "$BIN" $v; echo "rc=$? ($v)"; done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
