@@ -38,7 +38,8 @@
      t64 / pt64 (B = 64 only): roles swapped, m64n256k16 with the W tile as A and 256 tokens as
            N (bell_fwd_t_kernel), one wgmma group in flight across entries; t64w0 / pt64w0: the
            same with wait<0> after every entry (as the union kernel)
-     c64 / pc64 (B = 64 only): t64 in clusters of 2 CTAs, x multicast (bell_fwd_c_kernel)
+     c64 / pc64 (B = 64 only): t64 in clusters of 2 CTAs, x multicast (bell_fwd_c_kernel);
+           c64x4 / pc64x4: clusters of 4
    (p: persistent.)
    Tiles are numbered group-fastest, so CTAs running together read the same x rows (L2) and
    the whole W (50% of 2048 x 8192 bf16 = 16 MB) stays in L2.
@@ -625,12 +626,13 @@ __global__ void __launch_bounds__(128 * (TG + 1), 1) bell_fwd_t_kernel(const __g
 #endif
 }
 
-/* Cluster variant (c64, pc64; B = 64): bell_fwd_t_kernel's roles in clusters of 2 CTAs that
-   share a token tile. The pair walks the union of its 4 block-rows (2 a CTA); each CTA loads
-   half of every x box (128 of the 256 token rows) and multicasts it to both, so x crosses L2
-   once per pair: per 4 rows 94% of the input blocks at 50% density, against 2 x 75% for two
-   independent CTAs of 2 rows. A stage is refilled only when the consumers of both CTAs have
-   released it (empty barriers count 16 warps: 8 local arrivals, 8 remote). */
+/* Cluster variants (c64, pc64: CL = 2; c64x4, pc64x4: CL = 4; B = 64): bell_fwd_t_kernel's
+   roles in clusters of CL CTAs that share a token tile. The cluster walks the union of its
+   2 CL block-rows (2 a CTA); each CTA loads 1 / CL of every x box (256 / CL of the 256 token
+   rows) and multicasts it to all, so x crosses L2 once per cluster: at 50% density 94% (CL 2)
+   or 99.6% (CL 4) of the input blocks per cluster, against 75% per independent CTA of 2 rows.
+   A stage is refilled only when the consumers of every CTA have released it (empty barriers
+   count 8 CL warps: 8 local arrivals, the rest remote). */
 #ifdef BW_SM90A
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t *b, int phase) {
     uint32_t done;
@@ -642,13 +644,21 @@ __device__ __forceinline__ void mbar_wait_cluster(uint64_t *b, int phase) {
     } while (!done);
 }
 #endif
-template <typename T>
+/* a stage is released in every CTA of the cluster (each multicast into it) */
+template <int CL> __device__ __forceinline__ void release_all(uint64_t *b, uint32_t rank) {
+#ifdef BW_SM90A
+    mbar_arrive(b);
+#pragma unroll
+    for (int c = 1; c < CL; ++c) mbar_arrive_remote(b, (rank + c) % CL);
+#endif
+}
+template <typename T, int CL>
 __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                                                             const int *ent, const int *count, int C, const T *bias, T *y, long ldy,
                                                             int N, int R, int ngr, int nunits) {
 #ifdef BW_SM90A
     typedef cfg<64, 128, 2> K_;
-    constexpr int B = 64, BM = 256, XB = K_::XB, TB = K_::TB, SB = K_::SB, ST = K_::ST, E = 5; /* entries of 4 rows */
+    constexpr int B = 64, BM = 256, XB = K_::XB, TB = K_::TB, SB = K_::SB, ST = K_::ST, E = 1 + 2 * CL; /* entries of 2 CL rows */
     extern __shared__ unsigned char smem_raw[];
     unsigned char *ring = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     int *sent = (int *)(ring + ST * SB);
@@ -658,7 +668,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
     const uint32_t rank = sreg_cluster_rank();
     const int cid = (int)sreg_cluster_id(), ncl = (int)sreg_ncluster();
     if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 16);
+        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 8 * CL);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     cluster_sync(); /* the peer's barriers exist before anything is multicast or arrived on */
@@ -683,7 +693,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
                             unsigned char *st = ring + s * SB;
                             smask[s] = mask;
                             mbar_expect_tx(&full[s], XB + na * TB);
-                            tma_load_2d_mc(st + rank * (XB / 2), &tx, &full[s], sj[0] * B, tt * BM + (int)rank * (BM / 2), (uint16_t)3);
+                            tma_load_2d_mc(st + rank * (XB / CL), &tx, &full[s], sj[0] * B, tt * BM + (int)rank * (BM / CL), (uint16_t)((1 << CL) - 1));
                             if (s0 >= 0) tma_load_2d(st + XB, &tw, &full[s], 0, s0 * B);
                             if (s1 >= 0) tma_load_2d(st + XB + TB, &tw, &full[s], 0, s1 * B);
                             if (++s == ST) s = 0, ph ^= 1;
@@ -706,7 +716,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
                     mbar_wait(&full[s], ph);
                     const int mask = *(volatile int *)&smask[s];
                     if (__any_sync(0xffffffffu, mask >> j & 1)) break;
-                    if (lane == 0) mbar_arrive(&empty[s]), mbar_arrive_remote(&empty[s], rank ^ 1);
+                    if (lane == 0) release_all<CL>(&empty[s], rank);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
                 if (i >= cnt) break;
@@ -720,7 +730,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
                 wg_wait<1>();
 #pragma unroll
                 for (int q = 0; q < 128; ++q) reg_fence(d[q]);
-                if (pend >= 0 && lane == 0) mbar_arrive(&empty[pend]), mbar_arrive_remote(&empty[pend], rank ^ 1);
+                if (pend >= 0 && lane == 0) release_all<CL>(&empty[pend], rank);
                 pend = s;
                 if (++s == ST) s = 0, ph ^= 1;
                 ++i;
@@ -728,8 +738,8 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
             wg_wait<0>();
 #pragma unroll
             for (int q = 0; q < 128; ++q) reg_fence(d[q]);
-            if (pend >= 0 && lane == 0) mbar_arrive(&empty[pend]), mbar_arrive_remote(&empty[pend], rank ^ 1);
-            const int r = gp * 4 + (int)rank * 2 + j; /* as bell_fwd_t_kernel's epilogue */
+            if (pend >= 0 && lane == 0) release_all<CL>(&empty[pend], rank);
+            const int r = gp * 2 * CL + (int)rank * 2 + j; /* as bell_fwd_t_kernel's epilogue */
             if (r < R) {
                 const int odd = (lane >> 2) & 1, q = lane % 4;
                 const int fa = r * B + warp * 16 + (lane / 4 & ~1);
@@ -848,13 +858,13 @@ struct variant {
     const char *name;
     int nf, mw, rs, persistent;
     int swapped; /* bell_fwd_t_kernel (B = 64, 256 tokens, 2 rows): 1 with wait<0> per entry, 2 with a group in flight;
-                    3: bell_fwd_c_kernel (clusters of 2, 4 rows) */
+                    3 / 4: bell_fwd_c_kernel (clusters of 2 / 4, 4 / 8 rows) */
 };
 static const variant VARIANTS[] = {{"s128", 128, 1, 0, 0, 0}, {"r128", 128, 1, 1, 0, 0}, {"r256", 256, 1, 1, 0, 0},
                                    {"w128", 128, 2, 1, 0, 0}, {"p128", 128, 1, 1, 1, 0}, {"p256", 256, 1, 1, 1, 0},
                                    {"pw128", 128, 2, 1, 1, 0}, {"t64w0", 128, 2, 0, 0, 1}, {"pt64w0", 128, 2, 0, 1, 1},
                                    {"t64", 128, 2, 0, 0, 2}, {"pt64", 128, 2, 0, 1, 2}, {"c64", 256, 2, 0, 0, 3},
-                                   {"pc64", 256, 2, 0, 1, 3}};
+                                   {"pc64", 256, 2, 0, 1, 3}, {"c64x4", 512, 2, 0, 0, 4}, {"pc64x4", 512, 2, 0, 1, 4}};
 static int g_sms = 132;
 
 /* A layer on the device: col_idx (distinct random columns per row), values, x, bias, and the
@@ -935,25 +945,25 @@ static void launch_swapped(const variant &vr, const layer &L, const tables &tb, 
     const int grid = vr.persistent ? (ntiles < g_sms ? ntiles : g_sms) : ntiles;
     kern<<<grid, 384, K_::SMEM, st>>>(mx, mw, tb.ent, tb.count, L.C, (const T *)L.bias, y, L.out, (int)L.N, L.R, tb.ngr, ntiles);
 }
-template <typename T>
+template <typename T, int CL>
 static void launch_cluster(const variant &vr, const layer &L, const tables &tb, const CUtensorMap &mx, const CUtensorMap &mw, T *y,
                            cudaStream_t st) {
     typedef cfg<64, 128, 2> K_;
-    auto kern = bell_fwd_c_kernel<T>;
-    static int max_cl = 0; /* clusters of 2 that fit at once */
+    auto kern = bell_fwd_c_kernel<T, CL>;
+    static int max_cl = 0; /* clusters of CL that fit at once */
     cudaLaunchConfig_t lc = {};
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
     lc.blockDim = dim3(384), lc.dynamicSmemBytes = K_::SMEM, lc.stream = st, lc.attrs = at, lc.numAttrs = 1;
     if (!max_cl) {
         CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, K_::SMEM));
-        lc.gridDim = dim3(g_sms / 2 * 2);
+        lc.gridDim = dim3(g_sms / CL * CL);
         CK(cudaOccupancyMaxActiveClusters(&max_cl, kern, &lc));
-        printf("  (c64: %d clusters of 2 fit at once)\n", max_cl);
+        printf("  (%d clusters of %d fit at once)\n", max_cl, CL);
     }
-    const int nunits = (int)((L.N + 255) / 256) * tb.ngr; /* tb: groups of 4 rows */
-    lc.gridDim = dim3(2 * (vr.persistent ? (nunits < max_cl ? nunits : max_cl) : nunits));
+    const int nunits = (int)((L.N + 255) / 256) * tb.ngr; /* tb: groups of 2 CL rows */
+    lc.gridDim = dim3(CL * (vr.persistent ? (nunits < max_cl ? nunits : max_cl) : nunits));
     CK(cudaLaunchKernelEx(&lc, kern, mx, mw, (const int *)tb.ent, (const int *)tb.count, L.C, (const T *)L.bias, y, (long)L.out,
                           (int)L.N, L.R, tb.ngr, nunits));
 }
@@ -962,7 +972,8 @@ static void launch(const variant &vr, const layer &L, const tables &tb, const CU
                    cudaStream_t st) {
     if (vr.swapped == 1) launch_swapped<T, 0>(vr, L, tb, mx, mw, y, st);
     else if (vr.swapped == 2) launch_swapped<T, 1>(vr, L, tb, mx, mw, y, st);
-    else if (vr.swapped == 3) launch_cluster<T>(vr, L, tb, mx, mw, y, st);
+    else if (vr.swapped == 3) launch_cluster<T, 2>(vr, L, tb, mx, mw, y, st);
+    else if (vr.swapped == 4) launch_cluster<T, 4>(vr, L, tb, mx, mw, y, st);
     else if (L.B == 16) launch_b<T, 16>(vr, L, tb, mx, mw, y, st);
     else if (L.B == 32) launch_b<T, 32>(vr, L, tb, mx, mw, y, st);
     else launch_b<T, 64>(vr, L, tb, mx, mw, y, st);
@@ -1039,8 +1050,8 @@ static int run_row(const variant &vr, long N, long in, long out, int B, double d
     add_bias_kernel<T><<<2048, 256>>>(ref, (const T *)L.bias, N, (int)out);
     CK(cudaGetLastError());
     tables tb;
-    tables_make(L, vr.swapped == 3 ? 4 : vr.swapped ? 2 : vr.nf / B, tb);
-    const CUtensorMap mx = make_map(L.x, is_bf, N, in, in, B, vr.swapped == 3 ? 128 : vr.swapped ? 256 : 128 * vr.mw), mw = make_map(L.v, is_bf, (long)L.R * L.K * B, B, B, B, B);
+    tables_make(L, vr.swapped == 4 ? 8 : vr.swapped == 3 ? 4 : vr.swapped ? 2 : vr.nf / B, tb);
+    const CUtensorMap mx = make_map(L.x, is_bf, N, in, in, B, vr.swapped == 4 ? 64 : vr.swapped == 3 ? 128 : vr.swapped ? 256 : 128 * vr.mw), mw = make_map(L.v, is_bf, (long)L.R * L.K * B, B, B, B, B);
     CK(cudaMemset(y, 0xFF, (size_t)N * out * sizeof(T))); /* poison: NaN */
     launch<T>(vr, L, tb, mx, mw, y, 0);
     CK(cudaGetLastError());
