@@ -9,7 +9,11 @@ VARS=${*:-s128 r128 r256 w128 p128 p256 pw128 t64w0 pt64w0 t64 pt64 c64 pc64 c64
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit --format=csv
 date -u
 echo "== pass 1"
-for v in $VARS; do timeout 120 "$BIN" $v; echo "rc=$? ($v)"; done
-echo "== pass 2 (swapped-role variants)"
-for v in t64 pt64 c64 pc64 c64x4 pc64x4; do timeout 120 "$BIN" $v; echo "rc=$? ($v)"; done
+hung=" "
+for v in $VARS; do timeout 120 "$BIN" $v; rc=$?; echo "rc=$rc ($v)"; [ $rc -ge 2 ] && hung="$hung$v "; done
+echo "== pass 2 (swapped-role variants; not those that hung or crashed in pass 1:$hung)"
+for v in t64 pt64 c64 pc64 c64x4 pc64x4; do
+    case "$hung" in *" $v "*) continue ;; esac
+    timeout 120 "$BIN" $v; echo "rc=$? ($v)"
+done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
