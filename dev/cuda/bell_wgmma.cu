@@ -12,7 +12,7 @@
 
    Kernel (every variant): the library's grouping (ssm_cuda.h >>bell): a CTA owns BM tokens and a
    group of G = NF / B block-rows (NF output features) and walks the ascending union of the
-   input blocks its G rows use; per union entry it loads the N x B box of x once (TMA, at
+   input blocks its G rows use; per union entry it loads the BM x B box of x once (TMA, at
    column e * B) and the active members' B x B tiles (TMA over values seen as [R*K*B, B]), and
    issues wgmma m64nBk16 for the active members only (per member accumulators). The members'
    activity pattern picks one of 2^SG - 1 straight-line blocks (fence, wgmmas, commit, wait<0>)
@@ -44,7 +44,32 @@
    Tiles are numbered group-fastest, so CTAs running together read the same x rows (L2) and
    the whole W (50% of 2048 x 8192 bf16 = 16 MB) stays in L2.
    The union tables (per group: ascending input blocks with the slot of each member, -1 when
-   inactive) are built on the host here; the library builds the same on the device. */
+   inactive) are built on the host here; the library builds the same on the device.
+
+   Measured on an H200 (bench/results/cuda_bell_wgmma_742ccbf.log; ours and cuBLAS timed
+   alternately in each row; cuBLAS's own time for one shape spreads by up to 20% between rows,
+   e.g. 1.26-1.54 ms at N 32768 4096->4096, so read several rows). bf16, 50% density, speedup =
+   dense cuBLAS time / ours:
+     B 64, pt64w0: 2048->8192 N 8192 / 32768: 1.35x / 1.34x; 4096->4096: 1.38x / 1.46x;
+       640->2560 N 8192: 0.99x (t64w0 1.24-1.30x / 0.89x); 25% density 2.13x / 2.41x, 75% 1.06x /
+       1.12x (N 32768); f16 1.41x. The union kernel at B 64 (pw128): 0.92-1.04x.
+     B 32, pw128: 0.56-0.58x (640->2560: 0.48x).   B 16, pw128: 0.20-0.24x.
+     Against the library's mma.sync kernels (bench/results/cuda_bell.log, 508d6a1), N 32768
+     2048->8192: B 64 3.90 -> 0.96 ms, B 32 5.41 -> 2.30 ms, B 16 8.02 -> 6.49 ms.
+   Why the targets (1.5x / 1.2x / 1.0x) are missed (ncu, bench/results/cuda_bell_wgmma_ncu_c8f7582.txt):
+     - pt64 (c8f7582: wait<0> per entry, element stores): tensor pipe 65% of elapsed cycles, L2
+       at 67% of its peak, and only 13% slower at ncu's 1.31 GHz than at 1.98 GHz: bound by
+       L2 -> SM traffic (x is re-read for every pair of rows: 75% of it per pair at 50% density,
+       2 / (64 x 1.33) bytes a MAC, against 2 / 256 for a dense 256-wide tile), plus a drain
+       per entry. c64 / c64x4 (x multicast across 2 / 4 CTAs) and t64 (a group in flight) are
+       meant to cut both; they hung at 742ccbf (a deadlock in the skip path, fixed since in
+       the source and in a model of the ring, NOT yet re-run on a GPU).
+     - union kernel at B 16 / 32 (pw128 B 16): issue- and latency-bound, 23% of issue slots busy,
+       0.3 eligible warps a scheduler, stalls on L1TEX (ldmatrix) and fixed-latency
+       dependencies; each union entry carries B / 2 tensor cycles per member (m64n16k16 = 8)
+       against ~1000-1600 cycles per entry measured (a wait<0> per pattern block, since a wgmma
+       group cannot stay in flight across the activity branches without ptxas serializing,
+       plus a 2B-byte-wide TMA box per entry). */
 #include "../../ssm.h"
 #include "../../bench/cuda_common.h"
 #include <cuda.h>
@@ -566,13 +591,22 @@ __global__ void __launch_bounds__(128 * (TG + 1), 1) bell_fwd_t_kernel(const __g
                     if (++s == ST) s = 0, ph ^= 1;
                 }
             } else { /* one wgmma group in flight across entries: skip inactive entries in an inner
-                        loop, so the wgmma block itself is not under a branch */
+                        loop, so the wgmma block itself is not under a branch. The stage of the
+                        group in flight (pend) is released when the next active entry's wait<1>
+                        retires it, or at once (after wait<0>) when an entry is skipped: held across
+                        skipped entries it deadlocked (742ccbf: every WD = 1 variant hung, the ring
+                        came back around to pend while its owner waited for a later stage) */
                 int i = 0, pend = -1;
                 for (;;) {
                     for (; i < cnt; ++i) {
                         mbar_wait(&full[s], ph);
                         const int mask = *(volatile int *)&smask[s];
                         if (__any_sync(0xffffffffu, mask >> j & 1)) break;
+                        if (pend >= 0) { /* see the note above the loop */
+                            wg_wait<0>();
+                            if (lane == 0) mbar_arrive(&empty[pend]);
+                            pend = -1;
+                        }
                         if (lane == 0) mbar_arrive(&empty[s]);
                         if (++s == ST) s = 0, ph ^= 1;
                     }
@@ -716,6 +750,11 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
                     mbar_wait(&full[s], ph);
                     const int mask = *(volatile int *)&smask[s];
                     if (__any_sync(0xffffffffu, mask >> j & 1)) break;
+                    if (pend >= 0) { /* as bell_fwd_t_kernel: never hold a stage across skipped entries */
+                        wg_wait<0>();
+                        if (lane == 0) release_all<CL>(&empty[pend], rank);
+                        pend = -1;
+                    }
                     if (lane == 0) release_all<CL>(&empty[s], rank);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
