@@ -5,7 +5,7 @@
 # time (ratios drift with cuBLAS's own row-to-row spread), clocks before and after.
 #   make build/dev_bell_wgmma && BIN=build/dev_bell_wgmma dev/cuda/bell_wgmma_run.sh [variants] | tee log.txt
 BIN=${BIN:-./build/dev_bell_wgmma}
-VARS=${*:-s128 r128 r256 w128 p128 p256 pw128 t64w0 pt64w0 t64 pt64 c64 pc64 c64x4 pc64x4}
+VARS=${*:-w128 pw128 t64w0 pt64w0 t64 pt64 c64 pc64 c64x4 pc64x4}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit --format=csv
 date -u
 echo "== pass 1"
