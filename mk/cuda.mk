@@ -128,3 +128,7 @@ run-cuda: $(BUILD)/quickstart_cuda
 # program says it needs sm_90a and exits 0). Explicit, so it wins over the $(BUILD)/dev_% rule.
 $(BUILD)/dev_gemm_wgmma: dev/cuda/gemm_wgmma.cu bench/cuda_common.h bench/bench.h ssm.h | $(BUILD)
 	$(NVCC) $(SSM_NVBASE) -gencode arch=compute_90a,code=sm_90a -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+
+# dev/cuda/bell_wgmma.cu (block-ELL forward, TMA + wgmma): sm_90a only, as dev_gemm_wgmma.
+$(BUILD)/dev_bell_wgmma: dev/cuda/bell_wgmma.cu bench/cuda_common.h ssm.h | $(BUILD)
+	$(NVCC) $(SSM_NVBASE) -gencode arch=compute_90a,code=sm_90a -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
