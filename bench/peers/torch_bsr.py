@@ -5,9 +5,11 @@ Usage: python3 torch_bsr.py --from DIR   the inputs bench/cuda_bell.cu wrote wit
        (same col_idx, tiles and x, same run): the peer's rows beside ours and the dense cuBLAS
        GEMM, JSON rows (op bell_fwd, impl peer:torch_bsr) appended to bench/results/cuda_bell.jsonl.
 Each input file is deleted once read (a full grid writes several GB)."""
-import json, os, sys, time
+import json, os, sys, time, warnings
 import numpy as np
 import torch
+
+warnings.filterwarnings("ignore", message=".*(Sparse|sparse|bsr_dense_addmm).*")  # beta-state and tuning notices, once per row
 
 NAME = torch.cuda.get_device_name(0)
 DATE = time.strftime("%Y-%m-%d", time.gmtime())
