@@ -4567,9 +4567,7 @@ typedef struct ssm__dl_args {
                     scalar-block UT solves); bit 2: the sequential passes single-buffered; bit 3:
                     double-buffered whenever it fits; bit 4: the backward chunk kernel's phase B in
                     64-column key blocks at K = 128; bit 5: the backward's state-pass replay as the full
-                    forward kernel; bit 6: the preparation's grid chunks-fastest (dev/cuda/delta.cu times them);
-                    bit 7: 16-warp sequential passes where ssm__dl_nw16 allows them; bit 8: their
-                    element-wise stores of v_new, the state and dout tiles (before column pairs) */
+                    forward kernel; bit 6: the preparation's grid chunks-fastest (dev/cuda/delta.cu times them) */
     int svec;    /* states with unit column stride, rows and strides in whole aligned groups of 4
                     elements: one 16-byte (f32) or 8-byte (16-bit) access per 4 columns */
     int pairs;   /* dq, dk, dv take column pairs in one 8-byte (f32) or 4-byte (16-bit) store */
@@ -4809,6 +4807,16 @@ template <int NT, class F> __device__ __forceinline__ void ssm__dl_each2(const f
         f(m0 + g, n, acc[j][0], acc[j][1]), f(m0 + g + 8, n, acc[j][2], acc[j][3]);
     }
 }
+/* The same with the row half hh (0: row m0 + g, 1: m0 + g + 8) first: per-row factors computed
+   once per lane instead of once per element. */
+template <int NT, class F> __device__ __forceinline__ void ssm__dl_each2h(const float (&acc)[NT][4], int m0, int n0, F f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        const int n = n0 + 8 * j + 2 * t;
+        f(0, m0 + g, n, acc[j][0], acc[j][1]), f(1, m0 + g + 8, n, acc[j][2], acc[j][3]);
+    }
+}
 /* C[M,N] = A B by the block's 8 warps in 16x32 tiles, then f(row, col, value) per element. */
 template <int M, int N, int KD, bool TA, bool TB, class E, class F>
 __device__ __forceinline__ void ssm__dl_gemm(const E *A, int lda, const E *B, int ldb, F f) {
@@ -4848,6 +4856,9 @@ template <> __device__ __forceinline__ void ssm__dl_st2<__half>(__half *p, float
 template <> __device__ __forceinline__ void ssm__dl_st2<__nv_bfloat16>(__nv_bfloat16 *p, float x0, float x1) {
     *(__nv_bfloat162 *)p = __floats2bfloat162_rn(x0, x1);
 }
+__device__ __forceinline__ float2 ssm__dl_ld2(const float *p) { return *(const float2 *)p; }
+__device__ __forceinline__ float2 ssm__dl_ld2(const __half *p) { return __half22float2(*(const __half2 *)p); }
+__device__ __forceinline__ float2 ssm__dl_ld2(const __nv_bfloat16 *p) { return __bfloat1622float2(*(const __nv_bfloat162 *)p); }
 /* Columns c, c + 1 (c even) of a row, column c at element offset i, column stride cs: one
    ssm__dl_st2 when pairs (cs = 1, offsets even, pointer aligned to the pair) and both exist
    (c + 1 < n), else each of them that exists. A fragment row's 4 lanes then write 16 contiguous
@@ -5249,17 +5260,15 @@ template <class E, int KP> static size_t ssm__dl_prep_smem(int VP) { return ssm_
 /* ---- inter-chunk pass: one CTA per (sequence, head, VB columns of V), chunks in order ----------
    v_new = u - w S; o = exp(g) q S * scale + Aqk v_new; S <- exp(g_last) S + K^T (exp(g_last - g) v_new).
    S lives in registers (f32 accumulators), its E copy in shared memory feeds the next chunk.
-   Warp w of NW: output rows 16*(w%4).., cols (w/4)*VB/(NW/4)..; state rows (w)*KP/NW...
+   Warp w: output rows 16*(w%4).., cols (w/4)*VB/2..; state rows (w)*KP/8...
    OUT = false: the backward's replay, for v_new and the chunk-start states only: no q, Aqk
-   tiles, no output products (a third less to read per chunk, smaller buffers).
-   NW = 16 (one CTA per SM, grids of at most one wave): the same chunk work over twice the warps,
-   half the instructions each, for a pass whose chunks are a latency chain. */
-template <class E, int KP, int VB, int NB, bool OUT, int NW = 8>
-__global__ void __launch_bounds__(NW * 32) ssm__dl_fwd_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, E *vn_out, E *s_out) {
+   tiles, no output products (a third less to read per chunk, smaller buffers). */
+template <class E, int KP, int VB, int NB, bool OUT>
+__global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, E *vn_out, E *s_out) {
     constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, LVB = VB + 8;
-    constexpr int WC = NW / 4, ONT = VB / (8 * WC); /* n8 tiles of a warp's output tile (16 x VB/WC) */
-    /* state tile: KP/16 row blocks over NW warps; WPR warps share a row block (split columns) */
-    constexpr int RB = KP / 16, WPR = RB >= NW ? 1 : NW / RB, SM = RB >= NW ? RB / NW : 1, SNT = VB / (8 * WPR);
+    constexpr int ONT = VB / 16;           /* n8 tiles of a warp's output tile (16 x VB/2) */
+    /* state tile: KP/16 row blocks over 8 warps; WPR warps share a row block (split columns) */
+    constexpr int RB = KP / 16, WPR = RB >= 8 ? 1 : 8 / RB, SM = RB >= 8 ? RB / 8 : 1, SNT = VB / (8 * WPR);
     extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
     const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * VB, tid = threadIdx.x, w = tid >> 5;
     const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
@@ -5305,7 +5314,9 @@ __global__ void __launch_bounds__(NW * 32) ssm__dl_fwd_kernel(ssm__dl_args a, ss
     };
     load(0, 0, 3);
     if (NB == 2) load(1, 1, 3);
-    const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / WC);
+    const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
+    const bool opair = OUT && a.o && a.os[3] == 1 && !((a.os[0] | a.os[1] | a.os[2]) & 1) &&
+                       !((uintptr_t)a.o & (2 * sizeof(E) - 1));
     for (int c = 0; c < nc; ++c) {
         const int bsel = c % NB;
         const E *bQ = buf0 + bsel * BUF, *bK = bQ + KO, *bW = bQ + WO, *bU = bQ + UO, *bA = bQ + AO;
@@ -5320,23 +5331,23 @@ __global__ void __launch_bounds__(NW * 32) ssm__dl_fwd_kernel(ssm__dl_args a, ss
         ssm__dl_zero(X), ssm__dl_zero(O);
         if constexpr (OUT) ssm__dl_wmma2<ONT, KP>(X, bW, O, bQ, LK, om0, sS, LVB, on0);
         else ssm__dl_wmma<ONT, KP, false, false>(X, bW, LK, om0, sS, LVB, on0);
-        if (!(a.variant & 256)) /* column pairs: one store of two elements, one gate factor per pair */
-            ssm__dl_each2(X, om0, on0, [&](int i, int j, float x0, float x1) {
-                const float n0 = ssm__dl_f(bU[i * LVB + j]) - x0, n1 = ssm__dl_f(bU[i * LVB + j + 1]) - x1;
-                const float d = __expf(glast - gm[i]);
-                if (OUT) ssm__dl_st2(sVn + i * LVB + j, n0, n1);
-                ssm__dl_st2(sVd + i * LVB + j, n0 * d, n1 * d);
-                if (vn_out) ssm__dl_st2(vn_out + ch * C * VP + i * VP + v0 + j, n0, n1);
-            });
-        else
-            ssm__dl_each(X, om0, on0, [&](int i, int j, float &x) {
-                float vn = ssm__dl_f(bU[i * LVB + j]) - x;
-                if (OUT) sVn[i * LVB + j] = ssm__dl_cv<E>(vn);
-                sVd[i * LVB + j] = ssm__dl_cv<E>(vn * __expf(glast - gm[i]));
-                if (vn_out) vn_out[ch * C * VP + i * VP + v0 + j] = ssm__dl_cv<E>(vn);
-            });
-        const float sc = a.scale;
-        ssm__dl_each(O, om0, on0, [&](int i, int, float &x) { x *= sc * __expf(gm[i]); });
+        /* column pairs (one load / store per two elements) and the gate factors once per row: the
+           pass is a latency chain whose warps mostly wait, so fewer instructions are a shorter chain
+           (H200, B1 T32768 H32 D128: state pass 1.63 -> 1.44 ms from the pairs alone) */
+        const int r0 = om0 + ((tid & 31) >> 2);
+        const float dr[2] = {__expf(glast - gm[r0]), __expf(glast - gm[r0 + 8])};
+        ssm__dl_each2h(X, om0, on0, [&](int hh, int i, int j, float x0, float x1) {
+            const float2 u = ssm__dl_ld2(bU + i * LVB + j);
+            const float n0 = u.x - x0, n1 = u.y - x1;
+            if (OUT) ssm__dl_st2(sVn + i * LVB + j, n0, n1);
+            ssm__dl_st2(sVd + i * LVB + j, n0 * dr[hh], n1 * dr[hh]);
+            if (vn_out) ssm__dl_st2(vn_out + ch * C * VP + i * VP + v0 + j, n0, n1);
+        });
+        if (OUT) {
+            const float sc = a.scale, fr[2] = {sc * __expf(gm[r0]), sc * __expf(gm[r0 + 8])};
+#pragma unroll
+            for (int j = 0; j < ONT; ++j) O[j][0] *= fr[0], O[j][1] *= fr[0], O[j][2] *= fr[1], O[j][3] *= fr[1];
+        }
         if (s_out) /* state at the chunk's start, for the backward */
             ssm__dl_sttile<KP, VB>(s_out + ch * KP * VP + v0, VP, sS, LVB);
         __syncthreads();
@@ -5348,17 +5359,23 @@ __global__ void __launch_bounds__(NW * 32) ssm__dl_fwd_kernel(ssm__dl_args a, ss
         for (int mb = 0; mb < SM; ++mb) {
             ssm__dl_each(S[mb], 0, 0, [&](int, int, float &x) { x *= eg; });
             ssm__dl_wmma<SNT, C, true, false>(S[mb], bK, LK, sm0 + 16 * mb, sVd, LVB, sn0);
-            if (!(a.variant & 256))
-                ssm__dl_each2(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float x0, float x1) { ssm__dl_st2(sS + r * LVB + col, x0, x1); });
-            else
-                ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) { sS[r * LVB + col] = ssm__dl_cv<E>(x); });
+            ssm__dl_each2(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float x0, float x1) { ssm__dl_st2(sS + r * LVB + col, x0, x1); });
         }
         const int64_t t0 = sq.t0 + (int64_t)c * C;
         const int64_t ob = sq.b * a.os[0] + t0 * a.os[1] + h * a.os[2];
-        if (OUT && a.o)
-            ssm__dl_each(O, om0, on0, [&](int i, int j, float &x) {
-                if (i < len && v0 + j < a.V) ssm__dl_st(a.o, a.dt, ob + i * a.os[1] + (v0 + j) * a.os[3], x);
-            });
+        if (OUT && a.o) { /* column pairs where o's rows allow them */
+            if (opair)
+                ssm__dl_each2(O, om0, on0, [&](int i, int j, float x0, float x1) {
+                    if (i >= len) return;
+                    E *p = (E *)a.o + ob + i * a.os[1] + v0 + j;
+                    if (v0 + j + 1 < a.V) ssm__dl_st2(p, x0, x1);
+                    else if (v0 + j < a.V) *p = ssm__dl_cv<E>(x0);
+                });
+            else
+                ssm__dl_each(O, om0, on0, [&](int i, int j, float &x) {
+                    if (i < len && v0 + j < a.V) ssm__dl_st(a.o, a.dt, ob + i * a.os[1] + (v0 + j) * a.os[3], x);
+                });
+        }
         __syncthreads();
         load(c + NB, bsel, NB == 1 ? 2 : 3);
     }
@@ -5454,11 +5471,11 @@ __global__ void __launch_bounds__(128) ssm__dl_rec_kernel(ssm__dl_args a) {
      dv_new = Aqk^T dout + exp(g_last - g) K dS               (stored, and dS stored, for the chunk pass)
      dS    <- exp(g_last) dS + Q^T (scale exp(g) dout) - W^T dv_new
    The gradient at the first chunk's start is ds0. Same tiling as the forward pass. */
-template <class E, int KP, int VB, int NB, int NW = 8>
-__global__ void __launch_bounds__(NW * 32) ssm__dl_bwd_seq_kernel(ssm__dl_args a, ssm__dl_ws<E> ws) {
+template <class E, int KP, int VB, int NB>
+__global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_args a, ssm__dl_ws<E> ws) {
     constexpr int C = SSM__DL_C, LK = KP + 8, LC = C + 8, LVB = VB + 8;
-    constexpr int WC = NW / 4, ONT = VB / (8 * WC);
-    constexpr int RB = KP / 16, WPR = RB >= NW ? 1 : NW / RB, SM = RB >= NW ? RB / NW : 1, SNT = VB / (8 * WPR);
+    constexpr int ONT = VB / 16;
+    constexpr int RB = KP / 16, WPR = RB >= 8 ? 1 : 8 / RB, SM = RB >= 8 ? RB / 8 : 1, SNT = VB / (8 * WPR);
     extern __shared__ __align__(16) unsigned char ssm__dl_smem[];
     const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * VB, tid = threadIdx.x, w = tid >> 5;
     const ssm__dl_seq sq = ssm__dl_seq_of(a, n, ws.choff);
@@ -5499,7 +5516,7 @@ __global__ void __launch_bounds__(NW * 32) ssm__dl_bwd_seq_kernel(ssm__dl_args a
     };
     load(nc - 1, 0, 3);
     if (NB == 2) load(nc - 2, 1, 3);
-    const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / WC);
+    const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
     for (int it = 0; it < nc; ++it) {
         const int c = nc - 1 - it, bsel = it % NB;
         const E *bQ = buf0 + bsel * BUF, *bK = bQ + C * LK, *bW = bK + C * LK, *bO = bW + C * LK, *bA = bO + C * LVB;
@@ -5509,17 +5526,21 @@ __global__ void __launch_bounds__(NW * 32) ssm__dl_bwd_seq_kernel(ssm__dl_args a
         ssm__dl_wait<NB - 1>();
         __syncthreads();
         const float glast = gm[len - 1], sc = a.scale;
-        if (!(a.variant & 256))
-            for (int idx = tid; idx < C * VB / 2; idx += blockDim.x) {
-                const int i = idx / (VB / 2), j = 2 * (idx % (VB / 2));
+        { /* 16 bytes per access, the gate factor once per access */
+            constexpr int U = 16 / sizeof(E), UR = VB / U;
+            for (int idx = tid; idx < C * UR; idx += blockDim.x) {
+                const int i = idx / UR, j = (idx % UR) * U;
+                union {
+                    uint4 u;
+                    E e[U];
+                } x;
+                x.u = *(const uint4 *)(bO + i * LVB + j);
                 const float f = sc * __expf(gm[i]);
-                ssm__dl_st2(sdOg + i * LVB + j, f * ssm__dl_f(bO[i * LVB + j]), f * ssm__dl_f(bO[i * LVB + j + 1]));
+#pragma unroll
+                for (int e = 0; e < U; ++e) x.e[e] = ssm__dl_cv<E>(f * ssm__dl_f(x.e[e]));
+                *(uint4 *)(sdOg + i * LVB + j) = x.u;
             }
-        else
-            for (int idx = tid; idx < C * VB; idx += blockDim.x) {
-                int i = idx / VB, j = idx % VB;
-                sdOg[i * LVB + j] = ssm__dl_cv<E>(sc * __expf(gm[i]) * ssm__dl_f(bO[i * LVB + j]));
-            }
+        }
         ssm__dl_sttile<KP, VB>(ws.ds1 + ch * KP * VP + v0, VP, sS, LVB); /* dS at this chunk's end */
         float X[ONT][4], Y[ONT][4];
         ssm__dl_zero(X), ssm__dl_zero(Y);
@@ -5527,19 +5548,14 @@ __global__ void __launch_bounds__(NW * 32) ssm__dl_bwd_seq_kernel(ssm__dl_args a
         ssm__dl_wmma<ONT, KP, false, false>(Y, bK, LK, om0, sS, LVB, on0);
         float *yy = &Y[0][0];
         int e = 0;
-        if (!(a.variant & 256))
-            ssm__dl_each2(X, om0, on0, [&](int i, int j, float x0, float x1) {
-                const float d = __expf(glast - gm[i]), d0 = x0 + d * yy[e], d1 = x1 + d * yy[e + 1];
-                e += 2;
-                ssm__dl_st2(snVn + i * LVB + j, -d0, -d1);
-                ssm__dl_st2(ws.dvn + ch * C * VP + i * VP + v0 + j, d0, d1);
-            });
-        else
-            ssm__dl_each(X, om0, on0, [&](int i, int j, float &x) {
-                float dvn = x + __expf(glast - gm[i]) * yy[e++];
-                snVn[i * LVB + j] = ssm__dl_cv<E>(-dvn);
-                ws.dvn[ch * C * VP + i * VP + v0 + j] = ssm__dl_cv<E>(dvn);
-            });
+        const int r0 = om0 + ((tid & 31) >> 2);
+        const float dr[2] = {__expf(glast - gm[r0]), __expf(glast - gm[r0 + 8])};
+        ssm__dl_each2h(X, om0, on0, [&](int hh, int i, int j, float x0, float x1) { /* column pairs, as forward */
+            const float d0 = x0 + dr[hh] * yy[e], d1 = x1 + dr[hh] * yy[e + 1];
+            e += 2;
+            ssm__dl_st2(snVn + i * LVB + j, -d0, -d1);
+            ssm__dl_st2(ws.dvn + ch * C * VP + i * VP + v0 + j, d0, d1);
+        });
         __syncthreads();
         if (NB == 1) load(c - 1, 0, 1);
         const float eg = __expf(glast);
@@ -5548,10 +5564,7 @@ __global__ void __launch_bounds__(NW * 32) ssm__dl_bwd_seq_kernel(ssm__dl_args a
             ssm__dl_each(S[mb], 0, 0, [&](int, int, float &x) { x *= eg; });
             ssm__dl_wmma<SNT, C, true, false>(S[mb], bQ, LK, sm0 + 16 * mb, sdOg, LVB, sn0);
             ssm__dl_wmma<SNT, C, true, false>(S[mb], bW, LK, sm0 + 16 * mb, snVn, LVB, sn0);
-            if (!(a.variant & 256))
-                ssm__dl_each2(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float x0, float x1) { ssm__dl_st2(sS + r * LVB + col, x0, x1); });
-            else
-                ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) { sS[r * LVB + col] = ssm__dl_cv<E>(x); });
+            ssm__dl_each2(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float x0, float x1) { ssm__dl_st2(sS + r * LVB + col, x0, x1); });
         }
         __syncthreads();
         load(c - NB, bsel, NB == 1 ? 2 : 3);
@@ -6189,27 +6202,18 @@ static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__d
    once; else single-buffer (half the shared memory, more CTAs per SM): at K = 128 the double-
    buffered pass fits one CTA per SM, and a grid of two waves doubles its latency chain (H200:
    state pass 0.83 -> 0.66 ms, reverse pass 0.97 -> 0.70 ms at B4 H16 K=V=128). */
-template <class KF> static int ssm__dl_one_wave(KF kernel, size_t smem, int64_t ctas, int threads = SSM__DL_NT) {
+template <class KF> static int ssm__dl_one_wave(KF kernel, size_t smem, int64_t ctas) {
     int dev = 0, sms = 0, per = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, threads, smem) != cudaSuccess)
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, SSM__DL_NT, smem) != cudaSuccess)
         return 1;
     return ctas <= (int64_t)sms * per;
 }
-/* 16 warps for the double-buffered sequential passes at K = 128, V blocks of 32 (16-bit), when
-   the grid is one wave of them (variant bit 7). */
-template <class E, int KP, int VB> static constexpr bool ssm__dl_nw16() { return sizeof(E) == 2 && KP == 128 && VB == 32; }
 template <class E, int KP, int VB, bool OUT = true>
 static int ssm__dl_fwd_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, E *vn, E *so, int optin,
                           cudaStream_t st) {
     dim3 grid(a.N, a.H, s.VP / VB);
     const size_t s2 = ssm__dl_fwd_smem<E, KP, VB, 2, OUT>(), s1 = ssm__dl_fwd_smem<E, KP, VB, 1, OUT>();
-    if constexpr (ssm__dl_nw16<E, KP, VB>())
-        if ((a.variant & 128) && !(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 2, OUT, 16>, s2, optin) &&
-            ssm__dl_one_wave(ssm__dl_fwd_kernel<E, KP, VB, 2, OUT, 16>, s2, (int64_t)a.N * a.H * (s.VP / VB), 512)) {
-            ssm__dl_fwd_kernel<E, KP, VB, 2, OUT, 16><<<grid, 512, s2, st>>>(a, w, vn, so);
-            return 0;
-        }
     if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_fwd_kernel<E, KP, VB, 2, OUT>, s2, optin) &&
         ((a.variant & 8) || ssm__dl_one_wave(ssm__dl_fwd_kernel<E, KP, VB, 2, OUT>, s2, (int64_t)a.N * a.H * (s.VP / VB))))
         ssm__dl_fwd_kernel<E, KP, VB, 2, OUT><<<grid, SSM__DL_NT, s2, st>>>(a, w, vn, so);
@@ -6232,14 +6236,6 @@ static int ssm__dl_replay_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm_
 template <class E, int KP, int VB>
 static int ssm__dl_bwd_seq_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int optin, cudaStream_t st) {
     dim3 grid(a.N, a.H, s.VP / VB);
-    if constexpr (ssm__dl_nw16<E, KP, VB>())
-        if ((a.variant & 128) && !(a.variant & 4) &&
-            ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 2, 16>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin) &&
-            ssm__dl_one_wave(ssm__dl_bwd_seq_kernel<E, KP, VB, 2, 16>, ssm__dl_fwd_smem<E, KP, VB, 2>(),
-                             (int64_t)a.N * a.H * (s.VP / VB), 512)) {
-            ssm__dl_bwd_seq_kernel<E, KP, VB, 2, 16><<<grid, 512, ssm__dl_fwd_smem<E, KP, VB, 2>(), st>>>(a, w);
-            return 0;
-        }
     if (!(a.variant & 4) && ssm__dl_smem_ok(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(), optin) &&
         ((a.variant & 8) || ssm__dl_one_wave(ssm__dl_bwd_seq_kernel<E, KP, VB, 2>, ssm__dl_fwd_smem<E, KP, VB, 2>(),
                                              (int64_t)a.N * a.H * (s.VP / VB))))
