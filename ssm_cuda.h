@@ -4917,20 +4917,31 @@ __device__ __forceinline__ void ssm__dl_cp16(void *s, const void *g) {
 }
 __device__ __forceinline__ void ssm__dl_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void ssm__dl_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+/* Both tile movers run in the chunked kernels' blocks of SSM__DL_NT threads: a trip count known
+   at compile time, unrolled, with each thread's addresses a fixed stride apart (fewer instructions
+   in the sequential passes, whose warps mostly wait on their own instruction chain). */
 template <int rows, int cols, class E>
 __device__ __forceinline__ void ssm__dl_cptile(E *s, int ld, const E *g, int gld) {
-    constexpr int V = 16 / sizeof(E), vpr = cols / V;
-    for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
-        int i = idx / vpr, j = (idx % vpr) * V;
-        ssm__dl_cp16(s + i * ld + j, g + (int64_t)i * gld + j);
+    constexpr int V = 16 / sizeof(E), vpr = cols / V, n = rows * vpr;
+#pragma unroll
+    for (int it = 0; it < (n + SSM__DL_NT - 1) / SSM__DL_NT; ++it) {
+        const int idx = threadIdx.x + it * SSM__DL_NT;
+        if (n % SSM__DL_NT == 0 || idx < n) {
+            const int i = idx / vpr, j = (idx % vpr) * V;
+            ssm__dl_cp16(s + i * ld + j, g + (int64_t)i * gld + j);
+        }
     }
 }
 /* Store an smem tile to the (contiguous) workspace. */
 template <int rows, int cols, class E> __device__ __forceinline__ void ssm__dl_sttile(E *g, int gld, const E *s, int ld) {
-    constexpr int V = 16 / sizeof(E), vpr = cols / V;
-    for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
-        int i = idx / vpr, j = (idx % vpr) * V;
-        *(uint4 *)(g + (int64_t)i * gld + j) = *(const uint4 *)(s + i * ld + j);
+    constexpr int V = 16 / sizeof(E), vpr = cols / V, n = rows * vpr;
+#pragma unroll
+    for (int it = 0; it < (n + SSM__DL_NT - 1) / SSM__DL_NT; ++it) {
+        const int idx = threadIdx.x + it * SSM__DL_NT;
+        if (n % SSM__DL_NT == 0 || idx < n) {
+            const int i = idx / vpr, j = (idx % vpr) * V;
+            *(uint4 *)(g + (int64_t)i * gld + j) = *(const uint4 *)(s + i * ld + j);
+        }
     }
 }
 
@@ -5738,9 +5749,11 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 2), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 2);
     if ((lane & 3) == 0) rb[cg * C + om0 + (lane >> 2)] = dvrow0, rb[cg * C + om0 + (lane >> 2) + 8] = dvrow1;
     /* dW = -dv_new S^T; D = scale tril(dout v_new^T) Gamma */
-    ssm__dl_each(dWm, om0, cg * (KP / 2), [&](int i, int j, float &x) { sdW[i * LK + j] = ssm__dl_cv<E>(-x); });
-    ssm__dl_each(P1, om0, cg * 32, [&](int i, int j, float &x) {
-        sD[i * LC + j] = ssm__dl_cv<E>(i >= j ? scale * x * __expf(sg[i] - sg[j]) : 0.f);
+    /* (the tiles here and below go to shared memory by column pairs: fewer store instructions) */
+    ssm__dl_each2(dWm, om0, cg * (KP / 2), [&](int i, int j, float x0, float x1) { ssm__dl_st2(sdW + i * LK + j, -x0, -x1); });
+    ssm__dl_each2(P1, om0, cg * 32, [&](int i, int j, float x0, float x1) {
+        ssm__dl_st2(sD + i * LC + j, i >= j ? scale * x0 * __expf(sg[i] - sg[j]) : 0.f,
+                    i >= j + 1 ? scale * x1 * __expf(sg[i] - sg[j + 1]) : 0.f);
     });
     __syncthreads();
     for (int i = tid; i < C; i += blockDim.x) dbeta[i] += rb[i] + rb[C + i]; /* v . dVb */
@@ -5754,18 +5767,20 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         ssm__dl_wmma<4, KP, false, true>(Z, sdW, LK, om0, sK, LK, cg * 32);
         float *zz = &Z[0][0];
         int e = 0;
-        ssm__dl_each(P2, om0, cg * 32, [&](int i, int j, float &x) {
-            sX[i * LC + j] = ssm__dl_cv<E>(sb[j] * (x + seg[j] * zz[e++]));
+        ssm__dl_each2(P2, om0, cg * 32, [&](int i, int j, float x0, float x1) {
+            ssm__dl_st2(sX + i * LC + j, sb[j] * (x0 + seg[j] * zz[e]), sb[j + 1] * (x1 + seg[j + 1] * zz[e + 1]));
+            e += 2;
         });
     }
     __syncthreads();
-    ssm__dl_gemm<C, C, C, true, false>(sT, LC, sX, LC, [&](int i, int j, float x) { sY[i * LC + j] = ssm__dl_cv<E>(x); });
+    ssm__dl_gemm2<C, C, C, true, false>(sT, LC, sX, LC, [&](int i, int j, float x0, float x1) { ssm__dl_st2(sY + i * LC + j, x0, x1); });
     __syncthreads();
     /* dA = -(T^T dT) T^T, strictly lower: M = dA * (Gamma K K^T) into sAf, Eb into sX */
-    ssm__dl_gemm<C, C, C, false, true>(sY, LC, sT, LC, [&](int i, int j, float x) {
-        const float dA = i > j ? -x : 0.f;
-        sAf[i * (C + 1) + j] *= dA;
-        sX[i * LC + j] = ssm__dl_cv<E>(sb[i] * dA * (i > j ? __expf(sg[i] - sg[j]) : 0.f));
+    ssm__dl_gemm2<C, C, C, false, true>(sY, LC, sT, LC, [&](int i, int j, float x0, float x1) {
+        const float dA0 = i > j ? -x0 : 0.f, dA1 = i > j + 1 ? -x1 : 0.f;
+        sAf[i * (C + 1) + j] *= dA0, sAf[i * (C + 1) + j + 1] *= dA1;
+        ssm__dl_st2(sX + i * LC + j, sb[i] * dA0 * (i > j ? __expf(sg[i] - sg[j]) : 0.f),
+                    sb[i] * dA1 * (i > j + 1 ? __expf(sg[i] - sg[j + 1]) : 0.f));
     });
     __syncthreads();
     { /* row sums of M (dbeta_i, +beta_i to dg_i) and column sums of diag(beta) M (- to dg_j): thread
