@@ -5784,6 +5784,16 @@ template <int NT, class F> __device__ __forceinline__ void ssm__dl_each2(const f
         f(m0 + g, n, acc[j][0], acc[j][1]), f(m0 + g + 8, n, acc[j][2], acc[j][3]);
     }
 }
+/* The same with the row half hh (0: row m0 + g, 1: m0 + g + 8) first: per-row factors computed
+   once per lane instead of once per element. */
+template <int NT, class F> __device__ __forceinline__ void ssm__dl_each2h(const float (&acc)[NT][4], int m0, int n0, F f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        const int n = n0 + 8 * j + 2 * t;
+        f(0, m0 + g, n, acc[j][0], acc[j][1]), f(1, m0 + g + 8, n, acc[j][2], acc[j][3]);
+    }
+}
 /* C[M,N] = A B by the block's 8 warps in 16x32 tiles, then f(row, col, value) per element. */
 template <int M, int N, int KD, bool TA, bool TB, class E, class F>
 __device__ __forceinline__ void ssm__dl_gemm(const E *A, int lda, const E *B, int ldb, F f) {
@@ -5823,6 +5833,9 @@ template <> __device__ __forceinline__ void ssm__dl_st2<__half>(__half *p, float
 template <> __device__ __forceinline__ void ssm__dl_st2<__nv_bfloat16>(__nv_bfloat16 *p, float x0, float x1) {
     *(__nv_bfloat162 *)p = __floats2bfloat162_rn(x0, x1);
 }
+__device__ __forceinline__ float2 ssm__dl_ld2(const float *p) { return *(const float2 *)p; }
+__device__ __forceinline__ float2 ssm__dl_ld2(const __half *p) { return __half22float2(*(const __half2 *)p); }
+__device__ __forceinline__ float2 ssm__dl_ld2(const __nv_bfloat16 *p) { return __bfloat1622float2(*(const __nv_bfloat162 *)p); }
 /* Columns c, c + 1 (c even) of a row, column c at element offset i, column stride cs: one
    ssm__dl_st2 when pairs (cs = 1, offsets even, pointer aligned to the pair) and both exist
    (c + 1 < n), else each of them that exists. A fragment row's 4 lanes then write 16 contiguous
@@ -5881,20 +5894,31 @@ __device__ __forceinline__ void ssm__dl_cp16(void *s, const void *g) {
 }
 __device__ __forceinline__ void ssm__dl_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void ssm__dl_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+/* Both tile movers run in the chunked kernels' blocks of SSM__DL_NT threads: a trip count known
+   at compile time, unrolled, with each thread's addresses a fixed stride apart (fewer instructions
+   in the sequential passes, whose warps mostly wait on their own instruction chain). */
 template <int rows, int cols, class E>
 __device__ __forceinline__ void ssm__dl_cptile(E *s, int ld, const E *g, int gld) {
-    constexpr int V = 16 / sizeof(E), vpr = cols / V;
-    for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
-        int i = idx / vpr, j = (idx % vpr) * V;
-        ssm__dl_cp16(s + i * ld + j, g + (int64_t)i * gld + j);
+    constexpr int V = 16 / sizeof(E), vpr = cols / V, n = rows * vpr;
+#pragma unroll
+    for (int it = 0; it < (n + SSM__DL_NT - 1) / SSM__DL_NT; ++it) {
+        const int idx = threadIdx.x + it * SSM__DL_NT;
+        if (n % SSM__DL_NT == 0 || idx < n) {
+            const int i = idx / vpr, j = (idx % vpr) * V;
+            ssm__dl_cp16(s + i * ld + j, g + (int64_t)i * gld + j);
+        }
     }
 }
 /* Store an smem tile to the (contiguous) workspace. */
 template <int rows, int cols, class E> __device__ __forceinline__ void ssm__dl_sttile(E *g, int gld, const E *s, int ld) {
-    constexpr int V = 16 / sizeof(E), vpr = cols / V;
-    for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
-        int i = idx / vpr, j = (idx % vpr) * V;
-        *(uint4 *)(g + (int64_t)i * gld + j) = *(const uint4 *)(s + i * ld + j);
+    constexpr int V = 16 / sizeof(E), vpr = cols / V, n = rows * vpr;
+#pragma unroll
+    for (int it = 0; it < (n + SSM__DL_NT - 1) / SSM__DL_NT; ++it) {
+        const int idx = threadIdx.x + it * SSM__DL_NT;
+        if (n % SSM__DL_NT == 0 || idx < n) {
+            const int i = idx / vpr, j = (idx % vpr) * V;
+            *(uint4 *)(g + (int64_t)i * gld + j) = *(const uint4 *)(s + i * ld + j);
+        }
     }
 }
 
@@ -6279,6 +6303,8 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
     load(0, 0, 3);
     if (NB == 2) load(1, 1, 3);
     const int om0 = (w & 3) * 16, on0 = (w >> 2) * (VB / 2);
+    const bool opair = OUT && a.o && a.os[3] == 1 && !((a.os[0] | a.os[1] | a.os[2]) & 1) &&
+                       !((uintptr_t)a.o & (2 * sizeof(E) - 1));
     for (int c = 0; c < nc; ++c) {
         const int bsel = c % NB;
         const E *bQ = buf0 + bsel * BUF, *bK = bQ + KO, *bW = bQ + WO, *bU = bQ + UO, *bA = bQ + AO;
@@ -6293,14 +6319,23 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
         ssm__dl_zero(X), ssm__dl_zero(O);
         if constexpr (OUT) ssm__dl_wmma2<ONT, KP>(X, bW, O, bQ, LK, om0, sS, LVB, on0);
         else ssm__dl_wmma<ONT, KP, false, false>(X, bW, LK, om0, sS, LVB, on0);
-        ssm__dl_each(X, om0, on0, [&](int i, int j, float &x) {
-            float vn = ssm__dl_f(bU[i * LVB + j]) - x;
-            if (OUT) sVn[i * LVB + j] = ssm__dl_cv<E>(vn);
-            sVd[i * LVB + j] = ssm__dl_cv<E>(vn * __expf(glast - gm[i]));
-            if (vn_out) vn_out[ch * C * VP + i * VP + v0 + j] = ssm__dl_cv<E>(vn);
+        /* column pairs (one load / store per two elements) and the gate factors once per row: the
+           pass is a latency chain whose warps mostly wait, so fewer instructions are a shorter chain
+           (H200, B1 T32768 H32 D128: state pass 1.63 -> 1.44 ms from the pairs alone) */
+        const int r0 = om0 + ((tid & 31) >> 2);
+        const float dr[2] = {__expf(glast - gm[r0]), __expf(glast - gm[r0 + 8])};
+        ssm__dl_each2h(X, om0, on0, [&](int hh, int i, int j, float x0, float x1) {
+            const float2 u = ssm__dl_ld2(bU + i * LVB + j);
+            const float n0 = u.x - x0, n1 = u.y - x1;
+            if (OUT) ssm__dl_st2(sVn + i * LVB + j, n0, n1);
+            ssm__dl_st2(sVd + i * LVB + j, n0 * dr[hh], n1 * dr[hh]);
+            if (vn_out) ssm__dl_st2(vn_out + ch * C * VP + i * VP + v0 + j, n0, n1);
         });
-        const float sc = a.scale;
-        ssm__dl_each(O, om0, on0, [&](int i, int, float &x) { x *= sc * __expf(gm[i]); });
+        if (OUT) {
+            const float sc = a.scale, fr[2] = {sc * __expf(gm[r0]), sc * __expf(gm[r0 + 8])};
+#pragma unroll
+            for (int j = 0; j < ONT; ++j) O[j][0] *= fr[0], O[j][1] *= fr[0], O[j][2] *= fr[1], O[j][3] *= fr[1];
+        }
         if (s_out) /* state at the chunk's start, for the backward */
             ssm__dl_sttile<KP, VB>(s_out + ch * KP * VP + v0, VP, sS, LVB);
         __syncthreads();
@@ -6312,14 +6347,23 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
         for (int mb = 0; mb < SM; ++mb) {
             ssm__dl_each(S[mb], 0, 0, [&](int, int, float &x) { x *= eg; });
             ssm__dl_wmma<SNT, C, true, false>(S[mb], bK, LK, sm0 + 16 * mb, sVd, LVB, sn0);
-            ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) { sS[r * LVB + col] = ssm__dl_cv<E>(x); });
+            ssm__dl_each2(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float x0, float x1) { ssm__dl_st2(sS + r * LVB + col, x0, x1); });
         }
         const int64_t t0 = sq.t0 + (int64_t)c * C;
         const int64_t ob = sq.b * a.os[0] + t0 * a.os[1] + h * a.os[2];
-        if (OUT && a.o)
-            ssm__dl_each(O, om0, on0, [&](int i, int j, float &x) {
-                if (i < len && v0 + j < a.V) ssm__dl_st(a.o, a.dt, ob + i * a.os[1] + (v0 + j) * a.os[3], x);
-            });
+        if (OUT && a.o) { /* column pairs where o's rows allow them */
+            if (opair)
+                ssm__dl_each2(O, om0, on0, [&](int i, int j, float x0, float x1) {
+                    if (i >= len) return;
+                    E *p = (E *)a.o + ob + i * a.os[1] + v0 + j;
+                    if (v0 + j + 1 < a.V) ssm__dl_st2(p, x0, x1);
+                    else if (v0 + j < a.V) *p = ssm__dl_cv<E>(x0);
+                });
+            else
+                ssm__dl_each(O, om0, on0, [&](int i, int j, float &x) {
+                    if (i < len && v0 + j < a.V) ssm__dl_st(a.o, a.dt, ob + i * a.os[1] + (v0 + j) * a.os[3], x);
+                });
+        }
         __syncthreads();
         load(c + NB, bsel, NB == 1 ? 2 : 3);
     }
@@ -6470,9 +6514,20 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
         ssm__dl_wait<NB - 1>();
         __syncthreads();
         const float glast = gm[len - 1], sc = a.scale;
-        for (int idx = tid; idx < C * VB; idx += blockDim.x) {
-            int i = idx / VB, j = idx % VB;
-            sdOg[i * LVB + j] = ssm__dl_cv<E>(sc * __expf(gm[i]) * ssm__dl_f(bO[i * LVB + j]));
+        { /* 16 bytes per access, the gate factor once per access */
+            constexpr int U = 16 / sizeof(E), UR = VB / U;
+            for (int idx = tid; idx < C * UR; idx += blockDim.x) {
+                const int i = idx / UR, j = (idx % UR) * U;
+                union {
+                    uint4 u;
+                    E e[U];
+                } x;
+                x.u = *(const uint4 *)(bO + i * LVB + j);
+                const float f = sc * __expf(gm[i]);
+#pragma unroll
+                for (int e = 0; e < U; ++e) x.e[e] = ssm__dl_cv<E>(f * ssm__dl_f(x.e[e]));
+                *(uint4 *)(sdOg + i * LVB + j) = x.u;
+            }
         }
         ssm__dl_sttile<KP, VB>(ws.ds1 + ch * KP * VP + v0, VP, sS, LVB); /* dS at this chunk's end */
         float X[ONT][4], Y[ONT][4];
@@ -6481,10 +6536,13 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
         ssm__dl_wmma<ONT, KP, false, false>(Y, bK, LK, om0, sS, LVB, on0);
         float *yy = &Y[0][0];
         int e = 0;
-        ssm__dl_each(X, om0, on0, [&](int i, int j, float &x) {
-            float dvn = x + __expf(glast - gm[i]) * yy[e++];
-            snVn[i * LVB + j] = ssm__dl_cv<E>(-dvn);
-            ws.dvn[ch * C * VP + i * VP + v0 + j] = ssm__dl_cv<E>(dvn);
+        const int r0 = om0 + ((tid & 31) >> 2);
+        const float dr[2] = {__expf(glast - gm[r0]), __expf(glast - gm[r0 + 8])};
+        ssm__dl_each2h(X, om0, on0, [&](int hh, int i, int j, float x0, float x1) { /* column pairs, as forward */
+            const float d0 = x0 + dr[hh] * yy[e], d1 = x1 + dr[hh] * yy[e + 1];
+            e += 2;
+            ssm__dl_st2(snVn + i * LVB + j, -d0, -d1);
+            ssm__dl_st2(ws.dvn + ch * C * VP + i * VP + v0 + j, d0, d1);
         });
         __syncthreads();
         if (NB == 1) load(c - 1, 0, 1);
@@ -6494,7 +6552,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
             ssm__dl_each(S[mb], 0, 0, [&](int, int, float &x) { x *= eg; });
             ssm__dl_wmma<SNT, C, true, false>(S[mb], bQ, LK, sm0 + 16 * mb, sdOg, LVB, sn0);
             ssm__dl_wmma<SNT, C, true, false>(S[mb], bW, LK, sm0 + 16 * mb, snVn, LVB, sn0);
-            ssm__dl_each(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float &x) { sS[r * LVB + col] = ssm__dl_cv<E>(x); });
+            ssm__dl_each2(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float x0, float x1) { ssm__dl_st2(sS + r * LVB + col, x0, x1); });
         }
         __syncthreads();
         load(c - NB, bsel, NB == 1 ? 2 : 3);
@@ -6668,9 +6726,11 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 2), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 2);
     if ((lane & 3) == 0) rb[cg * C + om0 + (lane >> 2)] = dvrow0, rb[cg * C + om0 + (lane >> 2) + 8] = dvrow1;
     /* dW = -dv_new S^T; D = scale tril(dout v_new^T) Gamma */
-    ssm__dl_each(dWm, om0, cg * (KP / 2), [&](int i, int j, float &x) { sdW[i * LK + j] = ssm__dl_cv<E>(-x); });
-    ssm__dl_each(P1, om0, cg * 32, [&](int i, int j, float &x) {
-        sD[i * LC + j] = ssm__dl_cv<E>(i >= j ? scale * x * __expf(sg[i] - sg[j]) : 0.f);
+    /* (the tiles here and below go to shared memory by column pairs: fewer store instructions) */
+    ssm__dl_each2(dWm, om0, cg * (KP / 2), [&](int i, int j, float x0, float x1) { ssm__dl_st2(sdW + i * LK + j, -x0, -x1); });
+    ssm__dl_each2(P1, om0, cg * 32, [&](int i, int j, float x0, float x1) {
+        ssm__dl_st2(sD + i * LC + j, i >= j ? scale * x0 * __expf(sg[i] - sg[j]) : 0.f,
+                    i >= j + 1 ? scale * x1 * __expf(sg[i] - sg[j + 1]) : 0.f);
     });
     __syncthreads();
     for (int i = tid; i < C; i += blockDim.x) dbeta[i] += rb[i] + rb[C + i]; /* v . dVb */
@@ -6684,18 +6744,20 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         ssm__dl_wmma<4, KP, false, true>(Z, sdW, LK, om0, sK, LK, cg * 32);
         float *zz = &Z[0][0];
         int e = 0;
-        ssm__dl_each(P2, om0, cg * 32, [&](int i, int j, float &x) {
-            sX[i * LC + j] = ssm__dl_cv<E>(sb[j] * (x + seg[j] * zz[e++]));
+        ssm__dl_each2(P2, om0, cg * 32, [&](int i, int j, float x0, float x1) {
+            ssm__dl_st2(sX + i * LC + j, sb[j] * (x0 + seg[j] * zz[e]), sb[j + 1] * (x1 + seg[j + 1] * zz[e + 1]));
+            e += 2;
         });
     }
     __syncthreads();
-    ssm__dl_gemm<C, C, C, true, false>(sT, LC, sX, LC, [&](int i, int j, float x) { sY[i * LC + j] = ssm__dl_cv<E>(x); });
+    ssm__dl_gemm2<C, C, C, true, false>(sT, LC, sX, LC, [&](int i, int j, float x0, float x1) { ssm__dl_st2(sY + i * LC + j, x0, x1); });
     __syncthreads();
     /* dA = -(T^T dT) T^T, strictly lower: M = dA * (Gamma K K^T) into sAf, Eb into sX */
-    ssm__dl_gemm<C, C, C, false, true>(sY, LC, sT, LC, [&](int i, int j, float x) {
-        const float dA = i > j ? -x : 0.f;
-        sAf[i * (C + 1) + j] *= dA;
-        sX[i * LC + j] = ssm__dl_cv<E>(sb[i] * dA * (i > j ? __expf(sg[i] - sg[j]) : 0.f));
+    ssm__dl_gemm2<C, C, C, false, true>(sY, LC, sT, LC, [&](int i, int j, float x0, float x1) {
+        const float dA0 = i > j ? -x0 : 0.f, dA1 = i > j + 1 ? -x1 : 0.f;
+        sAf[i * (C + 1) + j] *= dA0, sAf[i * (C + 1) + j + 1] *= dA1;
+        ssm__dl_st2(sX + i * LC + j, sb[i] * dA0 * (i > j ? __expf(sg[i] - sg[j]) : 0.f),
+                    sb[i] * dA1 * (i > j + 1 ? __expf(sg[i] - sg[j + 1]) : 0.f));
     });
     __syncthreads();
     { /* row sums of M (dbeta_i, +beta_i to dg_i) and column sums of diag(beta) M (- to dg_j): thread

@@ -2,6 +2,7 @@
    token-by-token oracle here, correctness checks and timings chosen by argv.
      ./delta check            every kernel against the oracle (dtypes, sizes, varlen, gates)
      ./delta bench [shape..]  time forward / forward+backward / decode, JSON rows to stdout
+     ./delta seq              the sequential passes and whole calls at B1 T32768 H32 D128, output hashes
    Build: make build/dev_delta (nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/delta.cu -lcublas) */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -775,6 +776,135 @@ static void split(const ssm__dl_args &a, const ssm__dl_args &ab, const dl_sizes 
            KP, s.VB, tp[0], tp[1], tbc[0], KW, tbc[1], smc, occ, ms, msb);
 }
 
+/* The sequential passes at few (sequence, head) pairs, B1 T32768 H32 D128 bf16 (DELTA_SEQ_SHAPE=
+   "B,T,H,D" for another): each pass alone and the whole calls timed (DELTA_SEQ_ROUNDS rounds),
+   and a hash of o, dq, dk, dv, dbeta, dg per (gated, saved) case, so that two builds of this file
+   (one on an earlier ssm_cuda.h) run side by side compare byte for byte and in time. ./delta seq
+   Kept results: the 16-warp passes lost to 8 warps once the stores went by column pairs
+   (bench/results/cuda_delta_seqpairs_5f637d3.log, cuda_delta_seq_nw16.patch). */
+static unsigned long long dev_hash(const void *x, size_t n, unsigned long long h = 1469598103934665603ull) {
+    std::vector<unsigned long long> a((n + 7) / 8, 0ull); /* FNV-1a over 8-byte words */
+    CK(cudaMemcpy(a.data(), x, n, cudaMemcpyDeviceToHost));
+    for (unsigned long long v : a) h = (h ^ v) * 1099511628211ull;
+    return h;
+}
+static void seq_ab() {
+    typedef __nv_bfloat16 E;
+    int B = 1, T = 32768, H = 32, D = 128;
+    if (getenv("DELTA_SEQ_SHAPE")) sscanf(getenv("DELTA_SEQ_SHAPE"), "%d,%d,%d,%d", &B, &T, &H, &D);
+    const int rounds = g_prof ? 1 : getenv("DELTA_SEQ_ROUNDS") ? atoi(getenv("DELTA_SEQ_ROUNDS")) : 3;
+    if (D <= 64 || D > 128) { printf("# seq: D in 65..128 only\n"); return; }
+    const int64_t ntok = (int64_t)B * T * H;
+    void *q = drand(2, ntok * D, -1, 1, 11), *k = drand(2, ntok * D, -sqrtf(3.f / D), sqrtf(3.f / D), 12);
+    void *v = drand(2, ntok * D, -1, 1, 13), *be = drand(2, ntok, 0.05f, 1.f, 14), *g = drand(0, ntok, -0.5f, 0.f, 15);
+    void *dout = drand(2, ntok * D, -1, 1, 16);
+    void *o[2], *gr[2][5];
+    for (int i = 0; i < 2; ++i) {
+        CK(cudaMalloc(&o[i], ntok * D * 2));
+        for (int j = 0; j < 5; ++j) CK(cudaMalloc(&gr[i][j], j < 3 ? ntok * D * 2 : j == 3 ? ntok * 2 : ntok * 4));
+    }
+    ssm__dl_args a;
+    memset(&a, 0, sizeof a);
+    int64_t qs[4] = {(int64_t)T * H * D, (int64_t)H * D, D, 1}, bs[3] = {(int64_t)T * H, H, 1};
+    memcpy(a.qs, qs, 32), memcpy(a.ks, qs, 32), memcpy(a.vs, qs, 32), memcpy(a.os, qs, 32);
+    memcpy(a.bs, bs, 24), memcpy(a.gs, bs, 24);
+    memcpy(a.dos, qs, 32), memcpy(a.dqs, qs, 32), memcpy(a.dks, qs, 32), memcpy(a.dvs, qs, 32);
+    memcpy(a.dbs, bs, 24), memcpy(a.dgs, bs, 24);
+    a.q = q, a.k = k, a.v = v, a.beta = be, a.N = B, a.T = T, a.H = H, a.K = D, a.V = D;
+    a.dt = 2, a.bdt = 2, a.gdt = 0, a.scale = 1.f / sqrtf((float)D), a.vec = 1;
+    const int vb = dl_pick_vb(a);
+    dl_sizes s = dl_sizes_of(a, 2, vb, 1);
+    char *ws, *sv;
+    CK(cudaMalloc(&ws, s.bytes));
+    CK(cudaMalloc(&sv, s.saved));
+    printf("# seq B%d T%d H%d D%d vb%d: %d CTAs per pass, workspace %zu B, saved %zu B\n", B, T, H, D, vb,
+           B * H * (s.VP / vb), s.bytes, s.saved);
+    {
+        cudaFuncAttributes f[3];
+        CK(cudaFuncGetAttributes(&f[0], ssm__dl_fwd_kernel<E, 128, 32, 2, true>));
+        CK(cudaFuncGetAttributes(&f[1], ssm__dl_fwd_kernel<E, 128, 32, 2, false>));
+        CK(cudaFuncGetAttributes(&f[2], ssm__dl_bwd_seq_kernel<E, 128, 32, 2>));
+        printf("# seq registers / local bytes: state pass %d/%zu, replay %d/%zu, reverse %d/%zu\n", f[0].numRegs,
+               f[0].localSizeBytes, f[1].numRegs, f[1].localSizeBytes, f[2].numRegs, f[2].localSizeBytes);
+    }
+    auto args = [&](int var, int gated, int i, int bwd) {
+        ssm__dl_args x = a;
+        x.variant = var, x.g = gated ? g : NULL, x.o = o[i];
+        if (bwd) {
+            x.dout = dout, x.dq = gr[i][0], x.dk = gr[i][1], x.dv = gr[i][2], x.dbeta = gr[i][3], x.dg = gated ? gr[i][4] : NULL;
+            x.pairs = ssm__dl_pairs_ok(x, 2);
+        }
+        return x;
+    };
+    const int NV = 1, vars[NV] = {0};
+    /* byte-for-byte: forward outputs and the gradients, without and with saved */
+    for (int gated = 0; gated < 2 && !g_prof; ++gated)
+        for (int saved = 0; saved < 2; ++saved) {
+            for (int j = 0; j < 5; ++j) CK(cudaMemset(gr[0][j], 0, j < 3 ? ntok * D * 2 : j == 3 ? ntok * 2 : ntok * 4));
+            ssm__dl_args x = args(0, gated, 0, 0), xb = args(0, gated, 0, 1);
+            if (ssm__dl_forward_chunked(x, s, ws, saved ? sv : NULL, g_optin, 0) ||
+                ssm__dl_backward_chunked(xb, s, ws, saved ? sv : NULL, g_optin, 0))
+                printf("FAIL launch\n");
+            CK(cudaDeviceSynchronize());
+            unsigned long long hs = dev_hash(o[0], ntok * D * 2);
+            for (int j = 0; j < 5; ++j) hs = dev_hash(gr[0][j], j < 3 ? ntok * D * 2 : j == 3 ? ntok * 2 : ntok * 4, hs);
+            printf("# seq hash of o, dq, dk, dv, dbeta, dg: gated %d saved %d %016llx\n", gated, saved, hs);
+        }
+    /* the passes alone, on the workspace the last backward filled */
+    ssm__dl_ws<E> w = ssm__dl_ws_of<E>(s, ws, NULL);
+    {
+        ssm__dl_args x0 = args(0, 0, 0, 0), xb0 = args(0, 0, 0, 1);
+        ssm__dl_forward_chunked(x0, s, ws, NULL, g_optin, 0);
+        ssm__dl_backward_chunked(xb0, s, ws, NULL, g_optin, 0);
+        CK(cudaDeviceSynchronize());
+    }
+    const char *names[8] = {"state pass", "state pass +stores", "replay", "reverse pass", "fwd", "fwd+bwd saved",
+                            "gated fwd", "gated fwd+bwd saved"};
+    std::vector<double> t[NV][8];
+    for (int r = 0; r < rounds; ++r)
+        for (int ii = 0; ii < NV; ++ii) {
+            const int i = r % 2 ? NV - 1 - ii : ii; /* alternate the order */
+            ssm__dl_args x = args(vars[i], 0, 0, 0), xb = args(vars[i], 0, 0, 1), xg = args(vars[i], 1, 0, 0),
+                         xgb = args(vars[i], 1, 0, 1);
+            ssm__dl_args xr = xb;
+            xr.o = NULL, xr.hT = NULL;
+            t[i][0].push_back(time_ms([&] { ssm__dl_fwd_go<E, 128, 32>(x, s, w, NULL, NULL, g_optin, 0); }));
+            t[i][1].push_back(time_ms([&] { ssm__dl_fwd_go<E, 128, 32>(x, s, w, w.vn, w.s0, g_optin, 0); }));
+            t[i][2].push_back(time_ms([&] { ssm__dl_replay_go<E, 128>(xr, s, w, g_optin, 0); }));
+            t[i][3].push_back(time_ms([&] { ssm__dl_bwd_seq_go<E, 128, 32>(xr, s, w, g_optin, 0); }));
+            if (g_prof) { /* ncu: the four passes of each variant only */
+                for (int m = 4; m < 8; ++m) t[i][m].push_back(0);
+                continue;
+            }
+            t[i][4].push_back(time_ms([&] { ssm__dl_forward_chunked(x, s, ws, NULL, g_optin, 0); }));
+            t[i][5].push_back(time_ms([&] {
+                ssm__dl_forward_chunked(x, s, ws, sv, g_optin, 0);
+                ssm__dl_backward_chunked(xb, s, ws, sv, g_optin, 0);
+            }));
+            t[i][6].push_back(time_ms([&] { ssm__dl_forward_chunked(xg, s, ws, NULL, g_optin, 0); }));
+            t[i][7].push_back(time_ms([&] {
+                ssm__dl_forward_chunked(xg, s, ws, sv, g_optin, 0);
+                ssm__dl_backward_chunked(xgb, s, ws, sv, g_optin, 0);
+            }));
+        }
+    for (int m = 0; m < 8; ++m) {
+        printf("# seq %-20s", names[m]);
+        for (int i = 0; i < NV; ++i) {
+            std::vector<double> u = t[i][m];
+            std::sort(u.begin(), u.end());
+            printf("  v%-3d median %.4f ms (", vars[i], u[u.size() / 2]);
+            for (double x : t[i][m]) printf(" %.4f", x);
+            printf(" )");
+        }
+        printf("\n");
+    }
+    for (int i = 0; i < 2; ++i) {
+        cudaFree(o[i]);
+        for (int j = 0; j < 5; ++j) cudaFree(gr[i][j]);
+    }
+    cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(g), cudaFree(dout), cudaFree(ws), cudaFree(sv);
+}
+
 static const char *COMMIT = "unknown";
 static void bench(int argc, char **argv) {
     const char *cm = getenv("SSM_COMMIT");
@@ -905,5 +1035,9 @@ int main(int argc, char **argv) {
         return nfail != 0;
     }
     if (!strcmp(mode, "bench")) bench(argc, argv);
+    if (!strcmp(mode, "seq")) {
+        g_prof = argc > 2 && !strcmp(argv[2], "one"); /* each pass once per variant, for ncu */
+        seq_ab();
+    }
     return 0;
 }
