@@ -70,8 +70,14 @@ $(BUILD)/fuzz_cuda: tests/fuzz_api.c $(CUDA_IMPL) ssm.h ssm_cuda.h | $(BUILD)
 fuzz-cuda: $(BUILD)/fuzz_cuda
 	$(B)/fuzz_cuda $(FUZZ_SECONDS) $(FUZZ_SEED)
 
-$(BUILD)/cuda_bench: bench/cuda_bench.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
+# The benchmark programs, bench/cuda_*.cu: the linrec / decay tables (cuda_bench), block-ELL
+# (cuda_bell; cuSPARSE Blocked-ELL is a peer), projection and output chains (cuda_proj; cuBLAS
+# GEMMs of the same shapes are the floor and a peer), the delta rule (cuda_delta; fla's kernels on
+# the same inputs in the same run when `import fla` works: the program writes its inputs, the
+# peer script reads them).
+$(BUILD)/cuda_%: bench/cuda_%.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
+$(BUILD)/cuda_bell: CUDALIBS += -lcusparse
 
 # Kernel-variant harnesses, dev/cuda/*.cu (variants chosen by argv, forced through the
 # kernel-choice fields of ssm_cuda_config, each timed beside the default and checked against it).
@@ -79,20 +85,6 @@ $(BUILD)/cuda_bench: bench/cuda_bench.cu $(CUDA_IMPL) bench/cuda_common.h bench/
 DEV_CUDA_WHOLE := $(BUILD)/dev_bell $(BUILD)/dev_delta
 $(BUILD)/dev_%: dev/cuda/%.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(if $(filter $@,$(DEV_CUDA_WHOLE)),,$(CUDA_IMPL)) $(CUDALIBS) -o $@
-
-# Block-ELL benchmark: cuSPARSE Blocked-ELL is a peer.
-$(BUILD)/cuda_bell: bench/cuda_bell.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -lcusparse -o $@
-
-# Projection and output chains: cuBLAS GEMMs of the same shapes are the floor and a peer.
-$(BUILD)/cuda_proj: bench/cuda_proj.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
-
-# Delta-rule benchmark: DeltaNet / Gated DeltaNet / DeltaProduct / decode; fla's kernels on the
-# same inputs in the same run when `import fla` works (the program writes its inputs, the peer
-# script reads them).
-$(BUILD)/cuda_delta: bench/cuda_delta.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
 
 bench-cuda-delta: $(BUILD)/cuda_delta
 	@if python3 -c "import fla" 2>/dev/null; then d=$$(mktemp -d); DELTA_PEER_DIR=$$d $(B)/cuda_delta && \
