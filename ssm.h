@@ -628,7 +628,9 @@ SSMDEF ssm_result ssm_outchain_workspace_size(const ssm_ctx *ctx, const ssm_outc
                 two chunks, T n_h >= 2C; else RECURRENT).
    DeltaProduct runs the chunked form on the T n_h sub-tokens (readout rows only at the last
    factor of each token). fla's interleaved DeltaProduct layout k [B, T*n_h, H, K] is the view
-   [B,T,H,n_h,K] with strides (T n_h H K, n_h H K, K, H K, 1).
+   [B,T,H,n_h,K] with strides (T n_h H K, n_h H K, K, H K, 1). The CUDA backend's chunked form
+   runs in place on that layout (k, v, beta and their gradients); other layouts, and its token
+   loop, go through sub-token copies in the workspace (workspace_size reports that upper bound).
    Scratch (host backends, one sequence-head at a time; L' = min(T n_h, 16 C) sub-tokens, 16
    chunks at a time): CHUNKED forward about L' (4K + 2V + 2C) elements, backward about
    L' (4K + 4V + 3C) + (17 + T n_h / 16C) K V; RECURRENT forward a state, backward

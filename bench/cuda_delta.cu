@@ -77,8 +77,10 @@ static void row(const char *op, const char *shape, double ms, double floor_ms, s
     fflush(stdout);
 }
 
-/* One shape: DeltaNet and Gated DeltaNet, forward and forward+backward (DeltaProduct with nh = 2). */
-static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh, FILE *peer) {
+/* One shape: DeltaNet and Gated DeltaNet, forward and forward+backward (DeltaProduct with nh = 2:
+   k, v, beta in fla's interleaved layout, memory [B, T nh, H, D], or with `tok` the token-major
+   [B,T,H,nh,D], which the library runs through sub-token copies). */
+static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh, FILE *peer, int tok = 0) {
     const ssm_dtype bf = SSM_BF16;
     const int64_t ntok = (int64_t)B * T * H, nk = ntok * nh * D;
     void *q = dev_range(ntok * D, -1, 1, 11), *k = dev_range(nk, -sqrtf(3.f / D), sqrtf(3.f / D), 12);
@@ -88,14 +90,18 @@ static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh
     cudaMalloc(&db, ntok * nh * 2), cudaMalloc(&dg, ntok * 2);
     int64_t sd[5] = {B, T, H, D}, sf[5] = {B, T, H, nh, D}, sb[4] = {B, T, H, nh};
     const int r = nh > 1 ? 1 : 0;
+    /* interleaved: time stride nh H D, head D, factor H D (beta: nh H, 1, H) */
+    const int64_t il[5] = {(int64_t)T * nh * H * D, (int64_t)nh * H * D, D, (int64_t)H * D, 1};
+    const int64_t ilb[4] = {(int64_t)T * nh * H, (int64_t)nh * H, 1, H};
+    const int64_t *fst = r && !tok ? il : NULL, *bst = r && !tok ? ilb : NULL;
     ssm_tensor tq = ssm_tensor_make(q, bf, ssm_cuda_device(0), 4, sd, NULL), to = ssm_tensor_make(o, bf, ssm_cuda_device(0), 4, sd, NULL);
-    ssm_tensor tk = ssm_tensor_make(k, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, NULL);
-    ssm_tensor tv = ssm_tensor_make(v, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, NULL);
-    ssm_tensor tb = ssm_tensor_make(be, bf, ssm_cuda_device(0), 3 + r, sb, NULL), tg = ssm_tensor_make(g, bf, ssm_cuda_device(0), 3, sb, NULL);
+    ssm_tensor tk = ssm_tensor_make(k, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, fst);
+    ssm_tensor tv = ssm_tensor_make(v, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, fst);
+    ssm_tensor tb = ssm_tensor_make(be, bf, ssm_cuda_device(0), 3 + r, sb, bst), tg = ssm_tensor_make(g, bf, ssm_cuda_device(0), 3, sb, NULL);
     ssm_tensor tdo = ssm_tensor_make(dout, bf, ssm_cuda_device(0), 4, sd, NULL), tdq = ssm_tensor_make(dq, bf, ssm_cuda_device(0), 4, sd, NULL);
-    ssm_tensor tdk = ssm_tensor_make(dk, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, NULL);
-    ssm_tensor tdv = ssm_tensor_make(dv, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, NULL);
-    ssm_tensor tdb = ssm_tensor_make(db, bf, ssm_cuda_device(0), 3 + r, sb, NULL), tdg = ssm_tensor_make(dg, bf, ssm_cuda_device(0), 3, sb, NULL);
+    ssm_tensor tdk = ssm_tensor_make(dk, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, fst);
+    ssm_tensor tdv = ssm_tensor_make(dv, bf, ssm_cuda_device(0), 4 + r, r ? sf : sd, fst);
+    ssm_tensor tdb = ssm_tensor_make(db, bf, ssm_cuda_device(0), 3 + r, sb, bst), tdg = ssm_tensor_make(dg, bf, ssm_cuda_device(0), 3, sb, NULL);
     int64_t *cud = NULL, ncu = seqs + 1;
     ssm_tensor tcu;
     std::vector<int64_t> c(seqs + 1);
@@ -108,8 +114,8 @@ static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh
         tcu = ssm_tensor_make(cud, i64, ssm_cuda_device(0), 1, &ncu, NULL);
     }
     char shape[160];
-    snprintf(shape, sizeof shape, "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s%s}", B, T, H, D, D,
-             seqs ? ",\"seqs\":8" : "", nh > 1 ? ",\"n_h\":2" : "");
+    snprintf(shape, sizeof shape, "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d%s%s%s}", B, T, H, D, D,
+             seqs ? ",\"seqs\":8" : "", nh > 1 ? ",\"n_h\":2" : "", tok ? ",\"layout\":\"BTHnD\"" : "");
     ssm_delta_desc d = ssm_delta_desc_init();
     d.method = SSM_DELTA_CHUNKED;
     const double C = 64, nch = (double)ntok * nh / C;
@@ -157,7 +163,8 @@ static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh
         if (peer) fprintf(peer, "{\"op\": \"%s\", \"shape\": %s, \"ms\": %.5f}\n", op, shape, msb),
                   fprintf(peer, "{\"op\": \"%s_fwd\", \"shape\": %s, \"ms\": %.5f}\n", base, shape, ms);
     }
-    if (peer) { /* the inputs, for the peer: q k v beta g dout as raw bf16, then the offsets */
+    if (tok) peer = NULL; /* fla takes the interleaved layout only */
+    if (peer) { /* the inputs, for the peer: q k v beta g dout as raw bf16 (k, v, beta interleaved), then the offsets */
         char path[512];
         /* one file per row: the varlen row has the same sizes as its whole-batch twin */
         snprintf(path, sizeof path, "%s/B%d_T%d_H%d_D%d_nh%d_s%d.bin", getenv("DELTA_PEER_DIR"), B, T, H, D, nh, seqs);
@@ -232,7 +239,10 @@ int main(void) {
     for (int i = 0; i < (quick ? 1 : 5); ++i) {
         if (!pick || strchr(pick, '0' + i))
             shape_rows(cu, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 1, peer);
-        if (i == 0 && (!pick || strchr(pick, 'p'))) shape_rows(cu, 8, 4096, 16, 64, 0, 2, peer); /* DeltaProduct, n_h = 2 */
+        if (i == 0 && (!pick || strchr(pick, 'p'))) { /* DeltaProduct, n_h = 2: fla's layout, then token-major */
+            shape_rows(cu, 8, 4096, 16, 64, 0, 2, peer);
+            shape_rows(cu, 8, 4096, 16, 64, 0, 2, peer, 1);
+        }
     }
     decode_row(cu, peer);
     if (peer) fclose(peer);

@@ -469,7 +469,21 @@ struct dl_case {
     std::vector<int64_t> lens;                 /* varlen: sequence lengths (B = 1) */
     double gmin;
     int64_t nh = 1; /* DeltaProduct: Householder factors per token (k, v [B,T,H,nh,D], beta [B,T,H,nh]) */
+    int interleaved = 0; /* k, v, beta and their gradients in fla's layout: memory [B,T,nh,H(,D)] */
 };
+
+/* A factored DeltaProduct operand [B,T,H,nh(,D)] over memory [B,T,nh,H(,D)] (fla's interleaved
+   layout: time stride = nh x factor stride), poisoned. */
+static dbuf db_interleaved(ssm_dtype dt, int ndim, const int64_t *shape) {
+    const int64_t D = ndim == 5 ? shape[4] : 1, H = shape[2], nh = shape[3];
+    int64_t st[5] = {shape[1] * nh * H * D, nh * H * D, D, H * D, 1};
+    dbuf b;
+    b.bytes = (size_t)(shape[0] * shape[1] * nh * H * D + 1) * (dt.bits / 8);
+    cudaMalloc(&b.mem, b.bytes);
+    cudaMemset(b.mem, 0xFF, b.bytes);
+    b.t = ssm_tensor_make(b.mem, dt, ssm_cuda_device(0), ndim, shape, st);
+    return b;
+}
 
 static ssm_dtype dl_i64(void) {
     ssm_dtype d = ssm_dtype_i32();
@@ -489,10 +503,10 @@ static void delta_case(ssm_ctx *cu, ssm_ctx *ref, const dl_case *c) {
         for (int64_t l : c->lens) T += l;
     }
     const int64_t nh = c->nh;
-    snprintf(name, sizeof name, "cuda delta %s %s B%lld T%lld H%lld K%lld V%lld n_h%lld g%d s0%d sT%d layout%d seqs%lld%s",
+    snprintf(name, sizeof name, "cuda delta %s %s B%lld T%lld H%lld K%lld V%lld n_h%lld g%d s0%d sT%d layout%d%s seqs%lld%s",
              ssm_dtype_name(c->dt), ssm_delta_method_name(c->method), (long long)B, (long long)T, (long long)c->H,
              (long long)c->K, (long long)c->V, (long long)nh, c->gated, c->use_s0, c->use_sT, c->layout,
-             (long long)c->lens.size(), c->cu_dev ? " cu-dev" : "");
+             c->interleaved ? " interleaved" : "", (long long)c->lens.size(), c->cu_dev ? " cu-dev" : "");
     test_begin(name);
     /* k, v, beta carry the factor dimension when n_h > 1 (rank 5 / 4) */
     const int rf = nh > 1 ? 1 : 0;
@@ -500,8 +514,14 @@ static void delta_case(ssm_ctx *cu, ssm_ctx *ref, const dl_case *c) {
     int64_t skf[5] = {B, T, c->H, nh, c->K}, svf[5] = {B, T, c->H, nh, c->V}, sbf[4] = {B, T, c->H, nh};
     int64_t *sk = rf ? skf : sq, *svv = rf ? svf : sv, *sbb = rf ? sbf : sb;
     std::vector<double> q, k, v, beta, g, s0;
-    dbuf dq_ = db_random(c->dt, 4, sq, c->layout, 1.0, q), dk_ = db_new(c->dt, 4 + rf, sk, c->layout);
-    dbuf dv_ = db_random(c->dt, 4 + rf, svv, c->layout, 1.0, v), db_ = db_new(c->dt, 3 + rf, sbb, c->layout);
+    const auto fac_buf = [&](int ndim, const int64_t *shape) {
+        return c->interleaved ? db_interleaved(c->dt, ndim, shape) : db_new(c->dt, ndim, shape, c->layout);
+    };
+    dbuf dq_ = db_random(c->dt, 4, sq, c->layout, 1.0, q), dk_ = fac_buf(4 + rf, sk);
+    dbuf dv_ = fac_buf(4 + rf, svv), db_ = fac_buf(3 + rf, sbb);
+    v.resize((size_t)ssm_tensor_numel(&dv_.t));
+    for (auto &x : v) x = test_uniform(-1, 1);
+    db_set(&dv_, v.data());
     dbuf dg_ = db_new(c->dt, 3, sb, c->layout), ds0 = db_random(c->dt, 4, ss, c->layout, 1.0, s0);
     k.resize((size_t)(B * T * c->H * nh * c->K)), beta.resize((size_t)(B * T * c->H * nh)), g.resize((size_t)(B * T * c->H));
     for (size_t r = 0; r < beta.size(); ++r) { /* L2-normalised keys, beta in (0, 1), log gates <= 0 */
@@ -570,8 +590,8 @@ static void delta_case(ssm_ctx *cu, ssm_ctx *ref, const dl_case *c) {
     ssm_tensor hrg = host_f64(rg, 3, sb), hr0 = host_f64(r0, 4, ss);
     CHECK_OK(ssm_delta_backward(ref, &dref, &hq, &hk, &hv, &hb, c->gated ? &hg : NULL, c->use_s0 ? &hs0 : NULL, tcu_ref,
                                 &hdo, c->use_sT ? &hdT : NULL, &hrq, &hrk, &hrv, &hrb, c->gated ? &hrg : NULL, &hr0), ref);
-    dbuf gq = db_new(c->dt, 4, sq, c->layout), gk = db_new(c->dt, 4 + rf, sk, c->layout), gv = db_new(c->dt, 4 + rf, svv, c->layout);
-    dbuf gb = db_new(c->dt, 3 + rf, sbb, c->layout), gg = db_new(c->dt, 3, sb, c->layout), g0 = db_new(c->dt, 4, ss, c->layout);
+    dbuf gq = db_new(c->dt, 4, sq, c->layout), gk = fac_buf(4 + rf, sk), gv = fac_buf(4 + rf, svv);
+    dbuf gb = fac_buf(3 + rf, sbb), gg = db_new(c->dt, 3, sb, c->layout), g0 = db_new(c->dt, 4, ss, c->layout);
     std::vector<unsigned char> first[6];
     dbuf *outs[6] = {&gq, &gk, &gv, &gb, &gg, &g0};
     /* desc.saved: the chunk quantities a forward keeps (the query knows no cu_seqlens: N more
@@ -697,6 +717,19 @@ static void suite_cuda_delta(ssm_ctx *cu, ssm_ctx *ref) {
         c.nh = 3, c.B = 1, c.T = 0, c.K = 32, c.V = 32, c.lens = {40, 5, 33}, c.cu_dev = di == 0;
         if (shard_take()) delta_case(cu, ref, &c);
         c.lens.clear(), c.B = 2, c.T = 9, c.method = SSM_DELTA_RECURRENT, c.K = 48, c.V = 40;
+        if (shard_take()) delta_case(cu, ref, &c);
+    }
+    for (int di = 0; di < 3; ++di) { /* DeltaProduct in place: fla's interleaved k, v, beta */
+        dl_case c;
+        c.dt = dts[di], c.method = SSM_DELTA_CHUNKED, c.B = 2, c.T = 77, c.H = 2, c.K = 64, c.V = 48, c.nh = 2;
+        c.gated = di != 2, c.use_s0 = 1, c.use_sT = 1, c.layout = di == 1 ? LAYOUT_PADDED : LAYOUT_CONTIGUOUS;
+        c.cu_dev = 0, c.gmin = -0.5, c.interleaved = 1;
+        if (shard_take()) delta_case(cu, ref, &c);
+        /* chunks that split tokens (n_h = 3), varlen */
+        c.nh = 3, c.B = 1, c.T = 0, c.K = 32, c.V = 32, c.lens = {40, 5, 33}, c.cu_dev = di == 0, c.gated = 1;
+        if (shard_take()) delta_case(cu, ref, &c);
+        /* odd K (element loads), n_h = 4, one token */
+        c.lens.clear(), c.nh = 4, c.B = 1, c.T = di == 2 ? 1 : 50, c.H = 3, c.K = 33, c.V = 20, c.use_s0 = di != 0;
         if (shard_take()) delta_case(cu, ref, &c);
     }
     for (int di = 0; di < 3; ++di) {
