@@ -7009,8 +7009,9 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
    chunked kernels run in place where k, v, beta (and their gradients) are sub-token views
    (ssm__dl_inplace: fla's interleaved layout); elsewhere (other layouts, the token loop, the decode
    step) the sub-token tensors are contiguous [B, T n_h, H, D] copies in the workspace. In place,
-   H200 B8 T4096 H16 D64 n_h 2 bf16: forward 1.19 -> 0.87 ms, forward+backward 4.18 -> 2.93 ms. Lanes work on units: 16 bytes where every row involved allows it (VEC),
-   else one element. The expansion and the backward's collection run a warp per token; the
+   H200 B8 T4096 H16 D64 n_h 2 bf16: forward 1.19 -> 0.87 ms, forward+backward 4.18 -> 2.93 ms.
+   The copies' lanes work on units: 16 bytes where every row involved allows it (VEC), else one
+   element. The expansion and the backward's collection run a warp per token; the
    forward's collection of o, 8 units a token at V = 64, a warp per group of tokens (a warp per
    token left most lanes idle: 233 -> 69 us on an H200 at B8 T4096 H16 D64 n_h 2; the same group
    mover with a unit lookup made the expansion slower, 495 -> 839 us, and the backward's collection
