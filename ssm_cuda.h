@@ -5856,17 +5856,19 @@ __device__ __forceinline__ void ssm__dl_st_pair(void *p, int dt, int pairs, int6
 /* Row i of a chunk is sub-token s = t0 + i. DeltaProduct runs in place (rp = n_h > 1): the kernels
    step through sub-tokens while q, dout, o, dq keep one row per token, at its last factor (at =
    rp - 1), and g, dg at its first (at = 0); other sub-tokens have no row (zero in, nothing out).
-   k, v, beta and their gradients are sub-token views (ssm__dl_inplace). rp = 1: rows are tokens. */
+   k, v, beta and their gradients are sub-token views (ssm__dl_inplace). rp = 1: rows are tokens.
+   Sub-token indices fit 31 bits (ssm__dl_supported), so the map divides in 32 bits, and the
+   stores look rows up once per lane (ssm__dl_each2h): the first form (64-bit, per element) took
+   H200 B4 T8192 H16 D128 forward+backward from 2.92 to 3.84 ms. */
 struct ssm__dl_rows {
-    int64_t t0;
-    int rp, at;
-    __device__ __forceinline__ int64_t operator()(int i) const {
-        const int64_t s = t0 + i;
+    int t0, rp, at;
+    __device__ __forceinline__ int operator()(int i) const {
+        const int s = t0 + i;
         return rp == 1 ? s : s % rp == at ? s / rp : -1;
     }
 };
-__device__ __forceinline__ ssm__dl_rows ssm__dl_tokrows(const ssm__dl_args &a, int64_t t0) { return {t0, a.rp, a.rp - 1}; }
-__device__ __forceinline__ ssm__dl_rows ssm__dl_gaterows(const ssm__dl_args &a, int64_t t0) { return {t0, a.rp, 0}; }
+__device__ __forceinline__ ssm__dl_rows ssm__dl_tokrows(const ssm__dl_args &a, int64_t t0) { return {(int)t0, a.rp, a.rp - 1}; }
+__device__ __forceinline__ ssm__dl_rows ssm__dl_gaterows(const ssm__dl_args &a, int64_t t0) { return {(int)t0, a.rp, 0}; }
 
 /* ---- shared-memory staging ------------------------------------------------------------------ */
 /* rows x cols tile of a strided tensor (row i at p + base + r(i)*rs, element j at + j*cs), times
@@ -5882,13 +5884,13 @@ __device__ __forceinline__ void ssm__dl_stage(E *s, int ld, int rows, int cols, 
         const E *pe = (const E *)p + base;
         for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
             const int i = idx / vpr, j = (idx % vpr) * V;
-            const int64_t ri = i < nr ? r(i) : -1;
+            const int ri = i < nr ? r(i) : -1;
             union {
                 uint4 u;
                 E e[V];
             } x;
             if (ri >= 0 && j + V <= nc) {
-                x.u = __ldg((const uint4 *)(pe + ri * rs + j));
+                x.u = __ldg((const uint4 *)(pe + (int64_t)ri * rs + j));
                 const float m = mul(i);
                 if (m != 1.f)
 #pragma unroll
@@ -5896,15 +5898,15 @@ __device__ __forceinline__ void ssm__dl_stage(E *s, int ld, int rows, int cols, 
             } else
 #pragma unroll
                 for (int e = 0; e < V; ++e)
-                    x.e[e] = ssm__dl_cv<E>((ri >= 0 && j + e < nc) ? ssm__dl_f(pe[ri * rs + j + e]) * mul(i) : 0.f);
+                    x.e[e] = ssm__dl_cv<E>((ri >= 0 && j + e < nc) ? ssm__dl_f(pe[(int64_t)ri * rs + j + e]) * mul(i) : 0.f);
             *(uint4 *)(s + i * ld + j) = x.u;
         }
         return;
     }
     for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x) {
         const int i = idx / cols, j = idx % cols;
-        const int64_t ri = i < nr ? r(i) : -1;
-        float x = (ri >= 0 && j < nc) ? ssm__dl_ld(p, dt, base + ri * rs + j * cs) * mul(i) : 0.f;
+        const int ri = i < nr ? r(i) : -1;
+        float x = (ri >= 0 && j < nc) ? ssm__dl_ld(p, dt, base + (int64_t)ri * rs + j * cs) * mul(i) : 0.f;
         s[i * ld + j] = ssm__dl_cv<E>(x);
     }
 }
@@ -5987,9 +5989,9 @@ __device__ __forceinline__ void ssm__dl_cprows(E *s, int ld, int rows, int cols,
     const int vpr = cols / V;
     for (int idx = threadIdx.x; idx < rows * vpr; idx += blockDim.x) {
         const int i = idx / vpr, j = (idx % vpr) * V;
-        const int64_t ri = i < nr ? r(i) : -1;
+        const int ri = i < nr ? r(i) : -1;
         const int nb = (ri >= 0 && j < nc) ? (int)sizeof(E) * min(V, nc - j) : 0;
-        const E *src = nb ? g + ri * rs + j : g;
+        const E *src = nb ? g + (int64_t)ri * rs + j : g;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__dl_sa(s + i * ld + j)), "l"(src), "r"(nb));
     }
 }
@@ -6107,7 +6109,7 @@ ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
             const int i = 2 * lane + e;
             if (i < len) {
                 be[e] = ssm__dl_ld(a.beta, a.bdt, sq.b * a.bs[0] + (t0 + i) * a.bs[1] + h * a.bs[2]);
-                const int64_t gi = ssm__dl_gaterows(a, t0)(i);
+                const int gi = ssm__dl_gaterows(a, t0)(i);
                 if (a.g && gi >= 0) ga[e] = ssm__dl_ld(a.g, a.gdt, sq.b * a.gs[0] + gi * a.gs[1] + h * a.gs[2]);
             }
         }
@@ -6373,22 +6375,22 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
             ssm__dl_wmma<SNT, C, true, false>(S[mb], bK, LK, sm0 + 16 * mb, sVd, LVB, sn0);
             ssm__dl_each2(S[mb], sm0 + 16 * mb, sn0, [&](int r, int col, float x0, float x1) { ssm__dl_st2(sS + r * LVB + col, x0, x1); });
         }
-        const ssm__dl_rows orow = ssm__dl_tokrows(a, sq.t0 + (int64_t)c * C);
-        const int64_t ob = sq.b * a.os[0] + h * a.os[2];
         if (OUT && a.o) { /* column pairs where o's rows allow them */
-            if (opair)
-                ssm__dl_each2(O, om0, on0, [&](int i, int j, float x0, float x1) {
-                    const int64_t ri = orow(i);
-                    if (i >= len || ri < 0) return;
-                    E *p = (E *)a.o + ob + ri * a.os[1] + v0 + j;
+            const ssm__dl_rows orow = ssm__dl_tokrows(a, sq.t0 + (int64_t)c * C);
+            const int64_t ob = sq.b * a.os[0] + h * a.os[2];
+            const int ro[2] = {r0 < len ? orow(r0) : -1, r0 + 8 < len ? orow(r0 + 8) : -1};
+            ssm__dl_each2h(O, om0, on0, [&](int hh, int, int j, float x0, float x1) {
+                if (ro[hh] < 0) return;
+                const int64_t rb = ob + (int64_t)ro[hh] * a.os[1];
+                if (opair) {
+                    E *p = (E *)a.o + rb + v0 + j;
                     if (v0 + j + 1 < a.V) ssm__dl_st2(p, x0, x1);
                     else if (v0 + j < a.V) *p = ssm__dl_cv<E>(x0);
-                });
-            else
-                ssm__dl_each(O, om0, on0, [&](int i, int j, float &x) {
-                    const int64_t ri = orow(i);
-                    if (i < len && ri >= 0 && v0 + j < a.V) ssm__dl_st(a.o, a.dt, ob + ri * a.os[1] + (v0 + j) * a.os[3], x);
-                });
+                } else {
+                    if (v0 + j < a.V) ssm__dl_st(a.o, a.dt, rb + (v0 + j) * a.os[3], x0);
+                    if (v0 + j + 1 < a.V) ssm__dl_st(a.o, a.dt, rb + (v0 + j + 1) * a.os[3], x1);
+                }
+            });
         }
         __syncthreads();
         load(c + NB, bsel, NB == 1 ? 2 : 3);
@@ -6834,13 +6836,16 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         ssm__dl_each(Aq, om0, n0, [&](int i, int, float &x) { x *= scale * seg[i]; });
         ssm__dl_wmma<PNT, C, false, false>(Aq, sD, LC, om0, sK + k0, LK, n0);
         ssm__dl_rowsum(Aq, om0, n0, rb + 0 * 2 * C + cg * C, [&](int i, int j, float x) { return x * ssm__dl_f(sQ[i * LK + k0 + j]); });
-        if (a.dq)
-            ssm__dl_each2(Aq, om0, n0, [&](int i, int j, float x0, float x1) {
-                const int64_t ri = ssm__dl_tokrows(a, t0)(i);
-                if (i < len && ri >= 0)
-                    ssm__dl_st_pair(a.dq, a.dt, a.pairs, sq.b * a.dqs[0] + ri * a.dqs[1] + h * a.dqs[2] + (k0 + j) * a.dqs[3],
+        if (a.dq) {
+            const int rg = om0 + (lane >> 2);
+            const int rq[2] = {rg < len ? ssm__dl_tokrows(a, t0)(rg) : -1, rg + 8 < len ? ssm__dl_tokrows(a, t0)(rg + 8) : -1};
+            ssm__dl_each2h(Aq, om0, n0, [&](int hh, int, int j, float x0, float x1) {
+                if (rq[hh] >= 0)
+                    ssm__dl_st_pair(a.dq, a.dt, a.pairs,
+                                    sq.b * a.dqs[0] + (int64_t)rq[hh] * a.dqs[1] + h * a.dqs[2] + (k0 + j) * a.dqs[3],
                                     a.dqs[3], k0 + j, a.K, x0, x1);
             });
+        }
         /* dk: e^{gl-g} v_new dS^T, then D^T Q, beta e^g T^T dW, Eb K + Eb^T K */
         ssm__dl_each(Ak, om0, n0, [&](int i, int, float &x) { x *= __expf(glast - sg[i]); });
         ssm__dl_rowsum(Ak, om0, n0, rb + 1 * 2 * C + cg * C, [&](int i, int j, float x) { return x * ssm__dl_f(sK[i * LK + k0 + j]); });
@@ -6909,10 +6914,10 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         if (lane == 31) ex = 0.f;
         const float a1 = ex + d1, a0 = a1 + d0;
         const ssm__dl_rows grow = ssm__dl_gaterows(a, t0);
-        const int64_t r0 = i0 < len ? grow(i0) : -1, r1 = i1 < len ? grow(i1) : -1;
+        const int r0 = i0 < len ? grow(i0) : -1, r1 = i1 < len ? grow(i1) : -1;
         if (a.dg) {
-            if (r0 >= 0) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + r0 * a.dgs[1] + h * a.dgs[2], a0);
-            if (r1 >= 0) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + r1 * a.dgs[1] + h * a.dgs[2], a1);
+            if (r0 >= 0) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + (int64_t)r0 * a.dgs[1] + h * a.dgs[2], a0);
+            if (r1 >= 0) ssm__dl_st(a.dg, a.gdt, sq.b * a.dgs[0] + (int64_t)r1 * a.dgs[1] + h * a.dgs[2], a1);
         }
     }
     if (a.dbeta)
@@ -6923,16 +6928,48 @@ template <class E, int KP> static size_t ssm__dl_bwd_chunk_smem() { return (size
 
 /* ---- decode step (T = 1): one CTA per (sequence, head, 64 columns of V), 256 threads ---------
    Thread (r, c4): rows r, r+16, ... and columns 4 c4 .. 4 c4 + 3, so a warp reads 2 rows x 256
-   contiguous bytes of the state; the two column sums (k^T S, q^T S') meet in shared memory.
-   The state is read once and written once, in place allowed. */
-template <int RPT>
+   contiguous bytes of the state. The state is read once and written once, in place allowed, and
+   both column sums meet in shared memory once: k^T S and q^T S come from the same pass, since
+   q^T S' = alpha q^T S + (q.k) v_new. The state stays in registers as stored (SE: 16-bit states
+   take half the registers, though the kernel still compiles to 63). Each CTA is a latency
+   chain: load, one reduction, store. H200, B64 H16 K = V = 128 bf16 (ncu, locked clocks): the
+   earlier two-reduction form 44.7 us, this one 39.0 us, 22% of DRAM bandwidth, 4 CTAs an SM by
+   registers; capped at 40 registers for 6 CTAs (__launch_bounds__(256, 6)) it spilled and ran
+   48.2 us. The next step is a persistent kernel with the state tiles' loads pipelined. */
+template <class SE> struct ssm__dl_quad { uint2 u; }; /* four 16-bit state elements */
+template <> struct ssm__dl_quad<float> { float4 u; };
+template <class SE> __device__ __forceinline__ void ssm__dl_unquad(const ssm__dl_quad<SE> &x, float (&f)[4]) {
+    const SE *e = (const SE *)&x.u;
+    f[0] = ssm__dl_f(e[0]), f[1] = ssm__dl_f(e[1]), f[2] = ssm__dl_f(e[2]), f[3] = ssm__dl_f(e[3]);
+}
+template <> __device__ __forceinline__ void ssm__dl_unquad<float>(const ssm__dl_quad<float> &x, float (&f)[4]) {
+    f[0] = x.u.x, f[1] = x.u.y, f[2] = x.u.z, f[3] = x.u.w;
+}
+template <int RPT, class SE>
 __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
-    __shared__ float red[16][65];
-    __shared__ float sk[16 * RPT], sqv[16 * RPT], sv[64];
+    __shared__ float red[2][16][65];
+    __shared__ float sk[16 * RPT], sqv[16 * RPT], sv[64], sqk;
     const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * 64, tid = threadIdx.x;
     const int r0 = tid >> 4, c0 = (tid & 15) * 4;
     const int64_t tb = (int64_t)n * a.ks[0], hs = (int64_t)n * a.h0s[0] + h * a.h0s[1];
     const int64_t ho = (int64_t)n * a.hTs[0] + h * a.hTs[1];
+    const bool sv4 = a.svec && v0 + c0 < a.V; /* V % 4 == 0 then: the whole quad is in range */
+    ssm__dl_quad<SE> S[RPT];
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) { /* the state first: its loads are the long ones */
+        const int r = r0 + 16 * i;
+        if (sv4 && a.h0 && r < a.K) {
+            S[i] = *(const ssm__dl_quad<SE> *)((const SE *)a.h0 + hs + r * a.h0s[2] + v0 + c0);
+            continue;
+        }
+        SE e[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int c = v0 + c0 + j;
+            e[j] = (a.h0 && r < a.K && c < a.V) ? ((const SE *)a.h0)[hs + r * a.h0s[2] + c * a.h0s[3]] : SE(0.f);
+        }
+        S[i] = *(const ssm__dl_quad<SE> *)e;
+    }
     for (int i = tid; i < 16 * RPT; i += 256) {
         sk[i] = i < a.K ? ssm__dl_ld(a.k, a.dt, tb + h * a.ks[2] + i * a.ks[3]) : 0.f;
         sqv[i] = i < a.K ? ssm__dl_ld(a.q, a.dt, (int64_t)n * a.qs[0] + h * a.qs[2] + i * a.qs[3]) : 0.f;
@@ -6940,65 +6977,62 @@ __global__ void __launch_bounds__(256) ssm__dl_step_kernel(ssm__dl_args a) {
     if (tid < 64) sv[tid] = v0 + tid < a.V ? ssm__dl_ld(a.v, a.dt, (int64_t)n * a.vs[0] + h * a.vs[2] + (v0 + tid) * a.vs[3]) : 0.f;
     const float beta = ssm__dl_ld(a.beta, a.bdt, (int64_t)n * a.bs[0] + h * a.bs[2]);
     const float al = a.g ? __expf(ssm__dl_ld(a.g, a.gdt, (int64_t)n * a.gs[0] + h * a.gs[2])) : 1.f;
-    float S[RPT][4];
-    const bool sv4 = a.svec && v0 + c0 < a.V; /* V % 4 == 0 then: the whole float4 is in range */
+    __syncthreads();
+    if (tid < 32) { /* q.k, in a fixed order */
+        float d = 0.f;
+        for (int i = tid; i < 16 * RPT; i += 32) d += sqv[i] * sk[i];
+#pragma unroll
+        for (int o = 16; o; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        if (tid == 0) sqk = d;
+    }
+    float pk[4] = {0.f, 0.f, 0.f, 0.f}, pq[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
-        const int r = r0 + 16 * i;
-        if (sv4) {
-            if (a.h0 && r < a.K) ssm__dl_ld4(a.h0, a.sdt, hs + r * a.h0s[2] + v0 + c0, S[i]);
-            else S[i][0] = S[i][1] = S[i][2] = S[i][3] = 0.f;
-            continue;
-        }
+        float f[4];
+        ssm__dl_unquad<SE>(S[i], f);
+        const float kr = sk[r0 + 16 * i], qr = sqv[r0 + 16 * i];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int c = v0 + c0 + j;
-            S[i][j] = (a.h0 && r < a.K && c < a.V) ? ssm__dl_ld(a.h0, a.sdt, hs + r * a.h0s[2] + c * a.h0s[3]) : 0.f;
-        }
+        for (int j = 0; j < 4; ++j) pk[j] += kr * f[j], pq[j] += qr * f[j];
     }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) red[0][r0][c0 + j] = pk[j], red[1][r0][c0 + j] = pq[j];
     __syncthreads();
-    float p[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < RPT; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) S[i][j] *= al, p[j] += sk[r0 + 16 * i] * S[i][j];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) red[r0][c0 + j] = p[j];
-    __syncthreads();
-    float vn[4];
+    float vn[4]; /* v_new = beta (v - alpha k^T S) for this thread's columns */
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         float s = 0.f;
 #pragma unroll
-        for (int i = 0; i < 16; ++i) s += red[i][c0 + j];
-        vn[j] = beta * (sv[c0 + j] - s);
-        p[j] = 0.f;
+        for (int i = 0; i < 16; ++i) s += red[0][i][c0 + j];
+        vn[j] = beta * (sv[c0 + j] - al * s);
     }
-    __syncthreads();
+    if (r0 == 0) /* o = scale (alpha q^T S + (q.k) v_new) */
 #pragma unroll
-    for (int i = 0; i < RPT; ++i) {
+        for (int j = 0; j < 4; ++j) {
+            float s = 0.f;
+#pragma unroll
+            for (int i = 0; i < 16; ++i) s += red[1][i][c0 + j];
+            if (v0 + c0 + j < a.V)
+                ssm__dl_st(a.o, a.dt, (int64_t)n * a.os[0] + h * a.os[2] + (v0 + c0 + j) * a.os[3], a.scale * (al * s + sqk * vn[j]));
+        }
+    if (!a.hT) return;
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) { /* S' = alpha S + k v_new^T */
         const int r = r0 + 16 * i;
+        if (r >= a.K) continue;
+        float f[4];
+        ssm__dl_unquad<SE>(S[i], f);
+        const float kr = sk[r];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) S[i][j] += sk[r] * vn[j], p[j] += sqv[r] * S[i][j];
-        if (!a.hT || r >= a.K) continue;
+        for (int j = 0; j < 4; ++j) f[j] = al * f[j] + kr * vn[j];
         if (sv4) {
-            ssm__dl_st4(a.hT, a.sdt, ho + r * a.hTs[2] + v0 + c0, S[i]);
+            ssm__dl_st4(a.hT, a.sdt, ho + r * a.hTs[2] + v0 + c0, f);
             continue;
         }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int c = v0 + c0 + j;
-            if (c < a.V) ssm__dl_st(a.hT, a.sdt, ho + r * a.hTs[2] + c * a.hTs[3], S[i][j]);
+            if (c < a.V) ssm__dl_st(a.hT, a.sdt, ho + r * a.hTs[2] + c * a.hTs[3], f[j]);
         }
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) red[r0][c0 + j] = p[j];
-    __syncthreads();
-    if (tid < 64 && v0 + tid < a.V) {
-        float s = 0.f;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) s += red[i][tid];
-        ssm__dl_st(a.o, a.dt, (int64_t)n * a.os[0] + h * a.os[2] + (v0 + tid) * a.os[3], s * a.scale);
     }
 }
 
@@ -7360,12 +7394,19 @@ static int ssm__dl_backward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &
 static void ssm__dl_recurrent(const ssm__dl_args &a, cudaStream_t st) {
     if (a.T == 1 && !a.cu) {
         dim3 g1(a.N, a.H, (a.V + 63) / 64);
-        if (a.K <= 16) ssm__dl_step_kernel<1><<<g1, 256, 0, st>>>(a);
-        else if (a.K <= 32) ssm__dl_step_kernel<2><<<g1, 256, 0, st>>>(a);
-        else if (a.K <= 64) ssm__dl_step_kernel<4><<<g1, 256, 0, st>>>(a);
-        else if (a.K <= 128) ssm__dl_step_kernel<8><<<g1, 256, 0, st>>>(a);
-        else ssm__dl_step_kernel<16><<<g1, 256, 0, st>>>(a);
-        return;
+#define SSM__DL_STEP(SE)                                                                   \
+    {                                                                                      \
+        if (a.K <= 16) ssm__dl_step_kernel<1, SE><<<g1, 256, 0, st>>>(a);                  \
+        else if (a.K <= 32) ssm__dl_step_kernel<2, SE><<<g1, 256, 0, st>>>(a);             \
+        else if (a.K <= 64) ssm__dl_step_kernel<4, SE><<<g1, 256, 0, st>>>(a);             \
+        else if (a.K <= 128) ssm__dl_step_kernel<8, SE><<<g1, 256, 0, st>>>(a);            \
+        else ssm__dl_step_kernel<16, SE><<<g1, 256, 0, st>>>(a);                           \
+        return;                                                                            \
+    }
+        if (a.sdt == 0) SSM__DL_STEP(float)
+        if (a.sdt == 1) SSM__DL_STEP(__half)
+        SSM__DL_STEP(__nv_bfloat16)
+#undef SSM__DL_STEP
     }
     dim3 grid(a.N, a.H, (a.V + 31) / 32);
     switch ((a.K + 31) / 32) {
