@@ -118,13 +118,13 @@
      low occupancy bound it; wgmma tiles of 256 tokens would be the next step.
 
    PROJECTION CHAINS (ssm_proj_*; the proj section below says how)
-     H200, bf16, Gated DeltaNet input projections at d = 2048 (N = 8224; bench/cuda_proj.cu,
-     bench/results/cuda_proj_run2.log): FUSED forward (cuBLAS + one epilogue pass) 2.06x the
-     cuBLAS GEMM alone at M = 8192, 2.39x at M = 32768 (PyTorch eager: 1.81x / 1.72x,
-     torch.compile 1.44x at 32768); forward+backward 2.15x / 2.10x the three GEMMs (1.36x /
-     1.04x faster than PyTorch eager, 1.29x slower than torch.compile at 32768). f32: 1.15x
-     the SGEMM. The epilogue and dPre passes (a warp per row) are latency-bound, not
-     bandwidth-bound: that, not the GEMM, is the gap. The tile-fused mma.sync variant
+     H200, bf16, Gated DeltaNet input projections at d = 2048 (N = 8224; bench/cuda_proj.cu
+     BENCH_PROJ_GDN=1, bench/results/cuda_proj_f5fa895.log): FUSED forward (kernel 3) 1.29x
+     the cuBLAS GEMM alone at M = 8192, 1.26x at M = 32768; forward+backward 1.52 / 6.21 ms,
+     1.79x / 1.45x faster than PyTorch eager (2.73 / 9.00 ms). The forward's rest is kernel
+     3's 128 x 128 ping-pong mainloop (identity epilogue 1.13-1.16x). Before (kernel 1, cuBLAS
+     + one epilogue pass, bench/results/cuda_proj_run2.log): 2.06x / 2.39x. f32: 1.15x
+     the SGEMM. The tile-fused mma.sync variant
      (proj_kernel = 2): 233 TFLOP/s at 8192^3 against cuBLAS's 797. Output chain (D = 2048,
      heads of 128, d_out = 2048): forward 2.3-2.4x the GEMM alone, 1.7-1.8x faster than
      PyTorch eager, 1.5x slower than torch.compile.
