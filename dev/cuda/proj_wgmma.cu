@@ -14,8 +14,8 @@
                                             lib, k3 (forced context), cublas, or a variant name
      ./build/dev_proj_wgmma fb M [n]        n forward (SAVE_PRE) + backward calls, default context
    Variants (the kernel below is the library's, copied, with three switches):
-     lib0   the library's epilogue as it stands (accurate expf, IEEE division, 1 / sqrtf; the
-            epilogue inlined once per 64-row half)
+     lib0   f3e19ab's library epilogue (accurate expf, IEEE division, 1 / sqrtf; the epilogue
+            inlined once per 64-row half); the library now runs f2's math (dd621b0)
      id     identity epilogue (the accumulators stored; no bias, activation, norm or column
             set-up): the floor of this GEMM schedule
      f1     expf with a MUFU reciprocal (__fdividef) for SiLU / sigmoid, rsqrtf for the norm
@@ -24,6 +24,12 @@
             moved into half 0's registers and the same code runs again (a loop of 2, not
             unrolled), halving the straight-line epilogue the warps fetch per tile
    The other activations (decay gate, softplus, ...) keep the accurate expressions everywhere.
+   H200, M 8192 / 32768 (bench/results/cuda_proj_wgmma_f3e19ab.log, cuda_proj_dd621b0.log; read
+   ratios, clocks drift): cuBLAS 0.35-0.41 / 1.45-1.65 ms; lib0 0.61-0.62 / 2.30-2.50; id 0.457 /
+   1.86-1.89; f1 0.53 / 2.10-2.15; f2 0.50-0.51 / 2.01-2.04; the "o" forms no faster (f2o 0.51 /
+   2.08): the straight-line epilogue's length was not the cost, its dependent arithmetic was
+   (ncu: "fixed-latency execution dependency" the top stall, 138M instructions against f2o's 119M
+   and id's 88M; tensor pipe 49% / 66% / 70% of cycles, cuBLAS's 160 x 256 tiles 89%).
    Build: make build/dev_proj_wgmma (links build/cuda_impl.o; sm_90a). */
 #define SSM_IMPLEMENTATION
 #include "../../ssm_cuda.h"
