@@ -118,13 +118,13 @@
      low occupancy bound it; wgmma tiles of 256 tokens would be the next step.
 
    PROJECTION CHAINS (ssm_proj_*; the proj section below says how)
-     H200, bf16, Gated DeltaNet input projections at d = 2048 (N = 8224; bench/cuda_proj.cu,
-     bench/results/cuda_proj_run2.log): FUSED forward (cuBLAS + one epilogue pass) 2.06x the
-     cuBLAS GEMM alone at M = 8192, 2.39x at M = 32768 (PyTorch eager: 1.81x / 1.72x,
-     torch.compile 1.44x at 32768); forward+backward 2.15x / 2.10x the three GEMMs (1.36x /
-     1.04x faster than PyTorch eager, 1.29x slower than torch.compile at 32768). f32: 1.15x
-     the SGEMM. The epilogue and dPre passes (a warp per row) are latency-bound, not
-     bandwidth-bound: that, not the GEMM, is the gap. The tile-fused mma.sync variant
+     H200, bf16, Gated DeltaNet input projections at d = 2048 (N = 8224; bench/cuda_proj.cu
+     BENCH_PROJ_GDN=1, bench/results/cuda_proj_f5fa895.log): FUSED forward (kernel 3) 1.29x
+     the cuBLAS GEMM alone at M = 8192, 1.26x at M = 32768; forward+backward 1.52 / 6.21 ms,
+     1.79x / 1.45x faster than PyTorch eager (2.73 / 9.00 ms). The forward's rest is kernel
+     3's 128 x 128 ping-pong mainloop (identity epilogue 1.13-1.16x). Before (kernel 1, cuBLAS
+     + one epilogue pass, bench/results/cuda_proj_run2.log): 2.06x / 2.39x. f32: 1.15x
+     the SGEMM. The tile-fused mma.sync variant
      (proj_kernel = 2): 233 TFLOP/s at 8192^3 against cuBLAS's 797. Output chain (D = 2048,
      heads of 128, d_out = 2048): forward 2.3-2.4x the GEMM alone, 1.7-1.8x faster than
      PyTorch eager, 1.5x slower than torch.compile.
@@ -4299,11 +4299,13 @@ extern "C" SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda
    (proj_kernel = 3, below; the default where it applies) is that kernel. H200, Gated DeltaNet
    rows (d 2048, N 8224, bf16; bench/results/cuda_proj_wgmma_4210d7f.log): FUSED forward 1.95x /
    1.65x / 1.55x the cuBLAS GEMM alone at M = 2048 / 8192 / 32768 (kernel 1: 2.13x / 2.17x /
-   2.24x). The dev harness's fast-math epilogue (__expf, __fdividef, rsqrtf; SiLU / sigmoid /
-   identity only, no per-tile column setup) reached 1.15x at M 8192: the accurate math and
-   the general epilogue are the likely cost (not profiled).
+   2.24x). The accurate epilogue math (expf, IEEE division, 1 / sqrtf) was the cost: with
+   ssm__pj_fsig and rsqrtf, 1.27x at M 8192 against the identity epilogue's 1.16x
+   (dev/cuda/proj_wgmma.cu; the rest is the 128 x 128 ping-pong mainloop: ncu, tensor pipe 70%
+   busy with the identity epilogue against 89% for cuBLAS's 160 x 256 tiles).
    Backward: z (pre, or recomputed by one GEMM into the dPre scratch), one pass computing
-   every activation and L2 derivative into dPre (a warp per row) and the decay gates' dA_log
+   every activation and L2 derivative into dPre (a warp per row; 16-byte vectors for 16-bit
+   data, ssm__pj_dact8_kernel) and the decay gates' dA_log
    terms, then one dX and one dW GEMM over the whole width (cuBLAS; per segment when
    UNFUSED); dbias and dA_log are column sums in a fixed order (per-chunk partials, then a
    sum over chunks): no atomics, deterministic. Every reduction runs in a fixed order. */
@@ -4336,6 +4338,10 @@ typedef struct ssm__pj_mat { /* a 2-D operand: element (r, c) at p[r * rs + c * 
 
 __device__ __forceinline__ float ssm__pj_sigmoid(float z) { return 1.f / (1.f + expf(-z)); }
 __device__ __forceinline__ float ssm__pj_softplus(float z) { return fmaxf(z, 0.f) + log1pf(expf(-fabsf(z))); }
+/* MUFU ex2 + rcp: a few f32 ulps off ssm__pj_sigmoid, far under a 16-bit result's rounding (the
+   16-bit kernels' SiLU / sigmoid: their IEEE division with its range checks and slow path was
+   the bulk of the kernel-3 epilogue and of the dPre pass's arithmetic) */
+__device__ __forceinline__ float ssm__pj_fsig(float z) { return __fdividef(1.f, 1.f + __expf(-z)); }
 
 /* act(z) and its derivative (ssm.h's ssm__proj_act in f32). */
 __device__ __forceinline__ float ssm__pj_act(int a, float param, float alog, float z, float *df) {
@@ -4725,6 +4731,89 @@ __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N,
         }
 }
 
+/* ssm__pj_dact_kernel for 16-bit data in 16-byte vectors (ssm__pj_dact8_ok): a lane holds 8
+   adjacent columns, a warp 256 per step, an L2 head of hd columns hd / 8 adjacent lanes (hd a
+   power of two <= 256: a shuffle reduction inside the lane group). SiLU and sigmoid through
+   ssm__pj_fsig. The scalar kernel (2-byte loads, 4 or 8 in flight a lane, IEEE division) ran
+   at a fifth of the bandwidth floor: H200, M 8192, N 8224 bf16, 510 us for 405 MB. */
+template <typename T> __device__ __forceinline__ void ssm__pj_ld8(const void *p, int64_t i, float *v) {
+    const uint4 u = *(const uint4 *)((const T *)p + i);
+    const T *h = (const T *)&u;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = ssm__pj_ld<T>(h, e);
+}
+template <typename T>
+__global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N, int64_t G, ssm__pj_segs sg,
+                                                            ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat pre,
+                                                            ssm__pj_mat dy, void *dP, float *ga, float eps) {
+    const int lane = threadIdx.x & 31, s = blockIdx.y; /* a warp per (row, segment) */
+    const int64_t c0 = sg.c0[s], c1 = sg.c0[s + 1], l2 = sg.l2[s];
+    const int act = sg.act[s], gl = l2 > 0 ? (int)(l2 / 8) : 1; /* lanes per head */
+    const float p = sg.param[s];
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
+        for (int64_t base = c0; base < c1; base += 256) { /* every lane runs every step (shuffles) */
+            const int64_t c = base + 8 * lane;
+            const bool on = c < c1; /* whole heads on or off: width % hd == 0, steps start on heads */
+            float z[8], gy[8], a[8], df[8], ss = 0.f, dot = 0.f;
+            if (on) {
+                ssm__pj_ld8<T>(dy.p, r * dy.rs + c, gy);
+                if (pre.p) ssm__pj_ld8<T>(pre.p, r * pre.rs + c, z);
+                else {
+                    ssm__pj_ld8<T>(dP, r * N + c, z);
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) z[e] += sg.bias[s] ? ssm__pj_ld<T>(bias.p, (c + e) * bias.s) : 0.f;
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) z[e] = gy[e] = 0.f;
+            }
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                if (act == SSM_PROJ_SILU) {
+                    const float sg_ = ssm__pj_fsig(z[e]);
+                    a[e] = z[e] * sg_, df[e] = sg_ * (1.f + z[e] * (1.f - sg_));
+                } else if (act == SSM_PROJ_SIGMOID) {
+                    a[e] = ssm__pj_fsig(z[e]), df[e] = a[e] * (1.f - a[e]);
+                } else {
+                    const float al = act == SSM_PROJ_DECAY_GATE && on ? ssm__pj_ld<T>(alog.p, (sg.g0[s] + c + e - c0) * alog.s) : 0.f;
+                    a[e] = ssm__pj_act(act, p, al, z[e], &df[e]);
+                }
+                ss += a[e] * a[e], dot += a[e] * gy[e];
+            }
+            if (l2 > 0) { /* y = a rn: da = rn dy - rn^3 a (dy . a) */
+                for (int o = 1; o < gl; o <<= 1)
+                    ss += __shfl_xor_sync(0xffffffffu, ss, o), dot += __shfl_xor_sync(0xffffffffu, dot, o);
+                const float rn = 1.f / sqrtf(ss + eps);
+#pragma unroll
+                for (int e = 0; e < 8; ++e) gy[e] = rn * gy[e] - rn * rn * rn * a[e] * dot;
+            }
+            if (!on) continue;
+            if (act == SSM_PROJ_DECAY_GATE)
+#pragma unroll
+                for (int e = 0; e < 8; ++e) ga[r * G + sg.g0[s] + c + e - c0] = gy[e] * a[e];
+            uint4 u;
+            T *h = (T *)&u;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ssm__pj_st<T>(h, e, gy[e] * df[e]);
+            *(uint4 *)((T *)dP + r * N + c) = u;
+        }
+}
+/* ssm__pj_dact8_kernel's conditions: 16-bit; dy and pre (when given) column-contiguous with rows
+   of whole 16-byte vectors on 16-byte aligned bases; N and every segment's width % 8 == 0 (the
+   dPre scratch is compact [M, N] in the 256-byte aligned workspace); L2 heads a power of two
+   from 8 to 256 columns. */
+static int ssm__pj_dact8_ok(const ssm_proj_plan *p, const ssm_tensor *pre, const ssm_tensor *dy) {
+    int s;
+    if (p->dtype.bits != 16 || p->N % 8) return 0;
+    if (dy->strides[1] != 1 || dy->strides[0] % 8 || ((uintptr_t)dy->data & 15)) return 0;
+    if (pre && (pre->strides[1] != 1 || pre->strides[0] % 8 || ((uintptr_t)pre->data & 15))) return 0;
+    for (s = 0; s < p->nseg; ++s) {
+        const int64_t hd = p->seg[s].l2_head;
+        if (p->seg[s].width % 8 || (hd > 0 && (hd < 8 || hd > 256 || (hd & (hd - 1))))) return 0;
+    }
+    return 1;
+}
+
 /* Column sums of a [rows, cols] matrix (row stride rs, unit column stride), in a fixed order:
    part[k][c] = sum of chunk k's rows; then ssm__pj_colfin_kernel sums the chunks. */
 __global__ void ssm__pj_colsum_kernel(const void *src, int dt, int64_t rows, int64_t cols, int64_t rs, int64_t chunk,
@@ -4846,8 +4935,9 @@ static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_
    mbarrier-guarded stages), warpgroups 1 and 2 consume: persistent, each owns a whole 128 x 128
    tile (two m64n128k16 per k16, 128 f32 accumulators a thread), the two alternate so one runs
    its mainloop while the other runs its epilogue; order mbarriers keep every parity wait one
-   phase ahead at most. Epilogue straight from the accumulators (accurate f32 math, the same
-   expressions as ssm__pj_act: expf, IEEE division, 1 / sqrtf): bias, pre under SAVE_PRE, every
+   phase ahead at most. Epilogue straight from the accumulators (f32 math: SiLU and sigmoid
+   through MUFU ex2 / rcp, ssm__pj_fsig, the norm's rsqrtf; the other activations as ssm__pj_act):
+   bias, pre under SAVE_PRE, every
    activation per segment, the L2 norm of every head inside the tile (a quad reduction each, all
    64 accumulators of a row half visited per head: by default only heads of >= 16 columns); heads a 128-column tile boundary cuts get the same second pass as kernel 2
    (ssm__pj_l2_kernel). Device code only in sm_90a builds (__CUDA_ARCH_FEAT_SM90_ALL); other
@@ -4930,6 +5020,16 @@ template <int BF> __device__ __forceinline__ void ssm__pjw_st2(void *p, int64_t 
     else *(__half2 *)((__half *)p + i) = __floats2half2_rn(a, b);
 }
 
+/* SiLU and sigmoid (the bulk of a projection's columns) through ssm__pj_fsig; the other
+   activations keep ssm__pj_act's expressions. H200, M 8192 (dev/cuda/proj_wgmma.cu,
+   bench/results/cuda_proj_wgmma_f3e19ab.log): 0.609 -> 0.498 ms, the identity epilogue 0.457;
+   ncu: tensor pipe 49% -> 66% of cycles (identity 70%, cuBLAS's 160x256 tiles 89%). */
+__device__ __forceinline__ float ssm__pjw_f(int a, float p, float al, float z) {
+    float df;
+    if (a == SSM_PROJ_SILU) return z * ssm__pj_fsig(z);
+    if (a == SSM_PROJ_SIGMOID) return ssm__pj_fsig(z);
+    return ssm__pj_act(a, p, al, z, &df);
+}
 /* Activation A (a constant: the switch folds; -1: act per call) on the values of columns [lo, hi)
    of the tile; d[4j + {0,1}] are row r0, columns 8j + 2q + {0,1}; d[4j + {2,3}] row r0 + 8. */
 template <int A>
@@ -4939,11 +5039,10 @@ __device__ __forceinline__ void ssm__pjw_act(float *d, const ssm__pjw_cols &cc, 
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int c = 8 * j + 2 * q + e;
-            float df;
             if (c >= lo && c < hi) {
                 const float p = cc.p[c], al = cc.al[c];
-                d[4 * j + e] = ssm__pj_act(A >= 0 ? A : act, p, al, d[4 * j + e], &df);
-                d[4 * j + 2 + e] = ssm__pj_act(A >= 0 ? A : act, p, al, d[4 * j + 2 + e], &df);
+                d[4 * j + e] = ssm__pjw_f(A >= 0 ? A : act, p, al, d[4 * j + e]);
+                d[4 * j + 2 + e] = ssm__pjw_f(A >= 0 ? A : act, p, al, d[4 * j + 2 + e]);
             }
         }
 }
@@ -4983,7 +5082,7 @@ __device__ __forceinline__ void ssm__pjw_epi(float *d, const ssm__pjw_cols &cc, 
                     s0 += d[4 * j + u] * d[4 * j + u], s1 += d[4 * j + 2 + u] * d[4 * j + 2 + u];
         s0 += __shfl_xor_sync(0xffffffffu, s0, 1), s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
         s0 += __shfl_xor_sync(0xffffffffu, s0, 2), s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-        s0 = 1.f / sqrtf(s0 + eps), s1 = 1.f / sqrtf(s1 + eps);
+        s0 = rsqrtf(s0 + eps), s1 = rsqrtf(s1 + eps); /* MUFU rsq, ~2 ulp (eps > 0) */
 #pragma unroll
         for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -5312,7 +5411,10 @@ static ssm_result ssm__cu_proj_backward(ssm_ctx *ctx, const ssm_proj_plan *p, co
         const ssm__pj_vec vb = ssm__pj_vec_of(bias), va = ssm__pj_vec_of(A_log);
         const ssm__pj_mat mp = ssm__pj_mat_of(pre), mdy = ssm__pj_mat_of(dy);
         const float eps = (float)p->l2_eps;
-        if (dt == 0) ssm__pj_dact_kernel<float><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+        if (ssm__pj_dact8_ok(p, pre, dy)) {
+            if (dt == 1) ssm__pj_dact8_kernel<__half><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+            else ssm__pj_dact8_kernel<__nv_bfloat16><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+        } else if (dt == 0) ssm__pj_dact_kernel<float><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
         else if (dt == 1) ssm__pj_dact_kernel<__half><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
         else ssm__pj_dact_kernel<__nv_bfloat16><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
         SSM__CU_LAUNCHED(ctx, "ssm__pj_dact_kernel");
