@@ -4,8 +4,12 @@ bench/cuda_delta.cu (bf16). Prints one JSON row per measurement (the row format 
 Usage: python3 fla_peer.py [fwd|all]   (needs fla-core, carried as a wheel)
        python3 fla_peer.py --from DIR     the inputs bench/cuda_delta.cu wrote (same inputs, same
                                           run): fla's rows beside ours, ratio fla/ours, JSON rows
-                                          appended to bench/results/cuda_delta.jsonl"""
-import json, os, sys, time, torch
+                                          appended to bench/results/cuda_delta.jsonl
+FLA_PEER_ONLY=REGEX times only the ops it matches in full (e.g. 'gated_delta_fwdbwd').
+FLA_PEER_UNGUARDED=1 lifts fla's refusal of its gated backward on Hopper with Triton 3.4-3.7.0
+(fla issue 640: that Triton may compute it wrongly there); the row then times the same kernels
+fla would launch, marked "note": "triton guard lifted"."""
+import json, os, re, sys, time, torch
 import torch.nn.functional as F
 from fla.ops.delta_rule import chunk_delta_rule, fused_recurrent_delta_rule
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule
@@ -14,6 +18,11 @@ dev = torch.device("cuda")
 NAME = torch.cuda.get_device_name(0)
 DATE = time.strftime("%Y-%m-%d", time.gmtime())
 COMMIT = os.environ.get("SSM_COMMIT", "unknown")
+ONLY = os.environ.get("FLA_PEER_ONLY")
+UNGUARDED = os.environ.get("FLA_PEER_UNGUARDED") == "1"
+if UNGUARDED:
+    import fla.ops.common.chunk_o as _chunk_o
+    _chunk_o.TRITON_ABOVE_3_7_1 = True  # the guard's flag, read at call time
 SHAPES = [(8, 4096, 16, 64, 0), (4, 8192, 16, 128, 0), (1, 32768, 32, 128, 0), (1, 32768, 32, 128, 8), (32, 2048, 8, 32, 0)]
 
 
@@ -47,6 +56,7 @@ def from_dir(d):
     def rowp(op, shape, ms):
         r = {"op": op, "impl": "peer:fla", "backend": "torch", "dtype": "bf16", "shape": shape, "ms": ms,
              "floor_ms": None, "peak_mem_bytes": None, "relerr": None, "device": NAME, "date": DATE, "commit": COMMIT}
+        if UNGUARDED and op.startswith("gated") and op.endswith("fwdbwd"): r["note"] = "triton guard lifted"
         out.write(json.dumps(r) + "\n"); out.flush()
         o = ours.get((op, json.dumps(shape, sort_keys=True)))
         print("%-26s %-56s %9s %9.4f %8s" % (op, json.dumps(shape), "%.4f" % o if o else "-", ms,
@@ -72,12 +82,15 @@ def from_dir(d):
                 if gated: return chunk_gated_delta_rule(q, k, v, g, beta, scale=D ** -0.5, cu_seqlens=cu)[0]
                 return chunk_delta_rule(q, k, v, beta, scale=D ** -0.5, cu_seqlens=cu)[0]
             base = ("gated_delta_product" if gated else "delta_product") if nh > 1 else ("gated_delta" if gated else "delta")
-            try:
-                with torch.no_grad():
-                    rowp(base + "_fwd", shape, timeit(fwd))
-            except Exception as e:
-                print("# fla %s_fwd: %s" % (base, str(e).splitlines()[0] if str(e) else type(e).__name__), flush=True)
-                continue
+            want = lambda op: not ONLY or re.fullmatch(ONLY, op)
+            if want(base + "_fwd"):
+                try:
+                    with torch.no_grad():
+                        rowp(base + "_fwd", shape, timeit(fwd))
+                except Exception as e:
+                    print("# fla %s_fwd: %s" % (base, str(e).splitlines()[0] if str(e) else type(e).__name__), flush=True)
+                    continue
+            if not want(base + "_fwdbwd"): continue
             leaves = [q, k, v, beta] + ([g] if gated else [])
             for t in leaves: t.requires_grad_(True)
             def fb():
@@ -91,7 +104,7 @@ def from_dir(d):
         del q, k, v, beta, g, do, ts, raw
         torch.cuda.empty_cache()
         os.remove(inp["input"])
-    decode(rowp)
+    if not ONLY or re.fullmatch(ONLY, "delta_decode"): decode(rowp)
 
 
 def decode(rowp):
