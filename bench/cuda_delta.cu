@@ -10,7 +10,8 @@
    imports), each shape's inputs are written there as raw bf16 and bench/peers/fla_peer.py
    --from DIR times chunk_delta_rule / chunk_gated_delta_rule / chunk_gated_delta_product on
    them right after, printing both columns and the ratio. DELTA_GRID=quick: the first shape;
-   DELTA_SHAPES=0,1,4: those shapes of the grid (indices); p: the DeltaProduct row. */
+   DELTA_SHAPES=0,1,4: those shapes of the grid (indices); p: the DeltaProduct row; c: the dense
+   recurrence on the materialized transitions at the first shape (dense_rows). */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
@@ -182,6 +183,66 @@ static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh
     cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(db), cudaFree(dg), cudaFree(cud), cudaFree(kept);
 }
 
+/* The plan the delta rule replaces: DeltaNet as a dense matrix-state recurrence (ssm_linrec_forward)
+   on the materialized A_t = I - beta_t k_t k_t^T and b_t = beta_t k_t v_t^T, S = B H sequences,
+   n = K, m = V, on the inputs of the first shape (same seeds). Timed: building A and b, then the
+   solve by CR and by AUTO; the readout o_t = S_t^T q_t is left out (it would only add time). */
+__global__ void dense_ab_kernel(const __nv_bfloat16 *k, const __nv_bfloat16 *v, const __nv_bfloat16 *be, __nv_bfloat16 *A,
+                                __nv_bfloat16 *b, int T, int H, int D) {
+    const int64_t tok = blockIdx.x; /* (b, t, h) in the [B,T,H] order of the inputs */
+    const int64_t bb = tok / ((int64_t)T * H), t = tok / H % T, h = tok % H, s = bb * H + h;
+    const float beta = __bfloat162float(be[tok]);
+    const __nv_bfloat16 *kt = k + tok * D, *vt = v + tok * D;
+    __nv_bfloat16 *At = A + (s * T + t) * D * D, *bt = b + (s * T + t) * D * D;
+    for (int e = threadIdx.x; e < D * D; e += blockDim.x) {
+        const int i = e / D, j = e % D;
+        const float ki = __bfloat162float(kt[i]);
+        At[e] = __float2bfloat16_rn((i == j ? 1.f : 0.f) - beta * ki * __bfloat162float(kt[j]));
+        bt[e] = __float2bfloat16_rn(beta * ki * __bfloat162float(vt[j]));
+    }
+}
+static void dense_rows(ssm_ctx *cu, int B, int T, int H, int D) {
+    const int64_t ntok = (int64_t)B * T * H, S = (int64_t)B * H, nel = ntok * D * D;
+    void *k = dev_range(ntok * D, -sqrtf(3.f / D), sqrtf(3.f / D), 12), *v = dev_range(ntok * D, -1, 1, 13);
+    void *be = dev_range(ntok, 0.05f, 1.f, 14), *A = NULL, *b = NULL, *h = NULL;
+    cudaMalloc(&A, nel * 2), cudaMalloc(&b, nel * 2), cudaMalloc(&h, nel * 2);
+    char shape[128];
+    snprintf(shape, sizeof shape, "{\"B\":%d,\"T\":%d,\"H\":%d,\"K\":%d,\"V\":%d}", B, T, H, D, D);
+    if (!A || !b || !h) {
+        printf("dense rows skipped: out of memory\n");
+        cudaGetLastError();
+    } else {
+        const double build = time_ms([&] {
+            dense_ab_kernel<<<(unsigned)ntok, 256>>>((const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, (const __nv_bfloat16 *)be,
+                                                    (__nv_bfloat16 *)A, (__nv_bfloat16 *)b, T, H, D);
+        });
+        int64_t sa[4] = {S, T, D, D};
+        ssm_tensor tA = ssm_tensor_make(A, SSM_BF16, ssm_cuda_device(0), 4, sa, NULL);
+        ssm_tensor tb = ssm_tensor_make(b, SSM_BF16, ssm_cuda_device(0), 4, sa, NULL);
+        ssm_tensor th = ssm_tensor_make(h, SSM_BF16, ssm_cuda_device(0), 4, sa, NULL);
+        const ssm_linrec_method ms_[2] = {SSM_LINREC_CR, SSM_LINREC_AUTO};
+        for (ssm_linrec_method m : ms_) {
+            ssm_linrec_desc d = ssm_linrec_desc_init();
+            d.method = m;
+            size_t ws = 0;
+            ssm_linrec_workspace_size(cu, &d, SSM_BF16, S, T, D, D, 0, &ws);
+            ssm_result rc = ssm_linrec_forward(cu, &d, &tA, &tb, NULL, &th, NULL);
+            if (rc != SSM_OK) {
+                printf("dense %s: %s\n", ssm_linrec_method_name(m), ssm_ctx_last_error(cu));
+                continue;
+            }
+            const double solve = time_ms([&] { ssm_linrec_forward(cu, &d, &tA, &tb, NULL, &th, NULL); }, 5);
+            const double fl = 3.0 * nel * 2 / g_bw; /* A and b read, h written, once */
+            char impl[64];
+            snprintf(impl, sizeof impl, "peer:dense_%s", ssm_linrec_method_name(m));
+            printf("%-20s %-50s %9.4f ms  floor %8.4f  x%6.1f  (%s: A, b built %.3f ms + solve %.3f ms; no readout)\n", "delta_fwd",
+                   shape, build + solve, fl, (build + solve) / fl, impl, build, solve);
+            jrow("delta_fwd", impl, shape, build + solve, fl, (double)ws + 3.0 * nel * 2);
+        }
+    }
+    cudaFree(k), cudaFree(v), cudaFree(be), cudaFree(A), cudaFree(b), cudaFree(h);
+}
+
 static void decode_row(ssm_ctx *cu, FILE *peer) {
     const int B = 64, H = 16, D = 128;
     const int64_t n = (int64_t)B * H;
@@ -239,6 +300,7 @@ int main(void) {
     for (int i = 0; i < (quick ? 1 : 5); ++i) {
         if (!pick || strchr(pick, '0' + i))
             shape_rows(cu, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4], 1, peer);
+        if (i == 0 && (!pick || strchr(pick, 'c'))) dense_rows(cu, 8, 4096, 16, 64);
         if (i == 0 && (!pick || strchr(pick, 'p'))) { /* DeltaProduct, n_h = 2: fla's layout, then token-major */
             shape_rows(cu, 8, 4096, 16, 64, 0, 2, peer);
             shape_rows(cu, 8, 4096, 16, 64, 0, 2, peer, 1);
