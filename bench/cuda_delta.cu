@@ -185,7 +185,7 @@ static void shape_rows(ssm_ctx *cu, int B, int T, int H, int D, int seqs, int nh
 
 /* The plan the delta rule replaces: DeltaNet as a dense matrix-state recurrence (ssm_linrec_forward)
    on the materialized A_t = I - beta_t k_t k_t^T and b_t = beta_t k_t v_t^T, S = B H sequences,
-   n = K, m = V, on the inputs of the first shape (same seeds). Timed: building A and b, then the
+   n = K, m = V, on the inputs of the first shape (the same generated values). Timed: building A and b, then the
    solve by CR and by AUTO; the readout o_t = S_t^T q_t is left out (it would only add time). */
 __global__ void dense_ab_kernel(const __nv_bfloat16 *k, const __nv_bfloat16 *v, const __nv_bfloat16 *be, __nv_bfloat16 *A,
                                 __nv_bfloat16 *b, int T, int H, int D) {
