@@ -5677,18 +5677,6 @@ typedef union {
     __half2 h[2];
     __nv_bfloat162 b[2];
 } ssm__dl_h4;
-__device__ __forceinline__ void ssm__dl_ld4(const void *p, int dt, int64_t i, float (&x)[4]) {
-    if (dt == 0) {
-        const float4 v = *(const float4 *)((const float *)p + i);
-        x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
-        return;
-    }
-    ssm__dl_h4 v;
-    v.u = *(const uint2 *)((const unsigned short *)p + i);
-    const float2 lo = dt == 1 ? __half22float2(v.h[0]) : __bfloat1622float2(v.b[0]);
-    const float2 hi = dt == 1 ? __half22float2(v.h[1]) : __bfloat1622float2(v.b[1]);
-    x[0] = lo.x, x[1] = lo.y, x[2] = hi.x, x[3] = hi.y;
-}
 __device__ __forceinline__ void ssm__dl_st4(void *p, int dt, int64_t i, const float (&x)[4]) {
     if (dt == 0) {
         *(float4 *)((float *)p + i) = make_float4(x[0], x[1], x[2], x[3]);

@@ -46,18 +46,20 @@ struct dbuf {
     void *mem;
     size_t bytes;
 };
-static dbuf db_new(ssm_dtype dt, int ndim, const int64_t *shape, int layout) {
-    tbuf h = tb_new(SSM_F32, ndim, shape, layout); /* only for its strides */
+/* A device tensor over exactly its span (plus one element), poisoned. */
+static dbuf db_strided(ssm_dtype dt, int ndim, const int64_t *shape, const int64_t *strides) {
     dbuf b;
-    size_t es = dt.bits / 8;
     int64_t span = 1;
-    int i;
-    for (i = 0; i < ndim; ++i) span += (shape[i] > 0 ? shape[i] - 1 : 0) * h.t.strides[i];
-    b.bytes = (size_t)(span + 1) * es;
+    for (int i = 0; i < ndim; ++i) span += (shape[i] > 0 ? shape[i] - 1 : 0) * strides[i];
+    b.bytes = (size_t)(span + 1) * (dt.bits / 8);
     cudaMalloc(&b.mem, b.bytes);
     cudaMemset(b.mem, 0xFF, b.bytes);
-    b.t = ssm_tensor_make(b.mem, dt, ssm_cuda_device(0), ndim, shape, h.t.strides);
-    tb_free(&h);
+    b.t = ssm_tensor_make(b.mem, dt, ssm_cuda_device(0), ndim, shape, strides);
+    return b;
+}
+static dbuf db_new(ssm_dtype dt, int ndim, const int64_t *shape, int layout) {
+    tbuf h = tb_new(SSM_F32, ndim, shape, layout); /* only for its strides */
+    dbuf b = db_strided(dt, ndim, shape, h.t.strides);
     tb_free(&h);
     return b;
 }
@@ -476,13 +478,8 @@ struct dl_case {
    layout: time stride = nh x factor stride), poisoned. */
 static dbuf db_interleaved(ssm_dtype dt, int ndim, const int64_t *shape) {
     const int64_t D = ndim == 5 ? shape[4] : 1, H = shape[2], nh = shape[3];
-    int64_t st[5] = {shape[1] * nh * H * D, nh * H * D, D, H * D, 1};
-    dbuf b;
-    b.bytes = (size_t)(shape[0] * shape[1] * nh * H * D + 1) * (dt.bits / 8);
-    cudaMalloc(&b.mem, b.bytes);
-    cudaMemset(b.mem, 0xFF, b.bytes);
-    b.t = ssm_tensor_make(b.mem, dt, ssm_cuda_device(0), ndim, shape, st);
-    return b;
+    const int64_t st[5] = {shape[1] * nh * H * D, nh * H * D, D, H * D, 1};
+    return db_strided(dt, ndim, shape, st);
 }
 
 static ssm_dtype dl_i64(void) {
