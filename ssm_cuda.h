@@ -186,6 +186,11 @@ typedef struct ssm_cuda_config {
                              shape (n, m <= 128): a fused kernel per level (mma.sync for
                              16-bit inputs, HS by chains where rows take 16-byte copies; FMAs
                              for f32)                                                         */
+    int bell_kernel;      /* block-ELL forward and dx: 1 = the mma.sync gather-GEMM, 2 = the
+                             sm_90a TMA + wgmma one (B = 64, 16-bit, unit column stride and
+                             16-byte aligned rows of the input and of the weight tiles, a cc
+                             9.0 GPU running this binary's sm_90a code); by default the wgmma
+                             one where it applies; calls it does not fit take 1               */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -261,6 +266,7 @@ typedef struct ssm__cu_state {
     int ws_owned;
     ssm_cuda_config knobs; /* the kernel-choice fields of the config */
     int pjw;               /* proj_kernel 3 runs here: 0 not yet asked, 1 yes, 2 no */
+    int blw;               /* the block-ELL wgmma kernel runs here: 0 not yet asked, 1 yes, 2 no */
 } ssm__cu_state;
 
 static ssm__cu_state *ssm__cu_st(const ssm_ctx *ctx) { return (ssm__cu_state *)ssm_ctx_backend_state(ctx); }
@@ -3040,6 +3046,164 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_plan *d, 
     return SSM_OK;
 }
 
+/* >>sm90 ---- Hopper (sm_90a) primitives: mbarriers, TMA, wgmma ------------------------------ */
+/* Shared by the kernels that run on TMA + wgmma (block-ELL's gather-GEMM, projection kernel 3).
+   Device code only in sm_90a builds (__CUDA_ARCH_FEAT_SM90_ALL): other targets compile those
+   kernels as empty stubs, which the host tells apart by their static shared memory (the real
+   kernels have some, a stub none). The tensor-map encoder is the driver's entry point, fetched
+   through the runtime (CUDA 12.5+). */
+#if CUDART_VERSION >= 12050 /* cudaGetDriverEntryPointByVersion */
+#define SSM__SM90_HAVE 1
+/* The 16-bit element type of BF (1 bf16, 0 f16) and a store of two adjacent elements. */
+template <int BF> struct ssm__sm90_ty { typedef __half T; };
+template <> struct ssm__sm90_ty<1> { typedef __nv_bfloat16 T; };
+template <int BF> __device__ __forceinline__ void ssm__sm90_st2(void *p, int64_t i, float a, float b) {
+    if (BF) *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(a, b);
+    else *(__half2 *)((__half *)p + i) = __floats2half2_rn(a, b);
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint32_t ssm__sm90_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ssm__sm90_bar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ssm__sm90_sa(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_expect_tx(uint64_t *b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ssm__sm90_sa(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(ssm__sm90_sa(b)) : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_wait(uint64_t *b, int phase) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(ssm__sm90_sa(b)), "r"(phase)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void ssm__sm90_tma2(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+                     ssm__sm90_sa(dst)),
+                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(
+                     ssm__sm90_sa(dst)),
+                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+/* An operand in shared memory in TMA's 128-byte swizzle (rows of 128 bytes): 8-row groups 1024
+   bytes apart (SBO), LBO unused (1). The same descriptor serves a K-major operand (rows along
+   M or N, K contiguous; k16 steps 32 bytes along a row) and, with trans-a, an M-major A (rows
+   along K, 64 M elements contiguous; k16 steps 16 rows = 2048 bytes). */
+__device__ __forceinline__ uint64_t ssm__sm90_desc(const void *p) {
+    return (uint64_t)((ssm__sm90_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+/* Keeps the compiler from moving accumulator reads or writes across a wgmma fence / wait. */
+__device__ __forceinline__ void ssm__sm90_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void ssm__sm90_fence(void) { ssm__sm90_fence(); }
+__device__ __forceinline__ void ssm__sm90_commit(void) { ssm__sm90_commit(); }
+template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* wgmma m64nNk16, A and B by descriptor, f32 accumulators d[N / 2]; TA = 1: A is M-major. */
+#define SSM__SM90_MMA128(TY)                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                              \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {"                                             \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                   \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                         \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                         \
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                          \
+                 "}, %64, %65, p, 1, 1, %67, 0;\n}\n"                                                                      \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])  \
+                 : "l"(da), "l"(db), "r"(1), "n"(TA))
+#define SSM__SM90_MMA256(TY)                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                                     \
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {"                                                     \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                           \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                                 \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                                 \
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"                                 \
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"                                 \
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"                                 \
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"                     \
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"                  \
+                 "}, %128, %129, p, 1, 1, %131, 0;\n}\n"                                                                           \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                 \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),           \
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),         \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),         \
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),         \
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),         \
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),         \
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),         \
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),         \
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),         \
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),         \
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),         \
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),     \
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])  \
+                 : "l"(da), "l"(db), "r"(1), "n"(TA))
+template <int N, int BF, int TA> struct ssm__sm90_mma;
+template <int TA> struct ssm__sm90_mma<128, 1, TA> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA128("bf16"); }
+};
+template <int TA> struct ssm__sm90_mma<128, 0, TA> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA128("f16"); }
+};
+template <int TA> struct ssm__sm90_mma<256, 1, TA> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA256("bf16"); }
+};
+template <int TA> struct ssm__sm90_mma<256, 0, TA> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA256("f16"); }
+};
+#undef SSM__SM90_MMA128
+#undef SSM__SM90_MMA256
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
+typedef CUresult (*ssm__sm90_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                        const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                        CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static ssm__sm90_encode_fn ssm__sm90_encoder(void) {
+    static ssm__sm90_encode_fn f = NULL; /* the driver's entry point: the same value for every caller */
+    if (!f) {
+        cudaDriverEntryPointQueryResult q;
+        void *fp = NULL;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fp, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            f = (ssm__sm90_encode_fn)fp;
+        else
+            cudaGetLastError();
+    }
+    return f;
+}
+/* 1 when the context's device has compute capability 9.0 (the sm_90a code runs there only). */
+static int ssm__sm90_device(const ssm__cu_state *st) {
+    int major = 0, minor = 0;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, st->device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, st->device) == cudaSuccess && major == 9 &&
+           minor == 0 && ssm__sm90_encoder() != NULL;
+}
+/* 1 when f (an sm_90a kernel) is the real one in this binary (a stub has no static shared
+   memory) and dyn bytes of dynamic shared memory fit beside its static ones; raises its limit. */
+static int ssm__sm90_kernel_ok(const ssm__cu_state *st, const void *f, size_t dyn) {
+    cudaFuncAttributes fa;
+    return cudaFuncGetAttributes(&fa, f) == cudaSuccess && fa.sharedSizeBytes > 0 && fa.sharedSizeBytes + dyn <= st->smem_optin &&
+           cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) == cudaSuccess;
+}
+#endif /* CUDART_VERSION >= 12050 */
+
 /* >>bell ---- block-ELL sparse linear layer ------------------------------------------------ */
 /* ---- block-ELL sparse layer ------------------------------------------------------------------
    y = x W^T + bias with W in block-ELL (values [R,K,B,B], col_idx [R,K]); B = 16, 32 or 64.
@@ -3055,7 +3219,8 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_plan *d, 
    computes only the active blocks (warps take the region's active 32 x 32 units round robin);
    token splits (to fill the GPU) add partials in a fixed order. dbias: column sums
    by token splits, added in a fixed order. 16-bit inputs use mma.sync m16n8k16 with f32
-   accumulation; f32 runs on CUDA cores in f32 (exact f32 products, f32 sums).
+   accumulation; f32 runs on CUDA cores in f32 (exact f32 products, f32 sums). On sm_90a, the
+   16-bit forward and dx at B = 64 run on TMA + wgmma instead (ssm__blw_kernel, same tables).
    The index tables (per group: slot of each (input block, member) pair, and the compacted
    list of input blocks) are built on the device in the workspace by three small kernels per
    call, so col_idx and the transposed index are never read on the host. Out-of-range
@@ -3559,6 +3724,160 @@ __global__ void ssm__bl_dbias_reduce_kernel(int64_t width, int S, const float *p
     ssm__cu_stv(db, dt, col * dbs, s);
 }
 
+/* ---- block-ELL gather-GEMM on Hopper (B = 64, 16-bit, sm_90a) --------------------------------
+   The same tables and groups (G = 2 block-rows) as ssm__bl_mm_kernel, with the roles of the
+   operands swapped so one wgmma covers a whole 256-token tile: D[64 features][256 tokens] +=
+   W tile (A: 64 x 64, from shared memory) x the 256 x 64 box of the input (B, K-major). A CTA
+   (persistent: tiles t = blockIdx.x, + gridDim.x, ..., group-fastest so CTAs running together
+   read the same input rows from L2) owns 256 tokens of one group; warpgroup 0's first warp
+   stages 32 list entries at a time, and its lane 0 issues TMA loads (the input box once per
+   list entry, the active members' tiles) into a ring of 4 stages of 48 KB guarded by full /
+   empty mbarriers. Consumer warpgroup 1 + m accumulates member m (128 f32 a thread) and skips
+   the entries where m is inactive in an inner loop, so the wgmma block is never under a branch
+   (ptxas serializes wgmmas across branches); one wgmma group stays in flight across entries,
+   and a skipped entry first retires the group in flight so its stage is released in order.
+   dx (TRANS = 1) runs the same kernel on the transposed tables with the tiles as M-major A
+   (wgmma's transpose of A): no transposed copy of the weights.
+   H200, 2048 -> 8192 at 50% density, bf16, N = 32768 (dev/cuda/bell_wgmma.cu, variant pt64,
+   bench/results/cuda_bell_wgmma_2fc3bce.log): 0.97 ms against dense cuBLAS's 1.30 ms and the
+   mma.sync kernel's 3.90 ms. */
+#define SSM__BLW_BM 256                                 /* tokens a tile */
+#define SSM__BLW_XB (SSM__BLW_BM * 64 * 2)              /* the input box [256][64], 32 KB */
+#define SSM__BLW_TB (64 * 64 * 2)                       /* one weight tile, 8 KB */
+#define SSM__BLW_SB (SSM__BLW_XB + 2 * SSM__BLW_TB)     /* a stage */
+#define SSM__BLW_ST 4                                   /* stages */
+#define SSM__BLW_SMEM (SSM__BLW_ST * SSM__BLW_SB + 1024) /* dynamic shared memory (1024-byte aligned ring) */
+
+#ifdef SSM__SM90_HAVE
+template <int BF, int TRANS>
+__global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant__ CUtensorMap tin, const __grid_constant__ CUtensorMap tw,
+                                                          int K, const int *tab, const int *list, const int *count, int L,
+                                                          int nout, int ngr, int ntiles, int N, ssm__bl_mat bias,
+                                                          ssm__bl_mat out, int outv) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    typedef typename ssm__sm90_ty<BF>::T T;
+    constexpr int ST = SSM__BLW_ST, SB = SSM__BLW_SB, XB = SSM__BLW_XB, TB = SSM__BLW_TB, BM = SSM__BLW_BM;
+    extern __shared__ uint4 ssm__blw_smem[];
+    __shared__ uint64_t full[ST], empty[ST];
+    __shared__ int sent[32 * 3], smask[ST]; /* staged entries {e, slot of member 0, of member 1}; each stage's members */
+    unsigned char *ring = (unsigned char *)(((uintptr_t)ssm__blw_smem + 1023) & ~(uintptr_t)1023);
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; ++s) ssm__sm90_bar_init(&full[s], 1), ssm__sm90_bar_init(&empty[s], 8);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (warp != 0) return;
+        int s = 0, ph = 0;
+        for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+            const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
+            const int *ls = list + (int64_t)grp * L, *tb = tab + (int64_t)grp * L * 2;
+            for (int i0 = 0; i0 < cnt; i0 += 32) {
+                __syncwarp();
+                { /* 32 entries' table reads in flight at once */
+                    const int e = i0 + lane < cnt ? ls[i0 + lane] : -1;
+                    sent[lane * 3] = e;
+                    sent[lane * 3 + 1] = e >= 0 ? tb[2 * e] : -1, sent[lane * 3 + 2] = e >= 0 ? tb[2 * e + 1] : -1;
+                }
+                __syncwarp();
+                const int n = cnt - i0 < 32 ? cnt - i0 : 32;
+                if (lane == 0)
+                    for (int j = 0; j < n; ++j) {
+                        const int *sj = sent + j * 3;
+                        const int mask = (sj[1] >= 0 ? 1 : 0) | (sj[2] >= 0 ? 2 : 0);
+                        unsigned char *st = ring + s * SB;
+                        ssm__sm90_wait(&empty[s], ph ^ 1);
+                        smask[s] = mask; /* published by the full barrier's completion */
+                        ssm__sm90_expect_tx(&full[s], XB + __popc(mask) * TB);
+                        ssm__sm90_tma2(st, &tin, &full[s], sj[0] * 64, tt * BM);
+                        for (int m = 0; m < 2; ++m)
+                            if (sj[1 + m] >= 0) ssm__sm90_tma4(st + XB + m * TB, &tw, &full[s], 0, 0, sj[1 + m] % K, sj[1 + m] / K);
+                        if (++s == ST) s = 0, ph ^= 1;
+                    }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int m = wg - 1;
+        float d[128];
+        int s = 0, ph = 0;
+        for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+            const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
+            int i = 0, pend = -1; /* pend: the stage of the wgmma group in flight */
+#pragma unroll
+            for (int q = 0; q < 128; ++q) d[q] = 0.f;
+            for (;;) {
+                for (; i < cnt; ++i) { /* skip the entries where this member is inactive */
+                    ssm__sm90_wait(&full[s], ph);
+                    if (__any_sync(0xffffffffu, *(volatile int *)&smask[s] >> m & 1)) break; /* uniform: one value for the warpgroup */
+                    if (pend >= 0) { /* retire the group in flight first: stages are released in order */
+                        ssm__sm90_wait_mma<0>();
+                        if (lane == 0) ssm__sm90_arrive(&empty[pend]);
+                        pend = -1;
+                    }
+                    if (lane == 0) ssm__sm90_arrive(&empty[s]);
+                    if (++s == ST) s = 0, ph ^= 1;
+                }
+                if (i >= cnt) break;
+                const unsigned char *st = ring + s * SB;
+#pragma unroll
+                for (int q = 0; q < 128; ++q) ssm__sm90_rf(d[q]);
+                ssm__sm90_fence();
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    ssm__sm90_mma<256, BF, TRANS>::run(d, ssm__sm90_desc(st + XB + m * TB + (TRANS ? 2048 : 32) * k),
+                                                       ssm__sm90_desc(st + 32 * k));
+                ssm__sm90_commit();
+                ssm__sm90_wait_mma<1>();
+#pragma unroll
+                for (int q = 0; q < 128; ++q) ssm__sm90_rf(d[q]);
+                if (pend >= 0 && lane == 0) ssm__sm90_arrive(&empty[pend]);
+                pend = s;
+                if (++s == ST) s = 0, ph ^= 1;
+                ++i;
+            }
+            ssm__sm90_wait_mma<0>();
+#pragma unroll
+            for (int q = 0; q < 128; ++q) ssm__sm90_rf(d[q]);
+            if (pend >= 0 && lane == 0) ssm__sm90_arrive(&empty[pend]);
+            /* d[4i + {0,1}]: feature f, tokens 8i + 2q + {0,1}; d[4i + {2,3}]: feature f + 8. Lanes l
+               and l ^ 4 hold features f and f + 1 of the same tokens: one exchange gives each a
+               feature pair of one token (paired stores) */
+            const int r = grp * 2 + m;
+            if (r < nout) {
+                const int odd = (lane >> 2) & 1, q = lane % 4, dt = BF ? 2 : 1;
+                const int64_t fa = (int64_t)r * 64 + warp * 16 + (lane / 4 & ~1); /* the pair's first feature */
+                float b[4] = {0.f, 0.f, 0.f, 0.f};
+                if (bias.p)
+                    for (int u = 0; u < 4; ++u) b[u] = ssm__cu_ld(bias.p, dt, (fa + (u & 1) + 8 * (u >> 1)) * bias.cs);
+#pragma unroll
+                for (int i = 0; i < 32; ++i) {
+                    /* the even lane keeps token n (its d[.0]) and takes the odd lane's value for n;
+                       the odd lane keeps token n + 1 (its d[.1]) and takes the even lane's */
+                    const float x0 = __shfl_xor_sync(0xffffffffu, odd ? d[4 * i] : d[4 * i + 1], 4);
+                    const float x1 = __shfl_xor_sync(0xffffffffu, odd ? d[4 * i + 2] : d[4 * i + 3], 4);
+                    const int64_t n = (int64_t)tt * BM + 8 * i + 2 * q + odd;
+                    if (n < N) {
+                        const float v[4] = {(odd ? x0 : d[4 * i]) + b[0], (odd ? d[4 * i + 1] : x0) + b[1],
+                                            (odd ? x1 : d[4 * i + 2]) + b[2], (odd ? d[4 * i + 3] : x1) + b[3]};
+                        if (outv) {
+                            ssm__sm90_st2<BF>((void *)out.p, n * out.rs + fa, v[0], v[1]);
+                            ssm__sm90_st2<BF>((void *)out.p, n * out.rs + fa + 8, v[2], v[3]);
+                        } else {
+                            for (int u = 0; u < 4; ++u)
+                                ssm__cu_stv((void *)out.p, dt, n * out.rs + (fa + (u & 1) + 8 * (u >> 1)) * out.cs, v[u]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+#endif
+}
+#endif /* SSM__SM90_HAVE */
+
 /* ---- block-ELL host side ---- */
 
 static int ssm__bl_nw = 0, ssm__bl_nst = 0; /* dev/cuda/bell.cu overrides; 0 = the defaults below */
@@ -3607,10 +3926,81 @@ static int ssm__bl_vec_vals(const ssm__bl_vals &v) {
     return v.s3 == 1 && v.s2 % 8 == 0 && v.s1 % 8 == 0 && v.s0 % 8 == 0 && (uintptr_t)v.p % 16 == 0;
 }
 
-/* One gather-GEMM by dtype, B, direction and alignment. */
-static cudaError_t ssm__bl_mm(cudaStream_t st, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout,
+#ifdef SSM__SM90_HAVE
+/* 1 when the wgmma gather-GEMM runs on the context's device (asked once per context). */
+static int ssm__blw_ok(ssm__cu_state *st) {
+    if (!st->blw) {
+        st->blw = ssm__sm90_device(st) && ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<1, 0>, SSM__BLW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 0>, SSM__BLW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<1, 1>, SSM__BLW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 1>, SSM__BLW_SMEM)
+                      ? 1
+                      : 2;
+        cudaGetLastError();
+    }
+    return st->blw == 1;
+}
+/* The wgmma gather-GEMM where it applies (see ssm_cuda_config.bell_kernel): 1 when launched,
+   0 when the caller takes the mma.sync kernel. TMA reads the input as [N, L*64] (zero rows
+   past N) and the weights as [R][K][64][64] by their strides. */
+static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout, int ngroups,
+                       ssm__bl_mat in, ssm__bl_vals w, const int *tab, const int *list, const int *count, ssm__bl_mat bias,
+                       ssm__bl_mat out) {
+    const int bf = dt.code == SSM_DTYPE_BFLOAT, nk = (int)((N + SSM__BLW_BM - 1) / SSM__BLW_BM);
+    const int64_t R = trans ? L : nout; /* block-rows of the weights (dx: the list runs over them) */
+    const CUtensorMapDataType ty = bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    CUtensorMap tin, tw;
+    if (st->knobs.bell_kernel == 1 || dt.bits != 16 || B != 64 || N <= 0 || N > INT32_MAX - SSM__BLW_BM ||
+        (int64_t)nk * ngroups > INT32_MAX || in.cs != 1 || in.rs % 8 || in.rs >= ((int64_t)1 << 38) || (uintptr_t)in.p % 16 ||
+        w.s3 != 1 || w.s2 % 8 || w.s1 % 8 || w.s0 % 8 || (uintptr_t)w.p % 16 || w.s0 >= ((int64_t)1 << 38) ||
+        w.s1 >= ((int64_t)1 << 38) || !ssm__blw_ok(st))
+        return 0;
+    {
+        cuuint64_t dims[2] = {(cuuint64_t)L * 64, (cuuint64_t)N}, strides[1] = {(cuuint64_t)in.rs * 2};
+        cuuint32_t box[2] = {64, SSM__BLW_BM}, es[2] = {1, 1};
+        if (ssm__sm90_encoder()(&tin, ty, 2, (void *)in.p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return 0;
+    }
+    {
+        cuuint64_t dims[4] = {64, 64, (cuuint64_t)K, (cuuint64_t)R};
+        cuuint64_t strides[3] = {(cuuint64_t)w.s2 * 2, (cuuint64_t)w.s1 * 2, (cuuint64_t)w.s0 * 2};
+        cuuint32_t box[4] = {64, 64, 1, 1}, es[4] = {1, 1, 1, 1};
+        if (ssm__sm90_encoder()(&tw, ty, 4, (void *)w.p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return 0;
+    }
+    const int ntiles = nk * ngroups, grid = ntiles < st->sms ? ntiles : st->sms;
+    const int outv = out.cs == 1 && out.rs % 2 == 0 && (uintptr_t)out.p % 4 == 0;
+#define SSM__BLW_GO(BF_, TR_)                                                                                    \
+    ssm__blw_kernel<BF_, TR_><<<grid, 384, SSM__BLW_SMEM, st->stream>>>(tin, tw, K, tab, list, count, L, nout, ngroups, \
+                                                                         ntiles, (int)N, bias, out, outv)
+    if (bf) {
+        if (trans) SSM__BLW_GO(1, 1);
+        else SSM__BLW_GO(1, 0);
+    } else {
+        if (trans) SSM__BLW_GO(0, 1);
+        else SSM__BLW_GO(0, 0);
+    }
+#undef SSM__BLW_GO
+    return 1;
+}
+#else
+static int ssm__blw_mm(ssm__cu_state *, ssm_dtype, int, int, int64_t, int, int, int, int, ssm__bl_mat, ssm__bl_vals,
+                       const int *, const int *, const int *, ssm__bl_mat, ssm__bl_mat) {
+    return 0;
+}
+#endif
+
+/* One gather-GEMM by dtype, B, direction and alignment: the wgmma kernel where it applies, else
+   the mma.sync one (CUDA cores for f32). */
+static cudaError_t ssm__bl_mm(ssm__cu_state *cs, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout,
                               int ngroups, ssm__bl_mat in, ssm__bl_vals w, const int *tab, const int *list,
                               const int *count, ssm__bl_mat bias, ssm__bl_mat out) {
+    cudaStream_t st = cs->stream;
+    if (ssm__blw_mm(cs, dt, B, trans, N, L, K, nout, ngroups, in, w, tab, list, count, bias, out)) return cudaGetLastError();
     const int vec = ssm__bl_vec_mat(in) && ssm__bl_vec_vals(w);
     const int outv = out.cs == 1 && out.rs % 2 == 0 && (uintptr_t)out.p % 4 == 0;
     const dim3 g32((unsigned)((N + 31) / 32), (unsigned)ngroups);
@@ -3757,7 +4147,7 @@ static ssm_result ssm__cu_bell_forward(ssm_ctx *ctx, const ssm_bell_plan *p, con
     tab = (int *)ws, list = (int *)(ws + w.tab), count = (int *)(ws + w.tab + w.list);
     SSM__BL_CU(ctx, "block-ELL index tables", ssm__bl_tables(st->stream, p, 0, col_idx, NULL, NULL, tab, w.tab, list, count));
     SSM__BL_CU(ctx, "ssm__bl_mm_kernel (forward)",
-               ssm__bl_mm(st->stream, p->dtype, (int)p->B, 0, p->N, (int)p->C, (int)p->K, (int)p->R, w.ngr,
+               ssm__bl_mm(st, p->dtype, (int)p->B, 0, p->N, (int)p->C, (int)p->K, (int)p->R, w.ngr,
                           ssm__bl_mat_of(x), ssm__bl_vals_of(values), tab, list, count, ssm__bl_mat_of(bias),
                           ssm__bl_mat_of(y)));
     return SSM_OK;
@@ -3794,7 +4184,7 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
         cur += w.tab + w.list + w.count;
         SSM__BL_CU(ctx, "block-ELL transposed tables", ssm__bl_tables(s, p, 1, col_idx, t_offsets, t_slots, tab, w.tab, list, count));
         SSM__BL_CU(ctx, "ssm__bl_mm_kernel (dx)",
-                   ssm__bl_mm(s, p->dtype, B, 1, p->N, R, K, C, w.ngc, ssm__bl_mat_of(dy), ssm__bl_vals_of(values), tab,
+                   ssm__bl_mm(st, p->dtype, B, 1, p->N, R, K, C, w.ngc, ssm__bl_mat_of(dy), ssm__bl_vals_of(values), tab,
                               list, count, none, ssm__bl_mat_of(dx)));
     }
     if (dvalues) {
@@ -4943,8 +5333,7 @@ static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_
    (ssm__pj_l2_kernel). Device code only in sm_90a builds (__CUDA_ARCH_FEAT_SM90_ALL); other
    builds compile an empty stub, which the host detects (the real kernel has static shared
    memory, the stub none) and then takes kernel 1. */
-#if CUDART_VERSION >= 12050 /* cudaGetDriverEntryPointByVersion */
-#define SSM__PJW_HAVE 1
+#ifdef SSM__SM90_HAVE
 #define SSM__PJW_ST 6
 #define SSM__PJW_BK 64
 #define SSM__PJW_GM 16 /* tiles numbered in groups of 16 row tiles (L2 reuse) */
@@ -4958,68 +5347,7 @@ typedef struct __align__(16) ssm__pjw_cols { /* one consumer warpgroup's view of
     int h0[SSM__PJW_MAXH], hd[SSM__PJW_MAXH];
 } ssm__pjw_cols;
 
-template <int BF> struct ssm__pjw_ty { typedef __half T; };
-template <> struct ssm__pjw_ty<1> { typedef __nv_bfloat16 T; };
-
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint32_t ssm__pjw_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void ssm__pjw_bar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ssm__pjw_sa(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void ssm__pjw_expect_tx(uint64_t *b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ssm__pjw_sa(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void ssm__pjw_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(ssm__pjw_sa(b)) : "memory");
-}
-__device__ __forceinline__ void ssm__pjw_wait(uint64_t *b, int phase) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(ssm__pjw_sa(b)), "r"(phase)
-                     : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void ssm__pjw_tma(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
-                     ssm__pjw_sa(dst)),
-                 "l"((uint64_t)map), "r"(ssm__pjw_sa(bar)), "r"(c0), "r"(c1)
-                 : "memory");
-}
-/* K-major operand, 128-byte swizzle: 8-row core groups 1024 bytes apart (SBO), LBO unused (1). */
-__device__ __forceinline__ uint64_t ssm__pjw_desc(const void *p) {
-    return (uint64_t)((ssm__pjw_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void ssm__pjw_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
-#define SSM__PJW_MMA(TY)                                                                                              \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                       \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {"                                      \
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                            \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                  \
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                  \
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                   \
-                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                                \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),       \
-                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),     \
-                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),     \
-                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),     \
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),     \
-                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),     \
-                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),     \
-                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])      \
-                 : "l"(da), "l"(db), "r"(1))
-template <int BF> __device__ __forceinline__ void ssm__pjw_mma(float *d, uint64_t da, uint64_t db);
-template <> __device__ __forceinline__ void ssm__pjw_mma<1>(float *d, uint64_t da, uint64_t db) { SSM__PJW_MMA("bf16"); }
-template <> __device__ __forceinline__ void ssm__pjw_mma<0>(float *d, uint64_t da, uint64_t db) { SSM__PJW_MMA("f16"); }
-#undef SSM__PJW_MMA
-
-template <int BF> __device__ __forceinline__ void ssm__pjw_st2(void *p, int64_t i, float a, float b) {
-    if (BF) *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(a, b);
-    else *(__half2 *)((__half *)p + i) = __floats2half2_rn(a, b);
-}
-
 /* SiLU and sigmoid (the bulk of a projection's columns) through ssm__pj_fsig; the other
    activations keep ssm__pj_act's expressions. H200, M 8192 (dev/cuda/proj_wgmma.cu,
    bench/results/cuda_proj_wgmma_f3e19ab.log): 0.609 -> 0.498 ms, the identity epilogue 0.457;
@@ -5057,8 +5385,8 @@ __device__ __forceinline__ void ssm__pjw_epi(float *d, const ssm__pjw_cols &cc, 
         const float2 b = *(const float2 *)(cc.b + c);
         d[4 * j] += b.x, d[4 * j + 1] += b.y, d[4 * j + 2] += b.x, d[4 * j + 3] += b.y;
         if (pre.p && n0 + c < N) { /* N even: c + 1 < N too */
-            if (ok0) ssm__pjw_st2<BF>(pre.p, r0 * pre.rs + n0 + c, d[4 * j], d[4 * j + 1]);
-            if (ok1) ssm__pjw_st2<BF>(pre.p, (r0 + 8) * pre.rs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
+            if (ok0) ssm__sm90_st2<BF>(pre.p, r0 * pre.rs + n0 + c, d[4 * j], d[4 * j + 1]);
+            if (ok1) ssm__sm90_st2<BF>(pre.p, (r0 + 8) * pre.rs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
         }
     }
     for (int s = 0; s < cc.nsg; ++s) { /* the segments the tile overlaps (uniform across the warpgroup) */
@@ -5093,8 +5421,8 @@ __device__ __forceinline__ void ssm__pjw_epi(float *d, const ssm__pjw_cols &cc, 
     for (int j = 0; j < 16; ++j) {
         const int c = 8 * j + 2 * q;
         if (n0 + c < N) {
-            if (ok0) ssm__pjw_st2<BF>(y.p, r0 * y.rs + n0 + c, d[4 * j], d[4 * j + 1]);
-            if (ok1) ssm__pjw_st2<BF>(y.p, (r0 + 8) * y.rs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
+            if (ok0) ssm__sm90_st2<BF>(y.p, r0 * y.rs + n0 + c, d[4 * j], d[4 * j + 1]);
+            if (ok1) ssm__sm90_st2<BF>(y.p, (r0 + 8) * y.rs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
         }
     }
 }
@@ -5106,7 +5434,7 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
                                                           ssm__pj_segs sg, ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat y,
                                                           ssm__pj_mat pre, float eps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    typedef typename ssm__pjw_ty<BF>::T T;
+    typedef typename ssm__sm90_ty<BF>::T T;
     constexpr int BM = 128, BN = 128, BK = SSM__PJW_BK, ST = SSM__PJW_ST;
     extern __shared__ uint4 ssm__pjw_smem[];
     __shared__ uint64_t bars[2 * ST + 2];
@@ -5118,8 +5446,8 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, ntiles = ntm * ntn, nk = (K + BK - 1) / BK;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; ++s) ssm__pjw_bar_init(&full[s], 1), ssm__pjw_bar_init(&empty[s], 4);
-        ssm__pjw_bar_init(&order[0], 4), ssm__pjw_bar_init(&order[1], 4);
+        for (int s = 0; s < ST; ++s) ssm__sm90_bar_init(&full[s], 1), ssm__sm90_bar_init(&empty[s], 4);
+        ssm__sm90_bar_init(&order[0], 4), ssm__sm90_bar_init(&order[1], 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -5137,10 +5465,10 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
                 int tm, tn;
                 SSM__PJW_TILE(t, tm, tn);
                 for (int kb = 0; kb < nk; ++kb) {
-                    ssm__pjw_wait(&empty[s], ph ^ 1);
-                    ssm__pjw_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
-                    ssm__pjw_tma(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
-                    ssm__pjw_tma(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
+                    ssm__sm90_wait(&empty[s], ph ^ 1);
+                    ssm__sm90_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
+                    ssm__sm90_tma2(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
+                    ssm__sm90_tma2(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
             }
@@ -5160,33 +5488,33 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
             /* A parity wait is only sound one phase ahead: wait until the other warpgroup has seen
                every full barrier of tile i - 1, so the ring's barriers are at most one phase behind
                this tile's slots. */
-            if (i >= 1) ssm__pjw_wait(&order[c], ((i - 2 + c) / 2) & 1);
+            if (i >= 1) ssm__sm90_wait(&order[c], ((i - 2 + c) / 2) & 1);
             const long g = (long)i * nk;
             int s = (int)(g % ST), ph = (int)((g / ST) & 1), prev = -1;
             for (int kb = 0; kb < nk; ++kb) {
-                ssm__pjw_wait(&full[s], ph);
+                ssm__sm90_wait(&full[s], ph);
 #pragma unroll
-                for (int r = 0; r < BN / 2; ++r) ssm__pjw_rf(d0[r]), ssm__pjw_rf(d1[r]);
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
+                ssm__sm90_fence();
                 const T *a = sA + s * BM * BK, *b = sB + s * BN * BK;
 #pragma unroll
                 for (int k = 0; k < BK / 16; ++k) {
-                    ssm__pjw_mma<BF>(d0, ssm__pjw_desc(a + 16 * k), ssm__pjw_desc(b + 16 * k));
-                    ssm__pjw_mma<BF>(d1, ssm__pjw_desc(a + 64 * BK + 16 * k), ssm__pjw_desc(b + 16 * k));
+                    ssm__sm90_mma<128, BF, 0>::run(d0, ssm__sm90_desc(a + 16 * k), ssm__sm90_desc(b + 16 * k));
+                    ssm__sm90_mma<128, BF, 0>::run(d1, ssm__sm90_desc(a + 64 * BK + 16 * k), ssm__sm90_desc(b + 16 * k));
                 }
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                ssm__sm90_commit();
+                ssm__sm90_wait_mma<1>();
 #pragma unroll
-                for (int r = 0; r < BN / 2; ++r) ssm__pjw_rf(d0[r]), ssm__pjw_rf(d1[r]);
-                if (prev >= 0 && lane == 0) ssm__pjw_arrive(&empty[prev]);
+                for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
+                if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
                 prev = s;
                 if (++s == ST) s = 0, ph ^= 1;
             }
-            if (lane == 0) ssm__pjw_arrive(&order[c ^ 1]); /* this tile's full barriers all seen */
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (lane == 0) ssm__sm90_arrive(&order[c ^ 1]); /* this tile's full barriers all seen */
+            ssm__sm90_wait_mma<0>();
 #pragma unroll
-            for (int r = 0; r < BN / 2; ++r) ssm__pjw_rf(d0[r]), ssm__pjw_rf(d1[r]);
-            if (prev >= 0 && lane == 0) ssm__pjw_arrive(&empty[prev]);
+            for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
+            if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
             /* the tile's columns (named barrier 1 + c over this warpgroup's 128 threads) */
             const int64_t n0 = (int64_t)tn * BN;
             asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
@@ -5227,39 +5555,15 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
 #endif
 }
 
-typedef CUresult (*ssm__pjw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                       const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static ssm__pjw_encode_fn ssm__pjw_encoder(void) {
-    static ssm__pjw_encode_fn f = NULL; /* the driver's entry point: the same value for every caller */
-    if (!f) {
-        cudaDriverEntryPointQueryResult q;
-        void *fp = NULL;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fp, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            f = (ssm__pjw_encode_fn)fp;
-        else
-            cudaGetLastError();
-    }
-    return f;
-}
 /* 1 when kernel 3 can run on the context's device: compute capability 9.0 and this binary's
    code for it is the sm_90a build (the stub that other targets compile has no static shared
    memory), and the driver has cuTensorMapEncodeTiled. Decided once per context. */
 static int ssm__pjw_ok(ssm__cu_state *st) {
     if (!st->pjw) {
-        cudaFuncAttributes fa;
-        int major = 0, minor = 0;
-        st->pjw = 2;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, st->device) == cudaSuccess &&
-            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, st->device) == cudaSuccess && major == 9 &&
-            minor == 0 && cudaFuncGetAttributes(&fa, ssm__pjw_kernel<1>) == cudaSuccess && fa.sharedSizeBytes > 0 &&
-            cudaFuncGetAttributes(&fa, ssm__pjw_kernel<0>) == cudaSuccess && fa.sharedSizeBytes > 0 &&
-            fa.sharedSizeBytes + SSM__PJW_SMEM <= st->smem_optin && ssm__pjw_encoder() &&
-            cudaFuncSetAttribute(ssm__pjw_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SSM__PJW_SMEM) ==
-                cudaSuccess &&
-            cudaFuncSetAttribute(ssm__pjw_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SSM__PJW_SMEM) == cudaSuccess)
-            st->pjw = 1;
+        st->pjw = ssm__sm90_device(st) && ssm__sm90_kernel_ok(st, (const void *)ssm__pjw_kernel<1>, SSM__PJW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__pjw_kernel<0>, SSM__PJW_SMEM)
+                      ? 1
+                      : 2;
         cudaGetLastError();
     }
     return st->pjw == 1;
@@ -5269,7 +5573,7 @@ static int ssm__pjw_ok(ssm__cu_state *st) {
 static int ssm__pjw_map(CUtensorMap *m, const void *p, int bf, int64_t rows, int64_t K, int64_t ld) {
     cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * 2};
     cuuint32_t box[2] = {SSM__PJW_BK, 128}, es[2] = {1, 1};
-    return ssm__pjw_encoder()(m, bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)p, dims,
+    return ssm__sm90_encoder()(m, bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, (void *)p, dims,
                               strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS;
 }

@@ -5,7 +5,7 @@
    rate measured in this run (cuBLAS, 8192^3, per dtype). JSON lines:
    bench/results/cuda_bell.jsonl (the row format of bench/bench.h).
    BELL_GRID=prio (default): 50% density, bf16, then f16 and f32; BELL_GRID=full adds 25% and
-   75% density in bf16; BELL_GRID=quick: one N. PyTorch BSR (to_sparse_bsr's layout, W @ x^T)
+   75% density in bf16; BELL_GRID=quick: one N; BELL_B=64: one block size. PyTorch BSR (to_sparse_bsr's layout, W @ x^T)
    on the same inputs: with BELL_PEER_DIR set (make bench-cuda sets it when torch imports) each
    row's inputs go there and bench/peers/torch_bsr.py --from DIR times them after this run. */
 #define SSM_IMPLEMENTATION
@@ -190,7 +190,11 @@ static void bell_rows(ssm_ctx *cu, ssm_ctx *host, ssm_dtype dt, int64_t N, int64
             if (g_peer) peer_inputs(dt, N, in, out, B, K, (double)K / C, ci, v, x, ofwd, dfwd, useful / peak);
             row("bell_fwdbwd", "ours:bell", "cuda", dt, N, in, out, B, (double)K / C, ofb, 3 * useful / peak, dfb);
             row("bell_fwdbwd", "peer:cublas_dense", "cublas", dt, N, in, out, B, (double)K / C, dfb, 3 * useful / peak, dfb);
-            printf("  %-12s fwd+bwd / fwd = %.2f\n", "", ofb / ofwd);
+            { /* where the backward's time goes: dx alone, dvalues alone */
+                const double odx = time_ms([&] { ssm_bell_backward(cu, &tx, &tv, &tci, &tto, &tts, &tdy, &tdx, NULL, NULL); });
+                const double odv = time_ms([&] { ssm_bell_backward(cu, &tx, &tv, &tci, &tto, &tts, &tdy, NULL, &tdv, NULL); });
+                printf("  %-12s fwd+bwd / fwd = %.2f (backward parts: dx %.3f ms, dvalues %.3f ms)\n", "", ofb / ofwd, odx, odv);
+            }
         }
     }
     cudaFree(x), cudaFree(v), cudaFree(y), cudaFree(dy), cudaFree(dx), cudaFree(dv), cudaFree(Wd), cudaFree(dWd);
@@ -201,6 +205,7 @@ int main(void) {
     cudaDeviceProp prop;
     const char *grid = getenv("BELL_GRID");
     const int full = grid && !strcmp(grid, "full"), quick = grid && !strcmp(grid, "quick");
+    const int64_t only_B = getenv("BELL_B") ? atoll(getenv("BELL_B")) : 0; /* BELL_B=64: one block size */
     time_t now = time(NULL);
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
         printf("no CUDA device\n");
@@ -238,6 +243,7 @@ int main(void) {
             for (int ni = 0; ni < (quick ? 1 : 2); ++ni)
                 for (int bi = 0; bi < 3; ++bi) {
                     if (dts[di].bits == 32 && ni == 1) continue; /* f32: N = 8192 only */
+                    if (only_B && Bs[bi] != only_B) continue;
                     bell_rows(cu, host, dts[di], Ns[ni], shapes[si][0], shapes[si][1], Bs[bi], 0.5);
                 }
     if (full)

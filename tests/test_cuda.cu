@@ -278,6 +278,16 @@ static void suite_cuda_bell(ssm_ctx *cu, ssm_ctx *ref) {
         bell_case_run(cu, ref, &e);
         bell_case f = {SSM_F32, 0, 3, 4, 2, 16, 0, 1}; /* no tokens: zero gradients */
         bell_case_run(cu, ref, &f);
+        /* B = 64, 16-bit, aligned rows: the wgmma kernel (on an sm_90a device). More token tiles
+           than SMs (the persistent loop) with an odd R (a group of one member), padded input rows
+           and element stores of y; union lists longer than the producer's 32-entry staging, in
+           the forward (C 40, K 30) and in dx (R 70 rows over 3 columns) */
+        bell_case g = {SSM_BF16, 9001, 11, 13, 7, 64, 1, 1};
+        bell_case_run(cu, ref, &g);
+        bell_case h = {SSM_F16, 300, 3, 40, 30, 64, 0, 1};
+        bell_case_run(cu, ref, &h);
+        bell_case i = {SSM_BF16, 333, 70, 3, 2, 64, 0, 0};
+        bell_case_run(cu, ref, &i);
     }
     { /* refusals: B outside 16/32/64, host index */
         int64_t sv[4] = {2, 1, 8, 8}, sci[2] = {2, 1}, sx[2] = {4, 16}, sy[2] = {4, 16};
