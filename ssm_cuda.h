@@ -3103,12 +3103,24 @@ __device__ __forceinline__ uint64_t ssm__sm90_desc(const void *p) {
 }
 /* Keeps the compiler from moving accumulator reads or writes across a wgmma fence / wait. */
 __device__ __forceinline__ void ssm__sm90_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
-__device__ __forceinline__ void ssm__sm90_fence(void) { ssm__sm90_fence(); }
-__device__ __forceinline__ void ssm__sm90_commit(void) { ssm__sm90_commit(); }
+__device__ __forceinline__ void ssm__sm90_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void ssm__sm90_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-/* wgmma m64nNk16, A and B by descriptor, f32 accumulators d[N / 2]; TA = 1: A is M-major. */
+/* wgmma m64nNk16, A and B by descriptor, f32 accumulators d[N / 2]; TA = 1: A is M-major, TB = 1:
+   B is N-major (both otherwise K-major). */
+#define SSM__SM90_MMA64(TY)                                                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                              \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {"                                              \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                   \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                          \
+                 "}, %32, %33, p, 1, 1, %35, %36;\n}\n"                                                                      \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])  \
+                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
 #define SSM__SM90_MMA128(TY)                                                              \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                              \
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {"                                             \
@@ -3116,7 +3128,7 @@ template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
                  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                         \
                  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                         \
                  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                          \
-                 "}, %64, %65, p, 1, 1, %67, 0;\n}\n"                                                                      \
+                 "}, %64, %65, p, 1, 1, %67, %68;\n}\n"                                                                      \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
                    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
@@ -3125,7 +3137,7 @@ template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
                    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
                    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
                    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])  \
-                 : "l"(da), "l"(db), "r"(1), "n"(TA))
+                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
 #define SSM__SM90_MMA256(TY)                                                              \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                                     \
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {"                                                     \
@@ -3137,7 +3149,7 @@ template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
                  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"                                 \
                  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"                     \
                  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"                  \
-                 "}, %128, %129, p, 1, 1, %131, 0;\n}\n"                                                                           \
+                 "}, %128, %129, p, 1, 1, %131, %132;\n}\n"                                                                           \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                 \
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),           \
                    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),         \
@@ -3154,20 +3166,27 @@ template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
                    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
                    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
                    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])  \
-                 : "l"(da), "l"(db), "r"(1), "n"(TA))
-template <int N, int BF, int TA> struct ssm__sm90_mma;
-template <int TA> struct ssm__sm90_mma<128, 1, TA> {
+                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
+template <int N, int BF, int TA, int TB> struct ssm__sm90_mma;
+template <int TA, int TB> struct ssm__sm90_mma<64, 1, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA64("bf16"); }
+};
+template <int TA, int TB> struct ssm__sm90_mma<64, 0, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA64("f16"); }
+};
+template <int TA, int TB> struct ssm__sm90_mma<128, 1, TA, TB> {
     static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA128("bf16"); }
 };
-template <int TA> struct ssm__sm90_mma<128, 0, TA> {
+template <int TA, int TB> struct ssm__sm90_mma<128, 0, TA, TB> {
     static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA128("f16"); }
 };
-template <int TA> struct ssm__sm90_mma<256, 1, TA> {
+template <int TA, int TB> struct ssm__sm90_mma<256, 1, TA, TB> {
     static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA256("bf16"); }
 };
-template <int TA> struct ssm__sm90_mma<256, 0, TA> {
+template <int TA, int TB> struct ssm__sm90_mma<256, 0, TA, TB> {
     static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA256("f16"); }
 };
+#undef SSM__SM90_MMA64
 #undef SSM__SM90_MMA128
 #undef SSM__SM90_MMA256
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
@@ -3827,7 +3846,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
                 ssm__sm90_fence();
 #pragma unroll
                 for (int k = 0; k < 4; ++k)
-                    ssm__sm90_mma<256, BF, TRANS>::run(d, ssm__sm90_desc(st + XB + m * TB + (TRANS ? 2048 : 32) * k),
+                    ssm__sm90_mma<256, BF, TRANS, 0>::run(d, ssm__sm90_desc(st + XB + m * TB + (TRANS ? 2048 : 32) * k),
                                                        ssm__sm90_desc(st + 32 * k));
                 ssm__sm90_commit();
                 ssm__sm90_wait_mma<1>();
@@ -3874,6 +3893,155 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
             }
         }
     }
+#endif
+}
+/* dvalues on wgmma (B = 64, 16-bit, sm_90a). A unit is 2 block-rows (a forward group) x 4
+   input blocks, over one token split; the forward tables name its active tiles. A CTA
+   (persistent) streams the unit's tokens in slabs of 64: TMA loads dy's box for each row with
+   an active tile and x's box for each input block either row uses (a stage: up to 6 boxes of
+   8 KB). Consumer warpgroup m accumulates row grp*2 + m's active tiles, dW tile = dy_r^T x_c:
+   wgmma m64n64k16 with the dy box as M-major A and the x box as N-major B (k16 = 16 token
+   rows), 32 f32 a tile. A unit's slab loop is instantiated per number of active tiles
+   (ssm__blw_dw_unit<NA>, each with its own accumulators), so no wgmma sits under a branch. Each tile is written once (no atomics): to
+   dvalues, or with token splits to the partials that ssm__bl_dw_reduce_kernel sums in order. */
+#define SSM__BLW_DW_SLAB 64
+#define SSM__BLW_DW_BOX (SSM__BLW_DW_SLAB * 64 * 2)
+#define SSM__BLW_DW_SB (6 * SSM__BLW_DW_BOX) /* two dy boxes, four x boxes */
+#define SSM__BLW_DW_SMEM (SSM__BLW_ST * SSM__BLW_DW_SB + 1024)
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* One unit for a consumer warpgroup with NA active tiles (x boxes xo[j] of each stage, slots
+   sl[j]): its own accumulators, so each instantiation is straight-line wgmma code; one wgmma
+   group in flight, each stage released when the next one's group has retired it. */
+template <int BF, int NA>
+__device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int m, const int *xo, const int *sl, int nslab, int &s,
+                                                 int &ph, uint64_t *full, uint64_t *empty, int warp, int lane, int split, int K,
+                                                 int64_t nslots, const ssm__bl_vals &dv, float *part) {
+    constexpr int SB = SSM__BLW_DW_SB, BOX = SSM__BLW_DW_BOX;
+    float d[32 * NA];
+#pragma unroll
+    for (int q = 0; q < 32 * NA; ++q) d[q] = 0.f;
+    int prev = -1;
+    for (int i = 0; i < nslab; ++i) {
+        ssm__sm90_wait(&full[s], ph);
+        const unsigned char *st = ring + s * SB;
+#pragma unroll
+        for (int q = 0; q < 32 * NA; ++q) ssm__sm90_rf(d[q]);
+        ssm__sm90_fence();
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+#pragma unroll
+            for (int j = 0; j < NA; ++j)
+                ssm__sm90_mma<64, BF, 1, 1>::run(d + 32 * j, ssm__sm90_desc(st + m * BOX + 2048 * k),
+                                                 ssm__sm90_desc(st + (2 + xo[j]) * BOX + 2048 * k));
+        ssm__sm90_commit();
+        ssm__sm90_wait_mma<1>();
+#pragma unroll
+        for (int q = 0; q < 32 * NA; ++q) ssm__sm90_rf(d[q]);
+        if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
+        prev = s;
+        if (++s == SSM__BLW_ST) s = 0, ph ^= 1;
+    }
+    ssm__sm90_wait_mma<0>();
+#pragma unroll
+    for (int q = 0; q < 32 * NA; ++q) ssm__sm90_rf(d[q]);
+    if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
+    /* d[32j + 4i + {0,1}]: tile j, row (output feature) f, columns 8i + 2q + {0,1}; + {2,3}: row f + 8 */
+    const int f = warp * 16 + lane / 4, q4 = lane % 4;
+#pragma unroll
+    for (int j = 0; j < NA; ++j) {
+        const int64_t slot = sl[j];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = f + 8 * (e >> 1), col = 8 * i + 2 * q4 + (e & 1);
+                const float v = d[32 * j + 4 * i + e];
+                if (part) part[((int64_t)split * nslots + slot) * 4096 + row * 64 + col] = v;
+                else ssm__cu_stv((void *)dv.p, BF ? 2 : 1, (slot / K) * dv.s0 + (slot % K) * dv.s1 + row * dv.s2 + col * dv.s3, v);
+            }
+    }
+}
+#endif
+
+template <int BF>
+__global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_constant__ CUtensorMap tdy, const __grid_constant__ CUtensorMap tx,
+                                                             const int *tab, int R, int K, int C, int ngr, int nunits,
+                                                             int64_t N, int64_t tps, int S, ssm__bl_vals dv, float *part) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ST = SSM__BLW_ST, SB = SSM__BLW_DW_SB, BOX = SSM__BLW_DW_BOX, SLAB = SSM__BLW_DW_SLAB;
+    extern __shared__ uint4 ssm__blw_dw_smem[];
+    __shared__ uint64_t full[ST], empty[ST];
+    unsigned char *ring = (unsigned char *)(((uintptr_t)ssm__blw_dw_smem + 1023) & ~(uintptr_t)1023);
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    const int total = nunits * S;
+    const int64_t nslots = (int64_t)R * K;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; ++s) ssm__sm90_bar_init(&full[s], 1), ssm__sm90_bar_init(&empty[s], 8);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+/* unit u: token split, group, chunk of 4 input blocks, and the slot of (member mm, block q) */
+#define SSM__BLW_DW_UNIT(u)                                                                                 \
+    const int split = (u) / nunits, rest = (u) - split * nunits, grp = rest % ngr, ch = rest / ngr;         \
+    const int64_t n_lo = (int64_t)split * tps, n_hi = n_lo + tps < N ? n_lo + tps : N;                      \
+    const int nslab = n_lo < n_hi ? (int)((n_hi - n_lo + SLAB - 1) / SLAB) : 0;
+#define SSM__BLW_DW_SLOT(mm, q) \
+    (ch * 4 + (q) < C && grp * 2 + (mm) < R ? tab[((int64_t)grp * C + ch * 4 + (q)) * 2 + (mm)] : -1)
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (warp != 0 || lane != 0) return;
+        int s = 0, ph = 0;
+        for (int u = blockIdx.x; u < total; u += gridDim.x) {
+            SSM__BLW_DW_UNIT(u)
+            int rmask = 0, xmask = 0;
+            for (int mm = 0; mm < 2; ++mm)
+                for (int q = 0; q < 4; ++q)
+                    if (SSM__BLW_DW_SLOT(mm, q) >= 0) rmask |= 1 << mm, xmask |= 1 << q;
+            if (!rmask) continue; /* no active tile: the consumers skip the unit too */
+            for (int i = 0; i < nslab; ++i) {
+                const int n0 = (int)(n_lo + (int64_t)i * SLAB);
+                unsigned char *st = ring + s * SB;
+                ssm__sm90_wait(&empty[s], ph ^ 1);
+                ssm__sm90_expect_tx(&full[s], (__popc(rmask) + __popc(xmask)) * BOX);
+                for (int mm = 0; mm < 2; ++mm)
+                    if (rmask >> mm & 1) ssm__sm90_tma2(st + mm * BOX, &tdy, &full[s], (grp * 2 + mm) * 64, n0);
+                for (int q = 0; q < 4; ++q)
+                    if (xmask >> q & 1) ssm__sm90_tma2(st + (2 + q) * BOX, &tx, &full[s], (ch * 4 + q) * 64, n0);
+                if (++s == ST) s = 0, ph ^= 1;
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int m = wg - 1;
+        int s = 0, ph = 0;
+        for (int u = blockIdx.x; u < total; u += gridDim.x) {
+            SSM__BLW_DW_UNIT(u)
+            int xo[4], sl[4], na = 0, any = 0;
+            for (int mm = 0; mm < 2; ++mm)
+                for (int q = 0; q < 4; ++q) {
+                    const int v = SSM__BLW_DW_SLOT(mm, q);
+                    any |= v >= 0;
+                    if (mm == m && v >= 0) xo[na] = q, sl[na] = v, ++na;
+                }
+            if (!any) continue;
+            switch (na) { /* one value for the warpgroup */
+            case 0:
+                for (int i = 0; i < nslab; ++i) {
+                    ssm__sm90_wait(&full[s], ph);
+                    if (lane == 0) ssm__sm90_arrive(&empty[s]);
+                    if (++s == ST) s = 0, ph ^= 1;
+                }
+                break;
+            case 1: ssm__blw_dw_unit<BF, 1>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
+            case 2: ssm__blw_dw_unit<BF, 2>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
+            case 3: ssm__blw_dw_unit<BF, 3>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
+            default: ssm__blw_dw_unit<BF, 4>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
+            }
+        }
+    }
+#undef SSM__BLW_DW_SLOT
+#undef SSM__BLW_DW_UNIT
 #endif
 }
 #endif /* SSM__SM90_HAVE */
@@ -3933,12 +4101,25 @@ static int ssm__blw_ok(ssm__cu_state *st) {
         st->blw = ssm__sm90_device(st) && ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<1, 0>, SSM__BLW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 0>, SSM__BLW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<1, 1>, SSM__BLW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 1>, SSM__BLW_SMEM)
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 1>, SSM__BLW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0>, SSM__BLW_DW_SMEM)
                       ? 1
                       : 2;
         cudaGetLastError();
     }
     return st->blw == 1;
+}
+/* A TMA map of a [N, cols] 16-bit operand in boxes of box_rows x 64 (128-byte swizzle, zero rows
+   past N); 0 when its rows do not suit TMA (unit column stride, 16-byte aligned base and pitch). */
+static int ssm__blw_map(CUtensorMap *m, ssm_dtype dt, const ssm__bl_mat &a, int64_t N, int64_t cols, int box_rows) {
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)N}, strides[1] = {(cuuint64_t)a.rs * 2};
+    cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, es[2] = {1, 1};
+    if (a.cs != 1 || a.rs % 8 || a.rs >= ((int64_t)1 << 38) || (uintptr_t)a.p % 16) return 0;
+    return ssm__sm90_encoder()(m, dt.code == SSM_DTYPE_BFLOAT ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                               2, (void *)a.p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 /* The wgmma gather-GEMM where it applies (see ssm_cuda_config.bell_kernel): 1 when launched,
    0 when the caller takes the mma.sync kernel. TMA reads the input as [N, L*64] (zero rows
@@ -3951,18 +4132,10 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
     const CUtensorMapDataType ty = bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     CUtensorMap tin, tw;
     if (st->knobs.bell_kernel == 1 || dt.bits != 16 || B != 64 || N <= 0 || N > INT32_MAX - SSM__BLW_BM ||
-        (int64_t)nk * ngroups > INT32_MAX || in.cs != 1 || in.rs % 8 || in.rs >= ((int64_t)1 << 38) || (uintptr_t)in.p % 16 ||
-        w.s3 != 1 || w.s2 % 8 || w.s1 % 8 || w.s0 % 8 || (uintptr_t)w.p % 16 || w.s0 >= ((int64_t)1 << 38) ||
-        w.s1 >= ((int64_t)1 << 38) || !ssm__blw_ok(st))
+        (int64_t)nk * ngroups > INT32_MAX || w.s3 != 1 || w.s2 % 8 || w.s1 % 8 || w.s0 % 8 || (uintptr_t)w.p % 16 ||
+        w.s0 >= ((int64_t)1 << 38) || w.s1 >= ((int64_t)1 << 38) || !ssm__blw_ok(st) ||
+        !ssm__blw_map(&tin, dt, in, N, (int64_t)L * 64, SSM__BLW_BM))
         return 0;
-    {
-        cuuint64_t dims[2] = {(cuuint64_t)L * 64, (cuuint64_t)N}, strides[1] = {(cuuint64_t)in.rs * 2};
-        cuuint32_t box[2] = {64, SSM__BLW_BM}, es[2] = {1, 1};
-        if (ssm__sm90_encoder()(&tin, ty, 2, (void *)in.p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-            return 0;
-    }
     {
         cuuint64_t dims[4] = {64, 64, (cuuint64_t)K, (cuuint64_t)R};
         cuuint64_t strides[3] = {(cuuint64_t)w.s2 * 2, (cuuint64_t)w.s1 * 2, (cuuint64_t)w.s0 * 2};
@@ -3987,7 +4160,36 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
 #undef SSM__BLW_GO
     return 1;
 }
+/* dvalues on wgmma where it applies (as ssm__blw_mm, on dy and x): builds the forward tables in
+   tab (tab_bytes >= their size), then launches; 1 when launched, 0 when the caller takes the
+   mma.sync kernel. tps: tokens a split, a multiple of 64. */
+static int ssm__blw_dw(ssm__cu_state *st, const ssm_bell_plan *p, const ssm_tensor *col_idx, ssm__bl_mat dy, ssm__bl_mat x,
+                       int *tab, size_t tab_bytes, int64_t tps, int S, ssm__bl_vals dv, float *part) {
+    const int R = (int)p->R, K = (int)p->K, C = (int)p->C, ngr = (R + 1) / 2, nunits = ngr * ((C + 3) / 4);
+    const int64_t nslots = (int64_t)R * K;
+    CUtensorMap tdy, tx;
+    if (st->knobs.bell_kernel == 1 || p->dtype.bits != 16 || p->B != 64 || p->N <= 0 || p->N > INT32_MAX - 64 || tps % 64 ||
+        (int64_t)nunits * S > INT32_MAX || tab_bytes < (size_t)ngr * C * 2 * 4 || !ssm__blw_ok(st) ||
+        !ssm__blw_map(&tdy, p->dtype, dy, p->N, (int64_t)R * 64, SSM__BLW_DW_SLAB) ||
+        !ssm__blw_map(&tx, p->dtype, x, p->N, (int64_t)C * 64, SSM__BLW_DW_SLAB))
+        return 0;
+    if (cudaMemsetAsync(tab, 0xFF, tab_bytes, st->stream) != cudaSuccess) return 0;
+    ssm__bl_fwd_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st->stream>>>(
+        (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, 2, tab);
+    const int total = nunits * S, grid = total < st->sms ? total : st->sms;
+    if (p->dtype.code == SSM_DTYPE_BFLOAT)
+        ssm__blw_dw_kernel<1><<<grid, 384, SSM__BLW_DW_SMEM, st->stream>>>(tdy, tx, tab, R, K, C, ngr, nunits, p->N, tps, S, dv,
+                                                                           part);
+    else
+        ssm__blw_dw_kernel<0><<<grid, 384, SSM__BLW_DW_SMEM, st->stream>>>(tdy, tx, tab, R, K, C, ngr, nunits, p->N, tps, S, dv,
+                                                                           part);
+    return 1;
+}
 #else
+static int ssm__blw_dw(ssm__cu_state *, const ssm_bell_plan *, const ssm_tensor *, ssm__bl_mat, ssm__bl_mat, int *, size_t,
+                       int64_t, int, ssm__bl_vals, float *) {
+    return 0;
+}
 static int ssm__blw_mm(ssm__cu_state *, ssm_dtype, int, int, int64_t, int, int, int, int, ssm__bl_mat, ssm__bl_vals,
                        const int *, const int *, const int *, ssm__bl_mat, ssm__bl_mat) {
     return 0;
@@ -4061,7 +4263,7 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
         if (S > 32) S = 32;
         if (S > maxs) S = maxs;
         if (S < 1) S = 1;
-        w.tps = ((p->N + S - 1) / S + 31) / 32 * 32;
+        w.tps = ((p->N + S - 1) / S + 63) / 64 * 64; /* whole slabs of the wgmma kernel (64 tokens) */
         w.S = (int)((p->N + w.tps - 1) / w.tps);
         if (w.S < 1) w.S = 1;
         if (p->dtype.bits != 32) {
@@ -4198,6 +4400,8 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
             else if (B == 32) ssm__bl_dw32_kernel<32><<<grid, 256, 0, s>>>(p->N, w.tps, K, ci, col_idx->strides[0], col_idx->strides[1], C, mdy, mx, dv, part, nslots);
             else ssm__bl_dw32_kernel<64><<<grid, 256, 0, s>>>(p->N, w.tps, K, ci, col_idx->strides[0], col_idx->strides[1], C, mdy, mx, dv, part, nslots);
             SSM__CU_LAUNCHED(ctx, "ssm__bl_dw32_kernel");
+        } else if (ssm__blw_dw(st, p, col_idx, mdy, mx, (int *)cur, w.dtab, w.tps, w.S, dv, part)) {
+            SSM__CU_LAUNCHED(ctx, "ssm__blw_dw_kernel");
         } else {
             int *tab = (int *)cur, *list = (int *)(cur + w.dtab), *count = (int *)(cur + w.dtab + w.dlist);
             const int vec = ssm__bl_vec_mat(mdy) && ssm__bl_vec_mat(mx), bf = p->dtype.code == SSM_DTYPE_BFLOAT;
@@ -5499,8 +5703,8 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
                 const T *a = sA + s * BM * BK, *b = sB + s * BN * BK;
 #pragma unroll
                 for (int k = 0; k < BK / 16; ++k) {
-                    ssm__sm90_mma<128, BF, 0>::run(d0, ssm__sm90_desc(a + 16 * k), ssm__sm90_desc(b + 16 * k));
-                    ssm__sm90_mma<128, BF, 0>::run(d1, ssm__sm90_desc(a + 64 * BK + 16 * k), ssm__sm90_desc(b + 16 * k));
+                    ssm__sm90_mma<128, BF, 0, 0>::run(d0, ssm__sm90_desc(a + 16 * k), ssm__sm90_desc(b + 16 * k));
+                    ssm__sm90_mma<128, BF, 0, 0>::run(d1, ssm__sm90_desc(a + 64 * BK + 16 * k), ssm__sm90_desc(b + 16 * k));
                 }
                 ssm__sm90_commit();
                 ssm__sm90_wait_mma<1>();
