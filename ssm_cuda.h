@@ -3295,8 +3295,9 @@ __global__ void ssm__bl_dw_table_kernel(const int *ci, int64_t cs0, int64_t cs1,
     }
 }
 /* One warp per group: the items (L of them, E table entries each) with an active entry, in
-   ascending order: list[j] = item. */
-__global__ void ssm__bl_compact_kernel(const int *tab, int L, int E, int64_t lstride, int *list, int *count) {
+   ascending order: list[j] = item; with ent, also ent[j] = {item, its E entries} (the wgmma
+   kernel's staging reads them in one pass). */
+__global__ void ssm__bl_compact_kernel(const int *tab, int L, int E, int64_t lstride, int *list, int *count, int *ent) {
     const int grp = blockIdx.x, lane = threadIdx.x;
     const int *t = tab + (int64_t)grp * L * E;
     int *out = list + (int64_t)grp * lstride, base = 0;
@@ -3311,7 +3312,14 @@ __global__ void ssm__bl_compact_kernel(const int *tab, int L, int E, int64_t lst
             const int v = __shfl_up_sync(0xffffffffu, pre, o);
             if (lane >= o) pre += v;
         }
-        if (slot >= 0) out[base + pre - 1] = j;
+        if (slot >= 0) {
+            out[base + pre - 1] = j;
+            if (ent) {
+                int *o = ent + ((int64_t)grp * lstride + base + pre - 1) * (E + 1);
+                o[0] = j;
+                for (int e = 0; e < E; ++e) o[1 + e] = t[(int64_t)j * E + e];
+            }
+        }
         base += __shfl_sync(0xffffffffu, pre, 31);
     }
     if (lane == 0) count[grp] = base;
@@ -3770,7 +3778,7 @@ __global__ void ssm__bl_dbias_reduce_kernel(int64_t width, int S, const float *p
 #ifdef SSM__SM90_HAVE
 template <int BF, int TRANS>
 __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant__ CUtensorMap tin, const __grid_constant__ CUtensorMap tw,
-                                                          int K, const int *tab, const int *list, const int *count, int L,
+                                                          int K, const int *ent, const int *count, int L,
                                                           int nout, int ngr, int ntiles, int N, ssm__bl_mat bias,
                                                           ssm__bl_mat out, int outv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -3792,14 +3800,10 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
         int s = 0, ph = 0;
         for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
             const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
-            const int *ls = list + (int64_t)grp * L, *tb = tab + (int64_t)grp * L * 2;
+            const int *en = ent + (int64_t)grp * L * 3;
             for (int i0 = 0; i0 < cnt; i0 += 32) {
                 __syncwarp();
-                { /* 32 entries' table reads in flight at once */
-                    const int e = i0 + lane < cnt ? ls[i0 + lane] : -1;
-                    sent[lane * 3] = e;
-                    sent[lane * 3 + 1] = e >= 0 ? tb[2 * e] : -1, sent[lane * 3 + 2] = e >= 0 ? tb[2 * e + 1] : -1;
-                }
+                for (int q = lane; q < 96; q += 32) sent[q] = 3 * i0 + q < 3 * cnt ? en[3 * i0 + q] : -1; /* 32 entries at once */
                 __syncwarp();
                 const int n = cnt - i0 < 32 ? cnt - i0 : 32;
                 if (lane == 0)
@@ -4125,8 +4129,7 @@ static int ssm__blw_map(CUtensorMap *m, ssm_dtype dt, const ssm__bl_mat &a, int6
    0 when the caller takes the mma.sync kernel. TMA reads the input as [N, L*64] (zero rows
    past N) and the weights as [R][K][64][64] by their strides. */
 static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout, int ngroups,
-                       ssm__bl_mat in, ssm__bl_vals w, const int *tab, const int *list, const int *count, ssm__bl_mat bias,
-                       ssm__bl_mat out) {
+                       ssm__bl_mat in, ssm__bl_vals w, const int *ent, const int *count, ssm__bl_mat bias, ssm__bl_mat out) {
     const int bf = dt.code == SSM_DTYPE_BFLOAT, nk = (int)((N + SSM__BLW_BM - 1) / SSM__BLW_BM);
     const int64_t R = trans ? L : nout; /* block-rows of the weights (dx: the list runs over them) */
     const CUtensorMapDataType ty = bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -4148,7 +4151,7 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
     const int ntiles = nk * ngroups, grid = ntiles < st->sms ? ntiles : st->sms;
     const int outv = out.cs == 1 && out.rs % 2 == 0 && (uintptr_t)out.p % 4 == 0;
 #define SSM__BLW_GO(BF_, TR_)                                                                                    \
-    ssm__blw_kernel<BF_, TR_><<<grid, 384, SSM__BLW_SMEM, st->stream>>>(tin, tw, K, tab, list, count, L, nout, ngroups, \
+    ssm__blw_kernel<BF_, TR_><<<grid, 384, SSM__BLW_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups,       \
                                                                          ntiles, (int)N, bias, out, outv)
     if (bf) {
         if (trans) SSM__BLW_GO(1, 1);
@@ -4191,7 +4194,7 @@ static int ssm__blw_dw(ssm__cu_state *, const ssm_bell_plan *, const ssm_tensor 
     return 0;
 }
 static int ssm__blw_mm(ssm__cu_state *, ssm_dtype, int, int, int64_t, int, int, int, int, ssm__bl_mat, ssm__bl_vals,
-                       const int *, const int *, const int *, ssm__bl_mat, ssm__bl_mat) {
+                       const int *, const int *, ssm__bl_mat, ssm__bl_mat) {
     return 0;
 }
 #endif
@@ -4200,9 +4203,9 @@ static int ssm__blw_mm(ssm__cu_state *, ssm_dtype, int, int, int64_t, int, int, 
    the mma.sync one (CUDA cores for f32). */
 static cudaError_t ssm__bl_mm(ssm__cu_state *cs, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout,
                               int ngroups, ssm__bl_mat in, ssm__bl_vals w, const int *tab, const int *list,
-                              const int *count, ssm__bl_mat bias, ssm__bl_mat out) {
+                              const int *count, const int *ent, ssm__bl_mat bias, ssm__bl_mat out) {
     cudaStream_t st = cs->stream;
-    if (ssm__blw_mm(cs, dt, B, trans, N, L, K, nout, ngroups, in, w, tab, list, count, bias, out)) return cudaGetLastError();
+    if (ent && ssm__blw_mm(cs, dt, B, trans, N, L, K, nout, ngroups, in, w, ent, count, bias, out)) return cudaGetLastError();
     const int vec = ssm__bl_vec_mat(in) && ssm__bl_vec_vals(w);
     const int outv = out.cs == 1 && out.rs % 2 == 0 && (uintptr_t)out.p % 4 == 0;
     const dim3 g32((unsigned)((N + 31) / 32), (unsigned)ngroups);
@@ -4236,7 +4239,7 @@ static cudaError_t ssm__bl_mm(ssm__cu_state *cs, ssm_dtype dt, int B, int trans,
 static size_t ssm__bl_al(size_t b) { return (b + 255) & ~(size_t)255; }
 
 typedef struct ssm__bl_ws { /* byte sizes of the pieces of one call */
-    size_t tab, list, count, dtab, dlist, dcount, part, bpart;
+    size_t tab, list, count, ent, dtab, dlist, dcount, part, bpart;
     int G, ngr, ngc, S, Sb;
     int64_t tps, tpsb;
 } ssm__bl_ws;
@@ -4244,17 +4247,20 @@ typedef struct ssm__bl_ws { /* byte sizes of the pieces of one call */
 static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, int backward) {
     ssm__bl_ws w;
     const int64_t B = p->B, G = SSM__BL_BN / B, nslots = p->R * p->K, width = p->R * B;
+    const int wgmma = B == 64 && p->dtype.bits == 16; /* room for its entries (used where it runs) */
     memset(&w, 0, sizeof w);
     w.G = (int)G, w.ngr = (int)((p->R + G - 1) / G), w.ngc = (int)((p->C + G - 1) / G);
     if (p->N == 0) return w; /* nothing but zero gradients */
     if (!backward) { /* forward tables: groups of output rows, lists over input columns */
         w.tab = ssm__bl_al((size_t)w.ngr * p->C * G * 4), w.list = ssm__bl_al((size_t)w.ngr * p->C * 4);
         w.count = ssm__bl_al((size_t)w.ngr * 4);
+        if (wgmma) w.ent = ssm__bl_al((size_t)w.ngr * p->C * 3 * 4);
         return w;
     }
     if (p->want_dx) { /* groups of input columns, lists over output rows */
         w.tab = ssm__bl_al((size_t)w.ngc * p->R * G * 4), w.list = ssm__bl_al((size_t)w.ngc * p->R * 4);
         w.count = ssm__bl_al((size_t)w.ngc * 4);
+        if (wgmma) w.ent = ssm__bl_al((size_t)w.ngc * p->R * 3 * 4);
     }
     if (p->want_dvalues) {
         const int64_t regions = (int64_t)w.ngr * w.ngc, ctas = p->dtype.bits == 32 ? nslots : regions;
@@ -4287,7 +4293,7 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
     return w;
 }
 static size_t ssm__bl_ws_total(const ssm__bl_ws *w) {
-    return w->tab + w->list + w->count + w->dtab + w->dlist + w->dcount + w->part + w->bpart;
+    return w->tab + w->list + w->count + w->ent + w->dtab + w->dlist + w->dcount + w->part + w->bpart;
 }
 
 static ssm_result ssm__bl_supported(ssm_ctx *ctx, const char *op, const ssm_bell_plan *p) {
@@ -4302,10 +4308,11 @@ static ssm_result ssm__bl_supported(ssm_ctx *ctx, const char *op, const ssm_bell
 }
 
 /* Device tables of one direction. dir 0: forward (groups of rows), 1: dx (groups of columns,
-   from the transposed index), 2: dvalues regions. */
+   from the transposed index), 2: dvalues regions. ent (dir 0 / 1, may be NULL): the wgmma
+   kernel's entries. */
 static cudaError_t ssm__bl_tables(cudaStream_t st, const ssm_bell_plan *p, int dir, const ssm_tensor *col_idx,
                                   const ssm_tensor *toff, const ssm_tensor *tsl, int *tab, size_t tab_bytes, int *list,
-                                  int *count) {
+                                  int *count, int *ent) {
     const int B = (int)p->B, G = SSM__BL_BN / B, R = (int)p->R, K = (int)p->K, C = (int)p->C;
     const int ngr = (R + G - 1) / G, ngc = (C + G - 1) / G;
     const int64_t nslots = (int64_t)R * K;
@@ -4314,15 +4321,15 @@ static cudaError_t ssm__bl_tables(cudaStream_t st, const ssm_bell_plan *p, int d
     if (dir == 0) {
         ssm__bl_fwd_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st>>>(
             (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, G, tab);
-        ssm__bl_compact_kernel<<<ngr, 32, 0, st>>>(tab, C, G, C, list, count);
+        ssm__bl_compact_kernel<<<ngr, 32, 0, st>>>(tab, C, G, C, list, count, ent);
     } else if (dir == 1) {
         ssm__bl_dx_table_kernel<<<(C + 127) / 128, 128, 0, st>>>((const int *)toff->data, toff->strides[0],
                                                                   (const int *)tsl->data, tsl->strides[0], R, K, C, G, tab);
-        ssm__bl_compact_kernel<<<ngc, 32, 0, st>>>(tab, R, G, R, list, count);
+        ssm__bl_compact_kernel<<<ngc, 32, 0, st>>>(tab, R, G, R, list, count, ent);
     } else {
         ssm__bl_dw_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st>>>(
             (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, B, ngc, tab);
-        ssm__bl_compact_kernel<<<(unsigned)ngr * ngc, 32, 0, st>>>(tab, 16, 4, 16, list, count);
+        ssm__bl_compact_kernel<<<(unsigned)ngr * ngc, 32, 0, st>>>(tab, 16, 4, 16, list, count, NULL);
     }
     return cudaGetLastError();
 }
@@ -4343,14 +4350,15 @@ static ssm_result ssm__cu_bell_forward(ssm_ctx *ctx, const ssm_bell_plan *p, con
     ssm__cu_device_guard guard(st->device);
     ssm__bl_ws w = ssm__bl_ws_of(st, p, 0);
     char *ws;
-    int *tab, *list, *count;
+    int *tab, *list, *count, *ent;
     SSM__TRY(ssm__bl_supported(ctx, op, p));
     SSM__TRY(ssm_ctx_workspace(ctx, ssm__bl_ws_total(&w), (void **)&ws));
     tab = (int *)ws, list = (int *)(ws + w.tab), count = (int *)(ws + w.tab + w.list);
-    SSM__BL_CU(ctx, "block-ELL index tables", ssm__bl_tables(st->stream, p, 0, col_idx, NULL, NULL, tab, w.tab, list, count));
+    ent = w.ent ? (int *)(ws + w.tab + w.list + w.count) : NULL;
+    SSM__BL_CU(ctx, "block-ELL index tables", ssm__bl_tables(st->stream, p, 0, col_idx, NULL, NULL, tab, w.tab, list, count, ent));
     SSM__BL_CU(ctx, "ssm__bl_mm_kernel (forward)",
                ssm__bl_mm(st, p->dtype, (int)p->B, 0, p->N, (int)p->C, (int)p->K, (int)p->R, w.ngr,
-                          ssm__bl_mat_of(x), ssm__bl_vals_of(values), tab, list, count, ssm__bl_mat_of(bias),
+                          ssm__bl_mat_of(x), ssm__bl_vals_of(values), tab, list, count, ent, ssm__bl_mat_of(bias),
                           ssm__bl_mat_of(y)));
     return SSM_OK;
 }
@@ -4382,12 +4390,14 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
     cur = ws;
     if (dx) {
         int *tab = (int *)cur, *list = (int *)(cur + w.tab), *count = (int *)(cur + w.tab + w.list);
+        int *ent = w.ent ? (int *)(cur + w.tab + w.list + w.count) : NULL;
         ssm__bl_mat none = {NULL, 0, 0};
-        cur += w.tab + w.list + w.count;
-        SSM__BL_CU(ctx, "block-ELL transposed tables", ssm__bl_tables(s, p, 1, col_idx, t_offsets, t_slots, tab, w.tab, list, count));
+        cur += w.tab + w.list + w.count + w.ent;
+        SSM__BL_CU(ctx, "block-ELL transposed tables",
+                   ssm__bl_tables(s, p, 1, col_idx, t_offsets, t_slots, tab, w.tab, list, count, ent));
         SSM__BL_CU(ctx, "ssm__bl_mm_kernel (dx)",
                    ssm__bl_mm(st, p->dtype, B, 1, p->N, R, K, C, w.ngc, ssm__bl_mat_of(dy), ssm__bl_vals_of(values), tab,
-                              list, count, none, ssm__bl_mat_of(dx)));
+                              list, count, ent, none, ssm__bl_mat_of(dx)));
     }
     if (dvalues) {
         ssm__bl_vals dv = ssm__bl_vals_of(dvalues);
@@ -4407,7 +4417,7 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
             const int vec = ssm__bl_vec_mat(mdy) && ssm__bl_vec_mat(mx), bf = p->dtype.code == SSM_DTYPE_BFLOAT;
             const size_t smem = (size_t)2 * SSM__BL_DW_NST * SSM__BL_DW_BK * SSM__BL_DW_LD * 2;
             dim3 grid((unsigned)w.ngr * w.ngc, (unsigned)w.S);
-            SSM__BL_CU(ctx, "block-ELL region tables", ssm__bl_tables(s, p, 2, col_idx, NULL, NULL, tab, w.dtab, list, count));
+            SSM__BL_CU(ctx, "block-ELL region tables", ssm__bl_tables(s, p, 2, col_idx, NULL, NULL, tab, w.dtab, list, count, NULL));
 #define SSM__BL_DW(BF_, B_, V_)                                                                                       \
     do {                                                                                                              \
         SSM__BL_CU(ctx, "cudaFuncSetAttribute", cudaFuncSetAttribute(ssm__bl_dw_kernel<BF_, B_, V_>,                  \

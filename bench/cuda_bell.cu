@@ -5,7 +5,7 @@
    rate measured in this run (cuBLAS, 8192^3, per dtype). JSON lines:
    bench/results/cuda_bell.jsonl (the row format of bench/bench.h).
    BELL_GRID=prio (default): 50% density, bf16, then f16 and f32; BELL_GRID=full adds 25% and
-   75% density in bf16; BELL_GRID=quick: one N; BELL_B=64: one block size. PyTorch BSR (to_sparse_bsr's layout, W @ x^T)
+   75% density in bf16; BELL_GRID=quick: one N; BELL_B / BELL_N / BELL_IN: only those rows. PyTorch BSR (to_sparse_bsr's layout, W @ x^T)
    on the same inputs: with BELL_PEER_DIR set (make bench-cuda sets it when torch imports) each
    row's inputs go there and bench/peers/torch_bsr.py --from DIR times them after this run. */
 #define SSM_IMPLEMENTATION
@@ -205,7 +205,9 @@ int main(void) {
     cudaDeviceProp prop;
     const char *grid = getenv("BELL_GRID");
     const int full = grid && !strcmp(grid, "full"), quick = grid && !strcmp(grid, "quick");
-    const int64_t only_B = getenv("BELL_B") ? atoll(getenv("BELL_B")) : 0; /* BELL_B=64: one block size */
+    /* BELL_B=64, BELL_N=32768, BELL_IN=2048: only those rows (e.g. for a profiler) */
+    const int64_t only_B = getenv("BELL_B") ? atoll(getenv("BELL_B")) : 0;
+    const int64_t only_N = getenv("BELL_N") ? atoll(getenv("BELL_N")) : 0, only_in = getenv("BELL_IN") ? atoll(getenv("BELL_IN")) : 0;
     time_t now = time(NULL);
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
         printf("no CUDA device\n");
@@ -243,7 +245,7 @@ int main(void) {
             for (int ni = 0; ni < (quick ? 1 : 2); ++ni)
                 for (int bi = 0; bi < 3; ++bi) {
                     if (dts[di].bits == 32 && ni == 1) continue; /* f32: N = 8192 only */
-                    if (only_B && Bs[bi] != only_B) continue;
+                    if ((only_B && Bs[bi] != only_B) || (only_N && Ns[ni] != only_N) || (only_in && shapes[si][0] != only_in)) continue;
                     bell_rows(cu, host, dts[di], Ns[ni], shapes[si][0], shapes[si][1], Bs[bi], 0.5);
                 }
     if (full)
