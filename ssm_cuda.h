@@ -110,12 +110,14 @@
                S1 T8192 n64, CUDA cores), else chunked with chunk ~ sqrt(T).
 
    BLOCK-ELL (ssm_bell_forward / ssm_bell_backward; the bell section below says how)
-     H200, 50% density, bf16, ratio to cuBLAS dense of the same shape (forward / fwd+bwd):
-     B=64 0.37-0.47x / 0.36-0.45x, B=32 0.26-0.34x / 0.25-0.34x, B=16 0.18-0.22x / 0.17-0.23x;
-     to cuSPARSE Blocked-ELL (forward): 0.64-0.83x at B=64, 0.45-0.58x at B=32, 0.82-0.95x at
-     B=16 (bench/results/cuda_bell.jsonl). mma.sync at 8 warps per SM (acc 128 floats a
-     thread): L2-to-SM traffic (x once per group of 128 outputs, W once per 128 tokens) and
-     low occupancy bound it; wgmma tiles of 256 tokens would be the next step.
+     H200, 50% density, ratio to cuBLAS dense of the same shape (forward / fwd+bwd;
+     bench/results/cuda_bell_ca5a5dc.log): B=64 in 16-bit on sm_90a (TMA + wgmma: forward, dx
+     and dvalues) 1.11-1.35x / 1.00-1.16x at 2048->8192 and 4096->4096, 0.97-1.01x / 0.70-0.92x
+     at 640->2560; 1.5-2.4x faster than cuSPARSE Blocked-ELL and 1.9-8x than PyTorch BSR (forward).
+     16-bit B=32 0.26-0.34x / 0.25-0.35x, B=16 0.16-0.25x / 0.18-0.22x (mma.sync, 8 warps an SM:
+     L2-to-SM traffic and low occupancy bound it). The B=64 forward is L2-bound (x read again for
+     every pair of block-rows: L2 64% busy, tensor pipe 59%, ncu at locked clocks), dvalues too
+     (L2 81%: units of 2 block-rows x 4 input blocks load dy and x once per 64 tokens).
 
    PROJECTION CHAINS (ssm_proj_*; the proj section below says how)
      H200, bf16, Gated DeltaNet input projections at d = 2048 (N = 8224; bench/cuda_proj.cu
@@ -3757,7 +3759,7 @@ __global__ void ssm__bl_dbias_reduce_kernel(int64_t width, int S, const float *p
    W tile (A: 64 x 64, from shared memory) x the 256 x 64 box of the input (B, K-major). A CTA
    (persistent: tiles t = blockIdx.x, + gridDim.x, ..., group-fastest so CTAs running together
    read the same input rows from L2) owns 256 tokens of one group; warpgroup 0's first warp
-   stages 32 list entries at a time, and its lane 0 issues TMA loads (the input box once per
+   stages 32 entries at a time, and its lane 0 issues TMA loads (the input box once per
    list entry, the active members' tiles) into a ring of 4 stages of 48 KB guarded by full /
    empty mbarriers. Consumer warpgroup 1 + m accumulates member m (128 f32 a thread) and skips
    the entries where m is inactive in an inner loop, so the wgmma block is never under a branch
@@ -3786,7 +3788,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
     constexpr int ST = SSM__BLW_ST, SB = SSM__BLW_SB, XB = SSM__BLW_XB, TB = SSM__BLW_TB, BM = SSM__BLW_BM;
     extern __shared__ uint4 ssm__blw_smem[];
     __shared__ uint64_t full[ST], empty[ST];
-    __shared__ int sent[32 * 3], smask[ST]; /* staged entries {e, slot of member 0, of member 1}; each stage's members */
+    __shared__ int sent[32 * 3]; /* the producer's staged entries {e, slot of member 0, of member 1} */
     unsigned char *ring = (unsigned char *)(((uintptr_t)ssm__blw_smem + 1023) & ~(uintptr_t)1023);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     if (threadIdx.x == 0) {
@@ -3812,7 +3814,6 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
                         const int mask = (sj[1] >= 0 ? 1 : 0) | (sj[2] >= 0 ? 2 : 0);
                         unsigned char *st = ring + s * SB;
                         ssm__sm90_wait(&empty[s], ph ^ 1);
-                        smask[s] = mask; /* published by the full barrier's completion */
                         ssm__sm90_expect_tx(&full[s], XB + __popc(mask) * TB);
                         ssm__sm90_tma2(st, &tin, &full[s], sj[0] * 64, tt * BM);
                         for (int m = 0; m < 2; ++m)
@@ -3828,13 +3829,16 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
         int s = 0, ph = 0;
         for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
             const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
-            int i = 0, pend = -1; /* pend: the stage of the wgmma group in flight */
+            const int *en = ent + (int64_t)grp * L * 3;
+            int i = 0, pend = -1, base = -32; /* pend: the stage of the wgmma group in flight */
+            unsigned act = 0; /* bit j: this member is active in entry base + j (one load per 32 entries) */
 #pragma unroll
             for (int q = 0; q < 128; ++q) d[q] = 0.f;
             for (;;) {
                 for (; i < cnt; ++i) { /* skip the entries where this member is inactive */
+                    if (i - base >= 32) base = i, act = __ballot_sync(0xffffffffu, i + lane < cnt && en[3 * (i + lane) + 1 + m] >= 0);
                     ssm__sm90_wait(&full[s], ph);
-                    if (__any_sync(0xffffffffu, *(volatile int *)&smask[s] >> m & 1)) break; /* uniform: one value for the warpgroup */
+                    if (act >> (i - base) & 1) break; /* uniform: a ballot */
                     if (pend >= 0) { /* retire the group in flight first: stages are released in order */
                         ssm__sm90_wait_mma<0>();
                         if (lane == 0) ssm__sm90_arrive(&empty[pend]);
