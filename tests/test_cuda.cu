@@ -133,15 +133,15 @@ static ssm_tensor host_f64(std::vector<double> &v, int ndim, const int64_t *shap
     return ssm_tensor_make(v.data(), SSM_F64, ssm_cpu(), ndim, shape, NULL);
 }
 
-static ssm_ctx *cuda_ctx(void) {
+static ssm_ctx *cuda_ctx_with(ssm_cuda_config cc) {
     ssm_ctx *ctx = NULL;
     ssm_ctx_config cfg = ssm_ctx_config_init();
-    ssm_cuda_config cc = ssm_cuda_config_init();
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &cc;
     if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) test_fail(__FILE__, __LINE__, "CUDA context creation failed");
     return ctx;
 }
+static ssm_ctx *cuda_ctx(void) { return cuda_ctx_with(ssm_cuda_config_init()); }
 static ssm_ctx *ref_ctx(void) {
     ssm_ctx *ctx = NULL;
     ssm_ctx_config cfg = ssm_ctx_config_init();
@@ -288,6 +288,15 @@ static void suite_cuda_bell(ssm_ctx *cu, ssm_ctx *ref) {
         bell_case_run(cu, ref, &h);
         bell_case i = {SSM_BF16, 333, 70, 3, 2, 64, 0, 0};
         bell_case_run(cu, ref, &i);
+    }
+    { /* the mma.sync kernels on cases the wgmma ones take by default (ssm_cuda_config.bell_kernel = 1) */
+        ssm_cuda_config cc = ssm_cuda_config_init();
+        cc.bell_kernel = 1;
+        ssm_ctx *mm = cuda_ctx_with(cc);
+        bell_case a = {SSM_BF16, 1031, 5, 7, 3, 64, 0, 1}, b = {SSM_F16, 517, 9, 10, 5, 64, 1, 0};
+        bell_case_run(mm, ref, &a);
+        bell_case_run(mm, ref, &b);
+        ssm_ctx_destroy(mm);
     }
     { /* refusals: B outside 16/32/64, host index */
         int64_t sv[4] = {2, 1, 8, 8}, sci[2] = {2, 1}, sx[2] = {4, 16}, sy[2] = {4, 16};
