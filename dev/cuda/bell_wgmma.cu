@@ -45,6 +45,12 @@
    the whole W (50% of 2048 x 8192 bf16 = 16 MB) stays in L2.
    The union tables (per group: ascending input blocks with the slot of each member, -1 when
    inactive) are built on the host here; the library builds the same on the device.
+   The winner (pt64) is in the library since 40d7a8e as ssm_cuda.h's ssm__blw_kernel (forward,
+   and dx through wgmma's transpose of A), beside a wgmma dvalues kernel; this harness stays for
+   the variants. Measured side by side under ncu (locked clocks, 2048->8192, N = 32768, bf16):
+   this pt64 1.17 ms, the library's kernel 1.29 ms, with the same registers (168), L2 hit rate
+   and traffic; the 10% is not explained yet (bench/results/cuda_bell_b64_e426cd2.log has the
+   library's rows).
 
    Measured on an H200 (bench/results/cuda_bell_wgmma_742ccbf.log; ours and cuBLAS timed
    alternately in each row; cuBLAS's own time for one shape spreads by up to 20% between rows,
