@@ -188,11 +188,11 @@ typedef struct ssm_cuda_config {
                              shape (n, m <= 128): a fused kernel per level (mma.sync for
                              16-bit inputs, HS by chains where rows take 16-byte copies; FMAs
                              for f32)                                                         */
-    int bell_kernel;      /* block-ELL forward and dx: 1 = the mma.sync gather-GEMM, 2 = the
-                             sm_90a TMA + wgmma one (B = 64, 16-bit, unit column stride and
-                             16-byte aligned rows of the input and of the weight tiles, a cc
-                             9.0 GPU running this binary's sm_90a code); by default the wgmma
-                             one where it applies; calls it does not fit take 1               */
+    int bell_kernel;      /* block-ELL: 1 = the mma.sync kernels, 2 = the sm_90a TMA + wgmma
+                             ones (16-bit; B = 64: forward, dx, dvalues; B = 32: forward; unit
+                             column stride and 16-byte aligned rows of the operands and weight
+                             tiles; a cc 9.0 GPU running this binary's sm_90a code); by default
+                             the wgmma ones where they apply; calls they do not fit take 1    */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -3096,12 +3096,20 @@ __device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map
                  "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
-/* An operand in shared memory in TMA's 128-byte swizzle (rows of 128 bytes): 8-row groups 1024
-   bytes apart (SBO), LBO unused (1). The same descriptor serves a K-major operand (rows along
-   M or N, K contiguous; k16 steps 32 bytes along a row) and, with trans-a, an M-major A (rows
-   along K, 64 M elements contiguous; k16 steps 16 rows = 2048 bytes). */
-__device__ __forceinline__ uint64_t ssm__sm90_desc(const void *p) {
-    return (uint64_t)((ssm__sm90_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+/* An operand in shared memory in TMA's swizzle of its row width RB (128, 64 or 32 bytes): 8-row
+   groups 8 RB bytes apart (SBO), LBO unused (1). The same descriptor serves a K-major operand
+   (rows along M or N, K contiguous; k16 steps 32 bytes along a row) and, with trans-a / trans-b,
+   an MN-major one of one swizzle atom's width (rows along K; k16 steps 16 rows). */
+template <int RB = 128> __device__ __forceinline__ uint64_t ssm__sm90_desc(const void *p) {
+    constexpr uint64_t layout = RB == 128 ? 1 : RB == 64 ? 2 : 3;
+    return (uint64_t)((ssm__sm90_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(RB / 2) << 32) | (layout << 62);
+}
+/* Four 8 x 8 b16 matrices (ldmatrix .x4): the m16n8k16 A fragment of 16 rows from shared memory. */
+__device__ __forceinline__ void ssm__sm90_ldsm4(uint32_t *a, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(addr)
+                 : "memory");
 }
 /* Keeps the compiler from moving accumulator reads or writes across a wgmma fence / wait. */
 __device__ __forceinline__ void ssm__sm90_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
@@ -3191,6 +3199,24 @@ template <int TA, int TB> struct ssm__sm90_mma<256, 0, TA, TB> {
 #undef SSM__SM90_MMA64
 #undef SSM__SM90_MMA128
 #undef SSM__SM90_MMA256
+/* wgmma m64n32k16 with A from registers (each warp's 16 rows as the m16n8k16 A fragment), B by
+   descriptor (K-major). */
+#define SSM__SM90_MMA32RS(TY)                                                                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                   \
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {"                                    \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"                          \
+                 "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"                                               \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),       \
+                   "+f"(d[15])                                                                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
+template <int BF> struct ssm__sm90_mma32rs {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db) { SSM__SM90_MMA32RS("f16"); }
+};
+template <> struct ssm__sm90_mma32rs<1> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db) { SSM__SM90_MMA32RS("bf16"); }
+};
+#undef SSM__SM90_MMA32RS
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
 typedef CUresult (*ssm__sm90_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
@@ -3240,8 +3266,9 @@ static int ssm__sm90_kernel_ok(const ssm__cu_state *st, const void *f, size_t dy
    computes only the active blocks (warps take the region's active 32 x 32 units round robin);
    token splits (to fill the GPU) add partials in a fixed order. dbias: column sums
    by token splits, added in a fixed order. 16-bit inputs use mma.sync m16n8k16 with f32
-   accumulation; f32 runs on CUDA cores in f32 (exact f32 products, f32 sums). On sm_90a, the
-   16-bit forward and dx at B = 64 run on TMA + wgmma instead (ssm__blw_kernel, same tables).
+   accumulation; f32 runs on CUDA cores in f32 (exact f32 products, f32 sums). On sm_90a, 16-bit
+   B = 64 runs on TMA + wgmma instead (ssm__blw_kernel forward and dx on the same tables,
+   ssm__blw_dw_kernel dvalues), and so does the B = 32 forward (ssm__blu_kernel).
    The index tables (per group: slot of each (input block, member) pair, and the compacted
    list of input blocks) are built on the device in the workspace by three small kernels per
    call, so col_idx and the transposed index are never read on the host. Out-of-range
@@ -3903,6 +3930,172 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
     }
 #endif
 }
+/* The forward at B = 32 (16-bit, sm_90a): the union kernel. A CTA (persistent, tiles as
+   ssm__blw_kernel) owns 256 tokens of a group of 4 block-rows and walks the group's entries
+   (5 ints: input block, slot of each member); the producer loads the [256][32] box of x once
+   per entry (64-byte swizzle) and the active members' 32 x 32 tiles. Each consumer warpgroup
+   owns 128 tokens (two m64 slabs): it loads its x fragments to registers (ldmatrix through the
+   swizzle) and issues m64n32k16 for the active members only, each activity pattern its own
+   straight-line block (fence, wgmmas, commit, wait: ssm__blu_entry) so no wgmma sits under a
+   run-time branch. 128 f32 accumulators a thread. H200, 2048 -> 8192 at 50%, bf16, N = 32768
+   (dev/cuda/bell_wgmma.cu, variant pw128): 2.30 ms against the mma.sync kernel's 5.41 (dense
+   cuBLAS 1.30). Its dx and dvalues stay on the mma.sync kernels. */
+#define SSM__BLU_XB (SSM__BLW_BM * 32 * 2)          /* the input box [256][32], 16 KB */
+#define SSM__BLU_TB (32 * 32 * 2)                   /* one weight tile, 2 KB */
+#define SSM__BLU_SB (SSM__BLU_XB + 4 * SSM__BLU_TB) /* a stage, 24 KB */
+#define SSM__BLU_ST 8
+#define SSM__BLU_SMEM (SSM__BLU_ST * SSM__BLU_SB + 1024)
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int BF, int PT> /* the wgmmas of one entry for the members' activity pattern PT */
+__device__ __forceinline__ void ssm__blu_issue(float (*acc)[2][16], const uint32_t (*a)[2][4], const unsigned char *tiles) {
+    ssm__sm90_fence();
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        if (!(PT >> m & 1)) continue;
+#pragma unroll
+        for (int w = 0; w < 2; ++w)
+#pragma unroll
+            for (int k = 0; k < 2; ++k)
+                ssm__sm90_mma32rs<BF>::run(acc[m][w], a[w][k], ssm__sm90_desc<64>(tiles + m * SSM__BLU_TB + 32 * k));
+    }
+    ssm__sm90_commit();
+    ssm__sm90_wait_mma<0>();
+}
+template <int BF, int PT = 1>
+__device__ __forceinline__ void ssm__blu_entry(int pattern, float (*acc)[2][16], const uint32_t (*a)[2][4], const unsigned char *tiles) {
+    if constexpr (PT < 16) {
+        if (pattern == PT) ssm__blu_issue<BF, PT>(acc, a, tiles);
+        else ssm__blu_entry<BF, PT + 1>(pattern, acc, a, tiles);
+    }
+}
+#endif
+
+template <int BF>
+__global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant__ CUtensorMap tin, const __grid_constant__ CUtensorMap tw,
+                                                          int K, const int *ent, const int *count, int L, int nout, int ngr,
+                                                          int ntiles, int N, ssm__bl_mat bias, ssm__bl_mat out, int outv) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ST = SSM__BLU_ST, SB = SSM__BLU_SB, XB = SSM__BLU_XB, TB = SSM__BLU_TB, BM = SSM__BLW_BM, E = 5;
+    extern __shared__ uint4 ssm__blu_smem[];
+    __shared__ uint64_t full[ST], empty[ST];
+    __shared__ int sent[32 * E]; /* the producer's staged entries */
+    unsigned char *ring = (unsigned char *)(((uintptr_t)ssm__blu_smem + 1023) & ~(uintptr_t)1023);
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; ++s) ssm__sm90_bar_init(&full[s], 1), ssm__sm90_bar_init(&empty[s], 8);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (warp != 0) return;
+        int s = 0, ph = 0;
+        for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+            const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
+            const int *en = ent + (int64_t)grp * L * E;
+            for (int i0 = 0; i0 < cnt; i0 += 32) {
+                __syncwarp();
+                for (int q = lane; q < 32 * E; q += 32) sent[q] = E * i0 + q < E * cnt ? en[E * i0 + q] : -1;
+                __syncwarp();
+                const int n = cnt - i0 < 32 ? cnt - i0 : 32;
+                if (lane == 0)
+                    for (int j = 0; j < n; ++j) {
+                        const int *sj = sent + j * E;
+                        int na = 0;
+                        for (int m = 0; m < 4; ++m) na += sj[1 + m] >= 0;
+                        unsigned char *st = ring + s * SB;
+                        ssm__sm90_wait(&empty[s], ph ^ 1);
+                        ssm__sm90_expect_tx(&full[s], XB + na * TB);
+                        ssm__sm90_tma2(st, &tin, &full[s], sj[0] * 32, tt * BM);
+                        for (int m = 0; m < 4; ++m)
+                            if (sj[1 + m] >= 0) ssm__sm90_tma4(st + XB + m * TB, &tw, &full[s], 0, 0, sj[1 + m] % K, sj[1 + m] / K);
+                        if (++s == ST) s = 0, ph ^= 1;
+                    }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int c = wg - 1;
+        float acc[4][2][16];
+        uint32_t a[2][2][4];
+        int s = 0, ph = 0;
+        for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+            const int grp = t % ngr, tt = t / ngr, cnt = count[grp];
+            const int *en = ent + (int64_t)grp * L * E;
+            int base = -32, pat = 0; /* lane j: the members' activity in entry base + j */
+#pragma unroll
+            for (int m = 0; m < 4; ++m)
+#pragma unroll
+                for (int w = 0; w < 2; ++w)
+#pragma unroll
+                    for (int i = 0; i < 16; ++i) acc[m][w][i] = 0.f;
+            for (int i = 0; i < cnt; ++i) {
+                if (i - base >= 32) {
+                    base = i, pat = 0;
+                    if (i + lane < cnt)
+                        for (int m = 0; m < 4; ++m) pat |= (en[(int64_t)E * (i + lane) + 1 + m] >= 0) << m;
+                }
+                const int pattern = __shfl_sync(0xffffffffu, pat, i - base);
+                const unsigned char *st = ring + s * SB;
+                ssm__sm90_wait(&full[s], ph);
+#pragma unroll
+                for (int w = 0; w < 2; ++w)
+#pragma unroll
+                    for (int k = 0; k < 2; ++k) {
+                        /* lanes 0-15: the warp's rows at k, lanes 16-31: the same rows at k + 8 */
+                        const uint32_t off = (uint32_t)(((c * 2 + w) * 64 + warp * 16 + (lane & 15)) * 64 + k * 32 + (lane >> 4) * 16);
+                        ssm__sm90_ldsm4(a[w][k], ssm__sm90_sa(st) + (off ^ (((off >> 7) & 3) << 4)));
+                    }
+#pragma unroll
+                for (int m = 0; m < 4; ++m)
+#pragma unroll
+                    for (int w = 0; w < 2; ++w)
+#pragma unroll
+                        for (int q = 0; q < 16; ++q) ssm__sm90_rf(acc[m][w][q]);
+                ssm__blu_entry<BF>(pattern, acc, a, st + XB);
+#pragma unroll
+                for (int m = 0; m < 4; ++m)
+#pragma unroll
+                    for (int w = 0; w < 2; ++w)
+#pragma unroll
+                        for (int q = 0; q < 16; ++q) ssm__sm90_rf(acc[m][w][q]);
+                if (lane == 0) ssm__sm90_arrive(&empty[s]); /* its wgmmas have completed (wait 0) */
+                if (++s == ST) s = 0, ph ^= 1;
+            }
+            /* acc[m][w][4j + {0,1}]: token row r0, features 8j + 2q + {0,1} of member m; + {2,3}: row r0 + 8 */
+            const int q = lane % 4, dt = BF ? 2 : 1;
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                const int r = grp * 4 + m;
+                if (r >= nout) break;
+#pragma unroll
+                for (int w = 0; w < 2; ++w) {
+                    const int64_t r0 = (int64_t)tt * BM + (c * 2 + w) * 64 + warp * 16 + lane / 4;
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const int64_t f = (int64_t)r * 32 + 8 * j + 2 * q;
+                        const float b0 = bias.p ? ssm__cu_ld(bias.p, dt, f * bias.cs) : 0.f;
+                        const float b1 = bias.p ? ssm__cu_ld(bias.p, dt, (f + 1) * bias.cs) : 0.f;
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            const int64_t n = r0 + 8 * h;
+                            if (n >= N) continue;
+                            const float v0 = acc[m][w][4 * j + 2 * h] + b0, v1 = acc[m][w][4 * j + 2 * h + 1] + b1;
+                            if (outv) ssm__sm90_st2<BF>((void *)out.p, n * out.rs + f, v0, v1);
+                            else {
+                                ssm__cu_stv((void *)out.p, dt, n * out.rs + f * out.cs, v0);
+                                ssm__cu_stv((void *)out.p, dt, n * out.rs + (f + 1) * out.cs, v1);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+#endif
+}
+
 /* dvalues on wgmma (B = 64, 16-bit, sm_90a). A unit is 2 block-rows (a forward group) x 4
    input blocks, over one token split; the forward tables name its active tiles. A CTA
    (persistent) streams the unit's tokens in slabs of 64: TMA loads dy's box for each row with
@@ -4111,45 +4304,49 @@ static int ssm__blw_ok(ssm__cu_state *st) {
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<1, 1>, SSM__BLW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 1>, SSM__BLW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1>, SSM__BLW_DW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0>, SSM__BLW_DW_SMEM)
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<1>, SSM__BLU_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<0>, SSM__BLU_SMEM)
                       ? 1
                       : 2;
         cudaGetLastError();
     }
     return st->blw == 1;
 }
-/* A TMA map of a [N, cols] 16-bit operand in boxes of box_rows x 64 (128-byte swizzle, zero rows
-   past N); 0 when its rows do not suit TMA (unit column stride, 16-byte aligned base and pitch). */
-static int ssm__blw_map(CUtensorMap *m, ssm_dtype dt, const ssm__bl_mat &a, int64_t N, int64_t cols, int box_rows) {
+/* A TMA map of a [N, cols] 16-bit operand in boxes of box_rows x box_cols (64 or 32: the 128- or
+   64-byte swizzle), zero rows past N; 0 when its rows do not suit TMA (unit column stride,
+   16-byte aligned base and pitch). */
+static int ssm__blw_map(CUtensorMap *m, ssm_dtype dt, const ssm__bl_mat &a, int64_t N, int64_t cols, int box_rows,
+                        int box_cols = 64) {
     cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)N}, strides[1] = {(cuuint64_t)a.rs * 2};
-    cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, es[2] = {1, 1};
+    cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, es[2] = {1, 1};
     if (a.cs != 1 || a.rs % 8 || a.rs >= ((int64_t)1 << 38) || (uintptr_t)a.p % 16) return 0;
     return ssm__sm90_encoder()(m, dt.code == SSM_DTYPE_BFLOAT ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                                2, (void *)a.p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                               box_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
-/* The wgmma gather-GEMM where it applies (see ssm_cuda_config.bell_kernel): 1 when launched,
-   0 when the caller takes the mma.sync kernel. TMA reads the input as [N, L*64] (zero rows
-   past N) and the weights as [R][K][64][64] by their strides. */
+/* The wgmma gather-GEMM where it applies (see ssm_cuda_config.bell_kernel; B = 64, and the
+   forward at B = 32): 1 when launched, 0 when the caller takes the mma.sync kernel. TMA reads
+   the input as [N, L*B] (zero rows past N) and the weights as [R][K][B][B] by their strides. */
 static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout, int ngroups,
                        ssm__bl_mat in, ssm__bl_vals w, const int *ent, const int *count, ssm__bl_mat bias, ssm__bl_mat out) {
     const int bf = dt.code == SSM_DTYPE_BFLOAT, nk = (int)((N + SSM__BLW_BM - 1) / SSM__BLW_BM);
     const int64_t R = trans ? L : nout; /* block-rows of the weights (dx: the list runs over them) */
     const CUtensorMapDataType ty = bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     CUtensorMap tin, tw;
-    if (st->knobs.bell_kernel == 1 || dt.bits != 16 || B != 64 || N <= 0 || N > INT32_MAX - SSM__BLW_BM ||
+    if (st->knobs.bell_kernel == 1 || dt.bits != 16 || !(B == 64 || (B == 32 && !trans)) || N <= 0 || N > INT32_MAX - SSM__BLW_BM ||
         (int64_t)nk * ngroups > INT32_MAX || w.s3 != 1 || w.s2 % 8 || w.s1 % 8 || w.s0 % 8 || (uintptr_t)w.p % 16 ||
         w.s0 >= ((int64_t)1 << 38) || w.s1 >= ((int64_t)1 << 38) || !ssm__blw_ok(st) ||
-        !ssm__blw_map(&tin, dt, in, N, (int64_t)L * 64, SSM__BLW_BM))
+        !ssm__blw_map(&tin, dt, in, N, (int64_t)L * B, SSM__BLW_BM, B))
         return 0;
     {
-        cuuint64_t dims[4] = {64, 64, (cuuint64_t)K, (cuuint64_t)R};
+        cuuint64_t dims[4] = {(cuuint64_t)B, (cuuint64_t)B, (cuuint64_t)K, (cuuint64_t)R};
         cuuint64_t strides[3] = {(cuuint64_t)w.s2 * 2, (cuuint64_t)w.s1 * 2, (cuuint64_t)w.s0 * 2};
-        cuuint32_t box[4] = {64, 64, 1, 1}, es[4] = {1, 1, 1, 1};
+        cuuint32_t box[4] = {(cuuint32_t)B, (cuuint32_t)B, 1, 1}, es[4] = {1, 1, 1, 1};
         if (ssm__sm90_encoder()(&tw, ty, 4, (void *)w.p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+                                B == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
             return 0;
     }
     const int ntiles = nk * ngroups, grid = ntiles < st->sms ? ntiles : st->sms;
@@ -4157,7 +4354,10 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
 #define SSM__BLW_GO(BF_, TR_)                                                                                    \
     ssm__blw_kernel<BF_, TR_><<<grid, 384, SSM__BLW_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups,       \
                                                                          ntiles, (int)N, bias, out, outv)
-    if (bf) {
+    if (B == 32) {
+        if (bf) ssm__blu_kernel<1><<<grid, 384, SSM__BLU_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups, ntiles, (int)N, bias, out, outv);
+        else ssm__blu_kernel<0><<<grid, 384, SSM__BLU_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups, ntiles, (int)N, bias, out, outv);
+    } else if (bf) {
         if (trans) SSM__BLW_GO(1, 1);
         else SSM__BLW_GO(1, 0);
     } else {
@@ -4251,20 +4451,21 @@ typedef struct ssm__bl_ws { /* byte sizes of the pieces of one call */
 static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, int backward) {
     ssm__bl_ws w;
     const int64_t B = p->B, G = SSM__BL_BN / B, nslots = p->R * p->K, width = p->R * B;
-    const int wgmma = B == 64 && p->dtype.bits == 16; /* room for its entries (used where it runs) */
+    /* room for the wgmma kernels' entries (used where they run): B = 64, and the B = 32 forward */
+    const int wgmma = p->dtype.bits == 16 && (B == 64 || (B == 32 && !backward));
     memset(&w, 0, sizeof w);
     w.G = (int)G, w.ngr = (int)((p->R + G - 1) / G), w.ngc = (int)((p->C + G - 1) / G);
     if (p->N == 0) return w; /* nothing but zero gradients */
     if (!backward) { /* forward tables: groups of output rows, lists over input columns */
         w.tab = ssm__bl_al((size_t)w.ngr * p->C * G * 4), w.list = ssm__bl_al((size_t)w.ngr * p->C * 4);
         w.count = ssm__bl_al((size_t)w.ngr * 4);
-        if (wgmma) w.ent = ssm__bl_al((size_t)w.ngr * p->C * 3 * 4);
+        if (wgmma) w.ent = ssm__bl_al((size_t)w.ngr * p->C * (G + 1) * 4);
         return w;
     }
     if (p->want_dx) { /* groups of input columns, lists over output rows */
         w.tab = ssm__bl_al((size_t)w.ngc * p->R * G * 4), w.list = ssm__bl_al((size_t)w.ngc * p->R * 4);
         w.count = ssm__bl_al((size_t)w.ngc * 4);
-        if (wgmma) w.ent = ssm__bl_al((size_t)w.ngc * p->R * 3 * 4);
+        if (wgmma) w.ent = ssm__bl_al((size_t)w.ngc * p->R * (G + 1) * 4);
     }
     if (p->want_dvalues) {
         const int64_t regions = (int64_t)w.ngr * w.ngc, ctas = p->dtype.bits == 32 ? nslots : regions;

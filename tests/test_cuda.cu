@@ -288,6 +288,12 @@ static void suite_cuda_bell(ssm_ctx *cu, ssm_ctx *ref) {
         bell_case_run(cu, ref, &h);
         bell_case i = {SSM_BF16, 333, 70, 3, 2, 64, 0, 0};
         bell_case_run(cu, ref, &i);
+        /* B = 32 forward on wgmma (the union kernel): every activity pattern of 4 members, more
+           token tiles than SMs, union lists past 32 entries, odd R (a partial group) */
+        bell_case b32a = {SSM_BF16, 5001, 13, 40, 17, 32, 1, 1};
+        bell_case_run(cu, ref, &b32a);
+        bell_case b32b = {SSM_F16, 300, 6, 37, 9, 32, 0, 0};
+        bell_case_run(cu, ref, &b32b);
     }
     { /* the mma.sync kernels on cases the wgmma ones take by default (ssm_cuda_config.bell_kernel = 1) */
         ssm_cuda_config cc = ssm_cuda_config_init();
