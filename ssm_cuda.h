@@ -190,7 +190,7 @@ typedef struct ssm_cuda_config {
                              16-bit inputs, HS by chains where rows take 16-byte copies; FMAs
                              for f32)                                                         */
     int bell_kernel;      /* block-ELL: 1 = the mma.sync kernels, 2 = the sm_90a TMA + wgmma
-                             ones (16-bit; B = 64: forward, dx, dvalues; B = 32: forward; unit
+                             ones (16-bit; B = 64: forward, dx, dvalues; B = 32: forward, dx; unit
                              column stride and 16-byte aligned rows of the operands and weight
                              tiles; a cc 9.0 GPU running this binary's sm_90a code); by default
                              the wgmma ones where they apply; calls they do not fit take 1    */
@@ -3201,20 +3201,20 @@ template <int TA, int TB> struct ssm__sm90_mma<256, 0, TA, TB> {
 #undef SSM__SM90_MMA128
 #undef SSM__SM90_MMA256
 /* wgmma m64n32k16 with A from registers (each warp's 16 rows as the m16n8k16 A fragment), B by
-   descriptor (K-major). */
+   descriptor (TB = 1: N-major, else K-major). */
 #define SSM__SM90_MMA32RS(TY)                                                                                     \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                   \
                  "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {"                                    \
                  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"                          \
-                 "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"                                               \
+                 "}, {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"                                             \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
                    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),       \
                    "+f"(d[15])                                                                                    \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1))
-template <int BF> struct ssm__sm90_mma32rs {
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB))
+template <int BF, int TB> struct ssm__sm90_mma32rs {
     static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db) { SSM__SM90_MMA32RS("f16"); }
 };
-template <> struct ssm__sm90_mma32rs<1> {
+template <int TB> struct ssm__sm90_mma32rs<1, TB> {
     static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db) { SSM__SM90_MMA32RS("bf16"); }
 };
 #undef SSM__SM90_MMA32RS
@@ -3269,7 +3269,7 @@ static int ssm__sm90_kernel_ok(const ssm__cu_state *st, const void *f, size_t dy
    by token splits, added in a fixed order. 16-bit inputs use mma.sync m16n8k16 with f32
    accumulation; f32 runs on CUDA cores in f32 (exact f32 products, f32 sums). On sm_90a, 16-bit
    B = 64 runs on TMA + wgmma instead (ssm__blw_kernel forward and dx on the same tables,
-   ssm__blw_dw_kernel dvalues), and so does the B = 32 forward (ssm__blu_kernel).
+   ssm__blw_dw_kernel dvalues), and so do the B = 32 forward and dx (ssm__blu_kernel).
    The index tables (per group: slot of each (input block, member) pair, and the compacted
    list of input blocks) are built on the device in the workspace by three small kernels per
    call, so col_idx and the transposed index are never read on the host. Out-of-range
@@ -3931,7 +3931,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
     }
 #endif
 }
-/* The forward at B = 32 (16-bit, sm_90a): the union kernel. A CTA (persistent, tiles as
+/* The forward and dx at B = 32 (16-bit, sm_90a): the union kernel. A CTA (persistent, tiles as
    ssm__blw_kernel) owns 256 tokens of a group of 4 block-rows and walks the group's entries
    (5 ints: input block, slot of each member); the producer loads the [256][32] box of x once
    per entry (64-byte swizzle) and the active members' 32 x 32 tiles. Each consumer warpgroup
@@ -3940,7 +3940,8 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
    straight-line block (fence, wgmmas, commit, wait: ssm__blu_entry) so no wgmma sits under a
    run-time branch. 128 f32 accumulators a thread. H200, 2048 -> 8192 at 50%, bf16, N = 32768
    (dev/cuda/bell_wgmma.cu, variant pw128): 2.30 ms against the mma.sync kernel's 5.41 (dense
-   cuBLAS 1.30). Its dx and dvalues stay on the mma.sync kernels. */
+   cuBLAS 1.30). dx (TRANS = 1) is the same kernel on the transposed tables, the tiles read as
+   an N-major B (wgmma's transpose of B; k16 steps 16 rows). dvalues stays on mma.sync. */
 #define SSM__BLU_XB (SSM__BLW_BM * 32 * 2)          /* the input box [256][32], 16 KB */
 #define SSM__BLU_TB (32 * 32 * 2)                   /* one weight tile, 2 KB */
 #define SSM__BLU_SB (SSM__BLU_XB + 4 * SSM__BLU_TB) /* a stage, 24 KB */
@@ -3948,7 +3949,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
 #define SSM__BLU_SMEM (SSM__BLU_ST * SSM__BLU_SB + 1024)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <int BF, int PT> /* the wgmmas of one entry for the members' activity pattern PT */
+template <int BF, int TRANS, int PT> /* the wgmmas of one entry for the members' activity pattern PT */
 __device__ __forceinline__ void ssm__blu_issue(float (*acc)[2][16], const uint32_t (*a)[2][4], const unsigned char *tiles) {
     ssm__sm90_fence();
 #pragma unroll
@@ -3958,21 +3959,21 @@ __device__ __forceinline__ void ssm__blu_issue(float (*acc)[2][16], const uint32
         for (int w = 0; w < 2; ++w)
 #pragma unroll
             for (int k = 0; k < 2; ++k)
-                ssm__sm90_mma32rs<BF>::run(acc[m][w], a[w][k], ssm__sm90_desc<64>(tiles + m * SSM__BLU_TB + 32 * k));
+                ssm__sm90_mma32rs<BF, TRANS>::run(acc[m][w], a[w][k], ssm__sm90_desc<64>(tiles + m * SSM__BLU_TB + (TRANS ? 1024 : 32) * k));
     }
     ssm__sm90_commit();
     ssm__sm90_wait_mma<0>();
 }
-template <int BF, int PT = 1>
+template <int BF, int TRANS, int PT = 1>
 __device__ __forceinline__ void ssm__blu_entry(int pattern, float (*acc)[2][16], const uint32_t (*a)[2][4], const unsigned char *tiles) {
     if constexpr (PT < 16) {
-        if (pattern == PT) ssm__blu_issue<BF, PT>(acc, a, tiles);
-        else ssm__blu_entry<BF, PT + 1>(pattern, acc, a, tiles);
+        if (pattern == PT) ssm__blu_issue<BF, TRANS, PT>(acc, a, tiles);
+        else ssm__blu_entry<BF, TRANS, PT + 1>(pattern, acc, a, tiles);
     }
 }
 #endif
 
-template <int BF>
+template <int BF, int TRANS>
 __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant__ CUtensorMap tin, const __grid_constant__ CUtensorMap tw,
                                                           int K, const int *ent, const int *count, int L, int nout, int ngr,
                                                           int ntiles, int N, ssm__bl_mat bias, ssm__bl_mat out, int outv) {
@@ -4054,7 +4055,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
                     for (int w = 0; w < 2; ++w)
 #pragma unroll
                         for (int q = 0; q < 16; ++q) ssm__sm90_rf(acc[m][w][q]);
-                ssm__blu_entry<BF>(pattern, acc, a, st + XB);
+                ssm__blu_entry<BF, TRANS>(pattern, acc, a, st + XB);
 #pragma unroll
                 for (int m = 0; m < 4; ++m)
 #pragma unroll
@@ -4306,8 +4307,10 @@ static int ssm__blw_ok(ssm__cu_state *st) {
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 1>, SSM__BLW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1>, SSM__BLW_DW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0>, SSM__BLW_DW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<1>, SSM__BLU_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<0>, SSM__BLU_SMEM)
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<1, 0>, SSM__BLU_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<0, 0>, SSM__BLU_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<1, 1>, SSM__BLU_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<0, 1>, SSM__BLU_SMEM)
                       ? 1
                       : 2;
         cudaGetLastError();
@@ -4328,7 +4331,7 @@ static int ssm__blw_map(CUtensorMap *m, ssm_dtype dt, const ssm__bl_mat &a, int6
                                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 /* The wgmma gather-GEMM where it applies (see ssm_cuda_config.bell_kernel; B = 64, and the
-   forward at B = 32): 1 when launched, 0 when the caller takes the mma.sync kernel. TMA reads
+   union kernel at B = 32): 1 when launched, 0 when the caller takes the mma.sync kernel. TMA reads
    the input as [N, L*B] (zero rows past N) and the weights as [R][K][B][B] by their strides. */
 static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout, int ngroups,
                        ssm__bl_mat in, ssm__bl_vals w, const int *ent, const int *count, ssm__bl_mat bias, ssm__bl_mat out) {
@@ -4336,7 +4339,7 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
     const int64_t R = trans ? L : nout; /* block-rows of the weights (dx: the list runs over them) */
     const CUtensorMapDataType ty = bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     CUtensorMap tin, tw;
-    if (st->knobs.bell_kernel == 1 || dt.bits != 16 || !(B == 64 || (B == 32 && !trans)) || N <= 0 || N > INT32_MAX - SSM__BLW_BM ||
+    if (st->knobs.bell_kernel == 1 || dt.bits != 16 || (B != 64 && B != 32) || N <= 0 || N > INT32_MAX - SSM__BLW_BM ||
         (int64_t)nk * ngroups > INT32_MAX || w.s3 != 1 || w.s2 % 8 || w.s1 % 8 || w.s0 % 8 || (uintptr_t)w.p % 16 ||
         w.s0 >= ((int64_t)1 << 38) || w.s1 >= ((int64_t)1 << 38) || !ssm__blw_ok(st) ||
         !ssm__blw_map(&tin, dt, in, N, (int64_t)L * B, SSM__BLW_BM, B))
@@ -4355,9 +4358,17 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
 #define SSM__BLW_GO(BF_, TR_)                                                                                    \
     ssm__blw_kernel<BF_, TR_><<<grid, 384, SSM__BLW_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups,       \
                                                                          ntiles, (int)N, bias, out, outv)
+#define SSM__BLU_GO(BF_, TR_)                                                                                    \
+    ssm__blu_kernel<BF_, TR_><<<grid, 384, SSM__BLU_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups,       \
+                                                                         ntiles, (int)N, bias, out, outv)
     if (B == 32) {
-        if (bf) ssm__blu_kernel<1><<<grid, 384, SSM__BLU_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups, ntiles, (int)N, bias, out, outv);
-        else ssm__blu_kernel<0><<<grid, 384, SSM__BLU_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups, ntiles, (int)N, bias, out, outv);
+        if (bf) {
+            if (trans) SSM__BLU_GO(1, 1);
+            else SSM__BLU_GO(1, 0);
+        } else {
+            if (trans) SSM__BLU_GO(0, 1);
+            else SSM__BLU_GO(0, 0);
+        }
     } else if (bf) {
         if (trans) SSM__BLW_GO(1, 1);
         else SSM__BLW_GO(1, 0);
@@ -4366,6 +4377,7 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
         else SSM__BLW_GO(0, 0);
     }
 #undef SSM__BLW_GO
+#undef SSM__BLU_GO
     return 1;
 }
 /* dvalues on wgmma where it applies (as ssm__blw_mm, on dy and x): builds the forward tables in
@@ -4452,8 +4464,7 @@ typedef struct ssm__bl_ws { /* byte sizes of the pieces of one call */
 static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, int backward) {
     ssm__bl_ws w;
     const int64_t B = p->B, G = SSM__BL_BN / B, nslots = p->R * p->K, width = p->R * B;
-    /* room for the wgmma kernels' entries (used where they run): B = 64, and the B = 32 forward */
-    const int wgmma = p->dtype.bits == 16 && (B == 64 || (B == 32 && !backward));
+    const int wgmma = p->dtype.bits == 16 && (B == 64 || B == 32); /* room for the wgmma kernels' entries (used where they run) */
     memset(&w, 0, sizeof w);
     w.G = (int)G, w.ngr = (int)((p->R + G - 1) / G), w.ngc = (int)((p->C + G - 1) / G);
     if (p->N == 0) return w; /* nothing but zero gradients */
