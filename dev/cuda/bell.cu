@@ -53,7 +53,7 @@ static void layer_make(layer &L, int64_t N, int64_t in, int64_t out, int64_t B, 
     p.N = N, p.R = L.R, p.K = L.K, p.B = B, p.C = L.C;
     int64_t sci[2] = {L.R, L.K};
     ssm_tensor tci = ssm_tensor_make(L.dci, SSM_I32, ssm_cuda_device(0), 2, sci, NULL);
-    ssm__bl_tables(0, &p, 0, &tci, NULL, NULL, L.tab, (size_t)ngr * L.C * G * 4, L.list, L.count);
+    ssm__bl_tables(0, &p, 0, &tci, NULL, NULL, L.tab, (size_t)ngr * L.C * G * 4, L.list, L.count, NULL);
     L.x = dev_random(SSM_BF16, N * in, 1.f, seed + 1), L.v = dev_random(SSM_BF16, L.R * L.K * B * B, 0.1f, seed + 2);
     L.y = dev_random(SSM_BF16, N * out, 0.f, seed + 3);
 }
