@@ -3806,9 +3806,18 @@ __global__ void ssm__bl_dbias_reduce_kernel(int64_t width, int S, const float *p
 #define SSM__BLW_SMEM (SSM__BLW_ST * SSM__BLW_SB + 1024) /* dynamic shared memory (1024-byte aligned ring) */
 
 #ifdef SSM__SM90_HAVE
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The weight tile of slot (r K + k): through a 2-D map over packed tiles [R K B, B] (w4d = 0), or
+   a 4-D map {B, B, K, R} by the tensor's strides (w4d = 1; its loads measured 5-11% slower in
+   the forward, bench/results/cuda_bell_wgmma_tma4d_h100.log). */
+__device__ __forceinline__ void ssm__blw_tile(void *dst, const CUtensorMap *tw, uint64_t *bar, int slot, int K, int w4d, int B) {
+    if (w4d) ssm__sm90_tma4(dst, tw, bar, 0, 0, slot % K, slot / K);
+    else ssm__sm90_tma2(dst, tw, bar, 0, slot * B);
+}
+#endif
 template <int BF, int TRANS>
 __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant__ CUtensorMap tin, const __grid_constant__ CUtensorMap tw,
-                                                          int K, const int *ent, const int *count, int L,
+                                                          int K, int w4d, const int *ent, const int *count, int L,
                                                           int nout, int ngr, int ntiles, int N, ssm__bl_mat bias,
                                                           ssm__bl_mat out, int outv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -3845,7 +3854,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_kernel(const __grid_constant_
                         ssm__sm90_expect_tx(&full[s], XB + __popc(mask) * TB);
                         ssm__sm90_tma2(st, &tin, &full[s], sj[0] * 64, tt * BM);
                         for (int m = 0; m < 2; ++m)
-                            if (sj[1 + m] >= 0) ssm__sm90_tma4(st + XB + m * TB, &tw, &full[s], 0, 0, sj[1 + m] % K, sj[1 + m] / K);
+                            if (sj[1 + m] >= 0) ssm__blw_tile(st + XB + m * TB, &tw, &full[s], sj[1 + m], K, w4d, 64);
                         if (++s == ST) s = 0, ph ^= 1;
                     }
             }
@@ -3975,7 +3984,7 @@ __device__ __forceinline__ void ssm__blu_entry(int pattern, float (*acc)[2][16],
 
 template <int BF, int TRANS>
 __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant__ CUtensorMap tin, const __grid_constant__ CUtensorMap tw,
-                                                          int K, const int *ent, const int *count, int L, int nout, int ngr,
+                                                          int K, int w4d, const int *ent, const int *count, int L, int nout, int ngr,
                                                           int ntiles, int N, ssm__bl_mat bias, ssm__bl_mat out, int outv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ST = SSM__BLU_ST, SB = SSM__BLU_SB, XB = SSM__BLU_XB, TB = SSM__BLU_TB, BM = SSM__BLW_BM, E = 5;
@@ -4011,7 +4020,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
                         ssm__sm90_expect_tx(&full[s], XB + na * TB);
                         ssm__sm90_tma2(st, &tin, &full[s], sj[0] * 32, tt * BM);
                         for (int m = 0; m < 4; ++m)
-                            if (sj[1 + m] >= 0) ssm__sm90_tma4(st + XB + m * TB, &tw, &full[s], 0, 0, sj[1 + m] % K, sj[1 + m] / K);
+                            if (sj[1 + m] >= 0) ssm__blw_tile(st + XB + m * TB, &tw, &full[s], sj[1 + m], K, w4d, 32);
                         if (++s == ST) s = 0, ph ^= 1;
                     }
             }
@@ -4344,11 +4353,13 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
         w.s0 >= ((int64_t)1 << 38) || w.s1 >= ((int64_t)1 << 38) || !ssm__blw_ok(st) ||
         !ssm__blw_map(&tin, dt, in, N, (int64_t)L * B, SSM__BLW_BM, B))
         return 0;
+    const int w4d = !(w.s2 == B && w.s1 == (int64_t)B * B && w.s0 == (int64_t)K * B * B); /* packed tiles: a 2-D map */
     {
         cuuint64_t dims[4] = {(cuuint64_t)B, (cuuint64_t)B, (cuuint64_t)K, (cuuint64_t)R};
         cuuint64_t strides[3] = {(cuuint64_t)w.s2 * 2, (cuuint64_t)w.s1 * 2, (cuuint64_t)w.s0 * 2};
         cuuint32_t box[4] = {(cuuint32_t)B, (cuuint32_t)B, 1, 1}, es[4] = {1, 1, 1, 1};
-        if (ssm__sm90_encoder()(&tw, ty, 4, (void *)w.p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        if (!w4d) dims[1] = (cuuint64_t)R * K * B; /* [R K B rows, B], row pitch B */
+        if (ssm__sm90_encoder()(&tw, ty, w4d ? 4 : 2, (void *)w.p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                 B == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
                                 CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
             return 0;
@@ -4356,10 +4367,10 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
     const int ntiles = nk * ngroups, grid = ntiles < st->sms ? ntiles : st->sms;
     const int outv = out.cs == 1 && out.rs % 2 == 0 && (uintptr_t)out.p % 4 == 0;
 #define SSM__BLW_GO(BF_, TR_)                                                                                    \
-    ssm__blw_kernel<BF_, TR_><<<grid, 384, SSM__BLW_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups,       \
+    ssm__blw_kernel<BF_, TR_><<<grid, 384, SSM__BLW_SMEM, st->stream>>>(tin, tw, K, w4d, ent, count, L, nout, ngroups,       \
                                                                          ntiles, (int)N, bias, out, outv)
 #define SSM__BLU_GO(BF_, TR_)                                                                                    \
-    ssm__blu_kernel<BF_, TR_><<<grid, 384, SSM__BLU_SMEM, st->stream>>>(tin, tw, K, ent, count, L, nout, ngroups,       \
+    ssm__blu_kernel<BF_, TR_><<<grid, 384, SSM__BLU_SMEM, st->stream>>>(tin, tw, K, w4d, ent, count, L, nout, ngroups,       \
                                                                          ntiles, (int)N, bias, out, outv)
     if (B == 32) {
         if (bf) {

@@ -186,6 +186,7 @@ struct bell_case {
     ssm_dtype dt;
     int64_t N, R, C, K, B;
     int layout, bias;
+    int64_t vpad; /* > 0: the tiles' rows padded to B + vpad elements (values not packed) */
 };
 
 static void bell_case_run(ssm_ctx *cu, ssm_ctx *ref, const bell_case *c) {
@@ -193,8 +194,8 @@ static void bell_case_run(ssm_ctx *cu, ssm_ctx *ref, const bell_case *c) {
     const int64_t N = c->N, R = c->R, C = c->C, K = c->K, B = c->B;
     int64_t sv[4] = {R, K, B, B}, sci[2] = {R, K}, sto = C + 1, sts = R * K, sb = R * B;
     int64_t sx[2] = {N, C * B}, sy[2] = {N, R * B};
-    snprintf(name, sizeof name, "cuda bell %s N%lld R%lld C%lld K%lld B%lld layout%d bias%d", ssm_dtype_name(c->dt),
-             (long long)N, (long long)R, (long long)C, (long long)K, (long long)B, c->layout, c->bias);
+    snprintf(name, sizeof name, "cuda bell %s N%lld R%lld C%lld K%lld B%lld layout%d bias%d vpad%lld", ssm_dtype_name(c->dt),
+             (long long)N, (long long)R, (long long)C, (long long)K, (long long)B, c->layout, c->bias, (long long)c->vpad);
     test_begin(name);
     /* random distinct columns per row (shuffled order: the kernels must not assume sorted rows) */
     std::vector<int32_t> ci((size_t)(R * K)), toff((size_t)(C + 1)), tsl((size_t)(R * K));
@@ -210,7 +211,16 @@ static void bell_case_run(ssm_ctx *cu, ssm_ctx *ref, const bell_case *c) {
     CHECK_OK(ssm_bell_transpose_index(ref, &hci, &hto, &hts), ref);
     dbuf dci = db_i32(ci, 2, sci), dto = db_i32(toff, 1, &sto), dts = db_i32(tsl, 1, &sts);
     std::vector<double> v, x, bias, dy;
-    dbuf dv = db_random(c->dt, 4, sv, LAYOUT_CONTIGUOUS, 0.25, v);
+    dbuf dv;
+    if (c->vpad > 0) {
+        const int64_t rp = B + c->vpad, svs[4] = {K * B * rp, B * rp, rp, 1};
+        dv = db_strided(c->dt, 4, sv, svs);
+        v.resize((size_t)(R * K * B * B));
+        for (auto &e : v) e = test_uniform(-0.25, 0.25);
+        db_set(&dv, v.data());
+    } else {
+        dv = db_random(c->dt, 4, sv, LAYOUT_CONTIGUOUS, 0.25, v);
+    }
     dbuf db = db_random(c->dt, 1, &sb, LAYOUT_CONTIGUOUS, 1.0, bias);
     dbuf dx = db_matrix(c->dt, N, C * B, c->layout), dyb = db_matrix(c->dt, N, R * B, c->layout);
     dbuf dout = db_matrix(c->dt, N, R * B, (c->layout + 1) % 4);
@@ -294,6 +304,10 @@ static void suite_cuda_bell(ssm_ctx *cu, ssm_ctx *ref) {
         bell_case_run(cu, ref, &b32a);
         bell_case b32b = {SSM_F16, 300, 6, 37, 9, 32, 0, 0};
         bell_case_run(cu, ref, &b32b);
+        /* tiles with padded rows: the wgmma kernels' weights through the 4-D TMA map */
+        bell_case p64 = {SSM_BF16, 700, 7, 9, 4, 64, 0, 1, 8}, p32 = {SSM_F16, 400, 9, 11, 5, 32, 1, 0, 8};
+        bell_case_run(cu, ref, &p64);
+        bell_case_run(cu, ref, &p32);
     }
     { /* the mma.sync kernels on cases the wgmma ones take by default (ssm_cuda_config.bell_kernel = 1) */
         ssm_cuda_config cc = ssm_cuda_config_init();
