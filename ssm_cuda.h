@@ -111,12 +111,12 @@
 
    BLOCK-ELL (ssm_bell_forward / ssm_bell_backward; the bell section below says how)
      H200, 50% density, ratio to cuBLAS dense of the same shape (forward / fwd+bwd;
-     bench/results/cuda_bell_ca5a5dc.log): B=64 in 16-bit on sm_90a (TMA + wgmma: forward, dx
-     and dvalues) 1.11-1.35x / 1.00-1.16x at 2048->8192 and 4096->4096, 0.97-1.01x / 0.70-0.92x
-     at 640->2560; 1.5-2.4x faster than cuSPARSE Blocked-ELL and 1.9-8x than PyTorch BSR (forward).
-     16-bit B=32 0.42-0.53x / 0.31-0.47x (forward and dx on the wgmma union kernel, dvalues on
-     mma.sync; bench/results/cuda_bell_b32_5362eb1.log), B=16 0.16-0.25x / 0.18-0.22x (mma.sync,
-     8 warps an SM: L2-to-SM traffic and low occupancy bound it). The B=64 forward is L2-bound (x read again for
+     bench/results/cuda_bell_tma2d.log): 16-bit B=64 on sm_90a (TMA + wgmma: forward, dx and
+     dvalues) 1.28-1.53x / 1.12-1.25x at 2048->8192 and 4096->4096, 1.00-1.07x / 0.73-0.90x at
+     640->2560, 1.55-2.64x faster than cuSPARSE Blocked-ELL (forward); 16-bit B=32 (forward and
+     dx on the wgmma union kernel, dvalues on mma.sync) 0.52-0.67x / 0.35-0.56x; B=16
+     (bench/results/cuda_bell_475ce63.log, mma.sync, 8 warps an SM: L2-to-SM traffic and low
+     occupancy bound it) 0.17-0.25x / 0.18-0.24x. The B=64 forward is L2-bound (x read again for
      every pair of block-rows: L2 64% busy, tensor pipe 59%, ncu at locked clocks), dvalues too
      (L2 81%: units of 2 block-rows x 4 input blocks load dy and x once per 64 tokens).
 
