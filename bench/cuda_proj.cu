@@ -83,7 +83,8 @@ static ssm_proj_desc chain(int which, int64_t *d) {
 
 static ssm_ctx *g_tile; /* a context with the tile-fused kernel forced (proj_kernel = 2) */
 static ssm_ctx *g_k1, *g_k3; /* FUSED forward kernel forced: 1 cuBLAS + one pass (the old default), 3 sm_90a wgmma */
-static int g_gdn; /* BENCH_PROJ_GDN: the Gated DeltaNet rows only (M 2048 / 8192 / 32768), fused paths only */
+static int g_gdn; /* BENCH_PROJ_GDN: the Gated DeltaNet rows only (M 2048 / 8192 / 32768), fused paths only;
+                     BENCH_PROJ_OUTCHAIN: the output chain rows only */
 
 static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M) {
     int64_t K;
@@ -288,6 +289,14 @@ int main(void) {
                g_dev, g_date, SSM_BENCH_COMMIT);
         const int64_t Mg[3] = {2048, 8192, 32768};
         for (int i = 0; i < 3; ++i) proj_rows(ctx, js, SSM_BF16, 1, Mg[i]);
+        fclose(js);
+        return 0;
+    }
+    if (getenv("BENCH_PROJ_OUTCHAIN")) { /* the output chain rows alone */
+        printf("device %s  date %s  commit %s\n== output chain: RMSNorm-gate + o_proj vs the cuBLAS GEMM alone (floor)\n", g_dev,
+               g_date, SSM_BENCH_COMMIT);
+        outchain_rows(ctx, js, SSM_BF16, 8192, 2048, 128, 2048);
+        outchain_rows(ctx, js, SSM_BF16, 32768, 2048, 128, 2048);
         fclose(js);
         return 0;
     }

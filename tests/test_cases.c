@@ -1363,6 +1363,12 @@ static void build(void) {
     bell_rows(CASE_F32, LAYOUT_CONTIGUOUS, 9, 3, 4, 2, 16, CASE_BIAS);
     bell_rows(CASE_F64, LAYOUT_PADDED, 3, 2, 3, 2, 32, CASE_BIAS);
     bell_rows(CASE_F32, LAYOUT_CONTIGUOUS, 2, 2, 2, 1, 64, 0);
+    /* 16-bit with aligned rows, where CUDA takes its TMA + wgmma kernels on an H100 / H200: B = 64
+       with more tokens than a 256-token tile and an odd R (a half pair), B = 32 with a group of 4
+       block-rows cut short; padded rows for the kernels those fall back to */
+    bell_rows(CASE_F16 | CASE_BF16, LAYOUT_CONTIGUOUS, 300, 3, 5, 2, 64, CASE_BIAS);
+    bell_rows(CASE_F16 | CASE_BF16, LAYOUT_CONTIGUOUS, 259, 5, 6, 3, 32, CASE_BIAS);
+    bell_rows(CASE_BF16, LAYOUT_PADDED, 70, 2, 3, 2, 64, 0);
     bell_rows(CASE_F64, LAYOUT_PADDED, 4, 3, 5, 3, 2, CASE_BIAS | CASE_FD);
     row(CASE_BELL, CASE_FWD, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, 0, 2, 3, 2, 2)->flags = CASE_BIAS;
 
@@ -1421,6 +1427,11 @@ static void build(void) {
     oc_rows(CASE_CUDA_DTYPES, LAYOUT_PADDED, 5, 64, 32, 7, 1, CASE_WEIGHT, 0);
     oc_rows(CASE_CUDA_DTYPES, LAYOUT_NEGATIVE, 3, 48, 0, 4, 0, CASE_RSTD, 0);
     oc_rows(CASE_CUDA_DTYPES, LAYOUT_CONTIGUOUS, 0, 64, 64, 4, 0, CASE_WEIGHT | CASE_RSTD, 0);
+    /* 16-bit with aligned rows (CUDA's vector passes): a last step of 256 columns half used,
+       heads of 128, 256 and 8, more rows than one block of the backward's dweight partials */
+    oc_rows(CASE_F16 | CASE_BF16, LAYOUT_CONTIGUOUS, 130, 384, 128, 9, 1, CASE_WEIGHT | CASE_RSTD, 0);
+    oc_rows(CASE_F16 | CASE_BF16, LAYOUT_CONTIGUOUS, 67, 512, 256, 5, 0, CASE_WEIGHT, 0);
+    oc_rows(CASE_BF16, LAYOUT_CONTIGUOUS, 9, 24, 8, 3, 0, CASE_RSTD, 0);
 
     /* delta: DeltaNet (rank-4 and rank-5 k/v), Gated DeltaNet, DeltaProduct (n_h = 2), both
        methods (and AUTO), T from 0 to 131 across chunk boundaries, odd K != V, every layout */
