@@ -81,8 +81,8 @@ $(BUILD)/cuda_bell: CUDALIBS += -lcusparse
 
 # Kernel-variant harnesses, dev/cuda/*.cu (variants chosen by argv, forced through the
 # kernel-choice fields of ssm_cuda_config, each timed beside the default and checked against it).
-# Those listed in DEV_CUDA_WHOLE call private kernels and include the implementation themselves.
-DEV_CUDA_WHOLE := $(BUILD)/dev_bell $(BUILD)/dev_delta
+# Those listed in DEV_CUDA_WHOLE call private kernels or helpers and include the implementation themselves.
+DEV_CUDA_WHOLE := $(BUILD)/dev_bell $(BUILD)/dev_delta $(BUILD)/dev_proj_wgmma
 $(BUILD)/dev_%: dev/cuda/%.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(if $(filter $@,$(DEV_CUDA_WHOLE)),,$(CUDA_IMPL)) $(CUDALIBS) -o $@
 

@@ -30,8 +30,10 @@
    2.08): the straight-line epilogue's length was not the cost, its dependent arithmetic was
    (ncu: "fixed-latency execution dependency" the top stall, 138M instructions against f2o's 119M
    and id's 88M; tensor pipe 49% / 66% / 70% of cycles, cuBLAS's 160 x 256 tiles 89%).
-   Build: make build/dev_proj_wgmma (links build/cuda_impl.o; sm_90a). */
+   Build: make build/dev_proj_wgmma (sm_90a; compiles the CUDA implementation itself: the
+   variants use its Hopper primitives and tensor maps, ssm_cuda.h >>sm90). */
 #define SSM_IMPLEMENTATION
+#define SSM_CUDA_IMPLEMENTATION
 #include "../../ssm_cuda.h"
 #include "../../bench/cuda_common.h"
 #include <cuda.h>
@@ -116,57 +118,7 @@ typedef struct __align__(16) dv_cols {
 } dv_cols;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) /* wgmma / setmaxnreg: sm_90a code only (the sm_90 pass of -arch=sm_90a gets stubs) */
-__device__ __forceinline__ uint32_t dv_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void dv_bar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(dv_sa(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void dv_expect_tx(uint64_t *b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(dv_sa(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void dv_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(dv_sa(b)) : "memory");
-}
-__device__ __forceinline__ void dv_wait(uint64_t *b, int phase) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(dv_sa(b)), "r"(phase)
-                     : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void dv_tma(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
-                     dv_sa(dst)),
-                 "l"((uint64_t)map), "r"(dv_sa(bar)), "r"(c0), "r"(c1)
-                 : "memory");
-}
-__device__ __forceinline__ uint64_t dv_desc(const void *p) {
-    return (uint64_t)((dv_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void dv_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
-__device__ __forceinline__ void dv_mma(float *d, uint64_t da, uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
-                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
-                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
-                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(da), "l"(db), "r"(1));
-}
-__device__ __forceinline__ void dv_st2(void *p, int64_t i, float a, float b) {
-    *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(a, b);
-}
+/* the Hopper primitives are the library's (ssm_cuda.h >>sm90): ssm__sm90_* */
 
 template <int A, int FM> __device__ __forceinline__ void dv_act_cols(float *d, const dv_cols &cc, int act, int lo, int hi, int q) {
 #pragma unroll
@@ -227,8 +179,8 @@ __device__ __forceinline__ void dv_epi(float *d, const dv_cols &cc, int64_t M, i
     for (int j = 0; j < 16; ++j) {
         const int c = 8 * j + 2 * q;
         if (n0 + c < N) {
-            if (ok0) dv_st2(y, r0 * yrs + n0 + c, d[4 * j], d[4 * j + 1]);
-            if (ok1) dv_st2(y, (r0 + 8) * yrs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
+            if (ok0) ssm__sm90_st2<1>(y, r0 * yrs + n0 + c, d[4 * j], d[4 * j + 1]);
+            if (ok1) ssm__sm90_st2<1>(y, (r0 + 8) * yrs + n0 + c, d[4 * j + 2], d[4 * j + 3]);
         }
     }
 }
@@ -245,18 +197,14 @@ __global__ void __launch_bounds__(384, 1) dv_pjw_kernel(const __grid_constant__ 
     extern __shared__ uint4 dv_smem[];
     __shared__ uint64_t bars[2 * ST + 2];
     __shared__ dv_cols cols[2];
-    unsigned char *base = (unsigned char *)(((uintptr_t)dv_smem + 1023) & ~(uintptr_t)1023);
+    unsigned char *base = ssm__sm90_ring(dv_smem);
     T *sA = (T *)base;
     T *sB = sA + ST * BM * BK;
     uint64_t *full = bars, *empty = full + ST, *order = empty + ST;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, ntiles = ntm * ntn, nk = (K + BK - 1) / BK;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; ++s) dv_bar_init(&full[s], 1), dv_bar_init(&empty[s], 4);
-        dv_bar_init(&order[0], 4), dv_bar_init(&order[1], 4);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    if (threadIdx.x == 0) ssm__sm90_bar_init(&order[0], 4), ssm__sm90_bar_init(&order[1], 4);
+    ssm__sm90_ring_init(full, empty, ST, 4);
 #define DV_TILE(t, tm, tn)                                                                               \
     do {                                                                                                 \
         const int per_ = DV_GM * ntn, g_ = (t) / per_, f_ = g_ * DV_GM, r_ = (t) - g_ * per_;            \
@@ -264,23 +212,23 @@ __global__ void __launch_bounds__(384, 1) dv_pjw_kernel(const __grid_constant__ 
         tm = f_ + r_ % gs_, tn = r_ / gs_;                                                               \
     } while (0)
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        ssm__sm90_producer_regs();
         if (tid == 0) {
             int s = 0, ph = 0;
             for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
                 int tm, tn;
                 DV_TILE(t, tm, tn);
                 for (int kb = 0; kb < nk; ++kb) {
-                    dv_wait(&empty[s], ph ^ 1);
-                    dv_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
-                    dv_tma(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
-                    dv_tma(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
+                    ssm__sm90_wait(&empty[s], ph ^ 1);
+                    ssm__sm90_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
+                    ssm__sm90_tma2(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
+                    ssm__sm90_tma2(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
             }
         }
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        ssm__sm90_consumer_regs();
         float d0[BN / 2], d1[BN / 2];
         const int warp = tid / 32, lane = tid % 32, c = wg - 1;
         dv_cols &cc = cols[c];
@@ -291,33 +239,33 @@ __global__ void __launch_bounds__(384, 1) dv_pjw_kernel(const __grid_constant__ 
             DV_TILE(t, tm, tn);
 #pragma unroll
             for (int r = 0; r < BN / 2; ++r) d0[r] = 0.f, d1[r] = 0.f;
-            if (i >= 1) dv_wait(&order[c], ((i - 2 + c) / 2) & 1);
+            if (i >= 1) ssm__sm90_wait(&order[c], ((i - 2 + c) / 2) & 1);
             const long g = (long)i * nk;
             int s = (int)(g % ST), ph = (int)((g / ST) & 1), prev = -1;
             for (int kb = 0; kb < nk; ++kb) {
-                dv_wait(&full[s], ph);
+                ssm__sm90_wait(&full[s], ph);
 #pragma unroll
-                for (int r = 0; r < BN / 2; ++r) dv_rf(d0[r]), dv_rf(d1[r]);
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
+                ssm__sm90_fence();
                 const T *a = sA + s * BM * BK, *b = sB + s * BN * BK;
 #pragma unroll
                 for (int k = 0; k < BK / 16; ++k) {
-                    dv_mma(d0, dv_desc(a + 16 * k), dv_desc(b + 16 * k));
-                    dv_mma(d1, dv_desc(a + 64 * BK + 16 * k), dv_desc(b + 16 * k));
+                    ssm__sm90_mma<128, 1, 0, 0>::run(d0, ssm__sm90_desc(a + 16 * k), ssm__sm90_desc(b + 16 * k));
+                    ssm__sm90_mma<128, 1, 0, 0>::run(d1, ssm__sm90_desc(a + 64 * BK + 16 * k), ssm__sm90_desc(b + 16 * k));
                 }
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                ssm__sm90_commit();
+                ssm__sm90_wait_mma<1>();
 #pragma unroll
-                for (int r = 0; r < BN / 2; ++r) dv_rf(d0[r]), dv_rf(d1[r]);
-                if (prev >= 0 && lane == 0) dv_arrive(&empty[prev]);
+                for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
+                if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
                 prev = s;
                 if (++s == ST) s = 0, ph ^= 1;
             }
-            if (lane == 0) dv_arrive(&order[c ^ 1]);
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (lane == 0) ssm__sm90_arrive(&order[c ^ 1]);
+            ssm__sm90_wait_mma<0>();
 #pragma unroll
-            for (int r = 0; r < BN / 2; ++r) dv_rf(d0[r]), dv_rf(d1[r]);
-            if (prev >= 0 && lane == 0) dv_arrive(&empty[prev]);
+            for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
+            if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
             const int64_t n0 = (int64_t)tn * BN;
             if (EPI) {
                 asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
@@ -367,15 +315,8 @@ __global__ void __launch_bounds__(384, 1) dv_pjw_kernel(const __grid_constant__ 
 }
 
 /* ---- host ---------------------------------------------------------------------------------- */
-typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
-                              const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static encode_fn g_enc;
 static void make_map(CUtensorMap *m, const void *p, int64_t rows, int64_t K) {
-    cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)K * 2};
-    cuuint32_t box[2] = {DV_BK, 128}, es[2] = {1, 1};
-    if (g_enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)p, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    if (ssm__pjw_map(m, p, 1, rows, K, K)) { /* the library's map of kernel 3's operands */
         printf("tensor map refused\n");
         exit(1);
     }
@@ -610,15 +551,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     g_sms = pr.multiProcessorCount;
-    {
-        cudaDriverEntryPointQueryResult q;
-        void *fp = NULL;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fp, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess) {
-            printf("no cuTensorMapEncodeTiled\n");
-            return 1;
-        }
-        g_enc = (encode_fn)fp;
+    if (!ssm__sm90_encoder()) {
+        printf("no cuTensorMapEncodeTiled\n");
+        return 1;
     }
     for (int v = 0; v < NV; ++v) CK(cudaFuncSetAttribute(VARS[v].k, cudaFuncAttributeMaxDynamicSharedMemorySize, DV_SMEM));
     cublasCreate(&g_h);
