@@ -269,6 +269,7 @@ typedef struct ssm__cu_state {
     int ws_owned;
     ssm_cuda_config knobs; /* the kernel-choice fields of the config */
     int pjw;               /* proj_kernel 3 runs here: 0 not yet asked, 1 yes, 2 no */
+    int pjw_clusters;      /* its pairs of CTAs resident at once */
     int blw;               /* the block-ELL wgmma kernel runs here: 0 not yet asked, 1 yes, 2 no */
 } ssm__cu_state;
 
@@ -3097,6 +3098,48 @@ __device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map
                  "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
+/* Clusters (projection kernel 3 runs in pairs of CTAs): a 2D TMA load multicast to the CTAs
+   of mask, each receiving it at dst's offset and completing its own barrier at bar's offset; an
+   arrival on barrier b's twin in CTA cta; a parity wait whose acquire covers the cluster (the
+   remote arrivals); the cluster-wide barrier; the CTA's rank, its cluster's index and count. */
+__device__ __forceinline__ void ssm__sm90_tma2_mc(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(
+                     ssm__sm90_sa(dst)),
+                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1), "h"(mask)
+                 : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_arrive_cl(uint64_t *b, uint32_t cta) {
+    uint32_t ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(ssm__sm90_sa(b)), "r"(cta));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_wait_cl(uint64_t *b, int phase) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(ssm__sm90_sa(b)), "r"(phase)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void ssm__sm90_cl_sync(void) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t ssm__sm90_cl_rank(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ uint32_t ssm__sm90_cl_id(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ uint32_t ssm__sm90_cl_count(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+    return r;
+}
 /* An operand in shared memory in TMA's swizzle of its row width RB (128, 64 or 32 bytes): 8-row
    groups 8 RB bytes apart (SBO), LBO unused (1). The same descriptor serves a K-major operand
    (rows along M or N, K contiguous; k16 steps 32 bytes along a row) and, with trans-a / trans-b,
@@ -5646,22 +5689,29 @@ static int ssm__pj_dact8_ok(const ssm_proj_plan *p, const ssm_tensor *pre, const
 }
 
 /* Column sums of a [rows, cols] matrix (row stride rs, unit column stride), in a fixed order:
-   part[k][c] = sum of chunk k's rows; then ssm__pj_colfin_kernel sums the chunks. */
+   part[k][c] = sum of chunk k's rows; then ssm__pj_colfin_kernel sums the chunks. Under
+   `biased`, column c is a projection's column and only those of biased segments are summed
+   (dbias: the others are zeros, often all but a few columns of N). */
+__device__ __forceinline__ int ssm__pj_col_on(const ssm__pj_segs &sg, int biased, int64_t c) {
+    return !biased || sg.bias[ssm__pj_seg_of(sg, c)];
+}
 __global__ void ssm__pj_colsum_kernel(const void *src, int dt, int64_t rows, int64_t cols, int64_t rs, int64_t chunk,
-                                      float *part) {
+                                      ssm__pj_segs sg, int biased, float *part) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, r0 = (int64_t)blockIdx.y * chunk;
     const int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
     float s = 0.f;
-    if (c >= cols) return;
+    if (c >= cols || !ssm__pj_col_on(sg, biased, c)) return;
     for (int64_t r = r0; r < r1; ++r) s += ssm__cu_ld(src, dt, r * rs + c);
     part[blockIdx.y * cols + c] = s;
 }
-/* out[c * os] = sum_k part[k][c] */
-__global__ void ssm__pj_colfin_kernel(const float *part, int64_t nchunks, int64_t cols, void *out, int dt, int64_t os) {
+/* out[c * os] = sum_k part[k][c] (0 for the columns left out) */
+__global__ void ssm__pj_colfin_kernel(const float *part, int64_t nchunks, int64_t cols, ssm__pj_segs sg, int biased, void *out,
+                                      int dt, int64_t os) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     float s = 0.f;
     if (c >= cols) return;
-    for (int64_t k = 0; k < nchunks; ++k) s += part[k * cols + c];
+    if (ssm__pj_col_on(sg, biased, c))
+        for (int64_t k = 0; k < nchunks; ++k) s += part[k * cols + c];
     ssm__cu_stv(out, dt, c * os, s);
 }
 
@@ -5713,15 +5763,19 @@ static size_t ssm__pj_ws(const ssm_proj_plan *p) {
                          ssm__pj_al(ssm__cu_szmul(ssm__cu_szmul(4u, (int64_t)nch), p->N + p->G)));
 }
 
+/* biased: NULL, or the projection's segments (then only the biased segments' columns are summed) */
 static ssm_result ssm__pj_colsums(ssm_ctx *ctx, const void *src, int dt, int64_t rows, int64_t cols, int64_t rs,
-                                  float *part, void *out, int odt, int64_t os) {
+                                  const ssm__pj_segs *biased, float *part, void *out, int odt, int64_t os) {
     cudaStream_t st = ssm__cu_st(ctx)->stream;
     const int64_t chunk = ssm__pj_chunk(rows), nch = (rows + chunk - 1) / chunk;
+    ssm__pj_segs sg;
     if (cols <= 0) return SSM_OK;
+    if (biased) sg = *biased;
+    else memset(&sg, 0, sizeof sg);
     ssm__pj_colsum_kernel<<<dim3((unsigned)((cols + 255) / 256), (unsigned)nch), 256, 0, st>>>(src, dt, rows, cols, rs,
-                                                                                             chunk, part);
+                                                                                             chunk, sg, !!biased, part);
     SSM__CU_LAUNCHED(ctx, "ssm__pj_colsum_kernel");
-    ssm__pj_colfin_kernel<<<(unsigned)((cols + 255) / 256), 256, 0, st>>>(part, nch, cols, out, odt, os);
+    ssm__pj_colfin_kernel<<<(unsigned)((cols + 255) / 256), 256, 0, st>>>(part, nch, cols, sg, !!biased, out, odt, os);
     SSM__CU_LAUNCHED(ctx, "ssm__pj_colfin_kernel");
     return SSM_OK;
 }
@@ -5763,7 +5817,11 @@ static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_
    mbarrier-guarded stages), warpgroups 1 and 2 consume: persistent, each owns a whole 128 x 128
    tile (two m64n128k16 per k16, 128 f32 accumulators a thread), the two alternate so one runs
    its mainloop while the other runs its epilogue; order mbarriers keep every parity wait one
-   phase ahead at most. Epilogue straight from the accumulators (f32 math: SiLU and sigmoid
+   phase ahead at most. CTAs run in pairs (clusters of 2) on two row tiles that share a column
+   tile: each producer loads its x tile and one half of W's, multicast to both CTAs, so W's
+   tiles cross L2 once per pair (a quarter less L2-to-SM traffic than single CTAs; at K 2048
+   the single-CTA identity GEMM ran 1.2x cuBLAS, whose tiles are 160 x 256 in pairs); a ring
+   stage is refilled once the consumers of both CTAs have released it. Epilogue straight from the accumulators (f32 math: SiLU and sigmoid
    through MUFU ex2 / rcp, ssm__pj_fsig, the norm's rsqrtf; the other activations as ssm__pj_act):
    bias, pre under SAVE_PRE, every
    activation per segment, the L2 norm of every head inside the tile (a quad reduction each, all
@@ -5774,7 +5832,7 @@ static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_
 #ifdef SSM__SM90_HAVE
 #define SSM__PJW_ST 6
 #define SSM__PJW_BK 64
-#define SSM__PJW_GM 16 /* tiles numbered in groups of 16 row tiles (L2 reuse) */
+#define SSM__PJW_GM 8 /* pairs of row tiles numbered in groups of 8 (16 row tiles: L2 reuse) */
 #define SSM__PJW_SMEM (SSM__PJW_ST * 2 * 128 * SSM__PJW_BK * 2 + 1024)
 #define SSM__PJW_MAXH 128 /* heads inside a 128-column tile */
 
@@ -5882,27 +5940,31 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
     T *sB = sA + ST * BM * BK; /* ST x [128][64] */
     uint64_t *full = bars, *empty = full + ST, *order = empty + ST;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, ntiles = ntm * ntn, nk = (K + BK - 1) / BK;
+    const uint32_t rank = ssm__sm90_cl_rank(); /* the pair's row tile: 2 pm + rank */
+    const int cid = (int)ssm__sm90_cl_id(), ncl = (int)ssm__sm90_cl_count();
+    const int ntm = (M + BM - 1) / BM, ntp = (ntm + 1) / 2, ntn = (N + BN - 1) / BN, npairs = ntp * ntn, nk = (K + BK - 1) / BK;
     if (threadIdx.x == 0) ssm__sm90_bar_init(&order[0], 4), ssm__sm90_bar_init(&order[1], 4);
-    ssm__sm90_ring_init(full, empty, ST, 4);
-#define SSM__PJW_TILE(t, tm, tn)                                                                         \
+    ssm__sm90_ring_init(full, empty, ST, 8); /* a stage is free when both CTAs' consumers release it */
+    ssm__sm90_cl_sync();                     /* the peer's barriers exist before any multicast or remote arrival */
+#define SSM__PJW_TILE(t, pm, tn)                                                                         \
     do {                                                                                                 \
         const int per_ = SSM__PJW_GM * ntn, g_ = (t) / per_, f_ = g_ * SSM__PJW_GM, r_ = (t) - g_ * per_; \
-        const int gs_ = ntm - f_ < SSM__PJW_GM ? ntm - f_ : SSM__PJW_GM;                                 \
-        tm = f_ + r_ % gs_, tn = r_ / gs_;                                                               \
+        const int gs_ = ntp - f_ < SSM__PJW_GM ? ntp - f_ : SSM__PJW_GM;                                 \
+        pm = f_ + r_ % gs_, tn = r_ / gs_;                                                               \
     } while (0)
     if (wg == 0) {
         ssm__sm90_producer_regs();
         if (tid == 0) {
             int s = 0, ph = 0;
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-                int tm, tn;
-                SSM__PJW_TILE(t, tm, tn);
+            for (int t = cid; t < npairs; t += ncl) {
+                int pm, tn;
+                SSM__PJW_TILE(t, pm, tn);
                 for (int kb = 0; kb < nk; ++kb) {
-                    ssm__sm90_wait(&empty[s], ph ^ 1);
-                    ssm__sm90_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
-                    ssm__sm90_tma2(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
-                    ssm__sm90_tma2(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
+                    ssm__sm90_wait_cl(&empty[s], ph ^ 1);
+                    ssm__sm90_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T)); /* x's tile, both halves of W's */
+                    ssm__sm90_tma2(sA + s * BM * BK, &ta, &full[s], kb * BK, (2 * pm + (int)rank) * BM);
+                    ssm__sm90_tma2_mc(sB + s * BN * BK + rank * (BN / 2) * BK, &tb, &full[s], kb * BK,
+                                      tn * BN + (int)rank * (BN / 2), 3);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
             }
@@ -5913,10 +5975,11 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
         const int warp = tid / 32, lane = tid % 32, c = wg - 1;
         ssm__pjw_cols &cc = cols[c];
         for (int i = c;; i += 2) {
-            const int t = blockIdx.x + i * gridDim.x;
-            if (t >= ntiles) break;
-            int tm, tn;
-            SSM__PJW_TILE(t, tm, tn);
+            const int t = cid + i * ncl;
+            if (t >= npairs) break;
+            int pm, tn;
+            SSM__PJW_TILE(t, pm, tn);
+            const int tm = 2 * pm + (int)rank; /* past the last row tile when ntm is odd: loads zeros, stores nothing */
 #pragma unroll
             for (int r = 0; r < BN / 2; ++r) d0[r] = 0.f, d1[r] = 0.f;
             /* A parity wait is only sound one phase ahead: wait until the other warpgroup has seen
@@ -5940,7 +6003,7 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
                 ssm__sm90_wait_mma<1>();
 #pragma unroll
                 for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
-                if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
+                if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]), ssm__sm90_arrive_cl(&empty[prev], rank ^ 1);
                 prev = s;
                 if (++s == ST) s = 0, ph ^= 1;
             }
@@ -5948,7 +6011,7 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
             ssm__sm90_wait_mma<0>();
 #pragma unroll
             for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
-            if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
+            if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]), ssm__sm90_arrive_cl(&empty[prev], rank ^ 1);
             /* the tile's columns (named barrier 1 + c over this warpgroup's 128 threads) */
             const int64_t n0 = (int64_t)tn * BN;
             asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
@@ -5985,6 +6048,7 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
             ssm__pjw_epi<BF>(d1, cc, M, N, r0 + 64, n0, lane % 4, y, pre, eps);
         }
     }
+    ssm__sm90_cl_sync(); /* no CTA leaves while its peer may still arrive on its barriers */
 #undef SSM__PJW_TILE
 #endif
 }
@@ -5992,38 +6056,54 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
 /* 1 when kernel 3 can run on the context's device: compute capability 9.0 and this binary's
    code for it is the sm_90a build (the stub that other targets compile has no static shared
    memory), and the driver has cuTensorMapEncodeTiled. Decided once per context. */
+/* kernel 3's launch in pairs of CTAs (a cluster of 2 along the grid's x) */
+static cudaLaunchConfig_t ssm__pjw_config(cudaLaunchAttribute *at, unsigned grid, cudaStream_t stream) {
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg), memset(at, 0, sizeof *at);
+    at->id = cudaLaunchAttributeClusterDimension;
+    at->val.clusterDim.x = 2, at->val.clusterDim.y = 1, at->val.clusterDim.z = 1;
+    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = SSM__PJW_SMEM, cfg.stream = stream;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    return cfg;
+}
 static int ssm__pjw_ok(ssm__cu_state *st) {
     if (!st->pjw) {
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = ssm__pjw_config(&at, 2u * (unsigned)st->sms, st->stream);
+        int ncl = 0;
         st->pjw = ssm__sm90_device(st) && ssm__sm90_kernel_ok(st, (const void *)ssm__pjw_kernel<1>, SSM__PJW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__pjw_kernel<0>, SSM__PJW_SMEM)
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__pjw_kernel<0>, SSM__PJW_SMEM) &&
+                          cudaOccupancyMaxActiveClusters(&ncl, (const void *)ssm__pjw_kernel<1>, &cfg) == cudaSuccess && ncl > 0
                       ? 1
                       : 2;
+        st->pjw_clusters = ncl;
         cudaGetLastError();
     }
     return st->pjw == 1;
 }
-/* [rows, K] with row stride ld elements; boxes of 128 rows x 64 elements, 128-byte swizzle,
-   zero fill past the edges. 0 on success. */
-static int ssm__pjw_map(CUtensorMap *m, const void *p, int bf, int64_t rows, int64_t K, int64_t ld) {
+/* [rows, K] with row stride ld elements; boxes of box_rows rows x 64 elements, 128-byte
+   swizzle, zero fill past the edges. 0 on success. */
+static int ssm__pjw_map(CUtensorMap *m, const void *p, int bf, int64_t rows, int64_t K, int64_t ld, int box_rows) {
     const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows}, pitch[1] = {(cuuint64_t)ld * 2};
-    const cuuint32_t box[2] = {SSM__PJW_BK, 128};
+    const cuuint32_t box[2] = {SSM__PJW_BK, (cuuint32_t)box_rows};
     return !ssm__sm90_map(m, bf, p, 2, dims, pitch, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 /* Launches kernel 3; 0 when it cannot (tensor map refused): the caller takes kernel 1. */
 static int ssm__pjw_launch(ssm__cu_state *st, const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W,
                            const ssm__pj_segs &sg, ssm__pj_vec vb, ssm__pj_vec va, ssm__pj_mat my, ssm__pj_mat mp, float eps) {
     CUtensorMap ta, tb;
+    cudaLaunchAttribute at;
     const int bf = ssm__cu_dt(p->dtype) == 2;
-    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
-    const int64_t want = (tiles + 1) / 2, grid = want < st->sms ? want : st->sms;
-    if (ssm__pjw_map(&ta, x->data, bf, p->M, p->K, x->strides[0]) || ssm__pjw_map(&tb, W->data, bf, p->N, p->K, W->strides[0]))
+    int M = (int)p->M, N = (int)p->N, K = (int)p->K;
+    ssm__pj_segs sgv = sg;
+    const int64_t pairs = ((p->M + 255) / 256) * ((p->N + 127) / 128);
+    const int64_t want = (pairs + 1) / 2, ncl = want < st->pjw_clusters ? want : st->pjw_clusters; /* 2 tiles a CTA at least */
+    void *args[] = {&ta, &tb, &M, &N, &K, &sgv, &vb, &va, &my, &mp, &eps};
+    if (ssm__pjw_map(&ta, x->data, bf, p->M, p->K, x->strides[0], 128) ||
+        ssm__pjw_map(&tb, W->data, bf, p->N, p->K, W->strides[0], 64)) /* each CTA of a pair loads half of W's tile for both */
         return 0;
-    if (bf)
-        ssm__pjw_kernel<1><<<(unsigned)grid, 384, SSM__PJW_SMEM, st->stream>>>(ta, tb, (int)p->M, (int)p->N, (int)p->K, sg, vb,
-                                                                             va, my, mp, eps);
-    else
-        ssm__pjw_kernel<0><<<(unsigned)grid, 384, SSM__PJW_SMEM, st->stream>>>(ta, tb, (int)p->M, (int)p->N, (int)p->K, sg, vb,
-                                                                             va, my, mp, eps);
+    const cudaLaunchConfig_t cfg = ssm__pjw_config(&at, 2u * (unsigned)ncl, st->stream);
+    cudaLaunchKernelExC(&cfg, bf ? (const void *)ssm__pjw_kernel<1> : (const void *)ssm__pjw_kernel<0>, args); /* errors: the caller's check */
     return 1;
 }
 #else
@@ -6164,16 +6244,12 @@ static ssm_result ssm__cu_proj_backward(ssm_ctx *ctx, const ssm_proj_plan *p, co
                               ssm__pj_mb(x->data, x->strides[0], x->strides[1]), 0.0,
                               ssm__pj_mb((char *)dW->data + c0 * dW->strides[0] * es, dW->strides[0], dW->strides[1])));
     }
-    if (dbias) { /* zeros, then the column sums of the biased segments only (often a few columns of N) */
-        SSM__TRY(ssm__cu_copy(ctx, p->dtype, 1, 1, p->N, 1, ssm__pj_mb(NULL, 0, 0), ssm__pj_mb(dbias->data, dbias->strides[0], 1), 0));
-        for (s = 0; s < p->nseg; ++s)
-            if (p->seg[s].bias)
-                SSM__TRY(ssm__pj_colsums(ctx, dP + p->c0[s] * es, dt, p->M, p->seg[s].width, p->N, part,
-                                         (char *)dbias->data + p->c0[s] * dbias->strides[0] * es, dt, dbias->strides[0]));
-    }
+    if (dbias) /* the biased segments' columns summed, the others zero */
+        SSM__TRY(ssm__pj_colsums(ctx, dP, dt, p->M, p->N, p->N, &sg, part, dbias->data, dt, dbias->strides[0]));
     if (dA_log && p->G)
-        SSM__TRY(ssm__pj_colsums(ctx, ga, 0, p->M, p->G, p->G, part + ((p->M + ssm__pj_chunk(p->M) - 1) / ssm__pj_chunk(p->M)) * p->N,
-                                 dA_log->data, dt, dA_log->strides[0]));
+        SSM__TRY(ssm__pj_colsums(ctx, ga, 0, p->M, p->G, p->G, NULL,
+                                 part + ((p->M + ssm__pj_chunk(p->M) - 1) / ssm__pj_chunk(p->M)) * p->N, dA_log->data, dt,
+                                 dA_log->strides[0]));
     return SSM_OK;
 }
 
@@ -6188,11 +6264,15 @@ static ssm_result ssm__cu_proj_backward(ssm_ctx *ctx, const ssm_proj_plan *p, co
    with scalar loads. The norm and gate are not yet applied inside the GEMM's operand load
    (z makes one round trip through memory). */
 
-__device__ __forceinline__ float ssm__oc_gatef(int sig, float g, float *dgate) {
-    const float s = ssm__pj_sigmoid(g);
+/* gate(g) (sigmoid, or SiLU g sigmoid(g)) and its derivative, from s = sigmoid(g) computed by
+   the caller (IEEE in the scalar passes, MUFU in the vector ones) */
+__device__ __forceinline__ float ssm__oc_gate_of(int sig, float g, float s, float *dgate) {
     if (sig) { *dgate = s * (1.f - s); return s; }
     *dgate = s * (1.f + g * (1.f - s));
     return g * s;
+}
+__device__ __forceinline__ float ssm__oc_gatef(int sig, float g, float *dgate) {
+    return ssm__oc_gate_of(sig, g, ssm__pj_sigmoid(g), dgate);
 }
 
 /* The rstd of head h of row r, a warp's sweep over o (or rin's saved value when given). */
@@ -6300,11 +6380,13 @@ __device__ __forceinline__ void ssm__oc_row8(int64_t r, int64_t c, int on, int g
         if (!on) ov[e] = gv[e] = 0.f;
         if (!on || !w) wv[e] = 1.f;
         ss += ov[e] * ov[e];
-        const float sg = ssm__pj_fsig(gv[e]);
-        gt[e] = sig ? sg : gv[e] * sg, dgt[e] = sig ? sg * (1.f - sg) : sg * (1.f + gv[e] * (1.f - sg));
+        gt[e] = ssm__oc_gate_of(sig, gv[e], ssm__pj_fsig(gv[e]), &dgt[e]);
     }
-    for (int k = 1; k < gl; k <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, k);
-    *rs = rin.p ? (on ? ssm__pj_ld<T>(rin.p, r * rin.rs + (c / hd) * rin.cs) : 0.f) : rsqrtf(ss / (float)hd + eps);
+    if (rin.p) *rs = on ? ssm__pj_ld<T>(rin.p, r * rin.rs + (c / hd) * rin.cs) : 0.f;
+    else { /* the head's mean square: a shuffle reduction over its gl lanes (uniform branch) */
+        for (int k = 1; k < gl; k <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, k);
+        *rs = rsqrtf(ss / (float)hd + eps);
+    }
 #pragma unroll
     for (int e = 0; e < 8; ++e) n[e] = ov[e] * *rs;
 }
@@ -6386,20 +6468,26 @@ static int ssm__oc_vec_ok(const ssm_outchain_plan *p, const ssm_tensor *o, const
            ssm__oc_vec_mat(g) && ssm__oc_vec_mat(do_) && ssm__oc_vec_mat(dg) &&
            (!weight || (weight->strides[0] == 1 && ((uintptr_t)weight->data & 15) == 0));
 }
-/* grid of the vector passes: blocks of 8 warps over rows (rows_per_block each at most), a step
-   of 256 columns per blockIdx.y */
+/* grid of the vector passes: about M / rows_per_block blocks of 8 warps along x (at most 65535;
+   a block's rows are grid-strided, so which rows it sums depends on M only: the dweight
+   partials stay deterministic), a step of 256 columns per blockIdx.y */
 static dim3 ssm__oc_grid8(const ssm_outchain_plan *p, int64_t rows_per_block) {
     const int64_t b = (p->M + rows_per_block - 1) / rows_per_block;
     return dim3((unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b), (unsigned)((p->D + 255) / 256));
 }
 #define SSM__OC_BWD8_ROWS 64 /* rows a block of the backward pass: its dweight partials are [M / 64, D] */
 
-/* launches kernel template K for the plan's dtype, a warp per row (needs dt, p, st in scope) */
-#define SSM__OC_BY_DT(K, ...)                                                                             \
-    do {                                                                                                  \
-        if (dt == 0) K<float><<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(__VA_ARGS__);                 \
-        else if (dt == 1) K<__half><<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(__VA_ARGS__);           \
-        else K<__nv_bfloat16><<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(__VA_ARGS__);                 \
+/* launches kernel template K on grid G for the plan's 16-bit dtype (needs dt, st in scope) */
+#define SSM__OC_BY_DT16(K, G, ...)                                              \
+    do {                                                                        \
+        if (dt == 1) K<__half><<<(G), 256, 0, st->stream>>>(__VA_ARGS__);        \
+        else K<__nv_bfloat16><<<(G), 256, 0, st->stream>>>(__VA_ARGS__);         \
+    } while (0)
+/* ... for any dtype, a warp per row (needs dt, p, st in scope) */
+#define SSM__OC_BY_DT(K, ...)                                                                  \
+    do {                                                                                       \
+        if (dt == 0) K<float><<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(__VA_ARGS__);      \
+        else SSM__OC_BY_DT16(K, ssm__oc_blocks(p->M), __VA_ARGS__);                           \
     } while (0)
 
 static size_t ssm__oc_cu_ws(const ssm_outchain_plan *p) {
@@ -6430,9 +6518,7 @@ static void ssm__oc_norm(ssm__cu_state *st, const ssm_outchain_plan *p, const ss
     const ssm__pj_mat mo = ssm__pj_mat_of(o), mg = ssm__pj_mat_of(g), mi = ssm__pj_mat_of(rin), mr = ssm__pj_mat_of(rout);
     const ssm__pj_vec w = ssm__pj_vec_of(weight);
     if (ssm__oc_vec_ok(p, o, g, weight, NULL, NULL)) {
-        const dim3 grid = ssm__oc_grid8(p, 8);
-        if (dt == 1) ssm__oc_norm8_kernel<__half><<<grid, 256, 0, st->stream>>>(p->M, p->D, p->hd, sig, (float)p->eps, mo, mg, w, mi, mr, z);
-        else ssm__oc_norm8_kernel<__nv_bfloat16><<<grid, 256, 0, st->stream>>>(p->M, p->D, p->hd, sig, (float)p->eps, mo, mg, w, mi, mr, z);
+        SSM__OC_BY_DT16(ssm__oc_norm8_kernel, ssm__oc_grid8(p, 8), p->M, p->D, p->hd, sig, (float)p->eps, mo, mg, w, mi, mr, z);
     } else
         SSM__OC_BY_DT(ssm__oc_norm_kernel, p->M, p->D, p->hd, sig, (float)p->eps, mo, mg, w, mi, mr, z);
 }
@@ -6483,19 +6569,13 @@ static ssm_result ssm__cu_outchain_backward(ssm_ctx *ctx, const ssm_outchain_pla
     if (ssm__oc_vec_ok(p, o, g, weight, do_, dg)) {
         const dim3 grid = ssm__oc_grid8(p, SSM__OC_BWD8_ROWS);
         wrows = grid.x;
-        if (dt == 1)
-            ssm__oc_bwd8_kernel<__half><<<grid, 256, 0, st->stream>>>(p->M, p->D, p->hd, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g),
-                                                                      ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_),
-                                                                      ssm__pj_mat_of(dg), wpart);
-        else
-            ssm__oc_bwd8_kernel<__nv_bfloat16><<<grid, 256, 0, st->stream>>>(p->M, p->D, p->hd, sig, (float)p->eps, ssm__pj_mat_of(o),
-                                                                             ssm__pj_mat_of(g), ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), dz,
-                                                                             ssm__pj_mat_of(do_), ssm__pj_mat_of(dg), wpart);
+        SSM__OC_BY_DT16(ssm__oc_bwd8_kernel, grid, p->M, p->D, p->hd, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g),
+                        ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_), ssm__pj_mat_of(dg), wpart);
     } else
         SSM__OC_BY_DT(ssm__oc_bwd_kernel, p->M, p->D, p->hd, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g),
                       ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_), ssm__pj_mat_of(dg), wpart);
     SSM__CU_LAUNCHED(ctx, "ssm__oc_bwd_kernel");
-    if (dweight) SSM__TRY(ssm__pj_colsums(ctx, wpart, 0, wrows * p->H, p->hd, p->hd, part, dweight->data, dt, dweight->strides[0]));
+    if (dweight) SSM__TRY(ssm__pj_colsums(ctx, wpart, 0, wrows * p->H, p->hd, p->hd, NULL, part, dweight->data, dt, dweight->strides[0]));
     return SSM_OK;
 }
 

@@ -5,16 +5,21 @@
    on that very shape) and the unfused schedule (a cuBLAS GEMM per segment, then separate
    activation and L2 kernels: ours:unfused, what eager layer code runs). fwd+bwd rows: the
    forward with SAVE_PRE, then the backward; their floor is the three cuBLAS GEMMs (y, dX, dW)
-   alone. Also our GEMM with the identity epilogue against cuBLAS at 8192^3 (TFLOP/s).
+   alone. Also our GEMM with the identity epilogue against cuBLAS at 8192^3 (TFLOP/s), and
+   the epilogue the vendor fuses: cuBLASLt's GELU + bias epilogue on the layer's GEMM beside
+   ours with one GELU (tanh) segment with bias (peer:cublaslt_gelu).
    JSON lines: bench/results/cuda_proj.jsonl (the row format of bench/bench.h). BENCH_QUICK=1
    trims the grid. */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
 #include <cublas_v2.h>
+#include <cublasLt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <math.h>
+#include <functional>
 
 #ifndef SSM_BENCH_COMMIT
 #define SSM_BENCH_COMMIT "unknown"
@@ -178,6 +183,95 @@ static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M
     cudaFree(db), cudaFree(dal);
 }
 
+/* What the vendor fuses: y = GELU(x W^T + b) as one cuBLASLt matmul (epilogue GELU_BIAS, the
+   tanh form) beside ours (one GELU_TANH segment with bias; default context) and the cuBLAS GEMM
+   alone, on the same inputs, interleaved in 3 rotated rounds (medians); the two outputs are
+   compared (max |ours - cuBLASLt| over max |cuBLASLt|). */
+static void gelu_row(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t M, int64_t K, int64_t N) {
+    ssm_proj_desc d = ssm_proj_desc_init();
+    const int64_t sx[2] = {M, K}, sW[2] = {N, K}, sy[2] = {M, N}, sN[1] = {N};
+    void *x = dev_random(dt, M * K, 1.f, 51), *W = dev_random(dt, N * K, 0.03f, 52), *b = dev_random(dt, N, 0.5f, 53);
+    void *y = dev_random(dt, M * N, 0.f, 54), *ylt = dev_random(dt, M * N, 0.f, 55), *lws = NULL;
+    const size_t lws_bytes = (size_t)32 << 20;
+    cublasLtHandle_t lt = NULL;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t heur;
+    int nres = 0;
+    char shape[128];
+    ssm_proj_desc_add(&d, N, SSM_PROJ_GELU_TANH, 0, 1, 0);
+    if (!x || !W || !b || !y || !ylt || cudaMalloc(&lws, lws_bytes) != cudaSuccess) {
+        printf("  (gelu M%lld skipped: out of memory)\n", (long long)M);
+        cudaGetLastError();
+        goto done;
+    }
+    {
+        /* column-major as cuBLAS sees it: C[N, M] = op(W)[N, K] x[K, M], W stored [K, N] (ld K), transposed */
+        const cudaDataType ty = cty(dt);
+        const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+        const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_GELU_BIAS;
+        const float one = 1.f, zero = 0.f;
+        cublasLtCreate(&lt);
+        cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        cublasLtMatrixLayoutCreate(&la, ty, (uint64_t)K, (uint64_t)N, K);
+        cublasLtMatrixLayoutCreate(&lb, ty, (uint64_t)K, (uint64_t)M, K);
+        cublasLtMatrixLayoutCreate(&lc, ty, (uint64_t)N, (uint64_t)M, N);
+        cublasLtMatmulPreferenceCreate(&pref);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lws_bytes, sizeof lws_bytes);
+        if (cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &heur, &nres) != CUBLAS_STATUS_SUCCESS || nres < 1) {
+            printf("  cuBLASLt: no algorithm for the GELU_BIAS epilogue\n");
+            goto done;
+        }
+        ssm_tensor tx = ssm_tensor_make(x, dt, ssm_cuda_device(0), 2, sx, NULL), tW = ssm_tensor_make(W, dt, ssm_cuda_device(0), 2, sW, NULL);
+        ssm_tensor tb = ssm_tensor_make(b, dt, ssm_cuda_device(0), 1, sN, NULL), ty2 = ssm_tensor_make(y, dt, ssm_cuda_device(0), 2, sy, NULL);
+        auto lt_call = [&] { cublasLtMatmul(lt, op, &one, W, la, x, lb, &zero, ylt, lc, ylt, lc, &heur.algo, lws, lws_bytes, 0); };
+        auto ours = [&] { ssm_proj_forward(ctx, &d, &tx, &tW, &tb, NULL, &ty2, NULL); };
+        if (ssm_proj_forward(ctx, &d, &tx, &tW, &tb, NULL, &ty2, NULL) != SSM_OK) {
+            printf("  gelu: %s\n", ssm_ctx_last_error(ctx));
+            goto done;
+        }
+        lt_call();
+        cudaDeviceSynchronize();
+        /* agreement of the two outputs */
+        std::vector<uint16_t> ha((size_t)(M * N)), hb((size_t)(M * N));
+        cudaMemcpy(ha.data(), y, ha.size() * 2, cudaMemcpyDeviceToHost), cudaMemcpy(hb.data(), ylt, hb.size() * 2, cudaMemcpyDeviceToHost);
+        double dmax = 0, vmax = 0;
+        for (size_t i = 0; i < ha.size(); ++i) {
+            const double u = dtc(dt) == 2 ? (double)__bfloat162float(*(__nv_bfloat16 *)&ha[i]) : (double)__half2float(*(__half *)&ha[i]);
+            const double v = dtc(dt) == 2 ? (double)__bfloat162float(*(__nv_bfloat16 *)&hb[i]) : (double)__half2float(*(__half *)&hb[i]);
+            dmax = fabs(u - v) > dmax ? fabs(u - v) : dmax, vmax = fabs(v) > vmax ? fabs(v) : vmax;
+        }
+        std::vector<double> v[3];
+        for (int round = 0; round < 3; ++round)
+            for (int j = 0; j < 3; ++j) {
+                const int k = (j + round) % 3;
+                v[k].push_back(time_ms(k == 0 ? std::function<void()>([&] { gemm_nt(dt, M, N, K, x, W, y); })
+                                              : k == 1 ? std::function<void()>(lt_call) : std::function<void()>(ours)));
+            }
+        for (int k = 0; k < 3; ++k) std::sort(v[k].begin(), v[k].end());
+        const double g = v[0][1], l = v[1][1], o = v[2][1];
+        snprintf(shape, sizeof shape, "{\"M\":%lld,\"d\":%lld,\"N\":%lld}", (long long)M, (long long)K, (long long)N);
+        printf("  gelu+bias %-4s M%-6lld d%-5lld N%-5lld  cublas gemm alone %7.3f ms | cublaslt GELU_BIAS %7.3f ms (x%4.2f) | ours %7.3f ms (x%4.2f)"
+               "  ours / cublaslt %4.2f  max|diff| / max|y| %.1e\n",
+               ssm_dtype_name(dt), (long long)M, (long long)K, (long long)N, g, l, l / g, o, o / g, o / l, dmax / (vmax > 0 ? vmax : 1));
+        row_json(js, "proj_fwd", "peer:cublaslt_gelu", "cublas", dt, shape, l, g, lws_bytes);
+        row_json(js, "proj_fwd", "ours:fused_gelu", "cuda", dt, shape, o, g, 0);
+    }
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (op) cublasLtMatmulDescDestroy(op);
+    if (lt) cublasLtDestroy(lt);
+    cudaFree(x), cudaFree(W), cudaFree(b), cudaFree(y), cudaFree(ylt), cudaFree(lws);
+}
+
 /* our GEMM (the fused kernel with one identity segment) against cuBLAS on a square shape */
 static void gemm_row(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t n) {
     ssm_proj_desc d = ssm_proj_desc_init();
@@ -313,6 +407,14 @@ int main(void) {
         fclose(js);
         return 0;
     }
+    if (getenv("BENCH_PROJ_GELU")) { /* the cuBLASLt GELU + bias epilogue rows alone */
+        printf("device %s  date %s  commit %s\n== GELU + bias epilogue: cuBLASLt vs ours on the Gated DeltaNet layer's GEMM\n", g_dev,
+               g_date, SSM_BENCH_COMMIT);
+        gelu_row(ctx, js, SSM_BF16, 8192, 2048, 8224);
+        gelu_row(ctx, js, SSM_BF16, 32768, 2048, 8224);
+        fclose(js);
+        return 0;
+    }
     if (getenv("BENCH_PROJ_OUTCHAIN")) { /* the output chain rows alone */
         printf("device %s  date %s  commit %s\n== output chain: RMSNorm-gate + o_proj vs the cuBLAS GEMM alone (floor)\n", g_dev,
                g_date, SSM_BENCH_COMMIT);
@@ -336,6 +438,8 @@ int main(void) {
             proj_rows(ctx, js, SSM_BF16, 1, Mb[i]);
         }
     }
+    printf("== GELU + bias epilogue: cuBLASLt (what the vendor fuses) vs ours\n");
+    gelu_row(ctx, js, SSM_BF16, 8192, 2048, 8224);
     printf("== output chain: RMSNorm-gate + o_proj vs the cuBLAS GEMM alone (floor)\n");
     outchain_rows(ctx, js, SSM_BF16, 8192, 2048, 128, 2048);
     if (!quick) outchain_rows(ctx, js, SSM_BF16, 32768, 2048, 128, 2048);

@@ -78,6 +78,7 @@ fuzz-cuda: $(BUILD)/fuzz_cuda
 $(BUILD)/cuda_%: bench/cuda_%.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
 $(BUILD)/cuda_bell: CUDALIBS += -lcusparse
+$(BUILD)/cuda_proj: CUDALIBS += -lcublasLt
 
 # Kernel-variant harnesses, dev/cuda/*.cu (variants chosen by argv, forced through the
 # kernel-choice fields of ssm_cuda_config, each timed beside the default and checked against it).
