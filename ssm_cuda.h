@@ -3100,8 +3100,10 @@ __device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map
 }
 /* Clusters (projection kernel 3 runs in pairs of CTAs): a 2D TMA load multicast to the CTAs
    of mask, each receiving it at dst's offset and completing its own barrier at bar's offset; an
-   arrival on barrier b's twin in CTA cta; a parity wait whose acquire covers the cluster (the
-   remote arrivals); the cluster-wide barrier; the CTA's rank, its cluster's index and count. */
+   arrival on barrier b's twin in CTA cta (default .release.cta semantics, as a local arrival:
+   with .release.cluster the fence it implies stalled the consumer warps every k-step, and
+   kernel 3 ran at half speed, 3.7 against 1.8 ms at M 32768); the cluster-wide barrier; the
+   CTA's rank, its cluster's index and count. */
 __device__ __forceinline__ void ssm__sm90_tma2_mc(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, uint16_t mask) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(
                      ssm__sm90_sa(dst)),
@@ -3111,16 +3113,7 @@ __device__ __forceinline__ void ssm__sm90_tma2_mc(void *dst, const CUtensorMap *
 __device__ __forceinline__ void ssm__sm90_arrive_cl(uint64_t *b, uint32_t cta) {
     uint32_t ra;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(ssm__sm90_sa(b)), "r"(cta));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
-}
-__device__ __forceinline__ void ssm__sm90_wait_cl(uint64_t *b, int phase) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(ssm__sm90_sa(b)), "r"(phase)
-                     : "memory");
-    } while (!done);
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
 }
 __device__ __forceinline__ void ssm__sm90_cl_sync(void) {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -5844,7 +5837,7 @@ typedef struct __align__(16) ssm__pjw_cols { /* one consumer warpgroup's view of
 } ssm__pjw_cols;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* SiLU and sigmoid (the bulk of a projection's columns) through ssm__pj_fsig; the other
+/* SiLU, sigmoid and GELU (tanh form, as sigmoid(2u)) through ssm__pj_fsig; the other
    activations keep ssm__pj_act's expressions. H200, M 8192 (dev/cuda/proj_wgmma.cu,
    bench/results/cuda_proj_wgmma_f3e19ab.log): 0.609 -> 0.498 ms, the identity epilogue 0.457;
    ncu: tensor pipe 49% -> 66% of cycles (identity 70%, cuBLAS's 160x256 tiles 89%). */
@@ -5852,6 +5845,8 @@ __device__ __forceinline__ float ssm__pjw_f(int a, float p, float al, float z) {
     float df;
     if (a == SSM_PROJ_SILU) return z * ssm__pj_fsig(z);
     if (a == SSM_PROJ_SIGMOID) return ssm__pj_fsig(z);
+    if (a == SSM_PROJ_GELU_TANH) /* 0.5 (1 + tanh u) = sigmoid(2u), u = sqrt(2/pi) (z + 0.044715 z^3) */
+        return z * ssm__pj_fsig(1.5957691216057308f * (z + 0.044715f * z * z * z));
     return ssm__pj_act(a, p, al, z, &df);
 }
 /* Activation A (a constant: the switch folds; -1: act per call) on the values of columns [lo, hi)
@@ -5892,6 +5887,7 @@ __device__ __forceinline__ void ssm__pjw_epi(float *d, const ssm__pjw_cols &cc, 
         case SSM_PROJ_SILU: ssm__pjw_act<SSM_PROJ_SILU>(d, cc, a, lo, hi, q); break;
         case SSM_PROJ_SIGMOID: ssm__pjw_act<SSM_PROJ_SIGMOID>(d, cc, a, lo, hi, q); break;
         case SSM_PROJ_DECAY_GATE: ssm__pjw_act<SSM_PROJ_DECAY_GATE>(d, cc, a, lo, hi, q); break;
+        case SSM_PROJ_GELU_TANH: ssm__pjw_act<SSM_PROJ_GELU_TANH>(d, cc, a, lo, hi, q); break;
         default: ssm__pjw_act<-1>(d, cc, a, lo, hi, q); break;
         }
     }
@@ -5960,7 +5956,7 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
                 int pm, tn;
                 SSM__PJW_TILE(t, pm, tn);
                 for (int kb = 0; kb < nk; ++kb) {
-                    ssm__sm90_wait_cl(&empty[s], ph ^ 1);
+                    ssm__sm90_wait(&empty[s], ph ^ 1);
                     ssm__sm90_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T)); /* x's tile, both halves of W's */
                     ssm__sm90_tma2(sA + s * BM * BK, &ta, &full[s], kb * BK, (2 * pm + (int)rank) * BM);
                     ssm__sm90_tma2_mc(sB + s * BN * BK + rank * (BN / 2) * BK, &tb, &full[s], kb * BK,
@@ -6058,8 +6054,8 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
    memory), and the driver has cuTensorMapEncodeTiled. Decided once per context. */
 /* kernel 3's launch in pairs of CTAs (a cluster of 2 along the grid's x) */
 static cudaLaunchConfig_t ssm__pjw_config(cudaLaunchAttribute *at, unsigned grid, cudaStream_t stream) {
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg), memset(at, 0, sizeof *at);
+    cudaLaunchConfig_t cfg = cudaLaunchConfig_t();
+    *at = cudaLaunchAttribute();
     at->id = cudaLaunchAttributeClusterDimension;
     at->val.clusterDim.x = 2, at->val.clusterDim.y = 1, at->val.clusterDim.z = 1;
     cfg.gridDim = dim3(grid), cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = SSM__PJW_SMEM, cfg.stream = stream;
