@@ -269,7 +269,6 @@ typedef struct ssm__cu_state {
     int ws_owned;
     ssm_cuda_config knobs; /* the kernel-choice fields of the config */
     int pjw;               /* proj_kernel 3 runs here: 0 not yet asked, 1 yes, 2 no */
-    int pjw_clusters;      /* its pairs of CTAs resident at once */
     int blw;               /* the block-ELL wgmma kernel runs here: 0 not yet asked, 1 yes, 2 no */
 } ssm__cu_state;
 
@@ -3098,41 +3097,6 @@ __device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map
                  "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
-/* Clusters (projection kernel 3 runs in pairs of CTAs): a 2D TMA load multicast to the CTAs
-   of mask, each receiving it at dst's offset and completing its own barrier at bar's offset; an
-   arrival on barrier b's twin in CTA cta (default .release.cta semantics, as a local arrival:
-   with .release.cluster the fence it implies stalled the consumer warps every k-step, and
-   kernel 3 ran at half speed, 3.7 against 1.8 ms at M 32768); the cluster-wide barrier; the
-   CTA's rank, its cluster's index and count. */
-__device__ __forceinline__ void ssm__sm90_tma2_mc(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, uint16_t mask) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(
-                     ssm__sm90_sa(dst)),
-                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1), "h"(mask)
-                 : "memory");
-}
-__device__ __forceinline__ void ssm__sm90_arrive_cl(uint64_t *b, uint32_t cta) {
-    uint32_t ra;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(ssm__sm90_sa(b)), "r"(cta));
-    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
-}
-__device__ __forceinline__ void ssm__sm90_cl_sync(void) {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t ssm__sm90_cl_rank(void) {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ uint32_t ssm__sm90_cl_id(void) {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ uint32_t ssm__sm90_cl_count(void) {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
-    return r;
-}
 /* An operand in shared memory in TMA's swizzle of its row width RB (128, 64 or 32 bytes): 8-row
    groups 8 RB bytes apart (SBO), LBO unused (1). The same descriptor serves a K-major operand
    (rows along M or N, K contiguous; k16 steps 32 bytes along a row) and, with trans-a / trans-b,
@@ -5810,11 +5774,12 @@ static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_
    mbarrier-guarded stages), warpgroups 1 and 2 consume: persistent, each owns a whole 128 x 128
    tile (two m64n128k16 per k16, 128 f32 accumulators a thread), the two alternate so one runs
    its mainloop while the other runs its epilogue; order mbarriers keep every parity wait one
-   phase ahead at most. CTAs run in pairs (clusters of 2) on two row tiles that share a column
-   tile: each producer loads its x tile and one half of W's, multicast to both CTAs, so W's
-   tiles cross L2 once per pair (a quarter less L2-to-SM traffic than single CTAs; at K 2048
-   the single-CTA identity GEMM ran 1.2x cuBLAS, whose tiles are 160 x 256 in pairs); a ring
-   stage is refilled once the consumers of both CTAs have released it. Epilogue straight from the accumulators (f32 math: SiLU and sigmoid
+   phase ahead at most. (Measured and not kept, 6478d29: CTAs in pairs, clusters of 2 on two row
+   tiles sharing W's tile, each loading half of it multicast to both, a quarter less L2-to-SM
+   traffic. Slower on an H200: identity GEMM 8192^3 87-88% of cuBLAS against 93-97%, the
+   layer at M 32768 1.94-2.06 ms against 1.80; L2 traffic is not what holds this mainloop
+   back, and a pair runs at the pace of its slower CTA.)
+   Epilogue straight from the accumulators (f32 math: SiLU and sigmoid
    through MUFU ex2 / rcp, ssm__pj_fsig, the norm's rsqrtf; the other activations as ssm__pj_act):
    bias, pre under SAVE_PRE, every
    activation per segment, the L2 norm of every head inside the tile (a quad reduction each, all
@@ -5825,7 +5790,7 @@ static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_
 #ifdef SSM__SM90_HAVE
 #define SSM__PJW_ST 6
 #define SSM__PJW_BK 64
-#define SSM__PJW_GM 8 /* pairs of row tiles numbered in groups of 8 (16 row tiles: L2 reuse) */
+#define SSM__PJW_GM 16 /* tiles numbered in groups of 16 row tiles (L2 reuse) */
 #define SSM__PJW_SMEM (SSM__PJW_ST * 2 * 128 * SSM__PJW_BK * 2 + 1024)
 #define SSM__PJW_MAXH 128 /* heads inside a 128-column tile */
 
@@ -5936,31 +5901,27 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
     T *sB = sA + ST * BM * BK; /* ST x [128][64] */
     uint64_t *full = bars, *empty = full + ST, *order = empty + ST;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const uint32_t rank = ssm__sm90_cl_rank(); /* the pair's row tile: 2 pm + rank */
-    const int cid = (int)ssm__sm90_cl_id(), ncl = (int)ssm__sm90_cl_count();
-    const int ntm = (M + BM - 1) / BM, ntp = (ntm + 1) / 2, ntn = (N + BN - 1) / BN, npairs = ntp * ntn, nk = (K + BK - 1) / BK;
+    const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, ntiles = ntm * ntn, nk = (K + BK - 1) / BK;
     if (threadIdx.x == 0) ssm__sm90_bar_init(&order[0], 4), ssm__sm90_bar_init(&order[1], 4);
-    ssm__sm90_ring_init(full, empty, ST, 8); /* a stage is free when both CTAs' consumers release it */
-    ssm__sm90_cl_sync();                     /* the peer's barriers exist before any multicast or remote arrival */
-#define SSM__PJW_TILE(t, pm, tn)                                                                         \
+    ssm__sm90_ring_init(full, empty, ST, 4);
+#define SSM__PJW_TILE(t, tm, tn)                                                                         \
     do {                                                                                                 \
         const int per_ = SSM__PJW_GM * ntn, g_ = (t) / per_, f_ = g_ * SSM__PJW_GM, r_ = (t) - g_ * per_; \
-        const int gs_ = ntp - f_ < SSM__PJW_GM ? ntp - f_ : SSM__PJW_GM;                                 \
-        pm = f_ + r_ % gs_, tn = r_ / gs_;                                                               \
+        const int gs_ = ntm - f_ < SSM__PJW_GM ? ntm - f_ : SSM__PJW_GM;                                 \
+        tm = f_ + r_ % gs_, tn = r_ / gs_;                                                               \
     } while (0)
     if (wg == 0) {
         ssm__sm90_producer_regs();
         if (tid == 0) {
             int s = 0, ph = 0;
-            for (int t = cid; t < npairs; t += ncl) {
-                int pm, tn;
-                SSM__PJW_TILE(t, pm, tn);
+            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+                int tm, tn;
+                SSM__PJW_TILE(t, tm, tn);
                 for (int kb = 0; kb < nk; ++kb) {
                     ssm__sm90_wait(&empty[s], ph ^ 1);
-                    ssm__sm90_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T)); /* x's tile, both halves of W's */
-                    ssm__sm90_tma2(sA + s * BM * BK, &ta, &full[s], kb * BK, (2 * pm + (int)rank) * BM);
-                    ssm__sm90_tma2_mc(sB + s * BN * BK + rank * (BN / 2) * BK, &tb, &full[s], kb * BK,
-                                      tn * BN + (int)rank * (BN / 2), 3);
+                    ssm__sm90_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
+                    ssm__sm90_tma2(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
+                    ssm__sm90_tma2(sB + s * BN * BK, &tb, &full[s], kb * BK, tn * BN);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
             }
@@ -5971,11 +5932,10 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
         const int warp = tid / 32, lane = tid % 32, c = wg - 1;
         ssm__pjw_cols &cc = cols[c];
         for (int i = c;; i += 2) {
-            const int t = cid + i * ncl;
-            if (t >= npairs) break;
-            int pm, tn;
-            SSM__PJW_TILE(t, pm, tn);
-            const int tm = 2 * pm + (int)rank; /* past the last row tile when ntm is odd: loads zeros, stores nothing */
+            const int t = blockIdx.x + i * gridDim.x;
+            if (t >= ntiles) break;
+            int tm, tn;
+            SSM__PJW_TILE(t, tm, tn);
 #pragma unroll
             for (int r = 0; r < BN / 2; ++r) d0[r] = 0.f, d1[r] = 0.f;
             /* A parity wait is only sound one phase ahead: wait until the other warpgroup has seen
@@ -5999,7 +5959,7 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
                 ssm__sm90_wait_mma<1>();
 #pragma unroll
                 for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
-                if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]), ssm__sm90_arrive_cl(&empty[prev], rank ^ 1);
+                if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
                 prev = s;
                 if (++s == ST) s = 0, ph ^= 1;
             }
@@ -6007,7 +5967,7 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
             ssm__sm90_wait_mma<0>();
 #pragma unroll
             for (int r = 0; r < BN / 2; ++r) ssm__sm90_rf(d0[r]), ssm__sm90_rf(d1[r]);
-            if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]), ssm__sm90_arrive_cl(&empty[prev], rank ^ 1);
+            if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
             /* the tile's columns (named barrier 1 + c over this warpgroup's 128 threads) */
             const int64_t n0 = (int64_t)tn * BN;
             asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
@@ -6044,7 +6004,6 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
             ssm__pjw_epi<BF>(d1, cc, M, N, r0 + 64, n0, lane % 4, y, pre, eps);
         }
     }
-    ssm__sm90_cl_sync(); /* no CTA leaves while its peer may still arrive on its barriers */
 #undef SSM__PJW_TILE
 #endif
 }
@@ -6052,54 +6011,38 @@ __global__ void __launch_bounds__(384, 1) ssm__pjw_kernel(const __grid_constant_
 /* 1 when kernel 3 can run on the context's device: compute capability 9.0 and this binary's
    code for it is the sm_90a build (the stub that other targets compile has no static shared
    memory), and the driver has cuTensorMapEncodeTiled. Decided once per context. */
-/* kernel 3's launch in pairs of CTAs (a cluster of 2 along the grid's x) */
-static cudaLaunchConfig_t ssm__pjw_config(cudaLaunchAttribute *at, unsigned grid, cudaStream_t stream) {
-    cudaLaunchConfig_t cfg = cudaLaunchConfig_t();
-    *at = cudaLaunchAttribute();
-    at->id = cudaLaunchAttributeClusterDimension;
-    at->val.clusterDim.x = 2, at->val.clusterDim.y = 1, at->val.clusterDim.z = 1;
-    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = SSM__PJW_SMEM, cfg.stream = stream;
-    cfg.attrs = at, cfg.numAttrs = 1;
-    return cfg;
-}
 static int ssm__pjw_ok(ssm__cu_state *st) {
     if (!st->pjw) {
-        cudaLaunchAttribute at;
-        const cudaLaunchConfig_t cfg = ssm__pjw_config(&at, 2u * (unsigned)st->sms, st->stream);
-        int ncl = 0;
         st->pjw = ssm__sm90_device(st) && ssm__sm90_kernel_ok(st, (const void *)ssm__pjw_kernel<1>, SSM__PJW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__pjw_kernel<0>, SSM__PJW_SMEM) &&
-                          cudaOccupancyMaxActiveClusters(&ncl, (const void *)ssm__pjw_kernel<1>, &cfg) == cudaSuccess && ncl > 0
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__pjw_kernel<0>, SSM__PJW_SMEM)
                       ? 1
                       : 2;
-        st->pjw_clusters = ncl;
         cudaGetLastError();
     }
     return st->pjw == 1;
 }
-/* [rows, K] with row stride ld elements; boxes of box_rows rows x 64 elements, 128-byte
-   swizzle, zero fill past the edges. 0 on success. */
-static int ssm__pjw_map(CUtensorMap *m, const void *p, int bf, int64_t rows, int64_t K, int64_t ld, int box_rows) {
+/* [rows, K] with row stride ld elements; boxes of 128 rows x 64 elements, 128-byte swizzle,
+   zero fill past the edges. 0 on success. */
+static int ssm__pjw_map(CUtensorMap *m, const void *p, int bf, int64_t rows, int64_t K, int64_t ld) {
     const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows}, pitch[1] = {(cuuint64_t)ld * 2};
-    const cuuint32_t box[2] = {SSM__PJW_BK, (cuuint32_t)box_rows};
+    const cuuint32_t box[2] = {SSM__PJW_BK, 128};
     return !ssm__sm90_map(m, bf, p, 2, dims, pitch, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 /* Launches kernel 3; 0 when it cannot (tensor map refused): the caller takes kernel 1. */
 static int ssm__pjw_launch(ssm__cu_state *st, const ssm_proj_plan *p, const ssm_tensor *x, const ssm_tensor *W,
                            const ssm__pj_segs &sg, ssm__pj_vec vb, ssm__pj_vec va, ssm__pj_mat my, ssm__pj_mat mp, float eps) {
     CUtensorMap ta, tb;
-    cudaLaunchAttribute at;
     const int bf = ssm__cu_dt(p->dtype) == 2;
-    int M = (int)p->M, N = (int)p->N, K = (int)p->K;
-    ssm__pj_segs sgv = sg;
-    const int64_t pairs = ((p->M + 255) / 256) * ((p->N + 127) / 128);
-    const int64_t want = (pairs + 1) / 2, ncl = want < st->pjw_clusters ? want : st->pjw_clusters; /* 2 tiles a CTA at least */
-    void *args[] = {&ta, &tb, &M, &N, &K, &sgv, &vb, &va, &my, &mp, &eps};
-    if (ssm__pjw_map(&ta, x->data, bf, p->M, p->K, x->strides[0], 128) ||
-        ssm__pjw_map(&tb, W->data, bf, p->N, p->K, W->strides[0], 64)) /* each CTA of a pair loads half of W's tile for both */
+    const int64_t tiles = ((p->M + 127) / 128) * ((p->N + 127) / 128);
+    const int64_t want = (tiles + 1) / 2, grid = want < st->sms ? want : st->sms;
+    if (ssm__pjw_map(&ta, x->data, bf, p->M, p->K, x->strides[0]) || ssm__pjw_map(&tb, W->data, bf, p->N, p->K, W->strides[0]))
         return 0;
-    const cudaLaunchConfig_t cfg = ssm__pjw_config(&at, 2u * (unsigned)ncl, st->stream);
-    cudaLaunchKernelExC(&cfg, bf ? (const void *)ssm__pjw_kernel<1> : (const void *)ssm__pjw_kernel<0>, args); /* errors: the caller's check */
+    if (bf)
+        ssm__pjw_kernel<1><<<(unsigned)grid, 384, SSM__PJW_SMEM, st->stream>>>(ta, tb, (int)p->M, (int)p->N, (int)p->K, sg, vb,
+                                                                             va, my, mp, eps);
+    else
+        ssm__pjw_kernel<0><<<(unsigned)grid, 384, SSM__PJW_SMEM, st->stream>>>(ta, tb, (int)p->M, (int)p->N, (int)p->K, sg, vb,
+                                                                             va, my, mp, eps);
     return 1;
 }
 #else

@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(384, 1) dv_pjw_kernel(const __grid_constant__ 
 
 /* ---- host ---------------------------------------------------------------------------------- */
 static void make_map(CUtensorMap *m, const void *p, int64_t rows, int64_t K) {
-    if (ssm__pjw_map(m, p, 1, rows, K, K, 128)) { /* the library's map of kernel 3's operands */
+    if (ssm__pjw_map(m, p, 1, rows, K, K)) { /* the library's map of kernel 3's operands */
         printf("tensor map refused\n");
         exit(1);
     }
