@@ -194,6 +194,9 @@ typedef struct ssm_cuda_config {
                              column stride and 16-byte aligned rows of the operands and weight
                              tiles; a cc 9.0 GPU running this binary's sm_90a code); by default
                              the wgmma ones where they apply; calls they do not fit take 1    */
+    int linrec_tc_prod;   /* tensor-core chunked, the chunk products: 1 = mma.sync, 2 = wgmma
+                             (a cc 9.0 GPU running this binary's sm_90a code; elsewhere 1);
+                             by default wgmma where it runs                                    */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -270,6 +273,7 @@ typedef struct ssm__cu_state {
     ssm_cuda_config knobs; /* the kernel-choice fields of the config */
     int pjw;               /* proj_kernel 3 runs here: 0 not yet asked, 1 yes, 2 no */
     int blw;               /* the block-ELL wgmma kernel runs here: 0 not yet asked, 1 yes, 2 no */
+    int lrw;               /* the recurrence's wgmma chunk products run here: 0 not yet asked, 1 yes, 2 no */
 } ssm__cu_state;
 
 static ssm__cu_state *ssm__cu_st(const ssm_ctx *ctx) { return (ssm__cu_state *)ssm_ctx_backend_state(ctx); }
@@ -330,7 +334,8 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         cc.decay_tile_cols != 8 && cc.decay_tile_cols != 16) || (cc.decay_tile_steps && cc.decay_tile_steps != 4 &&
         cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
         cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
-        cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 2 || cc.linrec_scan < 0 || cc.linrec_scan > 2)
+        cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 2 || cc.linrec_scan < 0 || cc.linrec_scan > 2 ||
+        cc.bell_kernel < 0 || cc.bell_kernel > 2 || cc.linrec_tc_prod < 0 || cc.linrec_tc_prod > 2)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -704,6 +709,260 @@ static ssm_result ssm__cu_copy(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int
     SSM__CU_LAUNCHED(ctx, "ssm__cu_copy_kernel");
     return SSM_OK;
 }
+
+/* >>sm90 ---- Hopper (sm_90a) primitives: mbarriers, TMA, wgmma ------------------------------ */
+/* Shared by the kernels that run on wgmma (block-ELL's gather-GEMM, projection kernel 3, the
+   dense recurrence's chunk products).
+   Device code only in sm_90a builds (__CUDA_ARCH_FEAT_SM90_ALL): other targets compile those
+   kernels as empty stubs, which the host tells apart by their static shared memory (the real
+   kernels have some, a stub none). The tensor-map encoder is the driver's entry point, fetched
+   through the runtime (CUDA 12.5+). */
+#if CUDART_VERSION >= 12050 /* cudaGetDriverEntryPointByVersion */
+#define SSM__SM90_HAVE 1
+/* The 16-bit element type of BF (1 bf16, 0 f16) and a store of two adjacent elements. */
+template <int BF> struct ssm__sm90_ty { typedef __half T; };
+template <> struct ssm__sm90_ty<1> { typedef __nv_bfloat16 T; };
+template <int BF> __device__ __forceinline__ void ssm__sm90_st2(void *p, int64_t i, float a, float b) {
+    if (BF) *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(a, b);
+    else *(__half2 *)((__half *)p + i) = __floats2half2_rn(a, b);
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ uint32_t ssm__sm90_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ssm__sm90_bar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ssm__sm90_sa(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_expect_tx(uint64_t *b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ssm__sm90_sa(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(ssm__sm90_sa(b)) : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_wait(uint64_t *b, int phase) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(ssm__sm90_sa(b)), "r"(phase)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void ssm__sm90_tma2(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+                     ssm__sm90_sa(dst)),
+                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(
+                     ssm__sm90_sa(dst)),
+                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+/* An operand in shared memory in TMA's swizzle of its row width RB (128, 64 or 32 bytes): 8-row
+   groups 8 RB bytes apart (SBO), LBO unused (1). The same descriptor serves a K-major operand
+   (rows along M or N, K contiguous; k16 steps 32 bytes along a row) and, with trans-a / trans-b,
+   an MN-major one of one swizzle atom's width (rows along K; k16 steps 16 rows). */
+template <int RB = 128> __device__ __forceinline__ uint64_t ssm__sm90_desc(const void *p) {
+    constexpr uint64_t layout = RB == 128 ? 1 : RB == 64 ? 2 : 3;
+    return (uint64_t)((ssm__sm90_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(RB / 2) << 32) | (layout << 62);
+}
+/* Four 8 x 8 b16 matrices (ldmatrix .x4): the m16n8k16 A fragment of 16 rows from shared memory. */
+__device__ __forceinline__ void ssm__sm90_ldsm4(uint32_t *a, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(addr)
+                 : "memory");
+}
+/* The 1024-byte aligned start of a kernel's dynamic shared memory (the 128-byte swizzle's atom). */
+__device__ __forceinline__ unsigned char *ssm__sm90_ring(void *smem) {
+    return (unsigned char *)(((uintptr_t)smem + 1023) & ~(uintptr_t)1023);
+}
+/* Thread 0 of a warp-specialised CTA: a ring of ST stages, full[s] completed by the producer's
+   TMA bytes (one arrival), empty[s] by `consumers` arrivals; then every thread syncs. Barriers
+   a kernel adds (order[] in projection kernel 3) are initialised by its thread 0 beforehand. */
+__device__ __forceinline__ void ssm__sm90_ring_init(uint64_t *full, uint64_t *empty, int ST, int consumers) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; ++s) ssm__sm90_bar_init(&full[s], 1), ssm__sm90_bar_init(&empty[s], consumers);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+}
+/* Register budgets of the roles: the producer warpgroup gives registers up (40 a thread), the two
+   consumer warpgroups take them (232 a thread) for their accumulators. */
+__device__ __forceinline__ void ssm__sm90_producer_regs(void) { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n"); }
+__device__ __forceinline__ void ssm__sm90_consumer_regs(void) { asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n"); }
+/* Keeps the compiler from moving accumulator reads or writes across a wgmma fence / wait. */
+__device__ __forceinline__ void ssm__sm90_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void ssm__sm90_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void ssm__sm90_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* wgmma m64nNk16, A and B by descriptor, f32 accumulators d[N / 2]; TA = 1: A is M-major, TB = 1:
+   B is N-major (both otherwise K-major). */
+#define SSM__SM90_MMA64(TY)                                                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                              \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {"                                              \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                   \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                          \
+                 "}, %32, %33, p, 1, 1, %35, %36;\n}\n"                                                                      \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])  \
+                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
+#define SSM__SM90_MMA128(TY)                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                              \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {"                                             \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                   \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                         \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                         \
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                          \
+                 "}, %64, %65, p, 1, 1, %67, %68;\n}\n"                                                                      \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])  \
+                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
+#define SSM__SM90_MMA256(TY)                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                                     \
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {"                                                     \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                           \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                                 \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                                 \
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"                                 \
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"                                 \
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"                                 \
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"                     \
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"                  \
+                 "}, %128, %129, p, 1, 1, %131, %132;\n}\n"                                                                           \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                 \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),           \
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),         \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),         \
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),         \
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),         \
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),         \
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),         \
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),         \
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),         \
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),         \
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),         \
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),     \
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])  \
+                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
+template <int N, int BF, int TA, int TB> struct ssm__sm90_mma;
+template <int TA, int TB> struct ssm__sm90_mma<64, 1, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA64("bf16"); }
+};
+template <int TA, int TB> struct ssm__sm90_mma<64, 0, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA64("f16"); }
+};
+template <int TA, int TB> struct ssm__sm90_mma<128, 1, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA128("bf16"); }
+};
+template <int TA, int TB> struct ssm__sm90_mma<128, 0, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA128("f16"); }
+};
+template <int TA, int TB> struct ssm__sm90_mma<256, 1, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA256("bf16"); }
+};
+template <int TA, int TB> struct ssm__sm90_mma<256, 0, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA256("f16"); }
+};
+#undef SSM__SM90_MMA64
+#undef SSM__SM90_MMA128
+#undef SSM__SM90_MMA256
+/* wgmma m64n32k16 with A from registers (each warp's 16 rows as the m16n8k16 A fragment), B by
+   descriptor (TB = 1: N-major, else K-major). */
+#define SSM__SM90_MMA32RS(TY)                                                                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                   \
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {"                                    \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"                          \
+                 "}, {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"                                             \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),       \
+                   "+f"(d[15])                                                                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB))
+template <int BF, int TB> struct ssm__sm90_mma32rs {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db) { SSM__SM90_MMA32RS("f16"); }
+};
+template <int TB> struct ssm__sm90_mma32rs<1, TB> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db) { SSM__SM90_MMA32RS("bf16"); }
+};
+#undef SSM__SM90_MMA32RS
+/* wgmma m64n64k16 with A from registers, B by descriptor (TB = 1: N-major); acc = 0: d = A B
+   (the accumulators' old values are not read). */
+#define SSM__SM90_MMA64RS(TY)                                                                                              \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                            \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {"                                             \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                   \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                          \
+                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"                                                       \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc), "n"(TB))
+template <int BF, int TB> struct ssm__sm90_mma64rs {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db, int acc) { SSM__SM90_MMA64RS("f16"); }
+};
+template <int TB> struct ssm__sm90_mma64rs<1, TB> {
+    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db, int acc) { SSM__SM90_MMA64RS("bf16"); }
+};
+#undef SSM__SM90_MMA64RS
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
+typedef CUresult (*ssm__sm90_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                        const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                        CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static ssm__sm90_encode_fn ssm__sm90_encoder(void) {
+    static ssm__sm90_encode_fn f = NULL; /* the driver's entry point: the same value for every caller */
+    if (!f) {
+        cudaDriverEntryPointQueryResult q;
+        void *fp = NULL;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fp, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            f = (ssm__sm90_encode_fn)fp;
+        else
+            cudaGetLastError();
+    }
+    return f;
+}
+/* A TMA map of a 16-bit tensor (bf: bf16, else f16) of rank dims, dims[0] contiguous, pitch[i]
+   the byte stride of dim i + 1, boxes of box[] elements with the swizzle of a box row's width
+   (128, 64 or 32 bytes), zero fill past the edges: 1 when the driver encoded it. */
+static int ssm__sm90_map(CUtensorMap *m, int bf, const void *p, int rank, const cuuint64_t *dims, const cuuint64_t *pitch,
+                         const cuuint32_t *box, CUtensorMapL2promotion l2) {
+    const cuuint32_t es[5] = {1, 1, 1, 1, 1};
+    const int rb = (int)box[0] * 2;
+    const CUtensorMapSwizzle sw = rb == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : rb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
+    return ssm__sm90_encoder()(m, bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, (cuuint32_t)rank,
+                               (void *)p, dims, pitch, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2,
+                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+/* 1 when the context's device has compute capability 9.0 (the sm_90a code runs there only). */
+static int ssm__sm90_device(const ssm__cu_state *st) {
+    int major = 0, minor = 0;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, st->device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, st->device) == cudaSuccess && major == 9 &&
+           minor == 0 && ssm__sm90_encoder() != NULL;
+}
+/* 1 when f (an sm_90a kernel) is the real one in this binary (a stub has no static shared
+   memory) and dyn bytes of dynamic shared memory fit beside its static ones; raises its limit. */
+static int ssm__sm90_kernel_ok(const ssm__cu_state *st, const void *f, size_t dyn) {
+    cudaFuncAttributes fa;
+    return cudaFuncGetAttributes(&fa, f) == cudaSuccess && fa.sharedSizeBytes > 0 && fa.sharedSizeBytes + dyn <= st->smem_optin &&
+           cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) == cudaSuccess;
+}
+#endif /* CUDART_VERSION >= 12050 */
 
 /* >>linrec ---- dense linear recurrence ---------------------------------------------------- */
 /* ---- dense linear recurrence: the specialised kernels -----------------------------------------
@@ -1172,19 +1431,24 @@ template <int BF> __device__ __forceinline__ float2 ssm__tc_f2(unsigned v) {
     return __half22float2(*(__half2 *)&v);
 }
 
-/* bs[e] = b(u = e / 64, row = e % 64) for e < count, nt threads: 8 independent loads in flight per
-   thread (a dependent load-convert-store loop would pay one memory latency per element). */
-/* One 64 x 64 16-bit tile of A (rows aos apart) into a padded shared tile, 16 bytes per cp.async,
-   NT threads. */
-template <int NT>
+/* A 64 x 64 16-bit tile in shared memory: SW = 0 padded rows (SSM__TC_LD halfs, conflict-free
+   ldmatrix), SW = 1 unpadded 128-byte rows in the 128-byte swizzle (16-byte chunk c of row r at
+   chunk c ^ (r & 7)), the layout wgmma reads by descriptor. The offset of element (row, col): */
+template <int SW> __device__ __forceinline__ int ssm__tc_at(int row, int col) {
+    return SW ? row * SSM__TC_N + ((((col >> 3) ^ row) & 7) << 3) + (col & 7) : row * SSM__TC_LD + col;
+}
+/* One tile of A (rows aos apart) into shared memory, 16 bytes per cp.async, NT threads. */
+template <int NT, int SW>
 __device__ __forceinline__ void ssm__tc_load_tile(unsigned short *dst, const unsigned short *src, int64_t aos, int tid) {
 #pragma unroll
     for (int k = 0; k < (512 + NT - 1) / NT; ++k) {
         const int id = tid + NT * k, r = id >> 3, c8 = (id & 7) * 8;
-        if (512 % NT == 0 || id < 512) ssm__tc_cp16(dst + r * SSM__TC_LD + c8, src + r * aos + c8);
+        if (512 % NT == 0 || id < 512) ssm__tc_cp16(dst + ssm__tc_at<SW>(r, c8), src + r * aos + c8);
     }
 }
 
+/* bs[e] = b(u = e / 64, row = e % 64) for e < count, nt threads: 8 independent loads in flight per
+   thread (a dependent load-convert-store loop would pay one memory latency per element). */
 __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv b, int64_t bbase, int tid, int nt) {
     for (int e0 = tid; e0 < count; e0 += 8 * nt) {
         float v[8];
@@ -1224,7 +1488,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
         /* prologue: the first NST-1 tiles in flight */
 #pragma unroll
         for (int u = 0; u < SSM__TC_NST - 1; ++u) {
-            if (u < len) ssm__tc_load_tile<256>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, tid);
+            if (u < len) ssm__tc_load_tile<256, 0>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, tid);
             ssm__tc_commit();
         }
         if (tid < SSM__TC_N) hs[tid] = X[(s * nc + c) * SSM__TC_N + tid];
@@ -1234,7 +1498,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
             __syncthreads();
             {
                 int un = u + SSM__TC_NST - 1;
-                if (un < len) ssm__tc_load_tile<256>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, tid);
+                if (un < len) ssm__tc_load_tile<256, 0>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, tid);
                 ssm__tc_commit();
             }
             const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
@@ -1281,12 +1545,100 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
     }
 }
 
-/* Pass 1, register-resident product: the running product is kept transposed, Q = P^T, and
-   Q <- Q A_u^T, so that Q is the mma A operand and stays in registers (the f32 accumulator
+/* Pass 1: the chunk product and end state. The running product is kept transposed, Q = P^T, and
+   Q <- Q A_u^T, so that Q is the MMA's A operand and stays in registers (the f32 accumulator
    fragment of one step is the 16-bit A fragment of the next) while A_u^T is the B operand read
-   from the cp.async ring with ldmatrix. Warps 0..1 own 32 rows of Q each; warp 2 runs the local
-   end state e (row 0 = e_hi, row 1 = e_lo of a 16-row block, so e keeps ~f32 accuracy):
-   e <- e A_u^T + b_u^T. No barrier is needed for the product itself, only for the tile ring. */
+   from a cp.async ring of tiles. One warp runs the local end state e on mma.sync (row 0 = e_hi,
+   row 1 = e_lo of a 16-row block, so e keeps ~f32 accuracy): e <- e A_u^T + b_u^T. Two kernels:
+   ssm__cu_tc_prod_kernel on mma.sync (sm_80 up) and, on Hopper, ssm__cu_tc_prodw_kernel on wgmma.
+   The helpers below are shared by both; a 16-row block of Q or e is float[8][4], the m16n8
+   accumulator fragments of its eight 8-column tiles. */
+__device__ __forceinline__ void ssm__tc_eye(float (*q)[4], int row0, int lane) {
+    const int lr = lane >> 2, lc = 2 * (lane & 3);
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+#pragma unroll
+        for (int z = 0; z < 4; ++z) q[t][z] = row0 + lr + (z >> 1) * 8 == 8 * t + lc + (z & 1) ? 1.f : 0.f;
+}
+/* accumulators -> 16-bit A fragments af (k-slab kk = columns 16kk..16kk+15), and with SPLIT the
+   rounding residual al (the hi/lo split of the running product, for bf16) */
+template <int BF, int SPLIT>
+__device__ __forceinline__ void ssm__tc_frag(unsigned (*af)[4], unsigned (*al)[4], const float (*q)[4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        if (!SPLIT) {
+            af[kk][0] = ssm__tc_pack<BF>(q[2 * kk][0], q[2 * kk][1]);
+            af[kk][1] = ssm__tc_pack<BF>(q[2 * kk][2], q[2 * kk][3]);
+            af[kk][2] = ssm__tc_pack<BF>(q[2 * kk + 1][0], q[2 * kk + 1][1]);
+            af[kk][3] = ssm__tc_pack<BF>(q[2 * kk + 1][2], q[2 * kk + 1][3]);
+            continue;
+        }
+        ssm__tc_split<BF>(q[2 * kk][0], q[2 * kk][1], &af[kk][0], &al[kk][0]);
+        ssm__tc_split<BF>(q[2 * kk][2], q[2 * kk][3], &af[kk][1], &al[kk][1]);
+        ssm__tc_split<BF>(q[2 * kk + 1][0], q[2 * kk + 1][1], &af[kk][2], &al[kk][2]);
+        ssm__tc_split<BF>(q[2 * kk + 1][2], q[2 * kk + 1][3], &af[kk][3], &al[kk][3]);
+    }
+}
+/* B fragments of A_u^T for k-slab kk and n-tiles 2np, 2np + 1, from a tile of layout SW */
+template <int TR, int SW>
+__device__ __forceinline__ void ssm__tc_bfrag(unsigned bf[4], const unsigned short *At, int kk, int np, int lane) {
+    const int j8 = lane >> 3, r8 = lane & 7, n0 = 16 * np, k0 = 16 * kk;
+    if (!TR) ssm__tc_ldm4(bf, At + ssm__tc_at<SW>(n0 + (j8 >> 1) * 8 + r8, k0 + (j8 & 1) * 8));
+    else ssm__tc_ldm4t(bf, At + ssm__tc_at<SW>(k0 + (j8 & 1) * 8 + r8, n0 + (j8 >> 1) * 8));
+}
+/* One step of the end-state warp: e <- e A_u^T + b_u^T (lanes 0-3 hold e in e[t][0..1]) */
+template <int TR, int BF, int SW>
+__device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned short *At, const float *bu, int lane) {
+    const int lc = 2 * (lane & 3);
+    unsigned af[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) { /* row 0 = e_hi (lanes 0-3), row 1 = e_lo (lanes 4-7) */
+        unsigned h0, l0, h1, l1;
+        ssm__tc_split<BF>(e[2 * kk][0], e[2 * kk][1], &h0, &l0);
+        ssm__tc_split<BF>(e[2 * kk + 1][0], e[2 * kk + 1][1], &h1, &l1);
+        unsigned sl0 = __shfl_sync(0xffffffffu, l0, lane & 3), sl1 = __shfl_sync(0xffffffffu, l1, lane & 3);
+        af[kk][0] = lane < 4 ? h0 : (lane < 8 ? sl0 : 0u);
+        af[kk][2] = lane < 4 ? h1 : (lane < 8 ? sl1 : 0u);
+        af[kk][1] = af[kk][3] = 0u;
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+            unsigned bf[4];
+            ssm__tc_bfrag<TR, SW>(bf, At, kk, np, lane);
+            if (kk == 0) {
+                ssm__tc_mma0<BF>(e[2 * np], af[kk], bf[0], bf[1]);
+                ssm__tc_mma0<BF>(e[2 * np + 1], af[kk], bf[2], bf[3]);
+            } else {
+                ssm__tc_mma<BF>(e[2 * np], af[kk], bf[0], bf[1]);
+                ssm__tc_mma<BF>(e[2 * np + 1], af[kk], bf[2], bf[3]);
+            }
+        }
+#pragma unroll
+    for (int t = 0; t < 8; ++t) { /* e = row0 + row1 + b_u */
+        float x = __shfl_down_sync(0xffffffffu, e[t][0], 4), y = __shfl_down_sync(0xffffffffu, e[t][1], 4);
+        e[t][0] += x + bu[8 * t + lc];
+        e[t][1] += y + bu[8 * t + lc + 1];
+    }
+}
+/* P = Q^T for Q's 16-row block at row0 (dst: P of the chunk), or E from the end-state warp */
+__device__ __forceinline__ void ssm__tc_put_q(float *dst, const float (*q)[4], int row0, int lane) {
+    const int lr = lane >> 2, lc = 2 * (lane & 3);
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+#pragma unroll
+        for (int z = 0; z < 4; ++z) dst[(8 * t + lc + (z & 1)) * SSM__TC_N + row0 + lr + (z >> 1) * 8] = q[t][z];
+}
+__device__ __forceinline__ void ssm__tc_put_e(float *dst, const float (*e)[4], int lane) {
+    const int lc = 2 * (lane & 3);
+    if (lane < 4)
+#pragma unroll
+        for (int t = 0; t < 8; ++t) *(float2 *)(dst + 8 * t + lc) = make_float2(e[t][0], e[t][1]);
+}
+
+/* On mma.sync: warps 0..1 own 32 rows of Q each, warp 2 runs e. No barrier is needed for the
+   product itself, only for the tile ring. */
 #define SSM__TP_MB 2
 #define SSM__TP_THREADS 96
 #define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
@@ -1303,124 +1655,128 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
     const u16 *Ag = (const u16 *)A.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
     const int isE = warp == 2;
-    const int j8 = lane >> 3, r8 = lane & 7, lr = lane >> 2, lc = 2 * (lane & 3);
     float acc[SSM__TP_MB][8][4];
     unsigned af[SSM__TP_MB][4][4], al[SSM__TP_MB][4][4];
 #pragma unroll
     for (int u = 0; u < SSM__TP_NST - 1; ++u) {
-        if (u < len) ssm__tc_load_tile<SSM__TP_THREADS>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, tid);
+        if (u < len) ssm__tc_load_tile<SSM__TP_THREADS, 0>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, tid);
         ssm__tc_commit();
     }
     ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, SSM__TP_THREADS);
-    /* Q = I (product warps), e = 0 */
 #pragma unroll
-    for (int mb = 0; mb < SSM__TP_MB; ++mb)
-#pragma unroll
-        for (int t = 0; t < 8; ++t)
-#pragma unroll
-            for (int z = 0; z < 4; ++z) {
-                int row = warp * 32 + mb * 16 + lr + (z >> 1) * 8, col = 8 * t + lc + (z & 1);
-                acc[mb][t][z] = (!isE && row == col) ? 1.f : 0.f;
-            }
+    for (int mb = 0; mb < SSM__TP_MB; ++mb) ssm__tc_eye(acc[mb], isE ? -64 : warp * 32 + mb * 16, lane); /* Q = I, e = 0 */
     for (int u = 0; u < len; ++u) {
         ssm__tc_wait<SSM__TP_NST - 2>();
         __syncthreads();
         {
             int un = u + SSM__TP_NST - 1;
             if (un < len)
-                ssm__tc_load_tile<SSM__TP_THREADS>(As + (un % SSM__TP_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, tid);
+                ssm__tc_load_tile<SSM__TP_THREADS, 0>(As + (un % SSM__TP_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, tid);
             ssm__tc_commit();
         }
         const u16 *At = As + (u % SSM__TP_NST) * SSM__TC_TILE;
-        /* accumulators -> 16-bit A fragments (product warps: Q; e warp: rows e_hi, e_lo) */
-        if (!isE) {
-#pragma unroll
-            for (int mb = 0; mb < SSM__TP_MB; ++mb)
-#pragma unroll
-                for (int kk = 0; kk < 4; ++kk) {
-                    if (!SPLIT) {
-                        af[mb][kk][0] = ssm__tc_pack<BF>(acc[mb][2 * kk][0], acc[mb][2 * kk][1]);
-                        af[mb][kk][1] = ssm__tc_pack<BF>(acc[mb][2 * kk][2], acc[mb][2 * kk][3]);
-                        af[mb][kk][2] = ssm__tc_pack<BF>(acc[mb][2 * kk + 1][0], acc[mb][2 * kk + 1][1]);
-                        af[mb][kk][3] = ssm__tc_pack<BF>(acc[mb][2 * kk + 1][2], acc[mb][2 * kk + 1][3]);
-                        continue;
-                    }
-                    ssm__tc_split<BF>(acc[mb][2 * kk][0], acc[mb][2 * kk][1], &af[mb][kk][0], &al[mb][kk][0]);
-                    ssm__tc_split<BF>(acc[mb][2 * kk][2], acc[mb][2 * kk][3], &af[mb][kk][1], &al[mb][kk][1]);
-                    ssm__tc_split<BF>(acc[mb][2 * kk + 1][0], acc[mb][2 * kk + 1][1], &af[mb][kk][2], &al[mb][kk][2]);
-                    ssm__tc_split<BF>(acc[mb][2 * kk + 1][2], acc[mb][2 * kk + 1][3], &af[mb][kk][3], &al[mb][kk][3]);
-                }
-        } else {
-            /* lanes 0-3 hold e (f32) in acc[0][t][0..1]; lanes 4-7 take its lo part */
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk) {
-                unsigned h0, l0, h1, l1;
-                ssm__tc_split<BF>(acc[0][2 * kk][0], acc[0][2 * kk][1], &h0, &l0);
-                ssm__tc_split<BF>(acc[0][2 * kk + 1][0], acc[0][2 * kk + 1][1], &h1, &l1);
-                unsigned sl0 = __shfl_sync(0xffffffffu, l0, lane & 3), sl1 = __shfl_sync(0xffffffffu, l1, lane & 3);
-                af[0][kk][0] = lane < 4 ? h0 : (lane < 8 ? sl0 : 0u);
-                af[0][kk][2] = lane < 4 ? h1 : (lane < 8 ? sl1 : 0u);
-                af[0][kk][1] = af[0][kk][3] = 0u;
-            }
+        if (isE) {
+            ssm__tc_e_step<TR, BF, 0>(acc[0], At, bs + u * SSM__TC_N, lane);
+            continue;
         }
+#pragma unroll
+        for (int mb = 0; mb < SSM__TP_MB; ++mb) ssm__tc_frag<BF, SPLIT>(af[mb], al[mb], acc[mb]);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
             for (int np = 0; np < 4; ++np) {
-                /* B = A_u^T, k-slab kk, n-tiles 2np and 2np+1 */
                 unsigned bf[4];
-                const int n0 = 16 * np, k0 = 16 * kk;
-                if (!TR) ssm__tc_ldm4(bf, At + (n0 + (j8 >> 1) * 8 + r8) * SSM__TC_LD + k0 + (j8 & 1) * 8);
-                else ssm__tc_ldm4t(bf, At + (k0 + (j8 & 1) * 8 + r8) * SSM__TC_LD + n0 + (j8 >> 1) * 8);
-                if (!isE) {
+                ssm__tc_bfrag<TR, 0>(bf, At, kk, np, lane);
 #pragma unroll
-                    for (int mb = 0; mb < SSM__TP_MB; ++mb) {
-                        if (kk == 0) {
-                            ssm__tc_mma0<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
-                            ssm__tc_mma0<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
-                        } else {
-                            ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
-                            ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
-                        }
-                        if (SPLIT) { /* hi/lo split of the running product */
-                            ssm__tc_mma<BF>(acc[mb][2 * np], al[mb][kk], bf[0], bf[1]);
-                            ssm__tc_mma<BF>(acc[mb][2 * np + 1], al[mb][kk], bf[2], bf[3]);
-                        }
+                for (int mb = 0; mb < SSM__TP_MB; ++mb) {
+                    if (kk == 0) {
+                        ssm__tc_mma0<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
+                        ssm__tc_mma0<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
+                    } else {
+                        ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
+                        ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
                     }
-                } else if (kk == 0) {
-                    ssm__tc_mma0<BF>(acc[0][2 * np], af[0][kk], bf[0], bf[1]);
-                    ssm__tc_mma0<BF>(acc[0][2 * np + 1], af[0][kk], bf[2], bf[3]);
-                } else {
-                    ssm__tc_mma<BF>(acc[0][2 * np], af[0][kk], bf[0], bf[1]);
-                    ssm__tc_mma<BF>(acc[0][2 * np + 1], af[0][kk], bf[2], bf[3]);
+                    if (SPLIT) {
+                        ssm__tc_mma<BF>(acc[mb][2 * np], al[mb][kk], bf[0], bf[1]);
+                        ssm__tc_mma<BF>(acc[mb][2 * np + 1], al[mb][kk], bf[2], bf[3]);
+                    }
                 }
             }
-        if (isE) { /* e = row0 + row1 + b_u */
-            const float *bu = bs + u * SSM__TC_N;
-#pragma unroll
-            for (int t = 0; t < 8; ++t) {
-                float x = __shfl_down_sync(0xffffffffu, acc[0][t][0], 4), y = __shfl_down_sync(0xffffffffu, acc[0][t][1], 4);
-                acc[0][t][0] += x + bu[8 * t + lc];
-                acc[0][t][1] += y + bu[8 * t + lc + 1];
-            }
-        }
     }
-    if (!isE) { /* P = Q^T */
-        float *dst = P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N);
+    if (!isE) {
 #pragma unroll
         for (int mb = 0; mb < SSM__TP_MB; ++mb)
+            ssm__tc_put_q(P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N), acc[mb], warp * 32 + mb * 16, lane);
+    } else ssm__tc_put_e(E + (s * (nc - 1) + c) * SSM__TC_N, acc[0], lane);
+}
+
+/* On wgmma (sm_90a): warpgroup 0 holds Q, each warp 16 rows as wgmma's register A operand;
+   B = A_u^T by descriptor from a tile stored as it is in memory (128-byte rows, swizzled), read
+   K-major (row-major A) or N-major (TR). One m64n64k16 per k-slab (two with SPLIT), waited for
+   within the step: the next step's A fragments are this step's result. Warp 4 runs e. With 4
+   CTAs an SM the tensor cores interleave four chains. */
+#define SSM__TW_THREADS 160
+#define SSM__TW_NST 4
+#define SSM__TW_TILE (SSM__TC_N * SSM__TC_N)
+static size_t ssm__tw_smem(int Lc) { return 1024 + (size_t)SSM__TW_NST * SSM__TW_TILE * 2 + (size_t)Lc * SSM__TC_N * 4; }
+template <int TR, int BF, int SPLIT>
+__global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64_t s0, int Lc, ssm__cu_rv A, int64_t aos,
+                                                                           ssm__cu_rv b, int64_t nc, float *P, float *E) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && defined(SSM__SM90_HAVE)
+    extern __shared__ __align__(16) unsigned char ssm__tw_sm[];
+    __shared__ volatile int ssm__tw_real; /* static shared memory (volatile: kept): the sm_90a kernel, not the stub */
+    typedef unsigned short u16;
+    u16 *As = (u16 *)ssm__sm90_ring(ssm__tw_sm);
+    float *bs = (float *)(As + SSM__TW_NST * SSM__TW_TILE);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
+    const int len = Lc;
+    const u16 *Ag = (const u16 *)A.p;
+    const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
+    const int isE = warp == 4;
+    float acc[8][4];
+    unsigned af[4][4], al[4][4];
+    if (tid == 0) ssm__tw_real = 1;
 #pragma unroll
-            for (int t = 0; t < 8; ++t)
-#pragma unroll
-                for (int z = 0; z < 4; ++z) {
-                    int row = warp * 32 + mb * 16 + lr + (z >> 1) * 8, col = 8 * t + lc + (z & 1);
-                    dst[col * SSM__TC_N + row] = acc[mb][t][z];
-                }
-    } else if (lane < 4) {
-        float *dst = E + (s * (nc - 1) + c) * SSM__TC_N;
-#pragma unroll
-        for (int t = 0; t < 8; ++t) *(float2 *)(dst + 8 * t + lc) = make_float2(acc[0][t][0], acc[0][t][1]);
+    for (int u = 0; u < SSM__TW_NST - 1; ++u) {
+        if (u < len) ssm__tc_load_tile<SSM__TW_THREADS, 1>(As + u * SSM__TW_TILE, Ag + abase + u * A.ts, aos, tid);
+        ssm__tc_commit();
     }
+    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, SSM__TW_THREADS);
+    ssm__tc_eye(acc, isE ? -64 : warp * 16, lane);
+    for (int u = 0; u < len; ++u) {
+        ssm__tc_wait<SSM__TW_NST - 2>();
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async's writes, seen by wgmma */
+        __syncthreads();
+        {
+            int un = u + SSM__TW_NST - 1;
+            if (un < len)
+                ssm__tc_load_tile<SSM__TW_THREADS, 1>(As + (un % SSM__TW_NST) * SSM__TW_TILE, Ag + abase + un * A.ts, aos, tid);
+            ssm__tc_commit();
+        }
+        const u16 *At = As + (u % SSM__TW_NST) * SSM__TW_TILE;
+        if (isE) {
+            ssm__tc_e_step<TR, BF, 1>(acc, At, bs + u * SSM__TC_N, lane);
+            continue;
+        }
+        ssm__tc_frag<BF, SPLIT>(af, al, acc);
+        ssm__sm90_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) { /* k-slab kk: 32 bytes along a row (K-major), 16 rows (N-major) */
+            const uint64_t db = ssm__sm90_desc<128>(At + (TR ? 16 * SSM__TC_N * kk : 16 * kk));
+            ssm__sm90_mma64rs<BF, TR>::run(&acc[0][0], af[kk], db, kk > 0);
+            if (SPLIT) ssm__sm90_mma64rs<BF, TR>::run(&acc[0][0], al[kk], db, 1);
+        }
+        ssm__sm90_commit();
+        ssm__sm90_wait_mma<0>();
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int z = 0; z < 4; ++z) ssm__sm90_rf(acc[t][z]);
+    }
+    if (!isE) ssm__tc_put_q(P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N), acc, warp * 16, lane);
+    else ssm__tc_put_e(E + (s * (nc - 1) + c) * SSM__TC_N, acc, lane);
+#endif
 }
 
 /* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 256 per sequence. Thread
@@ -1529,6 +1885,32 @@ static ssm_result ssm__cu_tc_cr_carries(ssm__cu_lr *L, int64_t nc, float *P, flo
     return ssm__cu_cr_solve(L, nc, Av, bv, xv, crws);
 }
 
+/* 1 when the wgmma chunk products run on the context's device: compute capability 9.0 and this
+   binary's sm_90a code (a stub has no static shared memory). Asked once per context; their
+   shared-memory limit is raised then, for the longest chunk. */
+static int ssm__lrw_ok(ssm__cu_state *st) {
+#ifdef SSM__SM90_HAVE
+    if (!st->lrw) {
+        const size_t dyn = ssm__tw_smem(SSM__TC_LMAX);
+        st->lrw = ssm__sm90_device(st) && ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 0, 0>, dyn) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 0, 1>, dyn) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 1, 0>, dyn) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 1, 1>, dyn) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 0, 0>, dyn) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 0, 1>, dyn) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 1, 0>, dyn) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 1, 1>, dyn)
+                      ? 1
+                      : 2;
+        cudaGetLastError();
+    }
+    return st->lrw == 1;
+#else
+    (void)st;
+    return 0;
+#endif
+}
+
 /* Pass 1 (products, nc > 1), pass 2 (carries), pass 3 (states). The hi/lo split of the running
    product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the product's rounding stays
    under the f16 output rounding, bench/results/cuda_linrec_perf.log); the config's
@@ -1545,17 +1927,19 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
     if (nc > 1) {
-        size_t smp = (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
-        e = cudaFuncSetAttribute(split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp);
+        typedef void (*prod_fn)(int64_t, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
+        const int w = cs->knobs.linrec_tc_prod != 1 && ssm__lrw_ok(cs);
+        const prod_fn k = w ? (split ? ssm__cu_tc_prodw_kernel<TR, BF, 1> : ssm__cu_tc_prodw_kernel<TR, BF, 0>)
+                            : (split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>);
+        const size_t smp = w ? ssm__tw_smem(Lc) : (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
+        e = w ? cudaSuccess : cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp); /* wgmma: set once */
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
                                  cudaGetErrorString(e));
         for (int64_t s0 = 0; s0 < L->S; s0 += 65535) { /* grid y stops at 65535 sequences a launch */
             dim3 grid((unsigned)(nc - 1), SSM__CU_GRID_Y(L->S - s0));
-            if (split) ssm__cu_tc_prod_kernel<TR, BF, 1><<<grid, SSM__TP_THREADS, smp, st>>>(s0, Lc, A, aos, b, nc, P, E);
-            else ssm__cu_tc_prod_kernel<TR, BF, 0><<<grid, SSM__TP_THREADS, smp, st>>>(s0, Lc, A, aos, b, nc, P, E);
-            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_prod_kernel");
+            k<<<grid, w ? SSM__TW_THREADS : SSM__TP_THREADS, smp, st>>>(s0, Lc, A, aos, b, nc, P, E);
+            SSM__CU_LAUNCHED(L->ctx, w ? "ssm__cu_tc_prodw_kernel" : "ssm__cu_tc_prod_kernel");
         }
     }
     if (crws) {
@@ -3048,239 +3432,6 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_plan *d, 
     }
     return SSM_OK;
 }
-
-/* >>sm90 ---- Hopper (sm_90a) primitives: mbarriers, TMA, wgmma ------------------------------ */
-/* Shared by the kernels that run on TMA + wgmma (block-ELL's gather-GEMM, projection kernel 3).
-   Device code only in sm_90a builds (__CUDA_ARCH_FEAT_SM90_ALL): other targets compile those
-   kernels as empty stubs, which the host tells apart by their static shared memory (the real
-   kernels have some, a stub none). The tensor-map encoder is the driver's entry point, fetched
-   through the runtime (CUDA 12.5+). */
-#if CUDART_VERSION >= 12050 /* cudaGetDriverEntryPointByVersion */
-#define SSM__SM90_HAVE 1
-/* The 16-bit element type of BF (1 bf16, 0 f16) and a store of two adjacent elements. */
-template <int BF> struct ssm__sm90_ty { typedef __half T; };
-template <> struct ssm__sm90_ty<1> { typedef __nv_bfloat16 T; };
-template <int BF> __device__ __forceinline__ void ssm__sm90_st2(void *p, int64_t i, float a, float b) {
-    if (BF) *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(a, b);
-    else *(__half2 *)((__half *)p + i) = __floats2half2_rn(a, b);
-}
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint32_t ssm__sm90_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void ssm__sm90_bar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ssm__sm90_sa(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void ssm__sm90_expect_tx(uint64_t *b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ssm__sm90_sa(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void ssm__sm90_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(ssm__sm90_sa(b)) : "memory");
-}
-__device__ __forceinline__ void ssm__sm90_wait(uint64_t *b, int phase) {
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(ssm__sm90_sa(b)), "r"(phase)
-                     : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void ssm__sm90_tma2(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
-                     ssm__sm90_sa(dst)),
-                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1)
-                 : "memory");
-}
-__device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, int c2, int c3) {
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(
-                     ssm__sm90_sa(dst)),
-                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-                 : "memory");
-}
-/* An operand in shared memory in TMA's swizzle of its row width RB (128, 64 or 32 bytes): 8-row
-   groups 8 RB bytes apart (SBO), LBO unused (1). The same descriptor serves a K-major operand
-   (rows along M or N, K contiguous; k16 steps 32 bytes along a row) and, with trans-a / trans-b,
-   an MN-major one of one swizzle atom's width (rows along K; k16 steps 16 rows). */
-template <int RB = 128> __device__ __forceinline__ uint64_t ssm__sm90_desc(const void *p) {
-    constexpr uint64_t layout = RB == 128 ? 1 : RB == 64 ? 2 : 3;
-    return (uint64_t)((ssm__sm90_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(RB / 2) << 32) | (layout << 62);
-}
-/* Four 8 x 8 b16 matrices (ldmatrix .x4): the m16n8k16 A fragment of 16 rows from shared memory. */
-__device__ __forceinline__ void ssm__sm90_ldsm4(uint32_t *a, uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                 : "r"(addr)
-                 : "memory");
-}
-/* The 1024-byte aligned start of a kernel's dynamic shared memory (the 128-byte swizzle's atom). */
-__device__ __forceinline__ unsigned char *ssm__sm90_ring(void *smem) {
-    return (unsigned char *)(((uintptr_t)smem + 1023) & ~(uintptr_t)1023);
-}
-/* Thread 0 of a warp-specialised CTA: a ring of ST stages, full[s] completed by the producer's
-   TMA bytes (one arrival), empty[s] by `consumers` arrivals; then every thread syncs. Barriers
-   a kernel adds (order[] in projection kernel 3) are initialised by its thread 0 beforehand. */
-__device__ __forceinline__ void ssm__sm90_ring_init(uint64_t *full, uint64_t *empty, int ST, int consumers) {
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; ++s) ssm__sm90_bar_init(&full[s], 1), ssm__sm90_bar_init(&empty[s], consumers);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-}
-/* Register budgets of the roles: the producer warpgroup gives registers up (40 a thread), the two
-   consumer warpgroups take them (232 a thread) for their accumulators. */
-__device__ __forceinline__ void ssm__sm90_producer_regs(void) { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n"); }
-__device__ __forceinline__ void ssm__sm90_consumer_regs(void) { asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n"); }
-/* Keeps the compiler from moving accumulator reads or writes across a wgmma fence / wait. */
-__device__ __forceinline__ void ssm__sm90_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
-__device__ __forceinline__ void ssm__sm90_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void ssm__sm90_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-/* wgmma m64nNk16, A and B by descriptor, f32 accumulators d[N / 2]; TA = 1: A is M-major, TB = 1:
-   B is N-major (both otherwise K-major). */
-#define SSM__SM90_MMA64(TY)                                                               \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                              \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {"                                              \
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                   \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                          \
-                 "}, %32, %33, p, 1, 1, %35, %36;\n}\n"                                                                      \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])  \
-                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
-#define SSM__SM90_MMA128(TY)                                                              \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                              \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {"                                             \
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                   \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                         \
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                         \
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                          \
-                 "}, %64, %65, p, 1, 1, %67, %68;\n}\n"                                                                      \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])  \
-                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
-#define SSM__SM90_MMA256(TY)                                                              \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                                     \
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {"                                                     \
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"                                           \
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"                                 \
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"                                 \
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"                                 \
-                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"                                 \
-                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"                                 \
-                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"                     \
-                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"                  \
-                 "}, %128, %129, p, 1, 1, %131, %132;\n}\n"                                                                           \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                 \
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),           \
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),         \
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),         \
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),         \
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),         \
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),         \
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),         \
-                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),         \
-                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),         \
-                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),         \
-                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),         \
-                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),     \
-                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])  \
-                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
-template <int N, int BF, int TA, int TB> struct ssm__sm90_mma;
-template <int TA, int TB> struct ssm__sm90_mma<64, 1, TA, TB> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA64("bf16"); }
-};
-template <int TA, int TB> struct ssm__sm90_mma<64, 0, TA, TB> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA64("f16"); }
-};
-template <int TA, int TB> struct ssm__sm90_mma<128, 1, TA, TB> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA128("bf16"); }
-};
-template <int TA, int TB> struct ssm__sm90_mma<128, 0, TA, TB> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA128("f16"); }
-};
-template <int TA, int TB> struct ssm__sm90_mma<256, 1, TA, TB> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA256("bf16"); }
-};
-template <int TA, int TB> struct ssm__sm90_mma<256, 0, TA, TB> {
-    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA256("f16"); }
-};
-#undef SSM__SM90_MMA64
-#undef SSM__SM90_MMA128
-#undef SSM__SM90_MMA256
-/* wgmma m64n32k16 with A from registers (each warp's 16 rows as the m16n8k16 A fragment), B by
-   descriptor (TB = 1: N-major, else K-major). */
-#define SSM__SM90_MMA32RS(TY)                                                                                     \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                   \
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {"                                    \
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"                          \
-                 "}, {%16, %17, %18, %19}, %20, p, 1, 1, %22;\n}\n"                                             \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),       \
-                   "+f"(d[15])                                                                                    \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB))
-template <int BF, int TB> struct ssm__sm90_mma32rs {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db) { SSM__SM90_MMA32RS("f16"); }
-};
-template <int TB> struct ssm__sm90_mma32rs<1, TB> {
-    static __device__ __forceinline__ void run(float *d, const uint32_t *a, uint64_t db) { SSM__SM90_MMA32RS("bf16"); }
-};
-#undef SSM__SM90_MMA32RS
-#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
-
-typedef CUresult (*ssm__sm90_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                        const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                        CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static ssm__sm90_encode_fn ssm__sm90_encoder(void) {
-    static ssm__sm90_encode_fn f = NULL; /* the driver's entry point: the same value for every caller */
-    if (!f) {
-        cudaDriverEntryPointQueryResult q;
-        void *fp = NULL;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fp, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            f = (ssm__sm90_encode_fn)fp;
-        else
-            cudaGetLastError();
-    }
-    return f;
-}
-/* A TMA map of a 16-bit tensor (bf: bf16, else f16) of rank dims, dims[0] contiguous, pitch[i]
-   the byte stride of dim i + 1, boxes of box[] elements with the swizzle of a box row's width
-   (128, 64 or 32 bytes), zero fill past the edges: 1 when the driver encoded it. */
-static int ssm__sm90_map(CUtensorMap *m, int bf, const void *p, int rank, const cuuint64_t *dims, const cuuint64_t *pitch,
-                         const cuuint32_t *box, CUtensorMapL2promotion l2) {
-    const cuuint32_t es[5] = {1, 1, 1, 1, 1};
-    const int rb = (int)box[0] * 2;
-    const CUtensorMapSwizzle sw = rb == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : rb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B;
-    return ssm__sm90_encoder()(m, bf ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, (cuuint32_t)rank,
-                               (void *)p, dims, pitch, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw, l2,
-                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-/* 1 when the context's device has compute capability 9.0 (the sm_90a code runs there only). */
-static int ssm__sm90_device(const ssm__cu_state *st) {
-    int major = 0, minor = 0;
-    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, st->device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, st->device) == cudaSuccess && major == 9 &&
-           minor == 0 && ssm__sm90_encoder() != NULL;
-}
-/* 1 when f (an sm_90a kernel) is the real one in this binary (a stub has no static shared
-   memory) and dyn bytes of dynamic shared memory fit beside its static ones; raises its limit. */
-static int ssm__sm90_kernel_ok(const ssm__cu_state *st, const void *f, size_t dyn) {
-    cudaFuncAttributes fa;
-    return cudaFuncGetAttributes(&fa, f) == cudaSuccess && fa.sharedSizeBytes > 0 && fa.sharedSizeBytes + dyn <= st->smem_optin &&
-           cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) == cudaSuccess;
-}
-#endif /* CUDART_VERSION >= 12050 */
 
 /* >>bell ---- block-ELL sparse linear layer ------------------------------------------------ */
 /* ---- block-ELL sparse layer ------------------------------------------------------------------

@@ -837,6 +837,19 @@ static void suite_cuda_errors(ssm_ctx *cu) {
             r = ssm_ctx_create(&cfg, &c2);
             CHECK(r == SSM_ERROR_INVALID_DEVICE && c2 == NULL, "context on device 99 -> %s", ssm_result_string(r));
         }
+        for (int f = 0; f < 11; ++f) { /* each kernel-choice field one past its range */
+            ssm_ctx *c2 = NULL;
+            ssm_ctx_config cfg = ssm_ctx_config_init();
+            ssm_cuda_config cc = ssm_cuda_config_init();
+            int *knob[11] = {&cc.decay_kernel, &cc.decay_tile_cols, &cc.decay_tile_steps, &cc.decay_tile_vec,
+                             &cc.decay_prefetch, &cc.linrec_tc_split, &cc.proj_kernel, &cc.linrec_cr, &cc.bell_kernel,
+                             &cc.linrec_tc_prod, &cc.linrec_scan};
+            *knob[f] = f == 6 ? 4 : f == 1 ? 5 : 3;
+            cfg.backend = ssm_cuda_backend();
+            cfg.backend_config = &cc;
+            r = ssm_ctx_create(&cfg, &c2);
+            CHECK(r == SSM_ERROR_INVALID_VALUE && c2 == NULL, "kernel-choice field %d out of range -> %s", f, ssm_result_string(r));
+        }
         free(hostmem);
         tb_free(&A), tb_free(&b), tb_free(&h);
     }
@@ -1023,8 +1036,15 @@ int main(void) {
         cases_label = NULL;
         force_decay_kernel(&cc, 0);
     }
-    if (linrec) { /* then the cyclic-reduction rows with the level kernels forced (tensor-core shapes, n > 64) */
+    if (linrec) { /* then the chunked rows with the tensor-core path's mma.sync chunk products (the
+                     wgmma ones are the default on sm_90a), the cyclic-reduction rows with the
+                     level kernels forced (tensor-core shapes, n > 64) */
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_tc_prod = 1;
+        cases_label = "tc-mma.sync";
+        cases_variant = SSM_LINREC_CHUNKED;
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_tc_prod = 0;
         cc.linrec_cr = 2;
         cases_label = "cr-levels";
         cases_variant = SSM_LINREC_CR;

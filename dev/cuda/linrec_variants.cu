@@ -1,6 +1,7 @@
 /* Dense-recurrence variants side by side (dev harness for ssm_cuda.h's recurrence kernels):
    every method, the tensor-core chunked path at several chunk lengths, with and without the
-   hi/lo split of the running product (ssm_cuda_config.linrec_tc_split), forward and backward;
+   hi/lo split of the running product (ssm_cuda_config.linrec_tc_split), its chunk products on
+   wgmma (the sm_90a default) and on mma.sync (linrec_tc_prod = 1), forward and backward;
    floor = A read once + b read + h written, over the D2D copy bandwidth of this run. Also the
    relative difference of each result against cyclic reduction on the same inputs.
      build/dev_linrec_variants          the default rows
@@ -37,14 +38,16 @@ static double rel(const std::vector<float> &a, const std::vector<float> &b) {
     return sqrt(num / (den > 0 ? den : 1));
 }
 
-/* split: ssm_cuda_config.linrec_tc_split (0 by dtype, 1 off, 2 on) */
-struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int split; };
+/* split: ssm_cuda_config.linrec_tc_split (0 by dtype, 1 off, 2 on); prod: linrec_tc_prod (0 by
+   device, 1 mma.sync, 2 wgmma) */
+struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int split; int prod; };
 
-static ssm_ctx *ctx_with_split(int split) {
+static ssm_ctx *ctx_with(int split, int prod) {
     ssm_ctx *ctx = NULL;
     ssm_ctx_config cfg = ssm_ctx_config_init();
     ssm_cuda_config cc = ssm_cuda_config_init();
     cc.linrec_tc_split = split;
+    cc.linrec_tc_prod = prod;
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &cc;
     return ssm_ctx_create(&cfg, &ctx) == SSM_OK ? ctx : NULL;
@@ -81,7 +84,7 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
     for (const variant &v : vs) {
         ssm_linrec_desc d = ssm_linrec_desc_init();
         ssm_linrec_stats st;
-        ssm_ctx *base = ctx, *vctx = v.split ? ctx_with_split(v.split) : ctx;
+        ssm_ctx *base = ctx, *vctx = v.split || v.prod ? ctx_with(v.split, v.prod) : ctx;
         d.method = v.m, d.chunk = v.chunk, d.stats = &st;
         ctx = vctx;
         cudaMemset(h, 0xff, S * T * n * es);
@@ -126,18 +129,22 @@ int main(int argc, char **argv) {
     g_bw = copy_bandwidth(20, 20.0);
     printf("device %s, copy bandwidth %.0f GB/s\n", prop.name, g_bw * 1e-6);
     std::vector<variant> big = {
-        {"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0},
-        {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0}, {"tc64_split", SSM_LINREC_CHUNKED, 64, 2}, {"tc64_nosplit", SSM_LINREC_CHUNKED, 64, 1},
-        {"auto", SSM_LINREC_AUTO, 0, 0}, {"cr", SSM_LINREC_CR, 0, 0}, {"blelloch", SSM_LINREC_BLELLOCH, 0, 0}};
-    if (full) big.push_back({"scan_hs", SSM_LINREC_SCAN_HS, 0, 0}), big.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0});
+        {"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0, 0}, {"tc64_mma", SSM_LINREC_CHUNKED, 64, 0, 1},
+        {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0, 0}, {"tc32_mma", SSM_LINREC_CHUNKED, 32, 0, 1},
+        {"chunked_tc128", SSM_LINREC_CHUNKED, 128, 0, 0}, {"tc64_split", SSM_LINREC_CHUNKED, 64, 2, 0},
+        {"tc64_split_mma", SSM_LINREC_CHUNKED, 64, 2, 1}, {"tc64_nosplit", SSM_LINREC_CHUNKED, 64, 1, 0},
+        {"auto", SSM_LINREC_AUTO, 0, 0, 0}, {"cr", SSM_LINREC_CR, 0, 0, 0}, {"cr_mma", SSM_LINREC_CR, 0, 0, 1},
+        {"blelloch", SSM_LINREC_BLELLOCH, 0, 0, 0}};
+    if (full) big.push_back({"scan_hs", SSM_LINREC_SCAN_HS, 0, 0, 0}), big.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0, 0});
     rows(ctx, SSM_F16, 16, 4096, 64, big, 1);
-    std::vector<variant> lat = {{"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0},
-                                {"chunked_tc16", SSM_LINREC_CHUNKED, 16, 0}, {"auto", SSM_LINREC_AUTO, 0, 0},
-                                {"cr", SSM_LINREC_CR, 0, 0}};
+    std::vector<variant> lat = {{"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0, 0}, {"tc64_mma", SSM_LINREC_CHUNKED, 64, 0, 1},
+                                {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0, 0}, {"chunked_tc16", SSM_LINREC_CHUNKED, 16, 0, 0},
+                                {"auto", SSM_LINREC_AUTO, 0, 0, 0}, {"cr", SSM_LINREC_CR, 0, 0, 0}};
     if (g_prof) return 0;
-    if (full) lat.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0});
+    if (full) lat.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0, 0});
     rows(ctx, SSM_F16, 1, 8192, 64, lat, 1);
-    std::vector<variant> bf = {{"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0}, {"auto", SSM_LINREC_AUTO, 0, 0}};
+    std::vector<variant> bf = {{"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0, 0}, {"tc64_mma", SSM_LINREC_CHUNKED, 64, 0, 1},
+                               {"auto", SSM_LINREC_AUTO, 0, 0, 0}};
     rows(ctx, SSM_BF16, 16, 4096, 64, bf, 1);
     ssm_ctx_destroy(ctx);
     return 0;
