@@ -196,7 +196,8 @@ typedef struct ssm_cuda_config {
                              the wgmma ones where they apply; calls they do not fit take 1    */
     int linrec_tc_prod;   /* tensor-core chunked, the chunk products: 1 = mma.sync, 2 = wgmma
                              (a cc 9.0 GPU running this binary's sm_90a code; elsewhere 1);
-                             by default wgmma where it runs                                    */
+                             by default wgmma for the hi/lo split products (bf16) where it
+                             runs, mma.sync for the plain ones (f16), as measured faster      */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -1320,10 +1321,10 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
 /* ---- chunked recurrence on tensor cores (f16 / bf16 inputs, n = 64, m = 1) -----------------
    Three passes over chunks of L steps of the steps 1..T-1 (h_0 is given):
    (1) one CTA per chunk (all but the last) streams its A_u through a cp.async ring in shared
-       memory and forms the chunk product P_c = A_last ... A_first with mma.sync m16n8k16
-       (f32 accumulation; the running product is split into hi + lo halves of the input type, so
-       the product keeps ~f32 accuracy although the tensor cores take 16-bit operands), and the
-       chunk's end state from zero, e_c;
+       memory and forms the chunk product P_c = A_last ... A_first with mma.sync m16n8k16 or,
+       on Hopper, wgmma m64n64k16 (f32 accumulation; for bf16 the running product is split into
+       hi + lo halves of the input type, so the product keeps ~f32 accuracy although the tensor
+       cores take 16-bit operands), and the chunk's end state from zero, e_c;
    (2) one CTA per sequence runs the carry recurrence X_c = P_c X_{c-1} + e_c (X_{-1} = h_0), a
        chain of T/L mat-vecs with the P_c prefetched in registers;
    (3) one CTA per chunk re-runs the chunk from its carry, streaming A again (mat-vecs).
@@ -1548,11 +1549,10 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
 /* Pass 1: the chunk product and end state. The running product is kept transposed, Q = P^T, and
    Q <- Q A_u^T, so that Q is the MMA's A operand and stays in registers (the f32 accumulator
    fragment of one step is the 16-bit A fragment of the next) while A_u^T is the B operand read
-   from a cp.async ring of tiles. One warp runs the local end state e on mma.sync (row 0 = e_hi,
-   row 1 = e_lo of a 16-row block, so e keeps ~f32 accuracy): e <- e A_u^T + b_u^T. Two kernels:
-   ssm__cu_tc_prod_kernel on mma.sync (sm_80 up) and, on Hopper, ssm__cu_tc_prodw_kernel on wgmma.
-   The helpers below are shared by both; a 16-row block of Q or e is float[8][4], the m16n8
-   accumulator fragments of its eight 8-column tiles. */
+   from a cp.async ring of tiles; beside it the chunk's end state from zero, e <- A_u e + b_u.
+   Two kernels: ssm__cu_tc_prod_kernel on mma.sync (sm_80 up) and, on Hopper,
+   ssm__cu_tc_prodw_kernel on wgmma. The helpers below are shared by both; a 16-row block of Q
+   is float[8][4], the m16n8 accumulator fragments of its eight 8-column tiles. */
 __device__ __forceinline__ void ssm__tc_eye(float (*q)[4], int row0, int lane) {
     const int lr = lane >> 2, lc = 2 * (lane & 3);
 #pragma unroll
@@ -1586,8 +1586,10 @@ __device__ __forceinline__ void ssm__tc_bfrag(unsigned bf[4], const unsigned sho
     if (!TR) ssm__tc_ldm4(bf, At + ssm__tc_at<SW>(n0 + (j8 >> 1) * 8 + r8, k0 + (j8 & 1) * 8));
     else ssm__tc_ldm4t(bf, At + ssm__tc_at<SW>(k0 + (j8 & 1) * 8 + r8, n0 + (j8 >> 1) * 8));
 }
-/* One step of the end-state warp: e <- e A_u^T + b_u^T (lanes 0-3 hold e in e[t][0..1]) */
-template <int TR, int BF, int SW>
+/* One step of the mma.sync kernel's end-state warp, e^T <- e^T A_u^T + b_u^T on the tensor cores:
+   lanes 0-3 hold e in e[t][0..1]; row 0 of the A fragment is e_hi, row 1 e_lo (so e keeps ~f32
+   accuracy through 16-bit operands). */
+template <int TR, int BF>
 __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned short *At, const float *bu, int lane) {
     const int lc = 2 * (lane & 3);
     unsigned af[4][4];
@@ -1606,7 +1608,7 @@ __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned sho
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
             unsigned bf[4];
-            ssm__tc_bfrag<TR, SW>(bf, At, kk, np, lane);
+            ssm__tc_bfrag<TR, 0>(bf, At, kk, np, lane);
             if (kk == 0) {
                 ssm__tc_mma0<BF>(e[2 * np], af[kk], bf[0], bf[1]);
                 ssm__tc_mma0<BF>(e[2 * np + 1], af[kk], bf[2], bf[3]);
@@ -1637,8 +1639,8 @@ __device__ __forceinline__ void ssm__tc_put_e(float *dst, const float (*e)[4], i
         for (int t = 0; t < 8; ++t) *(float2 *)(dst + 8 * t + lc) = make_float2(e[t][0], e[t][1]);
 }
 
-/* On mma.sync: warps 0..1 own 32 rows of Q each, warp 2 runs e. No barrier is needed for the
-   product itself, only for the tile ring. */
+/* On mma.sync: warps 0..1 own 32 rows of Q each, warp 2 runs e (ssm__tc_e_step). No barrier is
+   needed for the product itself, only for the tile ring. */
 #define SSM__TP_MB 2
 #define SSM__TP_THREADS 96
 #define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
@@ -1676,7 +1678,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
         }
         const u16 *At = As + (u % SSM__TP_NST) * SSM__TC_TILE;
         if (isE) {
-            ssm__tc_e_step<TR, BF, 0>(acc[0], At, bs + u * SSM__TC_N, lane);
+            ssm__tc_e_step<TR, BF>(acc[0], At, bs + u * SSM__TC_N, lane);
             continue;
         }
 #pragma unroll
@@ -1710,15 +1712,18 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
     } else ssm__tc_put_e(E + (s * (nc - 1) + c) * SSM__TC_N, acc[0], lane);
 }
 
-/* On wgmma (sm_90a): warpgroup 0 holds Q, each warp 16 rows as wgmma's register A operand;
+/* On wgmma (sm_90a): one warpgroup holds Q, each warp 16 rows as wgmma's register A operand;
    B = A_u^T by descriptor from a tile stored as it is in memory (128-byte rows, swizzled), read
    K-major (row-major A) or N-major (TR). One m64n64k16 per k-slab (two with SPLIT), waited for
-   within the step: the next step's A fragments are this step's result. Warp 4 runs e. With 4
-   CTAs an SM the tensor cores interleave four chains. */
-#define SSM__TW_THREADS 160
+   within the step: the next step's A fragments are this step's result. While the tensor cores
+   run, the same threads advance e on the CUDA cores (f32; e double-buffered in shared memory,
+   ordered by the ring's barrier), so no warp waits on another's role. */
+#define SSM__TW_THREADS 128
 #define SSM__TW_NST 4
 #define SSM__TW_TILE (SSM__TC_N * SSM__TC_N)
-static size_t ssm__tw_smem(int Lc) { return 1024 + (size_t)SSM__TW_NST * SSM__TW_TILE * 2 + (size_t)Lc * SSM__TC_N * 4; }
+static size_t ssm__tw_smem(int Lc) { /* ring, b of the chunk, e x 2, TR's partial sums of e */
+    return 1024 + (size_t)SSM__TW_NST * SSM__TW_TILE * 2 + (size_t)(Lc + 6) * SSM__TC_N * 4;
+}
 template <int TR, int BF, int SPLIT>
 __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64_t s0, int Lc, ssm__cu_rv A, int64_t aos,
                                                                            ssm__cu_rv b, int64_t nc, float *P, float *E) {
@@ -1727,14 +1732,13 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
     __shared__ volatile int ssm__tw_real; /* static shared memory (volatile: kept): the sm_90a kernel, not the stub */
     typedef unsigned short u16;
     u16 *As = (u16 *)ssm__sm90_ring(ssm__tw_sm);
-    float *bs = (float *)(As + SSM__TW_NST * SSM__TW_TILE);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float *bs = (float *)(As + SSM__TW_NST * SSM__TW_TILE), *es = bs + (size_t)Lc * SSM__TC_N; /* b of the chunk; e x 2, then TR's partial sums */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, r = tid >> 1, half = tid & 1;
     const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
     const int len = Lc;
     const u16 *Ag = (const u16 *)A.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
-    const int isE = warp == 4;
-    float acc[8][4];
+    float acc[8][4], ev = 0.f;
     unsigned af[4][4], al[4][4];
     if (tid == 0) ssm__tw_real = 1;
 #pragma unroll
@@ -1743,7 +1747,8 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
         ssm__tc_commit();
     }
     ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, SSM__TW_THREADS);
-    ssm__tc_eye(acc, isE ? -64 : warp * 16, lane);
+    if (tid < SSM__TC_N) es[tid] = 0.f;
+    ssm__tc_eye(acc, warp * 16, lane);
     for (int u = 0; u < len; ++u) {
         ssm__tc_wait<SSM__TW_NST - 2>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async's writes, seen by wgmma */
@@ -1755,10 +1760,6 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
             ssm__tc_commit();
         }
         const u16 *At = As + (u % SSM__TW_NST) * SSM__TW_TILE;
-        if (isE) {
-            ssm__tc_e_step<TR, BF, 1>(acc, At, bs + u * SSM__TC_N, lane);
-            continue;
-        }
         ssm__tc_frag<BF, SPLIT>(af, al, acc);
         ssm__sm90_fence();
 #pragma unroll
@@ -1768,14 +1769,49 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
             if (SPLIT) ssm__sm90_mma64rs<BF, TR>::run(&acc[0][0], al[kk], db, 1);
         }
         ssm__sm90_commit();
+        if (!TR) { /* e_r <- A_u[r, :] e + b_u[r]: two threads a row, k in [32 half, 32 half + 32) */
+            const float *ec = es + (u & 1) * SSM__TC_N + 32 * half;
+            float p0 = 0.f, p1 = 0.f;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const uint4 v = *(const uint4 *)(At + ssm__tc_at<1>(r, 32 * half + 8 * j));
+                const float4 x0 = *(const float4 *)(ec + 8 * j), x1 = *(const float4 *)(ec + 8 * j + 4);
+                float2 f;
+                f = ssm__tc_f2<BF>(v.x); p0 += f.x * x0.x; p1 += f.y * x0.y;
+                f = ssm__tc_f2<BF>(v.y); p0 += f.x * x0.z; p1 += f.y * x0.w;
+                f = ssm__tc_f2<BF>(v.z); p0 += f.x * x1.x; p1 += f.y * x1.y;
+                f = ssm__tc_f2<BF>(v.w); p0 += f.x * x1.z; p1 += f.y * x1.w;
+            }
+            float v = p0 + p1;
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            ev = v + bs[u * SSM__TC_N + r];
+            if (!half) es[((u + 1) & 1) * SSM__TC_N + r] = ev;
+        } else { /* storage row k holds column k of A_u: rows 2 lane, 2 lane + 1 over k in [16 warp, 16 warp + 16),
+                    one conflict-free 4-byte read a k; the four warps' partial sums meet in shared memory */
+            const float *ec = es + (u & 1) * SSM__TC_N + 16 * warp;
+            float *pe = es + 2 * SSM__TC_N; /* 4 x 64 partial sums */
+            float p0 = 0.f, p1 = 0.f;
+#pragma unroll
+            for (int k = 0; k < 16; ++k) {
+                const float2 f = ssm__tc_f2<BF>(*(const unsigned *)(At + ssm__tc_at<1>(16 * warp + k, 2 * lane)));
+                p0 += f.x * ec[k];
+                p1 += f.y * ec[k];
+            }
+            *(float2 *)(pe + warp * SSM__TC_N + 2 * lane) = make_float2(p0, p1);
+            __syncthreads();
+            if (tid < SSM__TC_N) {
+                ev = ((pe[tid] + pe[SSM__TC_N + tid]) + (pe[2 * SSM__TC_N + tid] + pe[3 * SSM__TC_N + tid])) + bs[u * SSM__TC_N + tid];
+                es[((u + 1) & 1) * SSM__TC_N + tid] = ev;
+            }
+        }
         ssm__sm90_wait_mma<0>();
 #pragma unroll
         for (int t = 0; t < 8; ++t)
 #pragma unroll
             for (int z = 0; z < 4; ++z) ssm__sm90_rf(acc[t][z]);
     }
-    if (!isE) ssm__tc_put_q(P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N), acc, warp * 16, lane);
-    else ssm__tc_put_e(E + (s * (nc - 1) + c) * SSM__TC_N, acc, lane);
+    ssm__tc_put_q(P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N), acc, warp * 16, lane);
+    if (TR ? tid < SSM__TC_N : !half) E[(s * (nc - 1) + c) * SSM__TC_N + (TR ? tid : r)] = ev;
 #endif
 }
 
@@ -1928,7 +1964,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
                              cudaGetErrorString(e));
     if (nc > 1) {
         typedef void (*prod_fn)(int64_t, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
-        const int w = cs->knobs.linrec_tc_prod != 1 && ssm__lrw_ok(cs);
+        const int w = (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split)) && ssm__lrw_ok(cs);
         const prod_fn k = w ? (split ? ssm__cu_tc_prodw_kernel<TR, BF, 1> : ssm__cu_tc_prodw_kernel<TR, BF, 0>)
                             : (split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>);
         const size_t smp = w ? ssm__tw_smem(Lc) : (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;

@@ -1036,13 +1036,16 @@ int main(void) {
         cases_label = NULL;
         force_decay_kernel(&cc, 0);
     }
-    if (linrec) { /* then the chunked rows with the tensor-core path's mma.sync chunk products (the
-                     wgmma ones are the default on sm_90a), the cyclic-reduction rows with the
-                     level kernels forced (tensor-core shapes, n > 64) */
+    if (linrec) { /* then the chunked rows with each kind of the tensor-core path's chunk products
+                     forced (by default wgmma for bf16 on sm_90a, mma.sync for f16), the
+                     cyclic-reduction rows with the level kernels forced (tensor-core shapes, n > 64) */
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cases_variant = SSM_LINREC_CHUNKED;
         cc.linrec_tc_prod = 1;
         cases_label = "tc-mma.sync";
-        cases_variant = SSM_LINREC_CHUNKED;
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_tc_prod = 2;
+        cases_label = "tc-wgmma";
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         cc.linrec_tc_prod = 0;
         cc.linrec_cr = 2;
