@@ -1328,7 +1328,7 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
    (2) one CTA per sequence runs the carry recurrence X_c = P_c X_{c-1} + e_c (X_{-1} = h_0), a
        chain of T/L mat-vecs with the P_c prefetched in registers;
    (3) one CTA per chunk re-runs the chunk from its carry, streaming A again (mat-vecs).
-   A is read twice, so this is ~2x the HBM floor at best; see docs/cuda.md. A is row-major
+   A is read twice, so this is ~2x the HBM floor at best (docs/DESIGN.md). A is row-major
    (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. */
 #define SSM__TC_N 64
 #define SSM__TC_LD 72 /* padded row (halfs): 144 bytes, conflict-free ldmatrix */
