@@ -795,6 +795,9 @@ __device__ __forceinline__ void ssm__sm90_producer_regs(void) { asm volatile("se
 __device__ __forceinline__ void ssm__sm90_consumer_regs(void) { asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n"); }
 /* Keeps the compiler from moving accumulator reads or writes across a wgmma fence / wait. */
 __device__ __forceinline__ void ssm__sm90_rf(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+/* The same for a register A operand: the wgmma reads it after its instruction has issued, so it
+   must stay live (its register not reused) until the wait. */
+__device__ __forceinline__ void ssm__sm90_ra(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
 __device__ __forceinline__ void ssm__sm90_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void ssm__sm90_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
@@ -1761,6 +1764,10 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
         }
         const u16 *At = As + (u % SSM__TW_NST) * SSM__TW_TILE;
         ssm__tc_frag<BF, SPLIT>(af, al, acc);
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+#pragma unroll
+            for (int z = 0; z < 4; ++z) ssm__sm90_rf(acc[t][z]);
         ssm__sm90_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) { /* k-slab kk: 32 bytes along a row (K-major), 16 rows (N-major) */
@@ -1809,6 +1816,13 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
         for (int t = 0; t < 8; ++t)
 #pragma unroll
             for (int z = 0; z < 4; ++z) ssm__sm90_rf(acc[t][z]);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int z = 0; z < 4; ++z) {
+                ssm__sm90_ra(af[kk][z]);
+                if (SPLIT) ssm__sm90_ra(al[kk][z]);
+            }
     }
     ssm__tc_put_q(P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N), acc, warp * 16, lane);
     if (TR ? tid < SSM__TC_N : !half) E[(s * (nc - 1) + c) * SSM__TC_N + (TR ? tid : r)] = ev;
