@@ -1434,6 +1434,15 @@ template <int BF> __device__ __forceinline__ float2 ssm__tc_f2(unsigned v) {
     if (BF) return __bfloat1622float2(*(__nv_bfloat162 *)&v);
     return __half22float2(*(__half2 *)&v);
 }
+/* p0 / p1 += the even / odd products of eight 16-bit values (16 bytes) and eight floats */
+template <int BF>
+__device__ __forceinline__ void ssm__tc_dot8(const uint4 &v, const float4 &x0, const float4 &x1, float &p0, float &p1) {
+    float2 f;
+    f = ssm__tc_f2<BF>(v.x); p0 += f.x * x0.x; p1 += f.y * x0.y;
+    f = ssm__tc_f2<BF>(v.y); p0 += f.x * x0.z; p1 += f.y * x0.w;
+    f = ssm__tc_f2<BF>(v.z); p0 += f.x * x1.x; p1 += f.y * x1.y;
+    f = ssm__tc_f2<BF>(v.w); p0 += f.x * x1.z; p1 += f.y * x1.w;
+}
 
 /* A 64 x 64 16-bit tile in shared memory: SW = 0 padded rows (SSM__TC_LD halfs, conflict-free
    ldmatrix), SW = 1 unpadded 128-byte rows in the 128-byte swizzle (16-byte chunk c of row r at
@@ -1516,15 +1525,8 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
                 uint4 v0 = ap[0], v1 = ap[1];
                 const float4 *hp = (const float4 *)(hc + q * 16);
                 float4 x0 = hp[0], x1 = hp[1], x2 = hp[2], x3 = hp[3];
-                float2 f;
-                f = ssm__tc_f2<BF>(v0.x); p0 += f.x * x0.x; p1 += f.y * x0.y;
-                f = ssm__tc_f2<BF>(v0.y); p0 += f.x * x0.z; p1 += f.y * x0.w;
-                f = ssm__tc_f2<BF>(v0.z); p0 += f.x * x1.x; p1 += f.y * x1.y;
-                f = ssm__tc_f2<BF>(v0.w); p0 += f.x * x1.z; p1 += f.y * x1.w;
-                f = ssm__tc_f2<BF>(v1.x); p0 += f.x * x2.x; p1 += f.y * x2.y;
-                f = ssm__tc_f2<BF>(v1.y); p0 += f.x * x2.z; p1 += f.y * x2.w;
-                f = ssm__tc_f2<BF>(v1.z); p0 += f.x * x3.x; p1 += f.y * x3.y;
-                f = ssm__tc_f2<BF>(v1.w); p0 += f.x * x3.z; p1 += f.y * x3.w;
+                ssm__tc_dot8<BF>(v0, x0, x1, p0, p1);
+                ssm__tc_dot8<BF>(v1, x2, x3, p0, p1);
             } else {
 #pragma unroll
                 for (int j = 0; j < 16; j += 2) {
@@ -1582,12 +1584,12 @@ __device__ __forceinline__ void ssm__tc_frag(unsigned (*af)[4], unsigned (*al)[4
         ssm__tc_split<BF>(q[2 * kk + 1][2], q[2 * kk + 1][3], &af[kk][3], &al[kk][3]);
     }
 }
-/* B fragments of A_u^T for k-slab kk and n-tiles 2np, 2np + 1, from a tile of layout SW */
-template <int TR, int SW>
+/* B fragments of A_u^T for k-slab kk and n-tiles 2np, 2np + 1, from a padded tile */
+template <int TR>
 __device__ __forceinline__ void ssm__tc_bfrag(unsigned bf[4], const unsigned short *At, int kk, int np, int lane) {
     const int j8 = lane >> 3, r8 = lane & 7, n0 = 16 * np, k0 = 16 * kk;
-    if (!TR) ssm__tc_ldm4(bf, At + ssm__tc_at<SW>(n0 + (j8 >> 1) * 8 + r8, k0 + (j8 & 1) * 8));
-    else ssm__tc_ldm4t(bf, At + ssm__tc_at<SW>(k0 + (j8 & 1) * 8 + r8, n0 + (j8 >> 1) * 8));
+    if (!TR) ssm__tc_ldm4(bf, At + ssm__tc_at<0>(n0 + (j8 >> 1) * 8 + r8, k0 + (j8 & 1) * 8));
+    else ssm__tc_ldm4t(bf, At + ssm__tc_at<0>(k0 + (j8 & 1) * 8 + r8, n0 + (j8 >> 1) * 8));
 }
 /* One step of the mma.sync kernel's end-state warp, e^T <- e^T A_u^T + b_u^T on the tensor cores:
    lanes 0-3 hold e in e[t][0..1]; row 0 of the A fragment is e_hi, row 1 e_lo (so e keeps ~f32
@@ -1611,7 +1613,7 @@ __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned sho
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
             unsigned bf[4];
-            ssm__tc_bfrag<TR, 0>(bf, At, kk, np, lane);
+            ssm__tc_bfrag<TR>(bf, At, kk, np, lane);
             if (kk == 0) {
                 ssm__tc_mma0<BF>(e[2 * np], af[kk], bf[0], bf[1]);
                 ssm__tc_mma0<BF>(e[2 * np + 1], af[kk], bf[2], bf[3]);
@@ -1691,7 +1693,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
 #pragma unroll
             for (int np = 0; np < 4; ++np) {
                 unsigned bf[4];
-                ssm__tc_bfrag<TR, 0>(bf, At, kk, np, lane);
+                ssm__tc_bfrag<TR>(bf, At, kk, np, lane);
 #pragma unroll
                 for (int mb = 0; mb < SSM__TP_MB; ++mb) {
                     if (kk == 0) {
@@ -1782,12 +1784,7 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const uint4 v = *(const uint4 *)(At + ssm__tc_at<1>(r, 32 * half + 8 * j));
-                const float4 x0 = *(const float4 *)(ec + 8 * j), x1 = *(const float4 *)(ec + 8 * j + 4);
-                float2 f;
-                f = ssm__tc_f2<BF>(v.x); p0 += f.x * x0.x; p1 += f.y * x0.y;
-                f = ssm__tc_f2<BF>(v.y); p0 += f.x * x0.z; p1 += f.y * x0.w;
-                f = ssm__tc_f2<BF>(v.z); p0 += f.x * x1.x; p1 += f.y * x1.y;
-                f = ssm__tc_f2<BF>(v.w); p0 += f.x * x1.z; p1 += f.y * x1.w;
+                ssm__tc_dot8<BF>(v, *(const float4 *)(ec + 8 * j), *(const float4 *)(ec + 8 * j + 4), p0, p1);
             }
             float v = p0 + p1;
             v += __shfl_xor_sync(0xffffffffu, v, 1);
