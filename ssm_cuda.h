@@ -1321,7 +1321,7 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
     }
 }
 
-/* ---- chunked recurrence on tensor cores (f16 / bf16 inputs, n = 64, m = 1) -----------------
+/* ---- chunked recurrence on tensor cores (f16 / bf16 inputs, n = 16..64 by 8, m = 1) --------
    Three passes over chunks of L steps of the steps 1..T-1 (h_0 is given):
    (1) one CTA per chunk (all but the last) streams its A_u through a cp.async ring in shared
        memory and forms the chunk product P_c = A_last ... A_first with mma.sync m16n8k16 or,
@@ -1332,16 +1332,28 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
        chain of T/L mat-vecs with the P_c prefetched in registers;
    (3) one CTA per chunk re-runs the chunk from its carry, streaming A again (mat-vecs).
    A is read twice, so this is ~2x the HBM floor at best (docs/DESIGN.md). A is row-major
-   (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. */
+   (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. For n < 64
+   every pass works on 64 x 64 tiles zero-filled past n (cp.async with a zero source size),
+   so P, e and the states' rows past n are zero and only rows < n are stored. */
 #define SSM__TC_N 64
 #define SSM__TC_LD 72 /* padded row (halfs): 144 bytes, conflict-free ldmatrix */
 #define SSM__TC_NST 6 /* cp.async ring depth: 5 tiles in flight per CTA (loaded HBM latency) */
 #define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
 #define SSM__TC_TILE (SSM__TC_N * SSM__TC_LD)
+#define SSM__TC_NMIN 16 /* smaller n pays 64-wide products for too few bytes (bench/results/cuda_linrec_pad_*.log) */
+/* The shapes the path takes (the plan's choice of method and workspace, before the views'
+   strides are known). */
+static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m) {
+    return dt.bits == 16 && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_N && !(n & 7);
+}
 
 __device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void ssm__tc_cp16(void *dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__tc_sa(dst)), "l"(src));
+}
+/* the same, reading `bytes` (0 or 16) of src and zero-filling the rest (the padding of n < 64) */
+__device__ __forceinline__ void ssm__tc_cp16z(void *dst, const void *src, unsigned bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(bytes));
 }
 __device__ __forceinline__ void ssm__tc_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void ssm__tc_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
@@ -1450,25 +1462,27 @@ __device__ __forceinline__ void ssm__tc_dot8(const uint4 &v, const float4 &x0, c
 template <int SW> __device__ __forceinline__ int ssm__tc_at(int row, int col) {
     return SW ? row * SSM__TC_N + ((((col >> 3) ^ row) & 7) << 3) + (col & 7) : row * SSM__TC_LD + col;
 }
-/* One tile of A (rows aos apart) into shared memory, 16 bytes per cp.async, NT threads. */
+/* One n x n tile of A (rows aos apart) into shared memory as 64 x 64, zero past n, 16 bytes per
+   cp.async, NT threads. */
 template <int NT, int SW>
-__device__ __forceinline__ void ssm__tc_load_tile(unsigned short *dst, const unsigned short *src, int64_t aos, int tid) {
+__device__ __forceinline__ void ssm__tc_load_tile(unsigned short *dst, const unsigned short *src, int64_t aos, int n, int tid) {
 #pragma unroll
     for (int k = 0; k < (512 + NT - 1) / NT; ++k) {
-        const int id = tid + NT * k, r = id >> 3, c8 = (id & 7) * 8;
-        if (512 % NT == 0 || id < 512) ssm__tc_cp16(dst + ssm__tc_at<SW>(r, c8), src + r * aos + c8);
+        const int id = tid + NT * k, r = id >> 3, c8 = (id & 7) * 8, in = r < n && c8 < n;
+        if (512 % NT == 0 || id < 512) ssm__tc_cp16z(dst + ssm__tc_at<SW>(r, c8), in ? src + r * aos + c8 : src, in ? 16u : 0u);
     }
 }
 
-/* bs[e] = b(u = e / 64, row = e % 64) for e < count, nt threads: 8 independent loads in flight per
-   thread (a dependent load-convert-store loop would pay one memory latency per element). */
-__device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv b, int64_t bbase, int tid, int nt) {
+/* bs[e] = b(u = e / 64, row = e % 64) for e < count (zero for rows past n), nt threads: 8
+   independent loads in flight per thread (a dependent load-convert-store loop would pay one
+   memory latency per element). */
+__device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv b, int64_t bbase, int n, int tid, int nt) {
     for (int e0 = tid; e0 < count; e0 += 8 * nt) {
         float v[8];
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
             int e = e0 + k * nt;
-            v[k] = e < count ? ssm__cu_ld(b.p, b.dt, bbase + (e >> 6) * b.ts + (e & 63) * b.rs) : 0.f;
+            v[k] = e < count && (e & 63) < n ? ssm__cu_ld(b.p, b.dt, bbase + (e >> 6) * b.ts + (e & 63) * b.rs) : 0.f;
         }
 #pragma unroll
         for (int k = 0; k < 8; ++k)
@@ -1479,9 +1493,9 @@ __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv
 /* Pass 3: chunk c from its carry X_c, writing h (and the caller's view o when set). TR: A is
    stored transposed (rs == 1, rows of storage along A's columns). */
 template <int TR, int BF>
-__global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, ssm__cu_rv A, int64_t aos,
-                                                         ssm__cu_rv b, ssm__cu_rv h, const float *X, int64_t nc,
-                                                         ssm__cu_rv o) {
+__global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, int n, ssm__cu_rv A,
+                                                         int64_t aos, ssm__cu_rv b, ssm__cu_rv h, const float *X,
+                                                         int64_t nc, ssm__cu_rv o) {
     extern __shared__ __align__(16) unsigned char ssm__tc_sm[];
     typedef unsigned short u16;
     u16 *As = (u16 *)ssm__tc_sm;                                  /* NST tiles */
@@ -1501,17 +1515,17 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
         /* prologue: the first NST-1 tiles in flight */
 #pragma unroll
         for (int u = 0; u < SSM__TC_NST - 1; ++u) {
-            if (u < len) ssm__tc_load_tile<256, 0>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, tid);
+            if (u < len) ssm__tc_load_tile<256, 0>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
-        if (tid < SSM__TC_N) hs[tid] = X[(s * nc + c) * SSM__TC_N + tid];
-        ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, 256);
+        if (tid < SSM__TC_N) hs[tid] = tid < n ? X[(s * nc + c) * SSM__TC_N + tid] : 0.f; /* CR's carries leave rows past n unset */
+        ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, 256);
         for (int u = 0; u < len; ++u) {
             ssm__tc_wait<SSM__TC_NST - 2>();
             __syncthreads();
             {
                 int un = u + SSM__TC_NST - 1;
-                if (un < len) ssm__tc_load_tile<256, 0>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, tid);
+                if (un < len) ssm__tc_load_tile<256, 0>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
                 ssm__tc_commit();
             }
             const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
@@ -1543,9 +1557,11 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
             v += __shfl_xor_sync(0xffffffffu, v, 2);
             v += bcur;
             if (q == 0) {
-                hn[row] = v;
-                ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + row * h.rs, v);
-                if (o.p) ssm__cu_stv(o.p, o.dt, o.off + s * o.ss + c * o.chs + u * o.ts + row * o.rs, v);
+                hn[row] = v; /* rows past n: 0 */
+                if (row < n) {
+                    ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + row * h.rs, v);
+                    if (o.p) ssm__cu_stv(o.p, o.dt, o.off + s * o.ss + c * o.chs + u * o.ts + row * o.rs, v);
+                }
             }
         }
     }
@@ -1650,7 +1666,7 @@ __device__ __forceinline__ void ssm__tc_put_e(float *dst, const float (*e)[4], i
 #define SSM__TP_THREADS 96
 #define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
 template <int TR, int BF, int SPLIT>
-__global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, ssm__cu_rv A, int64_t aos,
+__global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
                                                                           ssm__cu_rv b, int64_t nc, float *P, float *E) {
     extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
     typedef unsigned short u16;
@@ -1666,10 +1682,10 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
     unsigned af[SSM__TP_MB][4][4], al[SSM__TP_MB][4][4];
 #pragma unroll
     for (int u = 0; u < SSM__TP_NST - 1; ++u) {
-        if (u < len) ssm__tc_load_tile<SSM__TP_THREADS, 0>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, tid);
+        if (u < len) ssm__tc_load_tile<SSM__TP_THREADS, 0>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
         ssm__tc_commit();
     }
-    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, SSM__TP_THREADS);
+    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, SSM__TP_THREADS);
 #pragma unroll
     for (int mb = 0; mb < SSM__TP_MB; ++mb) ssm__tc_eye(acc[mb], isE ? -64 : warp * 32 + mb * 16, lane); /* Q = I, e = 0 */
     for (int u = 0; u < len; ++u) {
@@ -1678,7 +1694,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
         {
             int un = u + SSM__TP_NST - 1;
             if (un < len)
-                ssm__tc_load_tile<SSM__TP_THREADS, 0>(As + (un % SSM__TP_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, tid);
+                ssm__tc_load_tile<SSM__TP_THREADS, 0>(As + (un % SSM__TP_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
         const u16 *At = As + (u % SSM__TP_NST) * SSM__TC_TILE;
@@ -1730,7 +1746,7 @@ static size_t ssm__tw_smem(int Lc) { /* ring, b of the chunk, e x 2, TR's partia
     return 1024 + (size_t)SSM__TW_NST * SSM__TW_TILE * 2 + (size_t)(Lc + 6) * SSM__TC_N * 4;
 }
 template <int TR, int BF, int SPLIT>
-__global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64_t s0, int Lc, ssm__cu_rv A, int64_t aos,
+__global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
                                                                            ssm__cu_rv b, int64_t nc, float *P, float *E) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && defined(SSM__SM90_HAVE)
     extern __shared__ __align__(16) unsigned char ssm__tw_sm[];
@@ -1748,10 +1764,10 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
     if (tid == 0) ssm__tw_real = 1;
 #pragma unroll
     for (int u = 0; u < SSM__TW_NST - 1; ++u) {
-        if (u < len) ssm__tc_load_tile<SSM__TW_THREADS, 1>(As + u * SSM__TW_TILE, Ag + abase + u * A.ts, aos, tid);
+        if (u < len) ssm__tc_load_tile<SSM__TW_THREADS, 1>(As + u * SSM__TW_TILE, Ag + abase + u * A.ts, aos, n, tid);
         ssm__tc_commit();
     }
-    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, tid, SSM__TW_THREADS);
+    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, SSM__TW_THREADS);
     if (tid < SSM__TC_N) es[tid] = 0.f;
     ssm__tc_eye(acc, warp * 16, lane);
     for (int u = 0; u < len; ++u) {
@@ -1761,7 +1777,7 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
         {
             int un = u + SSM__TW_NST - 1;
             if (un < len)
-                ssm__tc_load_tile<SSM__TW_THREADS, 1>(As + (un % SSM__TW_NST) * SSM__TW_TILE, Ag + abase + un * A.ts, aos, tid);
+                ssm__tc_load_tile<SSM__TW_THREADS, 1>(As + (un % SSM__TW_NST) * SSM__TW_TILE, Ag + abase + un * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
         const u16 *At = As + (u % SSM__TW_NST) * SSM__TW_TILE;
@@ -1829,7 +1845,7 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
 /* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 256 per sequence. Thread
    (row, q) keeps the next D rows-quarters of P in registers. */
 #define SSM__TC_D 8
-__global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, const float *P, const float *E,
+__global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, int n, const float *P, const float *E,
                                                                ssm__cu_rv h, float *X) {
     __shared__ __align__(16) float xs[2][SSM__TC_N];
     const int tid = threadIdx.x, row = tid >> 2, q = tid & 3;
@@ -1840,7 +1856,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, const
     float4 pr[SSM__TC_D][4];
     float er[SSM__TC_D];
     if (tid < SSM__TC_N) {
-        float v = ssm__cu_ld(h.p, h.dt, h.off + s * h.ss + tid * h.rs);
+        float v = tid < n ? ssm__cu_ld(h.p, h.dt, h.off + s * h.ss + tid * h.rs) : 0.f;
         xs[0][tid] = v;
         Xs[tid] = v;
     }
@@ -1884,12 +1900,13 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, const
     }
 }
 
-/* Shape / layout test for the tensor-core path: 16-bit A, n = 64, m = 1, rows (or columns, the
-   adjoint's transposed view) of A contiguous and 16-byte aligned. */
+/* Shape / layout test for the tensor-core path: 16-bit A, m = 1, n a multiple of 8 from
+   SSM__TC_NMIN to 64 (n < 64 zero-padded to 64 in shared memory), rows (or columns, the adjoint's
+   transposed view) of A contiguous and 16-byte aligned. */
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     int64_t os;
     const size_t smem = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + SSM__TC_LMAX) * SSM__TC_N * 4;
-    if (L->n != SSM__TC_N || L->m != 1 || A.dtype.bits != 16) return 0;
+    if (!ssm__cu_tc_shape(A.dtype, L->n, L->m)) return 0;
     if (A.cs == 1) os = A.rs;
     else if (A.rs == 1) os = A.cs;
     else return 0;
@@ -1915,7 +1932,8 @@ static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L) {
 }
 
 /* Pass 2 by cyclic reduction (method CR): X_0 = h_0, then the nc-step recurrence
-   X_c = P_{c-1} X_{c-1} + e_{c-1} on the level kernels (depth log2 nc instead of nc). */
+   X_c = P_{c-1} X_{c-1} + e_{c-1} on the level kernels (depth log2 nc instead of nc), over the
+   n x n blocks of the 64-wide P and E (X's rows past n are left unset; pass 3 reads zeros). */
 static ssm_result ssm__cu_tc_cr_carries(ssm__cu_lr *L, int64_t nc, float *P, float *E, ssm__cu_rv h0, float *X,
                                         char *crws) {
     ssm_matrix_batch src, dst;
@@ -1923,7 +1941,7 @@ static ssm_result ssm__cu_tc_cr_carries(ssm__cu_lr *L, int64_t nc, float *P, flo
     src.ptr = (char *)h0.p + h0.off * (int64_t)(h0.dt ? 2 : 4), src.rs = h0.rs, src.cs = 1, src.bs = 0, src.ss = h0.ss;
     src.dtype = h0.dt == 0 ? SSM_F32 : h0.dt == 1 ? SSM_F16 : SSM_BF16;
     dst.ptr = X, dst.rs = 1, dst.cs = 1, dst.bs = 0, dst.ss = nc * SSM__TC_N, dst.dtype = SSM_F32;
-    SSM__TRY(ssm__cu_copy(L->ctx, SSM_F32, L->S, 1, SSM__TC_N, 1, src, dst, 0));
+    SSM__TRY(ssm__cu_copy(L->ctx, SSM_F32, L->S, 1, L->n, 1, src, dst, 0));
     /* A_c = P_{c-1}, b_c = e_{c-1}: offsets one matrix before the buffers (index 0 is never read) */
     Av.p = P, Av.dt = 0, Av.off = -SSM__TC_N * SSM__TC_N, Av.ts = SSM__TC_N * SSM__TC_N, Av.rs = SSM__TC_N, Av.cs = 1;
     Av.ss = (nc - 1) * SSM__TC_N * SSM__TC_N, Av.chs = 0;
@@ -1967,6 +1985,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
                                 ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
     ssm__cu_state *cs = ssm__cu_st(L->ctx);
     cudaStream_t st = cs->stream;
+    const int n = (int)L->n;
     size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
     int split = cs->knobs.linrec_tc_split ? cs->knobs.linrec_tc_split == 2 : BF;
     cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
@@ -1974,7 +1993,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
     if (nc > 1) {
-        typedef void (*prod_fn)(int64_t, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
+        typedef void (*prod_fn)(int64_t, int, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
         const int w = (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split)) && ssm__lrw_ok(cs);
         const prod_fn k = w ? (split ? ssm__cu_tc_prodw_kernel<TR, BF, 1> : ssm__cu_tc_prodw_kernel<TR, BF, 0>)
                             : (split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>);
@@ -1985,19 +2004,19 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
                                  cudaGetErrorString(e));
         for (int64_t s0 = 0; s0 < L->S; s0 += 65535) { /* grid y stops at 65535 sequences a launch */
             dim3 grid((unsigned)(nc - 1), SSM__CU_GRID_Y(L->S - s0));
-            k<<<grid, w ? SSM__TW_THREADS : SSM__TP_THREADS, smp, st>>>(s0, Lc, A, aos, b, nc, P, E);
+            k<<<grid, w ? SSM__TW_THREADS : SSM__TP_THREADS, smp, st>>>(s0, Lc, n, A, aos, b, nc, P, E);
             SSM__CU_LAUNCHED(L->ctx, w ? "ssm__cu_tc_prodw_kernel" : "ssm__cu_tc_prod_kernel");
         }
     }
     if (crws) {
         SSM__TRY(ssm__cu_tc_cr_carries(L, nc, P, E, h0, X, crws));
     } else {
-        ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, P, E, h0, X);
+        ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, n, P, E, h0, X);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
     }
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
         dim3 grid((unsigned)nc, SSM__CU_GRID_Y(L->S - s0));
-        ssm__cu_tc_kernel<TR, BF><<<grid, 256, sm3, st>>>(s0, T1, Lc, A, aos, b, h, X, nc, o);
+        ssm__cu_tc_kernel<TR, BF><<<grid, 256, sm3, st>>>(s0, T1, Lc, n, A, aos, b, h, X, nc, o);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel");
     }
     return SSM_OK;
@@ -2571,7 +2590,7 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
    with f32 states and scratch. */
 static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const int64_t sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
-    const int tc = p->dtype.bits == 16 && p->n == SSM__TC_N && p->m == 1;
+    const int tc = ssm__cu_tc_shape(p->dtype, p->n, p->m);
     p->group = p->S;
     p->work = SSM_F32;
     if (!p->chunk) {
@@ -3361,7 +3380,7 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
         if (p->method == SSM_LINREC_CR) { /* the level kernels' figure, or the spans' and their carries' */
             if (!ssm__cu_cr_takes(ctx, p)) return SSM__NOT_MINE;
             generic = ssm__cu_cr_levels_bytes(p->group, p->T, p->n);
-            if (p->dtype.bits == 16 && p->n == SSM__TC_N && p->m == 1) {
+            if (ssm__cu_tc_shape(p->dtype, p->n, p->m)) {
                 int64_t Lc = p->chunk < 1 ? 1 : p->chunk > SSM__TC_LMAX ? SSM__TC_LMAX : p->chunk;
                 int64_t nc = (p->T - 1) / Lc + ((p->T - 1) % Lc != 0);
                 size_t a = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk), c = ssm__cu_cr_levels_bytes(p->group, nc, SSM__TC_N);
@@ -3380,7 +3399,7 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
             generic = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, p->group), (p->T - 1) / p->chunk), p->n), p->n);
             generic = generic > SIZE_MAX / 2 - 255 ? SIZE_MAX : 2 * ((generic + 255) & ~(size_t)255);
         }
-        if (p->dtype.bits == 16 && p->n == SSM__TC_N && p->m == 1) tc = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk);
+        if (ssm__cu_tc_shape(p->dtype, p->n, p->m)) tc = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk);
         *bytes = generic > tc ? generic : tc;
         return SSM_OK;
     }

@@ -1280,6 +1280,20 @@ static void build(void) {
                     lr_row(CASE_BWD, k % 2 ? CASE_BF16 : CASE_F16, layout, method, 1 + k % 3, Tt[ti], 64, 1, Cs[v], 0.9, flags);
             }
     }
+    /* the tensor-core path below n = 64 (tiles zero-filled past n): n = 16..56 by 8 through
+       chunked, cyclic reduction (spans + reduced carries) and auto, forward and backward */
+    {
+        static const int64_t Np[6] = {16, 24, 32, 40, 48, 56}, Tp[4] = {65, 300, 1000, 2}, Cp[3] = {0, 16, 37};
+        for (k = 0; k < 18; ++k) {
+            const int64_t T = Tp[k % 4], C = Cp[(k / 4) % 3];
+            const int method = k % 3 == 2 ? SSM_LINREC_AUTO : k % 3 == 1 ? SSM_LINREC_CR : SSM_LINREC_CHUNKED;
+            const unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 5 ? CASE_HT : 0) | (k % 7 >= 4 ? CASE_REVERSE : 0);
+            lr_row(CASE_FWD, k % 2 ? CASE_F16 : CASE_BF16, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, Np[k % 6], 1, C, 0.9, flags);
+            if (T <= 300)
+                lr_row(CASE_BWD, k % 2 ? CASE_BF16 : CASE_F16, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, Np[(k + 3) % 6], 1, C,
+                       0.9, flags);
+        }
+    }
     /* more than 65535 sequences (the CUDA grid's y limit) in every kernel family: seq,
        chunked, cr, the tensor-core path */
     for (v = 0; v < 2; ++v) {
