@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "narrow")) { /* the tensor-core path below n = 64 (padded tiles) */
-        std::vector<ssm_linrec_method> ms = {SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
+        std::vector<ssm_linrec_method> ms = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
         const int64_t ns[5] = {16, 24, 32, 48, 64}, Ts[3] = {1024, 4096, 8192};
         printf("== dense recurrence below n = 64 (S so that A >= 256 MB)\n");
         for (int di = 0; di < 2; ++di)
