@@ -1465,23 +1465,21 @@ __device__ __forceinline__ void ssm__tc_dot8(const uint4 &v, const float4 &x0, c
 template <int SW> __device__ __forceinline__ int ssm__tc_at(int row, int col) {
     return SW ? row * SSM__TC_N + ((((col >> 3) ^ row) & 7) << 3) + (col & 7) : row * SSM__TC_LD + col;
 }
-/* One n x n tile of A (rows aos apart) into shared memory as 64 x 64, zero past n, 16 bytes per
-   cp.async, NT threads. n is uniform: n = 64 keeps the plain copies (the masked ones cost the
-   issue-bound kernels 5% at n = 64, bench/results/cuda_linrec_narrow_*.log). */
-template <int NT, int SW>
+/* One n x n tile of A (rows aos apart) into shared memory as 64 x 64, zero past n (PAD, n < 64),
+   16 bytes per cp.async, NT threads. PAD is a template argument, the kernels instantiated twice:
+   the masked copies, even behind a uniform branch, cost the issue-bound n = 64 kernels 3-7%
+   (bench/results/cuda_linrec_narrow_*.log). */
+template <int NT, int SW, int PAD>
 __device__ __forceinline__ void ssm__tc_load_tile(unsigned short *dst, const unsigned short *src, int64_t aos, int n, int tid) {
-    if (n == SSM__TC_N) {
-#pragma unroll
-        for (int k = 0; k < (512 + NT - 1) / NT; ++k) {
-            const int id = tid + NT * k, r = id >> 3, c8 = (id & 7) * 8;
-            if (512 % NT == 0 || id < 512) ssm__tc_cp16(dst + ssm__tc_at<SW>(r, c8), src + r * aos + c8);
-        }
-        return;
-    }
 #pragma unroll
     for (int k = 0; k < (512 + NT - 1) / NT; ++k) {
-        const int id = tid + NT * k, r = id >> 3, c8 = (id & 7) * 8, in = r < n && c8 < n;
-        if (512 % NT == 0 || id < 512) ssm__tc_cp16z(dst + ssm__tc_at<SW>(r, c8), in ? src + r * aos + c8 : src, in ? 16u : 0u);
+        const int id = tid + NT * k, r = id >> 3, c8 = (id & 7) * 8;
+        if (512 % NT != 0 && id >= 512) continue;
+        if constexpr (!PAD) ssm__tc_cp16(dst + ssm__tc_at<SW>(r, c8), src + r * aos + c8);
+        else {
+            const int in = r < n && c8 < n;
+            ssm__tc_cp16z(dst + ssm__tc_at<SW>(r, c8), in ? src + r * aos + c8 : src, in ? 16u : 0u);
+        }
     }
 }
 
@@ -1504,7 +1502,7 @@ __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv
 
 /* Pass 3: chunk c from its carry X_c, writing h (and the caller's view o when set). TR: A is
    stored transposed (rs == 1, rows of storage along A's columns). */
-template <int TR, int BF>
+template <int TR, int BF, int PAD>
 __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, int n, ssm__cu_rv A,
                                                          int64_t aos, ssm__cu_rv b, ssm__cu_rv h, const float *X,
                                                          int64_t nc, ssm__cu_rv o) {
@@ -1527,7 +1525,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
         /* prologue: the first NST-1 tiles in flight */
 #pragma unroll
         for (int u = 0; u < SSM__TC_NST - 1; ++u) {
-            if (u < len) ssm__tc_load_tile<256, 0>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
+            if (u < len) ssm__tc_load_tile<256, 0, PAD>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
         if (tid < SSM__TC_N) hs[tid] = tid < n ? X[(s * nc + c) * SSM__TC_N + tid] : 0.f; /* CR's carries leave rows past n unset */
@@ -1537,7 +1535,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
             __syncthreads();
             {
                 int un = u + SSM__TC_NST - 1;
-                if (un < len) ssm__tc_load_tile<256, 0>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
+                if (un < len) ssm__tc_load_tile<256, 0, PAD>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
                 ssm__tc_commit();
             }
             const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
@@ -1570,7 +1568,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
             v += bcur;
             if (q == 0) {
                 hn[row] = v; /* rows past n: 0 */
-                if (row < n) {
+                if (!PAD || row < n) {
                     ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + row * h.rs, v);
                     if (o.p) ssm__cu_stv(o.p, o.dt, o.off + s * o.ss + c * o.chs + u * o.ts + row * o.rs, v);
                 }
@@ -1677,7 +1675,7 @@ __device__ __forceinline__ void ssm__tc_put_e(float *dst, const float (*e)[4], i
 #define SSM__TP_MB 2
 #define SSM__TP_THREADS 96
 #define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
-template <int TR, int BF, int SPLIT>
+template <int TR, int BF, int SPLIT, int PAD>
 __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
                                                                           ssm__cu_rv b, int64_t nc, float *P, float *E) {
     extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
@@ -1694,7 +1692,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
     unsigned af[SSM__TP_MB][4][4], al[SSM__TP_MB][4][4];
 #pragma unroll
     for (int u = 0; u < SSM__TP_NST - 1; ++u) {
-        if (u < len) ssm__tc_load_tile<SSM__TP_THREADS, 0>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
+        if (u < len) ssm__tc_load_tile<SSM__TP_THREADS, 0, PAD>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
         ssm__tc_commit();
     }
     ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, SSM__TP_THREADS);
@@ -1706,7 +1704,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
         {
             int un = u + SSM__TP_NST - 1;
             if (un < len)
-                ssm__tc_load_tile<SSM__TP_THREADS, 0>(As + (un % SSM__TP_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
+                ssm__tc_load_tile<SSM__TP_THREADS, 0, PAD>(As + (un % SSM__TP_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
         const u16 *At = As + (u % SSM__TP_NST) * SSM__TC_TILE;
@@ -1757,7 +1755,7 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
 static size_t ssm__tw_smem(int Lc) { /* ring, b of the chunk, e x 2, TR's partial sums of e */
     return 1024 + (size_t)SSM__TW_NST * SSM__TW_TILE * 2 + (size_t)(Lc + 6) * SSM__TC_N * 4;
 }
-template <int TR, int BF, int SPLIT>
+template <int TR, int BF, int SPLIT, int PAD>
 __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
                                                                            ssm__cu_rv b, int64_t nc, float *P, float *E) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && defined(SSM__SM90_HAVE)
@@ -1776,7 +1774,7 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
     if (tid == 0) ssm__tw_real = 1;
 #pragma unroll
     for (int u = 0; u < SSM__TW_NST - 1; ++u) {
-        if (u < len) ssm__tc_load_tile<SSM__TW_THREADS, 1>(As + u * SSM__TW_TILE, Ag + abase + u * A.ts, aos, n, tid);
+        if (u < len) ssm__tc_load_tile<SSM__TW_THREADS, 1, PAD>(As + u * SSM__TW_TILE, Ag + abase + u * A.ts, aos, n, tid);
         ssm__tc_commit();
     }
     ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, SSM__TW_THREADS);
@@ -1789,7 +1787,7 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
         {
             int un = u + SSM__TW_NST - 1;
             if (un < len)
-                ssm__tc_load_tile<SSM__TW_THREADS, 1>(As + (un % SSM__TW_NST) * SSM__TW_TILE, Ag + abase + un * A.ts, aos, n, tid);
+                ssm__tc_load_tile<SSM__TW_THREADS, 1, PAD>(As + (un % SSM__TW_NST) * SSM__TW_TILE, Ag + abase + un * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
         const u16 *At = As + (u % SSM__TW_NST) * SSM__TW_TILE;
@@ -1965,20 +1963,23 @@ static ssm_result ssm__cu_tc_cr_carries(ssm__cu_lr *L, int64_t nc, float *P, flo
 /* 1 when the wgmma chunk products run on the context's device: compute capability 9.0 and this
    binary's sm_90a code (a stub has no static shared memory). Asked once per context; their
    shared-memory limit is raised then, for the longest chunk. */
+#ifdef SSM__SM90_HAVE
+template <int PAD> static int ssm__lrw_ok_pad(ssm__cu_state *st, size_t dyn) {
+    return ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 0, 0, PAD>, dyn) &&
+           ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 0, 1, PAD>, dyn) &&
+           ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 1, 0, PAD>, dyn) &&
+           ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 1, 1, PAD>, dyn) &&
+           ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 0, 0, PAD>, dyn) &&
+           ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 0, 1, PAD>, dyn) &&
+           ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 1, 0, PAD>, dyn) &&
+           ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 1, 1, PAD>, dyn);
+}
+#endif
 static int ssm__lrw_ok(ssm__cu_state *st) {
 #ifdef SSM__SM90_HAVE
     if (!st->lrw) {
         const size_t dyn = ssm__tw_smem(SSM__TC_LMAX);
-        st->lrw = ssm__sm90_device(st) && ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 0, 0>, dyn) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 0, 1>, dyn) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 1, 0>, dyn) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<0, 1, 1>, dyn) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 0, 0>, dyn) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 0, 1>, dyn) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 1, 0>, dyn) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__cu_tc_prodw_kernel<1, 1, 1>, dyn)
-                      ? 1
-                      : 2;
+        st->lrw = ssm__sm90_device(st) && ssm__lrw_ok_pad<0>(st, dyn) && ssm__lrw_ok_pad<1>(st, dyn) ? 1 : 2;
         cudaGetLastError();
     }
     return st->lrw == 1;
@@ -1992,7 +1993,7 @@ static int ssm__lrw_ok(ssm__cu_state *st) {
    product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the product's rounding stays
    under the f16 output rounding, bench/results/cuda_linrec_perf.log); the config's
    linrec_tc_split forces either. */
-template <int TR, int BF>
+template <int TR, int BF, int PAD>
 static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
                                 ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
     ssm__cu_state *cs = ssm__cu_st(L->ctx);
@@ -2000,15 +2001,15 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     const int n = (int)L->n;
     size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
     int split = cs->knobs.linrec_tc_split ? cs->knobs.linrec_tc_split == 2 : BF;
-    cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
+    cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
     if (nc > 1) {
         typedef void (*prod_fn)(int64_t, int, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
         const int w = (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split)) && ssm__lrw_ok(cs);
-        const prod_fn k = w ? (split ? ssm__cu_tc_prodw_kernel<TR, BF, 1> : ssm__cu_tc_prodw_kernel<TR, BF, 0>)
-                            : (split ? ssm__cu_tc_prod_kernel<TR, BF, 1> : ssm__cu_tc_prod_kernel<TR, BF, 0>);
+        const prod_fn k = w ? (split ? ssm__cu_tc_prodw_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prodw_kernel<TR, BF, 0, PAD>)
+                            : (split ? ssm__cu_tc_prod_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prod_kernel<TR, BF, 0, PAD>);
         const size_t smp = w ? ssm__tw_smem(Lc) : (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
         e = w ? cudaSuccess : cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp); /* wgmma: set once */
         if (e != cudaSuccess)
@@ -2028,7 +2029,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     }
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
         dim3 grid((unsigned)nc, SSM__CU_GRID_Y(L->S - s0));
-        ssm__cu_tc_kernel<TR, BF><<<grid, 256, sm3, st>>>(s0, T1, Lc, n, A, aos, b, h, X, nc, o);
+        ssm__cu_tc_kernel<TR, BF, PAD><<<grid, 256, sm3, st>>>(s0, T1, Lc, n, A, aos, b, h, X, nc, o);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel");
     }
     return SSM_OK;
@@ -2057,11 +2058,12 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
     L->st->mat_state += L->S * T1 * 2 + L->S * (nc - 1);
     if (out.ptr) ov = ssm__cu_rv_of(out, 1, Lc), *out_written = 1;
     else memset(&ov, 0, sizeof ov);
-    if (A.dtype.code == SSM_DTYPE_BFLOAT)
-        return tr ? ssm__cu_tc_go<1, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws)
-                  : ssm__cu_tc_go<0, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
-    return tr ? ssm__cu_tc_go<1, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws)
-              : ssm__cu_tc_go<0, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
+#define SSM__TC_GO(TR_, BF_)                                                                             \
+    (L->n == SSM__TC_N ? ssm__cu_tc_go<TR_, BF_, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws) \
+                       : ssm__cu_tc_go<TR_, BF_, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws))
+    if (A.dtype.code == SSM_DTYPE_BFLOAT) return tr ? SSM__TC_GO(1, 1) : SSM__TC_GO(0, 1);
+    return tr ? SSM__TC_GO(1, 0) : SSM__TC_GO(0, 0);
+#undef SSM__TC_GO
 }
 
 /* ---- Hillis-Steele scan, one fused kernel per level ----------------------------------------
@@ -4311,6 +4313,12 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
                     for (int w = 0; w < 2; ++w)
 #pragma unroll
                         for (int q = 0; q < 16; ++q) ssm__sm90_rf(acc[m][w][q]);
+#pragma unroll
+                for (int w = 0; w < 2; ++w) /* the register A operands too: live until the wait, not reused under the wgmma */
+#pragma unroll
+                    for (int k = 0; k < 2; ++k)
+#pragma unroll
+                        for (int z = 0; z < 4; ++z) ssm__sm90_ra(a[w][k][z]);
                 if (lane == 0) ssm__sm90_arrive(&empty[s]); /* its wgmmas have completed (wait 0) */
                 if (++s == ST) s = 0, ph ^= 1;
             }
