@@ -5885,28 +5885,29 @@ static int ssm__pj_dact8_ok(const ssm_proj_plan *p, const ssm_tensor *pre, const
 }
 
 /* Column sums of a [rows, cols] matrix (row stride rs, unit column stride), in a fixed order:
-   part[k][c] = sum of chunk k's rows; then ssm__pj_colfin_kernel sums the chunks. Under
-   `biased`, column c is a projection's column and only those of biased segments are summed
-   (dbias: the others are zeros, often all but a few columns of N). */
-__device__ __forceinline__ int ssm__pj_col_on(const ssm__pj_segs &sg, int biased, int64_t c) {
-    return !biased || sg.bias[ssm__pj_seg_of(sg, c)];
+   part[k][c] = sum of chunk k's rows; then ssm__pj_colfin_kernel sums the chunks. With segments
+   (sg.n > 0: a projection has at least one), column c is a projection's column and only those
+   of biased segments are summed (dbias: the others are zeros, often all but a few columns of
+   N); a zeroed sg sums every column. */
+__device__ __forceinline__ int ssm__pj_col_on(const ssm__pj_segs &sg, int64_t c) {
+    return !sg.n || sg.bias[ssm__pj_seg_of(sg, c)];
 }
 __global__ void ssm__pj_colsum_kernel(const void *src, int dt, int64_t rows, int64_t cols, int64_t rs, int64_t chunk,
-                                      ssm__pj_segs sg, int biased, float *part) {
+                                      ssm__pj_segs sg, float *part) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, r0 = (int64_t)blockIdx.y * chunk;
     const int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
     float s = 0.f;
-    if (c >= cols || !ssm__pj_col_on(sg, biased, c)) return;
+    if (c >= cols || !ssm__pj_col_on(sg, c)) return;
     for (int64_t r = r0; r < r1; ++r) s += ssm__cu_ld(src, dt, r * rs + c);
     part[blockIdx.y * cols + c] = s;
 }
 /* out[c * os] = sum_k part[k][c] (0 for the columns left out) */
-__global__ void ssm__pj_colfin_kernel(const float *part, int64_t nchunks, int64_t cols, ssm__pj_segs sg, int biased, void *out,
+__global__ void ssm__pj_colfin_kernel(const float *part, int64_t nchunks, int64_t cols, ssm__pj_segs sg, void *out,
                                       int dt, int64_t os) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     float s = 0.f;
     if (c >= cols) return;
-    if (ssm__pj_col_on(sg, biased, c))
+    if (ssm__pj_col_on(sg, c))
         for (int64_t k = 0; k < nchunks; ++k) s += part[k * cols + c];
     ssm__cu_stv(out, dt, c * os, s);
 }
@@ -5969,9 +5970,9 @@ static ssm_result ssm__pj_colsums(ssm_ctx *ctx, const void *src, int dt, int64_t
     if (biased) sg = *biased;
     else memset(&sg, 0, sizeof sg);
     ssm__pj_colsum_kernel<<<dim3((unsigned)((cols + 255) / 256), (unsigned)nch), 256, 0, st>>>(src, dt, rows, cols, rs,
-                                                                                             chunk, sg, !!biased, part);
+                                                                                             chunk, sg, part);
     SSM__CU_LAUNCHED(ctx, "ssm__pj_colsum_kernel");
-    ssm__pj_colfin_kernel<<<(unsigned)((cols + 255) / 256), 256, 0, st>>>(part, nch, cols, sg, !!biased, out, odt, os);
+    ssm__pj_colfin_kernel<<<(unsigned)((cols + 255) / 256), 256, 0, st>>>(part, nch, cols, sg, out, odt, os);
     SSM__CU_LAUNCHED(ctx, "ssm__pj_colfin_kernel");
     return SSM_OK;
 }

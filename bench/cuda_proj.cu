@@ -183,6 +183,21 @@ static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M
     cudaFree(db), cudaFree(dal);
 }
 
+/* The callables fs timed in 3 interleaved rounds, round r in the order rotated by r (so each one
+   follows each other one): every callable's 3 times, sorted ([1] the median). The SM clock under
+   the power cap follows what ran just before (see proj_rows). */
+static std::vector<std::vector<double>> time_rotated(const std::vector<std::function<void()>> &fs) {
+    const size_t n = fs.size();
+    std::vector<std::vector<double>> v(n);
+    for (size_t round = 0; round < 3; ++round)
+        for (size_t j = 0; j < n; ++j) {
+            const size_t k = (j + round) % n;
+            v[k].push_back(time_ms(fs[k]));
+        }
+    for (size_t k = 0; k < n; ++k) std::sort(v[k].begin(), v[k].end());
+    return v;
+}
+
 /* What the vendor fuses: y = GELU(x W^T + b) as one cuBLASLt matmul (epilogue GELU_BIAS, the
    tanh form) beside ours (one GELU_TANH segment with bias; default context) and the cuBLAS GEMM
    alone, on the same inputs, interleaved in 3 rotated rounds (medians); the two outputs are
@@ -246,14 +261,7 @@ static void gelu_row(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t M, int64_t K,
             const double v = dtc(dt) == 2 ? (double)__bfloat162float(*(__nv_bfloat16 *)&hb[i]) : (double)__half2float(*(__half *)&hb[i]);
             dmax = fabs(u - v) > dmax ? fabs(u - v) : dmax, vmax = fabs(v) > vmax ? fabs(v) : vmax;
         }
-        std::vector<double> v[3];
-        for (int round = 0; round < 3; ++round)
-            for (int j = 0; j < 3; ++j) {
-                const int k = (j + round) % 3;
-                v[k].push_back(time_ms(k == 0 ? std::function<void()>([&] { gemm_nt(dt, M, N, K, x, W, y); })
-                                              : k == 1 ? std::function<void()>(lt_call) : std::function<void()>(ours)));
-            }
-        for (int k = 0; k < 3; ++k) std::sort(v[k].begin(), v[k].end());
+        const std::vector<std::vector<double>> v = time_rotated({[&] { gemm_nt(dt, M, N, K, x, W, y); }, lt_call, ours});
         const double g = v[0][1], l = v[1][1], o = v[2][1];
         snprintf(shape, sizeof shape, "{\"M\":%lld,\"d\":%lld,\"N\":%lld}", (long long)M, (long long)K, (long long)N);
         printf("  gelu+bias %-4s M%-6lld d%-5lld N%-5lld  cublas gemm alone %7.3f ms | cublaslt GELU_BIAS %7.3f ms (x%4.2f) | ours %7.3f ms (x%4.2f)"
@@ -282,17 +290,9 @@ static void gemm_row(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t n) {
     if (a && w && y) {
         ssm_tensor ta = ssm_tensor_make(a, dt, ssm_cuda_device(0), 2, s2, NULL), tw = ssm_tensor_make(w, dt, ssm_cuda_device(0), 2, s2, NULL);
         ssm_tensor ty = ssm_tensor_make(y, dt, ssm_cuda_device(0), 2, s2, NULL);
-        /* cuBLAS, the default, kernel 3 and kernel 1 in 3 interleaved rounds, rotated (median of
-           each): the SM clock under the power cap follows what ran before (see proj_rows) */
-        std::vector<double> v[4];
-        for (int round = 0; round < 3; ++round)
-            for (int j = 0; j < 4; ++j) {
-                const int k = (j + round) % 4;
-                ssm_ctx *cx = k == 1 ? ctx : k == 2 ? g_k3 : g_k1;
-                v[k].push_back(k == 0 ? time_ms([&] { gemm_nt(dt, n, n, n, a, w, y); })
-                                      : time_ms([&] { ssm_proj_forward(cx, &d, &ta, &tw, NULL, NULL, &ty, NULL); }));
-            }
-        for (int k = 0; k < 4; ++k) std::sort(v[k].begin(), v[k].end());
+        /* cuBLAS, the default, kernel 3 and kernel 1, rotated rounds (medians) */
+        auto ours = [&](ssm_ctx *cx) { return [&, cx] { ssm_proj_forward(cx, &d, &ta, &tw, NULL, NULL, &ty, NULL); }; };
+        const std::vector<std::vector<double>> v = time_rotated({[&] { gemm_nt(dt, n, n, n, a, w, y); }, ours(ctx), ours(g_k3), ours(g_k1)});
         const double g = v[0][1], e = v[1][1], k3 = v[2][1], k1 = v[3][1], g2 = v[0][2];
         double o = time_ms([&] { ssm_proj_forward(g_tile, &d, &ta, &tw, NULL, NULL, &ty, NULL); });
         double fl = 2.0 * n * n * n;
