@@ -199,8 +199,9 @@ typedef struct ssm_cuda_config {
                              the wgmma ones where they apply; calls they do not fit take 1    */
     int linrec_tc_prod;   /* tensor-core chunked, the chunk products: 1 = mma.sync, 2 = wgmma
                              (a cc 9.0 GPU running this binary's sm_90a code; elsewhere 1);
-                             by default wgmma for the hi/lo split products (bf16) where it
-                             runs, mma.sync for the plain ones (f16), as measured faster      */
+                             by default wgmma for the hi/lo split products (bf16) at n = 64
+                             where it runs, mma.sync for the plain ones (f16) and for n < 64
+                             (it skips the zero blocks), as measured faster                   */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -1354,10 +1355,6 @@ __device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned
 __device__ __forceinline__ void ssm__tc_cp16(void *dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__tc_sa(dst)), "l"(src));
 }
-/* the same, reading `bytes` (0 or 16) of src and zero-filling the rest (the padding of n < 64) */
-__device__ __forceinline__ void ssm__tc_cp16z(void *dst, const void *src, unsigned bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(bytes));
-}
 __device__ __forceinline__ void ssm__tc_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void ssm__tc_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 __device__ __forceinline__ void ssm__tc_ldm4(unsigned r[4], const void *p) {
@@ -1465,21 +1462,27 @@ __device__ __forceinline__ void ssm__tc_dot8(const uint4 &v, const float4 &x0, c
 template <int SW> __device__ __forceinline__ int ssm__tc_at(int row, int col) {
     return SW ? row * SSM__TC_N + ((((col >> 3) ^ row) & 7) << 3) + (col & 7) : row * SSM__TC_LD + col;
 }
-/* One n x n tile of A (rows aos apart) into shared memory as 64 x 64, zero past n (PAD, n < 64),
-   16 bytes per cp.async, NT threads. PAD is a template argument, the kernels instantiated twice:
-   the masked copies, even behind a uniform branch, cost the issue-bound n = 64 kernels 3-7%
-   (bench/results/cuda_linrec_narrow_*.log). */
+/* One n x n tile of A (rows aos apart) into shared memory, 16 bytes per cp.async, NT threads.
+   PAD (n < 64): only the 16-byte chunks inside n x n are copied; the rest of the 64 x 64 tile
+   stays as ssm__tc_zero_ring left it. PAD is a template argument, the kernels instantiated
+   twice: masked copies, even behind a uniform branch, cost the issue-bound n = 64 kernels 3-7%
+   (bench/results/cuda_linrec_narrow_e626e6f.log). */
 template <int NT, int SW, int PAD>
 __device__ __forceinline__ void ssm__tc_load_tile(unsigned short *dst, const unsigned short *src, int64_t aos, int n, int tid) {
 #pragma unroll
     for (int k = 0; k < (512 + NT - 1) / NT; ++k) {
         const int id = tid + NT * k, r = id >> 3, c8 = (id & 7) * 8;
         if (512 % NT != 0 && id >= 512) continue;
-        if constexpr (!PAD) ssm__tc_cp16(dst + ssm__tc_at<SW>(r, c8), src + r * aos + c8);
-        else {
-            const int in = r < n && c8 < n;
-            ssm__tc_cp16z(dst + ssm__tc_at<SW>(r, c8), in ? src + r * aos + c8 : src, in ? 16u : 0u);
-        }
+        if (!PAD || (r < n && c8 < n)) ssm__tc_cp16(dst + ssm__tc_at<SW>(r, c8), src + r * aos + c8);
+    }
+}
+/* PAD: the ring zeroed once before its first copies (which then never write past n), and a
+   barrier so that no zero store lands after a copy. */
+template <int PAD>
+__device__ __forceinline__ void ssm__tc_zero_ring(unsigned short *ring, int halfs, int tid, int nt) {
+    if constexpr (PAD) {
+        for (int i = 8 * tid; i < halfs; i += 8 * nt) *(uint4 *)(ring + i) = make_uint4(0, 0, 0, 0);
+        __syncthreads();
     }
 }
 
@@ -1522,6 +1525,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
     {
         const int64_t abase = A.off + s * A.ss + c * A.chs;
         const int64_t bbase = b.off + s * b.ss + c * b.chs, hbase = h.off + s * h.ss + c * h.chs;
+        ssm__tc_zero_ring<PAD>(As, SSM__TC_NST * SSM__TC_TILE, tid, 256);
         /* prologue: the first NST-1 tiles in flight */
 #pragma unroll
         for (int u = 0; u < SSM__TC_NST - 1; ++u) {
@@ -1542,9 +1546,11 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
             const float *hc = hs + (u & 1) * SSM__TC_N;
             float *hn = hs + ((u + 1) & 1) * SSM__TC_N;
             const float bcur = bs[u * SSM__TC_N + row];
-            /* mat-vec: thread (row, q) sums a quarter of row `row` of A_u */
+            /* mat-vec: thread (row, q) sums a quarter of row `row` of A_u (PAD: rows past n are
+               zero, whole warps of them for n % 8 == 0) */
             float p0 = 0.f, p1 = 0.f;
-            if (!TR) {
+            if (PAD && row >= n) {
+            } else if (!TR) {
                 const uint4 *ap = (const uint4 *)(At + row * SSM__TC_LD + q * 16);
                 uint4 v0 = ap[0], v1 = ap[1];
                 const float4 *hp = (const float4 *)(hc + q * 16);
@@ -1555,6 +1561,7 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
 #pragma unroll
                 for (int j = 0; j < 16; j += 2) {
                     int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
+                    if (PAD && 4 * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
                     u16 a0 = At[k0 * SSM__TC_LD + row], a1 = At[k1 * SSM__TC_LD + row];
                     unsigned pr = (unsigned)a0 | ((unsigned)a1 << 16);
                     float2 f = ssm__tc_f2<BF>(pr);
@@ -1593,10 +1600,10 @@ __device__ __forceinline__ void ssm__tc_eye(float (*q)[4], int row0, int lane) {
 }
 /* accumulators -> 16-bit A fragments af (k-slab kk = columns 16kk..16kk+15), and with SPLIT the
    rounding residual al (the hi/lo split of the running product, for bf16) */
-template <int BF, int SPLIT>
+template <int BF, int SPLIT, int KS = 4> /* the first KS k-slabs */
 __device__ __forceinline__ void ssm__tc_frag(unsigned (*af)[4], unsigned (*al)[4], const float (*q)[4]) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < KS; ++kk) {
         if (!SPLIT) {
             af[kk][0] = ssm__tc_pack<BF>(q[2 * kk][0], q[2 * kk][1]);
             af[kk][1] = ssm__tc_pack<BF>(q[2 * kk][2], q[2 * kk][3]);
@@ -1620,12 +1627,12 @@ __device__ __forceinline__ void ssm__tc_bfrag(unsigned bf[4], const unsigned sho
 /* One step of the mma.sync kernel's end-state warp, e^T <- e^T A_u^T + b_u^T on the tensor cores:
    lanes 0-3 hold e in e[t][0..1]; row 0 of the A fragment is e_hi, row 1 e_lo (so e keeps ~f32
    accuracy through 16-bit operands). */
-template <int TR, int BF>
+template <int TR, int BF, int NK>
 __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned short *At, const float *bu, int lane) {
     const int lc = 2 * (lane & 3);
-    unsigned af[4][4];
+    unsigned af[NK][4];
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) { /* row 0 = e_hi (lanes 0-3), row 1 = e_lo (lanes 4-7) */
+    for (int kk = 0; kk < NK; ++kk) { /* row 0 = e_hi (lanes 0-3), row 1 = e_lo (lanes 4-7) */
         unsigned h0, l0, h1, l1;
         ssm__tc_split<BF>(e[2 * kk][0], e[2 * kk][1], &h0, &l0);
         ssm__tc_split<BF>(e[2 * kk + 1][0], e[2 * kk + 1][1], &h1, &l1);
@@ -1635,9 +1642,9 @@ __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned sho
         af[kk][1] = af[kk][3] = 0u;
     }
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+    for (int kk = 0; kk < NK; ++kk)
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
+        for (int np = 0; np < NK; ++np) {
             unsigned bf[4];
             ssm__tc_bfrag<TR>(bf, At, kk, np, lane);
             if (kk == 0) {
@@ -1649,7 +1656,7 @@ __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned sho
             }
         }
 #pragma unroll
-    for (int t = 0; t < 8; ++t) { /* e = row0 + row1 + b_u */
+    for (int t = 0; t < 2 * NK; ++t) { /* e = row0 + row1 + b_u */
         float x = __shfl_down_sync(0xffffffffu, e[t][0], 4), y = __shfl_down_sync(0xffffffffu, e[t][1], 4);
         e[t][0] += x + bu[8 * t + lc];
         e[t][1] += y + bu[8 * t + lc + 1];
@@ -1670,9 +1677,44 @@ __device__ __forceinline__ void ssm__tc_put_e(float *dst, const float (*e)[4], i
         for (int t = 0; t < 8; ++t) *(float2 *)(dst + 8 * t + lc) = make_float2(e[t][0], e[t][1]);
 }
 
+/* The product warps' step, Q <- Q A_u^T, over the first NK k-slabs and 16-column blocks (NK = 4
+   at n = 64; for n < 64 the rest are zero products) and this warp's first mbn 16-row blocks
+   (a block past n keeps Q = I's zero rows: its P rows stay finite and the carries multiply
+   them by zero states). NK is a template argument: guards inside the unrolled loops cost the
+   loads their overlap with the MMAs (n = 48 ran 9% slower than with no skipping at all). */
+#define SSM__TP_MB 2
+template <int TR, int BF, int SPLIT, int NK>
+__device__ __forceinline__ void ssm__tc_prod_step(float (*acc)[8][4], unsigned (*af)[4][4], unsigned (*al)[4][4],
+                                                  const unsigned short *At, int lane, int mbn) {
+#pragma unroll
+    for (int mb = 0; mb < SSM__TP_MB; ++mb)
+        if (mb < mbn) ssm__tc_frag<BF, SPLIT, NK>(af[mb], al[mb], acc[mb]);
+#pragma unroll
+    for (int kk = 0; kk < NK; ++kk)
+#pragma unroll
+        for (int np = 0; np < NK; ++np) {
+            unsigned bf[4];
+            ssm__tc_bfrag<TR>(bf, At, kk, np, lane);
+#pragma unroll
+            for (int mb = 0; mb < SSM__TP_MB; ++mb) {
+                if (mb >= mbn) continue;
+                if (kk == 0) {
+                    ssm__tc_mma0<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
+                    ssm__tc_mma0<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
+                } else {
+                    ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
+                    ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
+                }
+                if (SPLIT) {
+                    ssm__tc_mma<BF>(acc[mb][2 * np], al[mb][kk], bf[0], bf[1]);
+                    ssm__tc_mma<BF>(acc[mb][2 * np + 1], al[mb][kk], bf[2], bf[3]);
+                }
+            }
+        }
+}
+
 /* On mma.sync: warps 0..1 own 32 rows of Q each, warp 2 runs e (ssm__tc_e_step). No barrier is
    needed for the product itself, only for the tile ring. */
-#define SSM__TP_MB 2
 #define SSM__TP_THREADS 96
 #define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
 template <int TR, int BF, int SPLIT, int PAD>
@@ -1687,9 +1729,11 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
     const int len = Lc;
     const u16 *Ag = (const u16 *)A.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
-    const int isE = warp == 2;
+    const int isE = warp == 2, nk = PAD ? (n + 15) >> 4 : 4; /* the k-slabs and column blocks that hold n */
+    const int mbn = !PAD ? SSM__TP_MB : n <= warp * 32 ? 0 : n <= warp * 32 + 16 ? 1 : 2; /* this warp's row blocks inside n */
     float acc[SSM__TP_MB][8][4];
     unsigned af[SSM__TP_MB][4][4], al[SSM__TP_MB][4][4];
+    ssm__tc_zero_ring<PAD>(As, SSM__TP_NST * SSM__TC_TILE, tid, SSM__TP_THREADS);
 #pragma unroll
     for (int u = 0; u < SSM__TP_NST - 1; ++u) {
         if (u < len) ssm__tc_load_tile<SSM__TP_THREADS, 0, PAD>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
@@ -1709,32 +1753,17 @@ __global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_
         }
         const u16 *At = As + (u % SSM__TP_NST) * SSM__TC_TILE;
         if (isE) {
-            ssm__tc_e_step<TR, BF>(acc[0], At, bs + u * SSM__TC_N, lane);
+            const float *bu = bs + u * SSM__TC_N;
+            if (!PAD || nk == 4) ssm__tc_e_step<TR, BF, 4>(acc[0], At, bu, lane);
+            else if (nk == 3) ssm__tc_e_step<TR, BF, 3>(acc[0], At, bu, lane);
+            else if (nk == 2) ssm__tc_e_step<TR, BF, 2>(acc[0], At, bu, lane);
+            else ssm__tc_e_step<TR, BF, 1>(acc[0], At, bu, lane);
             continue;
         }
-#pragma unroll
-        for (int mb = 0; mb < SSM__TP_MB; ++mb) ssm__tc_frag<BF, SPLIT>(af[mb], al[mb], acc[mb]);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-            for (int np = 0; np < 4; ++np) {
-                unsigned bf[4];
-                ssm__tc_bfrag<TR>(bf, At, kk, np, lane);
-#pragma unroll
-                for (int mb = 0; mb < SSM__TP_MB; ++mb) {
-                    if (kk == 0) {
-                        ssm__tc_mma0<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
-                        ssm__tc_mma0<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
-                    } else {
-                        ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
-                        ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
-                    }
-                    if (SPLIT) {
-                        ssm__tc_mma<BF>(acc[mb][2 * np], al[mb][kk], bf[0], bf[1]);
-                        ssm__tc_mma<BF>(acc[mb][2 * np + 1], al[mb][kk], bf[2], bf[3]);
-                    }
-                }
-            }
+        if (!PAD || nk == 4) ssm__tc_prod_step<TR, BF, SPLIT, 4>(acc, af, al, At, lane, mbn);
+        else if (nk == 3) ssm__tc_prod_step<TR, BF, SPLIT, 3>(acc, af, al, At, lane, mbn);
+        else if (nk == 2) ssm__tc_prod_step<TR, BF, SPLIT, 2>(acc, af, al, At, lane, mbn);
+        else ssm__tc_prod_step<TR, BF, SPLIT, 1>(acc, af, al, At, lane, mbn);
     }
     if (!isE) {
 #pragma unroll
@@ -1772,6 +1801,7 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
     float acc[8][4], ev = 0.f;
     unsigned af[4][4], al[4][4];
     if (tid == 0) ssm__tw_real = 1;
+    ssm__tc_zero_ring<PAD>(As, SSM__TW_NST * SSM__TW_TILE, tid, SSM__TW_THREADS); /* ordered before the wgmma by each step's proxy fence */
 #pragma unroll
     for (int u = 0; u < SSM__TW_NST - 1; ++u) {
         if (u < len) ssm__tc_load_tile<SSM__TW_THREADS, 1, PAD>(As + u * SSM__TW_TILE, Ag + abase + u * A.ts, aos, n, tid);
@@ -2007,7 +2037,8 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
                              cudaGetErrorString(e));
     if (nc > 1) {
         typedef void (*prod_fn)(int64_t, int, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
-        const int w = (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split)) && ssm__lrw_ok(cs);
+        /* n < 64: mma.sync skips the zero blocks, wgmma's m64n64 cannot */
+        const int w = (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split && !PAD)) && ssm__lrw_ok(cs);
         const prod_fn k = w ? (split ? ssm__cu_tc_prodw_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prodw_kernel<TR, BF, 0, PAD>)
                             : (split ? ssm__cu_tc_prod_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prod_kernel<TR, BF, 0, PAD>);
         const size_t smp = w ? ssm__tw_smem(Lc) : (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;

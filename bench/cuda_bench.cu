@@ -264,17 +264,23 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "narrow")) { /* the tensor-core path below n = 64 (padded tiles) */
         std::vector<ssm_linrec_method> ms = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
         const int64_t ns[5] = {16, 24, 32, 48, 64}, Ts[3] = {1024, 4096, 8192};
+        ssm_ctx *w = NULL;
+        ssm_cuda_config c2 = cc;
+        c2.linrec_tc_prod = 2;
+        cfg.backend_config = &c2;
+        if (ssm_ctx_create(&cfg, &w) != SSM_OK) return 1;
         printf("== dense recurrence below n = 64 (S so that A >= 256 MB)\n");
         for (int di = 0; di < 2; ++di)
             for (int ni = 0; ni < 5; ++ni)
                 for (int ti = 0; ti < 3; ++ti) {
                     ssm_dtype dt = di ? SSM_BF16 : SSM_F16;
                     int64_t n = ns[ni], T = Ts[ti], per = T * n * n * 2, S = ((256ll << 20) + per - 1) / per;
-                    if (di && (ni != 2 || ti == 2)) continue;
+                    if (di && (ni < 2 || ni > 3 || ti == 2)) continue;
                     linrec_rows(ctx, jl, dt, S, T, n, 1, ms, 1);
+                    if (di) linrec_rows(w, jl, dt, S, T, n, 1, {SSM_LINREC_CHUNKED}, 1, "wgmma"); /* the products forced */
                 }
         fclose(jl), fclose(jd);
-        ssm_ctx_destroy(ctx);
+        ssm_ctx_destroy(w), ssm_ctx_destroy(ctx);
         return 0;
     }
     printf("== decay scan\n");
