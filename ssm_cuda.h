@@ -97,7 +97,7 @@
                wgmma, f32 accumulation; the running product stays in registers, transposed, as
                the next step's operand; n < 64 on tiles zero-filled to 64): H200, S16 T4096 n64
                f16: 0.38 ms forward (2.9x the floor of reading A once), 0.59 ms backward, vs
-               6.4 / 9.1 ms on CUDA cores; n32 0.66 ms (9.8x), n48 0.38 ms (5.4x). It reads A twice (products, then the
+               6.4 / 9.1 ms on CUDA cores; n32 0.51 ms (7.4x), n48 0.34 ms (4.9x). It reads A twice (products, then the
                re-run from the true carries), so it cannot go under ~2x the floor; the
                product pass is issue-bound (mma.sync + fragment conversion) and the carry chain
                over T/64 chunks is latency-bound (~0.6 us a hop). Reaching 1.5x would need one
@@ -106,8 +106,7 @@
                where the second read hits L2 (50 MB on H200). Other shapes use CUDA cores.
      cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan).
      scan_hs / blelloch   prefix scans (Hillis-Steele 1986, Blelloch 1990), batched products per level.
-     auto      chunked (chunk 64) for the tensor-core shapes above when T > 64 (n = 16: only
-               below 2*SMs sequences, where seq does not win); otherwise seq
+     auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
                when S >= 2*SMs or T <= 64, cr when S <= SMs/8 (cr 1.34 ms vs chunked 2.7 at
                S1 T8192 n64, CUDA cores), else chunked with chunk ~ sqrt(T).
 
@@ -1344,7 +1343,7 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
 #define SSM__TC_NST 6 /* cp.async ring depth: 5 tiles in flight per CTA (loaded HBM latency) */
 #define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
 #define SSM__TC_TILE (SSM__TC_N * SSM__TC_LD)
-#define SSM__TC_NMIN 16 /* n = 16 already runs at 32x its floor on the padded tiles; smaller n stays on the CUDA cores */
+#define SSM__TC_NMIN 16 /* n = 16 already runs at 21x its floor on the padded tiles; smaller n stays on the CUDA cores */
 /* The shapes the path takes (the plan's choice of method and workspace, before the views'
    strides are known). */
 static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m) {
@@ -2624,9 +2623,8 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
 /* ---- dense linear recurrence: the slots --------------------------------------------------------- */
 
 /* AUTO: chunked (chunk 64) for the tensor-core shapes when T > 64 (bench/results/
-   cuda_linrec_perf.log), but for n = 16 only below 2*SMs sequences (its padded products
-   lose to seq there: S512 T1024 f16 2.26 ms vs 1.75, bench/results/cuda_linrec_narrow_*.log);
-   else seq when S fills the GPU (S >= 2*SMs) or T <= 64, cyclic reduction
+   cuda_linrec_perf.log; at n = 16 too, where seq is the other candidate: S512 T1024 f16 1.48 ms
+   vs seq 1.73, bench/results/cuda_linrec_narrow_ee18b34.log); else seq when S fills the GPU (S >= 2*SMs) or T <= 64, cyclic reduction
    when too few sequences fill it (S <= SMs/8: cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA
    cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
    and 16 at S16 T4096 and S1 T8192, H200); for AUTO about sqrt(T) (the chunk depth against the
@@ -2649,7 +2647,7 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
         }
     }
     if (p->method != SSM_LINREC_AUTO) return;
-    if (tc && p->T > 64 && (p->n >= 24 || p->S < 2 * sms)) p->method = SSM_LINREC_CHUNKED;
+    if (tc && p->T > 64) p->method = SSM_LINREC_CHUNKED;
     else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
     else if (p->S * 8 <= sms || (p->m >= p->n && p->n >= 16 && p->n <= 64)) p->method = SSM_LINREC_CR;
     else p->method = SSM_LINREC_CHUNKED;
