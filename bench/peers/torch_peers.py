@@ -94,7 +94,9 @@ def main():
         f.write(json.dumps(r) + "\n"); rows.append(r)
         print(f"  peer {op:7s} {impl:15s} {dt:4s} {shape} {ms:9.3f} ms  peak {mem/1e6:8.1f} MB", flush=True)
     torch.manual_seed(0)
-    for (S, T, n, dt) in [(16, 4096, 64, "f16"), (1, 8192, 64, "f16"), (128, 1024, 32, "f16"), (32, 1024, 64, "f16"), (8, 1024, 128, "f16")]:
+    # PEER_LINREC="S:T:n:dt,...": those linrec shapes only (no decay rows), e.g. beside `cuda_bench narrow`
+    only = [tuple(int(x) if i < 3 else x for i, x in enumerate(f.split(":"))) for f in os.environ.get("PEER_LINREC", "").split(",") if f]
+    for (S, T, n, dt) in only or [(16, 4096, 64, "f16"), (1, 8192, 64, "f16"), (128, 1024, 32, "f16"), (32, 1024, 64, "f16"), (8, 1024, 128, "f16")]:
         A = (torch.rand(S, T, n, n, device=dev) - 0.5).mul(1.8 / n ** 0.5).to(DT[dt]); b = torch.randn(S, T, n, 1, device=dev, dtype=DT[dt])
         shape = dict(S=S, T=T, n=n, m=1)
         for name, fn in [("torch_cr", lr_cr), ("torch_scan_hs", lr_hs), ("torch_seq", lr_seq)]:
@@ -104,7 +106,7 @@ def main():
             except torch.OutOfMemoryError:
                 print(f"  peer {name} {shape}: out of memory"); torch.cuda.empty_cache()
         del A, b; torch.cuda.empty_cache()
-    for (B, T, D, dt) in [(8, 4096, 64, "f32"), (2, 1024, 64, "f32"), (8, 4096, 64, "f16"), (2, 1024, 64, "bf16")]:
+    for (B, T, D, dt) in [] if only else [(8, 4096, 64, "f32"), (2, 1024, 64, "f32"), (8, 4096, 64, "f16"), (2, 1024, 64, "bf16")]:
         x = torch.randn(B, T, D, D, device=dev, dtype=DT[dt]); cA = torch.cumsum(-0.05 * torch.rand(B, T, D, device=dev), 1).to(DT[dt])
         shape = dict(B=B, T=T, D=D)
         for name, fn in [("torch_chunked", dk_chunked), ("nanossm_einsum", dk_einsum)]:
