@@ -97,9 +97,10 @@
                wgmma, f32 accumulation; the running product stays in registers, transposed, as
                the next step's operand; n < 64 on tiles zero-filled to 64): H200, S16 T4096 n64
                f16: 0.38 ms forward (2.9x the floor of reading A once), 0.59 ms backward, vs
-               6.4 / 9.1 ms on CUDA cores; n32 0.51 ms (7.4x), n48 0.34 ms (4.9x). It reads A twice (products, then the
-               re-run from the true carries), so it cannot go under ~2x the floor; the
-               product pass is issue-bound (mma.sync + fragment conversion) and the carry chain
+               6.4 / 9.1 ms on CUDA cores; n32 0.51 ms (7.4x), n48 0.34 ms (4.9x). It reads A
+               twice (products, then the re-run from the true carries), so it cannot go under
+               ~2x the floor; the product pass is issue-bound (mma.sync + fragment conversion)
+               and the carry chain
                over T/64 chunks is latency-bound (~0.6 us a hop). Reaching 1.5x would need one
                pass over A: each chunk's A kept in shared memory while a decoupled look-back
                brings its carry (T/L serial hops per sequence), or an L2-resident wave scheme
@@ -1336,8 +1337,9 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
    (3) one CTA per chunk re-runs the chunk from its carry, streaming A again (mat-vecs).
    A is read twice, so this is ~2x the HBM floor at best (docs/DESIGN.md). A is row-major
    (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. For n < 64
-   every pass works on 64 x 64 tiles zero-filled past n (cp.async with a zero source size),
-   so P, e and the states' rows past n are zero and only rows < n are stored. */
+   every pass works on 64 x 64 tiles that are zero past n (each ring zeroed once, only the
+   chunks inside n copied), e and the states' rows past n stay zero, only rows < n are stored,
+   and the products skip the zero blocks (ssm__tc_prod_step). */
 #define SSM__TC_N 64
 #define SSM__TC_LD 72 /* padded row (halfs): 144 bytes, conflict-free ldmatrix */
 #define SSM__TC_NST 6 /* cp.async ring depth: 5 tiles in flight per CTA (loaded HBM latency) */
@@ -1678,8 +1680,8 @@ __device__ __forceinline__ void ssm__tc_put_e(float *dst, const float (*e)[4], i
 
 /* The product warps' step, Q <- Q A_u^T, over the first NK k-slabs and 16-column blocks (NK = 4
    at n = 64; for n < 64 the rest are zero products) and this warp's first mbn 16-row blocks
-   (a block past n keeps Q = I's zero rows: its P rows stay finite and the carries multiply
-   them by zero states). NK is a template argument: guards inside the unrolled loops cost the
+   (a block past n keeps its rows of Q = I: P is 1 on its diagonal past n, which the carries
+   multiply by states that are zero there). NK is a template argument: guards inside the unrolled loops cost the
    loads their overlap with the MMAs (n = 48 ran 9% slower than with no skipping at all). */
 #define SSM__TP_MB 2
 template <int TR, int BF, int SPLIT, int NK>
