@@ -100,11 +100,11 @@
                6.4 / 9.1 ms on CUDA cores; n32 0.51 ms (7.4x), n48 0.34 ms (4.9x). It reads A
                twice (products, then the re-run from the true carries), so it cannot go under
                ~2x the floor; the product pass is issue-bound (mma.sync + fragment conversion)
-               and the carry chain
-               over T/64 chunks is latency-bound (~0.6 us a hop). Reaching 1.5x would need one
-               pass over A: each chunk's A kept in shared memory while a decoupled look-back
-               brings its carry (T/L serial hops per sequence), or an L2-resident wave scheme
-               where the second read hits L2 (50 MB on H200). Other shapes use CUDA cores.
+               and the carry chain over T/64 chunks is latency-bound (~0.6 us a hop). Reaching
+               1.5x would need one pass over A: each chunk's A kept in shared memory while a
+               decoupled look-back brings its carry (T/L serial hops per sequence), or an
+               L2-resident wave scheme where the second read hits L2 (50 MB on H200). Other
+               shapes use CUDA cores.
      cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan).
      scan_hs / blelloch   prefix scans (Hillis-Steele 1986, Blelloch 1990), batched products per level.
      auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
