@@ -7,6 +7,7 @@
      build/dev_linrec_variants          the default rows
      build/dev_linrec_variants full     + scan_hs and seq
      build/dev_linrec_variants prof     one forward + backward of the first variant (for ncu)
+     build/dev_linrec_variants prof32   the same of auto at S32 T4096 n32 f16 (the padded n < 64 path)
    nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/linrec_variants.cu tests/cuda_impl.cu -lcublas \
      -o build/dev_linrec_variants   (or make build/dev_linrec_variants) */
 #define SSM_IMPLEMENTATION
@@ -121,7 +122,7 @@ int main(int argc, char **argv) {
     ssm_ctx_config cfg = ssm_ctx_config_init();
     ssm_cuda_config cc = ssm_cuda_config_init();
     int full = argc > 1 && !strcmp(argv[1], "full");
-    g_prof = argc > 1 && !strcmp(argv[1], "prof");
+    g_prof = argc > 1 && (!strcmp(argv[1], "prof") || !strcmp(argv[1], "prof32"));
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { printf("no CUDA device\n"); return 1; }
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &cc;
@@ -136,6 +137,10 @@ int main(int argc, char **argv) {
         {"auto", SSM_LINREC_AUTO, 0, 0, 0}, {"cr", SSM_LINREC_CR, 0, 0, 0}, {"cr_mma", SSM_LINREC_CR, 0, 0, 1},
         {"blelloch", SSM_LINREC_BLELLOCH, 0, 0, 0}};
     if (full) big.push_back({"scan_hs", SSM_LINREC_SCAN_HS, 0, 0, 0}), big.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0, 0});
+    if (!strcmp(argc > 1 ? argv[1] : "", "prof32")) {
+        rows(ctx, SSM_F16, 32, 4096, 32, {{"auto", SSM_LINREC_AUTO, 0, 0, 0}}, 1);
+        return 0;
+    }
     rows(ctx, SSM_F16, 16, 4096, 64, big, 1);
     std::vector<variant> lat = {{"chunked_tc64", SSM_LINREC_CHUNKED, 64, 0, 0}, {"tc64_mma", SSM_LINREC_CHUNKED, 64, 0, 1},
                                 {"chunked_tc32", SSM_LINREC_CHUNKED, 32, 0, 0}, {"chunked_tc16", SSM_LINREC_CHUNKED, 16, 0, 0},
