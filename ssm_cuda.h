@@ -1505,11 +1505,9 @@ __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv
 }
 
 /* Pass 3: chunk c from its carry X_c, writing h (and the caller's view o when set). TR: A is
-   stored transposed (rs == 1, rows of storage along A's columns). NT threads, four a row:
-   256, or 128 for n <= 32 (half the issued instructions a step; ncu at n = 32 had this pass
-   issue-bound at 19% of DRAM, bench/results/cuda_linrec_ncu_n32_49426fe.log). */
-template <int TR, int BF, int PAD, int NT>
-__global__ void __launch_bounds__(NT) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, int n, ssm__cu_rv A,
+   stored transposed (rs == 1, rows of storage along A's columns). */
+template <int TR, int BF, int PAD>
+__global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, int n, ssm__cu_rv A,
                                                          int64_t aos, ssm__cu_rv b, ssm__cu_rv h, const float *X,
                                                          int64_t nc, ssm__cu_rv o) {
     extern __shared__ __align__(16) unsigned char ssm__tc_sm[];
@@ -1528,22 +1526,21 @@ __global__ void __launch_bounds__(NT) ssm__cu_tc_kernel(int64_t s0, int64_t T1, 
     {
         const int64_t abase = A.off + s * A.ss + c * A.chs;
         const int64_t bbase = b.off + s * b.ss + c * b.chs, hbase = h.off + s * h.ss + c * h.chs;
-        ssm__tc_zero_ring<PAD>(As, SSM__TC_NST * SSM__TC_TILE, tid, NT);
+        ssm__tc_zero_ring<PAD>(As, SSM__TC_NST * SSM__TC_TILE, tid, 256);
         /* prologue: the first NST-1 tiles in flight */
 #pragma unroll
         for (int u = 0; u < SSM__TC_NST - 1; ++u) {
-            if (u < len) ssm__tc_load_tile<NT, 0, PAD>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
+            if (u < len) ssm__tc_load_tile<256, 0, PAD>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
-        if (tid < 2 * SSM__TC_N) /* X_c, and zeros past n in both buffers (CR's carries leave those rows of X unset; NT = 128 never writes rows past 32) */
-            hs[tid] = tid < n ? X[(s * nc + c) * SSM__TC_N + tid] : 0.f;
-        ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, NT);
+        if (tid < SSM__TC_N) hs[tid] = tid < n ? X[(s * nc + c) * SSM__TC_N + tid] : 0.f; /* CR's carries leave rows past n unset */
+        ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, 256);
         for (int u = 0; u < len; ++u) {
             ssm__tc_wait<SSM__TC_NST - 2>();
             __syncthreads();
             {
                 int un = u + SSM__TC_NST - 1;
-                if (un < len) ssm__tc_load_tile<NT, 0, PAD>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
+                if (un < len) ssm__tc_load_tile<256, 0, PAD>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
                 ssm__tc_commit();
             }
             const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
@@ -2035,11 +2032,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     const int n = (int)L->n;
     size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
     int split = cs->knobs.linrec_tc_split ? cs->knobs.linrec_tc_split == 2 : BF;
-    typedef void (*pass3_fn)(int64_t, int64_t, int, int, ssm__cu_rv, int64_t, ssm__cu_rv, ssm__cu_rv, const float *, int64_t,
-                             ssm__cu_rv);
-    const int half = PAD && n <= 32; /* pass 3 on 128 threads (no such instantiation at n = 64) */
-    const pass3_fn k3 = half ? ssm__cu_tc_kernel<TR, BF, PAD, PAD ? 128 : 256> : ssm__cu_tc_kernel<TR, BF, PAD, 256>;
-    cudaError_t e = cudaFuncSetAttribute(k3, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
+    cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
@@ -2068,7 +2061,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     }
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
         dim3 grid((unsigned)nc, SSM__CU_GRID_Y(L->S - s0));
-        k3<<<grid, half ? 128 : 256, sm3, st>>>(s0, T1, Lc, n, A, aos, b, h, X, nc, o);
+        ssm__cu_tc_kernel<TR, BF, PAD><<<grid, 256, sm3, st>>>(s0, T1, Lc, n, A, aos, b, h, X, nc, o);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel");
     }
     return SSM_OK;
