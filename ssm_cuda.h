@@ -1681,8 +1681,9 @@ __device__ __forceinline__ void ssm__tc_put_e(float *dst, const float (*e)[4], i
 /* The product warps' step, Q <- Q A_u^T, over the first NK k-slabs and 16-column blocks (NK = 4
    at n = 64; for n < 64 the rest are zero products) and this warp's first mbn 16-row blocks
    (a block past n keeps its rows of Q = I: P is 1 on its diagonal past n, which the carries
-   multiply by states that are zero there). NK is a template argument: guards inside the unrolled loops cost the
-   loads their overlap with the MMAs (n = 48 ran 9% slower than with no skipping at all). */
+   multiply by states that are zero there). NK is a template argument: guards inside the
+   unrolled loops cost the loads their overlap with the MMAs (n = 48 ran 9% slower than with
+   no skipping at all). */
 #define SSM__TP_MB 2
 template <int TR, int BF, int SPLIT, int NK>
 __device__ __forceinline__ void ssm__tc_prod_step(float (*acc)[8][4], unsigned (*af)[4][4], unsigned (*al)[4][4],
