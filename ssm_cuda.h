@@ -2627,8 +2627,8 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
 
 /* AUTO: chunked (chunk 64) for the tensor-core shapes when T > 64 (bench/results/
    cuda_linrec_perf.log; at n = 16 too, where seq is the other candidate: S512 T1024 f16 1.48 ms
-   vs seq 1.73, bench/results/cuda_linrec_narrow_ee18b34.log); else seq when S fills the GPU (S >= 2*SMs) or T <= 64, cyclic reduction
-   when too few sequences fill it (S <= SMs/8: cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA
+   vs seq 1.73, bench/results/cuda_linrec_narrow_ee18b34.log); else seq when S fills the GPU
+   (S >= 2*SMs) or T <= 64, cyclic reduction when too few sequences fill it (S <= SMs/8: cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA
    cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
    and 16 at S16 T4096 and S1 T8192, H200); for AUTO about sqrt(T) (the chunk depth against the
    carry recurrence), at least 16; else ssm.h's default. Matrix states (m >= n, 16 <= n <= 64)
