@@ -1325,7 +1325,7 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
     }
 }
 
-/* ---- chunked recurrence on tensor cores (f16 / bf16 inputs, n = 16..64 by 8, m = 1) --------
+/* ---- chunked recurrence on tensor cores (f16 / bf16 inputs, n = 16..128 by 8, m = 1) -------
    Three passes over chunks of L steps of the steps 1..T-1 (h_0 is given):
    (1) one CTA per chunk (all but the last) streams its A_u through a cp.async ring in shared
        memory and forms the chunk product P_c = A_last ... A_first with mma.sync m16n8k16 or,
@@ -1336,20 +1336,34 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
        chain of T/L mat-vecs with the P_c prefetched in registers;
    (3) one CTA per chunk re-runs the chunk from its carry, streaming A again (mat-vecs).
    A is read twice, so this is ~2x the HBM floor at best (docs/DESIGN.md). A is row-major
-   (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. For n < 64
-   every pass works on 64 x 64 tiles that are zero past n (each ring zeroed once, only the
-   chunks inside n copied), e and the states' rows past n stay zero, only rows < n are stored,
-   and the products skip the zero blocks (ssm__tc_prod_step). */
-#define SSM__TC_N 64
-#define SSM__TC_LD 72 /* padded row (halfs): 144 bytes, conflict-free ldmatrix */
-#define SSM__TC_NST 6 /* cp.async ring depth: 5 tiles in flight per CTA (loaded HBM latency) */
+   (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. The passes
+   work on W x W tiles, W = 64 for n <= 64 and 128 above (the kernels take W as a template
+   argument). For n < W every pass works on tiles that are zero past n (each ring zeroed once,
+   only the chunks inside n copied), e and the states' rows past n stay zero, only rows < n are
+   stored, and the products skip the zero blocks (ssm__tc_prod_step). */
+#define SSM__TC_N 64 /* the narrow tile (and the only one of the wgmma products) */
+#define SSM__TC_NMAX 128
 #define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
-#define SSM__TC_TILE (SSM__TC_N * SSM__TC_LD)
 #define SSM__TC_NMIN 16 /* n = 16 already runs at 21x its floor on the padded tiles; smaller n stays on the CUDA cores */
+/* The tile geometry at width W. W = 128 holds 4x the bytes a tile, so its rings are shallower
+   and its kernels run one CTA an SM (shared memory); pass 1 then keeps one 16-row block of the
+   running product per warp (two at W = 64: the registers of 128 accumulators a block). */
+template <int W> struct ssm__tcg {
+    static constexpr int LD = W + 8;            /* padded row (halfs): an odd count of 16-byte chunks, conflict-free ldmatrix */
+    static constexpr int TILE = W * LD;
+    static constexpr int NST = W == 64 ? 6 : 4; /* pass 3's cp.async ring: 5 (3) tiles in flight a CTA, loaded HBM latency */
+    static constexpr int T3 = 4 * W;            /* pass 3 and pass 2: four threads a row */
+    static constexpr int PNST = 4;              /* pass 1's ring */
+    static constexpr int MB = W == 64 ? 2 : 1;  /* pass 1: 16-row blocks of the product a warp */
+    static constexpr int PW = W / (16 * MB);    /* pass 1: product warps (then one end-state warp) */
+    static constexpr int PT = 32 * (PW + 1);
+    static constexpr int CD = W == 64 ? 8 : 2;  /* pass 2: carries prefetched in registers (4 W threads, <= 128 registers at W = 128) */
+};
+static int ssm__cu_tc_w(int64_t n) { return n <= SSM__TC_N ? SSM__TC_N : SSM__TC_NMAX; }
 /* The shapes the path takes (the plan's choice of method and workspace, before the views'
    strides are known). */
 static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m) {
-    return dt.bits == 16 && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_N && !(n & 7);
+    return dt.bits == 16 && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_NMAX && !(n & 7);
 }
 
 __device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -1392,6 +1406,18 @@ template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const
                      : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
 }
+/* Two 8-column tiles, c0 and c1, from one A fragment and the B fragments b[0..1], b[2..3] of an
+   ldmatrix.x4; first: the first k-slab, accumulators start from zero. */
+template <int BF>
+__device__ __forceinline__ void ssm__tc_mma16(float c0[4], float c1[4], const unsigned a[4], const unsigned b[4], int first) {
+    if (first) {
+        ssm__tc_mma0<BF>(c0, a, b[0], b[1]);
+        ssm__tc_mma0<BF>(c1, a, b[2], b[3]);
+    } else {
+        ssm__tc_mma<BF>(c0, a, b[0], b[1]);
+        ssm__tc_mma<BF>(c1, a, b[2], b[3]);
+    }
+}
 /* The level products of cyclic reduction and the Hillis-Steele scan: one warp's rows of A (its
    fragments af, NP / 16 k-steps) times a 16-column block of B in shared memory (bl = this
    lane's ldmatrix base, ld its row stride, col the block's first column). ssm__tc_rows16
@@ -1400,15 +1426,11 @@ template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const
 template <int BF, int NP>
 __device__ __forceinline__ void ssm__tc_rows16(float c0[4], float c1[4], const unsigned (*af)[4], const unsigned short *bl,
                                                int ld, int col) {
-    unsigned b[4];
-    ssm__tc_ldm4t(b, bl + col);
-    ssm__tc_mma0<BF>(c0, af[0], b[0], b[1]);
-    ssm__tc_mma0<BF>(c1, af[0], b[2], b[3]);
 #pragma unroll
-    for (int kk = 1; kk < NP / 16; ++kk) {
+    for (int kk = 0; kk < NP / 16; ++kk) {
+        unsigned b[4];
         ssm__tc_ldm4t(b, bl + 16 * kk * ld + col);
-        ssm__tc_mma<BF>(c0, af[kk], b[0], b[1]);
-        ssm__tc_mma<BF>(c1, af[kk], b[2], b[3]);
+        ssm__tc_mma16<BF>(c0, c1, af[kk], b, kk == 0);
     }
 }
 template <int BF, int NP>
@@ -1457,24 +1479,26 @@ __device__ __forceinline__ void ssm__tc_dot8(const uint4 &v, const float4 &x0, c
     f = ssm__tc_f2<BF>(v.w); p0 += f.x * x1.z; p1 += f.y * x1.w;
 }
 
-/* A 64 x 64 16-bit tile in shared memory: SW = 0 padded rows (SSM__TC_LD halfs, conflict-free
-   ldmatrix), SW = 1 unpadded 128-byte rows in the 128-byte swizzle (16-byte chunk c of row r at
-   chunk c ^ (r & 7)), the layout wgmma reads by descriptor. The offset of element (row, col): */
-template <int SW> __device__ __forceinline__ int ssm__tc_at(int row, int col) {
-    return SW ? row * SSM__TC_N + ((((col >> 3) ^ row) & 7) << 3) + (col & 7) : row * SSM__TC_LD + col;
+/* A W x W 16-bit tile in shared memory: SW = 0 padded rows (ssm__tcg<W>::LD halfs, conflict-free
+   ldmatrix), SW = 1 (W = 64 only) unpadded 128-byte rows in the 128-byte swizzle (16-byte chunk c
+   of row r at chunk c ^ (r & 7)), the layout wgmma reads by descriptor. The offset of element
+   (row, col): */
+template <int SW, int W = SSM__TC_N> __device__ __forceinline__ int ssm__tc_at(int row, int col) {
+    return SW ? row * SSM__TC_N + ((((col >> 3) ^ row) & 7) << 3) + (col & 7) : row * ssm__tcg<W>::LD + col;
 }
 /* One n x n tile of A (rows aos apart) into shared memory, 16 bytes per cp.async, NT threads.
-   PAD (n < 64): only the 16-byte chunks inside n x n are copied; the rest of the 64 x 64 tile
+   PAD (n < W): only the 16-byte chunks inside n x n are copied; the rest of the W x W tile
    stays as ssm__tc_zero_ring left it. PAD is a template argument, the kernels instantiated
    twice: masked copies, even behind a uniform branch, cost the issue-bound n = 64 kernels 3-7%
    (bench/results/cuda_linrec_narrow_e626e6f.log). */
-template <int NT, int SW, int PAD>
+template <int W, int NT, int SW, int PAD>
 __device__ __forceinline__ void ssm__tc_load_tile(unsigned short *dst, const unsigned short *src, int64_t aos, int n, int tid) {
+    constexpr int CPR = W / 8, CH = W * CPR; /* 16-byte chunks a row, a tile */
 #pragma unroll
-    for (int k = 0; k < (512 + NT - 1) / NT; ++k) {
-        const int id = tid + NT * k, r = id >> 3, c8 = (id & 7) * 8;
-        if (512 % NT != 0 && id >= 512) continue;
-        if (!PAD || (r < n && c8 < n)) ssm__tc_cp16(dst + ssm__tc_at<SW>(r, c8), src + r * aos + c8);
+    for (int k = 0; k < (CH + NT - 1) / NT; ++k) {
+        const int id = tid + NT * k, r = id / CPR, c8 = (id % CPR) * 8;
+        if (CH % NT != 0 && id >= CH) continue;
+        if (!PAD || (r < n && c8 < n)) ssm__tc_cp16(dst + ssm__tc_at<SW, W>(r, c8), src + r * aos + c8);
     }
 }
 /* PAD: the ring zeroed once before its first copies (which then never write past n), and a
@@ -1487,16 +1511,17 @@ __device__ __forceinline__ void ssm__tc_zero_ring(unsigned short *ring, int half
     }
 }
 
-/* bs[e] = b(u = e / 64, row = e % 64) for e < count (zero for rows past n), nt threads: 8
+/* bs[e] = b(u = e / W, row = e % W) for e < count (zero for rows past n), nt threads: 8
    independent loads in flight per thread (a dependent load-convert-store loop would pay one
    memory latency per element). */
+template <int W>
 __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv b, int64_t bbase, int n, int tid, int nt) {
     for (int e0 = tid; e0 < count; e0 += 8 * nt) {
         float v[8];
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
             int e = e0 + k * nt;
-            v[k] = e < count && (e & 63) < n ? ssm__cu_ld(b.p, b.dt, bbase + (e >> 6) * b.ts + (e & 63) * b.rs) : 0.f;
+            v[k] = e < count && e % W < n ? ssm__cu_ld(b.p, b.dt, bbase + (e / W) * b.ts + (e % W) * b.rs) : 0.f;
         }
 #pragma unroll
         for (int k = 0; k < 8; ++k)
@@ -1505,16 +1530,17 @@ __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv
 }
 
 /* Pass 3: chunk c from its carry X_c, writing h (and the caller's view o when set). TR: A is
-   stored transposed (rs == 1, rows of storage along A's columns). */
-template <int TR, int BF, int PAD>
-__global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, int n, ssm__cu_rv A,
-                                                         int64_t aos, ssm__cu_rv b, ssm__cu_rv h, const float *X,
-                                                         int64_t nc, ssm__cu_rv o) {
+   stored transposed (rs == 1, rows of storage along A's columns). 4 W threads, four a row. */
+template <int W, int TR, int BF, int PAD>
+__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, int n, ssm__cu_rv A,
+                                                                    int64_t aos, ssm__cu_rv b, ssm__cu_rv h, const float *X,
+                                                                    int64_t nc, ssm__cu_rv o) {
     extern __shared__ __align__(16) unsigned char ssm__tc_sm[];
     typedef unsigned short u16;
-    u16 *As = (u16 *)ssm__tc_sm;                                  /* NST tiles */
-    float *hs = (float *)(As + SSM__TC_NST * SSM__TC_TILE);       /* 2 x 64 */
-    float *bs = hs + 2 * SSM__TC_N;                               /* Lc x 64: b of the chunk */
+    typedef ssm__tcg<W> G;
+    u16 *As = (u16 *)ssm__tc_sm;                 /* NST tiles */
+    float *hs = (float *)(As + G::NST * G::TILE); /* 2 x W */
+    float *bs = hs + 2 * W;                      /* Lc x W: b of the chunk */
     const int tid = threadIdx.x;
     const int64_t c = blockIdx.x;
     int64_t len64 = T1 - c * (int64_t)Lc;
@@ -1526,44 +1552,47 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
     {
         const int64_t abase = A.off + s * A.ss + c * A.chs;
         const int64_t bbase = b.off + s * b.ss + c * b.chs, hbase = h.off + s * h.ss + c * h.chs;
-        ssm__tc_zero_ring<PAD>(As, SSM__TC_NST * SSM__TC_TILE, tid, 256);
+        ssm__tc_zero_ring<PAD>(As, G::NST * G::TILE, tid, G::T3);
         /* prologue: the first NST-1 tiles in flight */
 #pragma unroll
-        for (int u = 0; u < SSM__TC_NST - 1; ++u) {
-            if (u < len) ssm__tc_load_tile<256, 0, PAD>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
+        for (int u = 0; u < G::NST - 1; ++u) {
+            if (u < len) ssm__tc_load_tile<W, G::T3, 0, PAD>(As + u * G::TILE, Ag + abase + u * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
-        if (tid < SSM__TC_N) hs[tid] = tid < n ? X[(s * nc + c) * SSM__TC_N + tid] : 0.f; /* CR's carries leave rows past n unset */
-        ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, 256);
+        if (tid < W) hs[tid] = tid < n ? X[(s * nc + c) * W + tid] : 0.f; /* CR's carries leave rows past n unset */
+        ssm__tc_stage_b<W>(bs, len * W, b, bbase, n, tid, G::T3);
         for (int u = 0; u < len; ++u) {
-            ssm__tc_wait<SSM__TC_NST - 2>();
+            ssm__tc_wait<G::NST - 2>();
             __syncthreads();
             {
-                int un = u + SSM__TC_NST - 1;
-                if (un < len) ssm__tc_load_tile<256, 0, PAD>(As + (un % SSM__TC_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
+                int un = u + G::NST - 1;
+                if (un < len) ssm__tc_load_tile<W, G::T3, 0, PAD>(As + (un % G::NST) * G::TILE, Ag + abase + un * A.ts, aos, n, tid);
                 ssm__tc_commit();
             }
-            const u16 *At = As + (u % SSM__TC_NST) * SSM__TC_TILE;
-            const float *hc = hs + (u & 1) * SSM__TC_N;
-            float *hn = hs + ((u + 1) & 1) * SSM__TC_N;
-            const float bcur = bs[u * SSM__TC_N + row];
+            const u16 *At = As + (u % G::NST) * G::TILE;
+            const float *hc = hs + (u & 1) * W;
+            float *hn = hs + ((u + 1) & 1) * W;
+            const float bcur = bs[u * W + row];
             /* mat-vec: thread (row, q) sums a quarter of row `row` of A_u (PAD: rows past n are
                zero, whole warps of them for n % 8 == 0) */
             float p0 = 0.f, p1 = 0.f;
             if (PAD && row >= n) {
             } else if (!TR) {
-                const uint4 *ap = (const uint4 *)(At + row * SSM__TC_LD + q * 16);
-                uint4 v0 = ap[0], v1 = ap[1];
-                const float4 *hp = (const float4 *)(hc + q * 16);
-                float4 x0 = hp[0], x1 = hp[1], x2 = hp[2], x3 = hp[3];
-                ssm__tc_dot8<BF>(v0, x0, x1, p0, p1);
-                ssm__tc_dot8<BF>(v1, x2, x3, p0, p1);
+                const uint4 *ap = (const uint4 *)(At + row * G::LD + q * (W / 4));
+                const float4 *hp = (const float4 *)(hc + q * (W / 4));
+#pragma unroll
+                for (int j = 0; j < W / 64; ++j) { /* 16 columns an iteration */
+                    uint4 v0 = ap[2 * j], v1 = ap[2 * j + 1];
+                    float4 x0 = hp[4 * j], x1 = hp[4 * j + 1], x2 = hp[4 * j + 2], x3 = hp[4 * j + 3];
+                    ssm__tc_dot8<BF>(v0, x0, x1, p0, p1);
+                    ssm__tc_dot8<BF>(v1, x2, x3, p0, p1);
+                }
             } else {
 #pragma unroll
-                for (int j = 0; j < 16; j += 2) {
+                for (int j = 0; j < W / 4; j += 2) {
                     int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
                     if (PAD && 4 * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
-                    u16 a0 = At[k0 * SSM__TC_LD + row], a1 = At[k1 * SSM__TC_LD + row];
+                    u16 a0 = At[k0 * G::LD + row], a1 = At[k1 * G::LD + row];
                     unsigned pr = (unsigned)a0 | ((unsigned)a1 << 16);
                     float2 f = ssm__tc_f2<BF>(pr);
                     p0 += f.x * hc[k0];
@@ -1590,18 +1619,18 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_kernel(int64_t s0, int64_t T1,
    fragment of one step is the 16-bit A fragment of the next) while A_u^T is the B operand read
    from a cp.async ring of tiles; beside it the chunk's end state from zero, e <- A_u e + b_u.
    Two kernels: ssm__cu_tc_prod_kernel on mma.sync (sm_80 up) and, on Hopper,
-   ssm__cu_tc_prodw_kernel on wgmma. The helpers below are shared by both; a 16-row block of Q
-   is float[8][4], the m16n8 accumulator fragments of its eight 8-column tiles. */
-__device__ __forceinline__ void ssm__tc_eye(float (*q)[4], int row0, int lane) {
+   ssm__cu_tc_prodw_kernel on wgmma (W = 64). The helpers below are shared by both; a 16-row
+   block of Q is float[W / 8][4], the m16n8 accumulator fragments of its 8-column tiles. */
+template <int W> __device__ __forceinline__ void ssm__tc_eye(float (*q)[4], int row0, int lane) {
     const int lr = lane >> 2, lc = 2 * (lane & 3);
 #pragma unroll
-    for (int t = 0; t < 8; ++t)
+    for (int t = 0; t < W / 8; ++t)
 #pragma unroll
         for (int z = 0; z < 4; ++z) q[t][z] = row0 + lr + (z >> 1) * 8 == 8 * t + lc + (z & 1) ? 1.f : 0.f;
 }
 /* accumulators -> 16-bit A fragments af (k-slab kk = columns 16kk..16kk+15), and with SPLIT the
    rounding residual al (the hi/lo split of the running product, for bf16) */
-template <int BF, int SPLIT, int KS = 4> /* the first KS k-slabs */
+template <int BF, int SPLIT, int KS> /* the first KS k-slabs */
 __device__ __forceinline__ void ssm__tc_frag(unsigned (*af)[4], unsigned (*al)[4], const float (*q)[4]) {
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
@@ -1619,16 +1648,16 @@ __device__ __forceinline__ void ssm__tc_frag(unsigned (*af)[4], unsigned (*al)[4
     }
 }
 /* B fragments of A_u^T for k-slab kk and n-tiles 2np, 2np + 1, from a padded tile */
-template <int TR>
+template <int W, int TR>
 __device__ __forceinline__ void ssm__tc_bfrag(unsigned bf[4], const unsigned short *At, int kk, int np, int lane) {
     const int j8 = lane >> 3, r8 = lane & 7, n0 = 16 * np, k0 = 16 * kk;
-    if (!TR) ssm__tc_ldm4(bf, At + ssm__tc_at<0>(n0 + (j8 >> 1) * 8 + r8, k0 + (j8 & 1) * 8));
-    else ssm__tc_ldm4t(bf, At + ssm__tc_at<0>(k0 + (j8 & 1) * 8 + r8, n0 + (j8 >> 1) * 8));
+    if (!TR) ssm__tc_ldm4(bf, At + ssm__tc_at<0, W>(n0 + (j8 >> 1) * 8 + r8, k0 + (j8 & 1) * 8));
+    else ssm__tc_ldm4t(bf, At + ssm__tc_at<0, W>(k0 + (j8 & 1) * 8 + r8, n0 + (j8 >> 1) * 8));
 }
 /* One step of the mma.sync kernel's end-state warp, e^T <- e^T A_u^T + b_u^T on the tensor cores:
    lanes 0-3 hold e in e[t][0..1]; row 0 of the A fragment is e_hi, row 1 e_lo (so e keeps ~f32
    accuracy through 16-bit operands). */
-template <int TR, int BF, int NK>
+template <int W, int TR, int BF, int NK>
 __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned short *At, const float *bu, int lane) {
     const int lc = 2 * (lane & 3);
     unsigned af[NK][4];
@@ -1647,14 +1676,8 @@ __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned sho
 #pragma unroll
         for (int np = 0; np < NK; ++np) {
             unsigned bf[4];
-            ssm__tc_bfrag<TR>(bf, At, kk, np, lane);
-            if (kk == 0) {
-                ssm__tc_mma0<BF>(e[2 * np], af[kk], bf[0], bf[1]);
-                ssm__tc_mma0<BF>(e[2 * np + 1], af[kk], bf[2], bf[3]);
-            } else {
-                ssm__tc_mma<BF>(e[2 * np], af[kk], bf[0], bf[1]);
-                ssm__tc_mma<BF>(e[2 * np + 1], af[kk], bf[2], bf[3]);
-            }
+            ssm__tc_bfrag<W, TR>(bf, At, kk, np, lane);
+            ssm__tc_mma16<BF>(e[2 * np], e[2 * np + 1], af[kk], bf, kk == 0);
         }
 #pragma unroll
     for (int t = 0; t < 2 * NK; ++t) { /* e = row0 + row1 + b_u */
@@ -1664,114 +1687,106 @@ __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned sho
     }
 }
 /* P = Q^T for Q's 16-row block at row0 (dst: P of the chunk), or E from the end-state warp */
-__device__ __forceinline__ void ssm__tc_put_q(float *dst, const float (*q)[4], int row0, int lane) {
+template <int W> __device__ __forceinline__ void ssm__tc_put_q(float *dst, const float (*q)[4], int row0, int lane) {
     const int lr = lane >> 2, lc = 2 * (lane & 3);
 #pragma unroll
-    for (int t = 0; t < 8; ++t)
+    for (int t = 0; t < W / 8; ++t)
 #pragma unroll
-        for (int z = 0; z < 4; ++z) dst[(8 * t + lc + (z & 1)) * SSM__TC_N + row0 + lr + (z >> 1) * 8] = q[t][z];
+        for (int z = 0; z < 4; ++z) dst[(8 * t + lc + (z & 1)) * W + row0 + lr + (z >> 1) * 8] = q[t][z];
 }
-__device__ __forceinline__ void ssm__tc_put_e(float *dst, const float (*e)[4], int lane) {
+template <int W> __device__ __forceinline__ void ssm__tc_put_e(float *dst, const float (*e)[4], int lane) {
     const int lc = 2 * (lane & 3);
     if (lane < 4)
 #pragma unroll
-        for (int t = 0; t < 8; ++t) *(float2 *)(dst + 8 * t + lc) = make_float2(e[t][0], e[t][1]);
+        for (int t = 0; t < W / 8; ++t) *(float2 *)(dst + 8 * t + lc) = make_float2(e[t][0], e[t][1]);
 }
 
-/* The product warps' step, Q <- Q A_u^T, over the first NK k-slabs and 16-column blocks (NK = 4
-   at n = 64; for n < 64 the rest are zero products) and this warp's first mbn 16-row blocks
-   (a block past n keeps its rows of Q = I: P is 1 on its diagonal past n, which the carries
-   multiply by states that are zero there). NK is a template argument: guards inside the
-   unrolled loops cost the loads their overlap with the MMAs (n = 48 ran 9% slower than with
-   no skipping at all). */
-#define SSM__TP_MB 2
-template <int TR, int BF, int SPLIT, int NK>
-__device__ __forceinline__ void ssm__tc_prod_step(float (*acc)[8][4], unsigned (*af)[4][4], unsigned (*al)[4][4],
-                                                  const unsigned short *At, int lane, int mbn) {
+/* The product warps' step, Q <- Q A_u^T, over the first NK k-slabs and 16-column blocks (NK =
+   W / 16 at n = W; for n < W the rest are zero products) and this warp's first mbn 16-row
+   blocks (a block past n keeps its rows of Q = I: P is 1 on its diagonal past n, which the
+   carries multiply by states that are zero there). NK is a template argument: guards inside
+   the unrolled loops cost the loads their overlap with the MMAs (n = 48 ran 9% slower than
+   with no skipping at all). */
+template <int W, int TR, int BF, int SPLIT, int NK>
+__device__ __forceinline__ void ssm__tc_prod_step(float (*acc)[W / 8][4], unsigned (*af)[W / 16][4],
+                                                  unsigned (*al)[W / 16][4], const unsigned short *At, int lane, int mbn) {
+    constexpr int MB = ssm__tcg<W>::MB;
 #pragma unroll
-    for (int mb = 0; mb < SSM__TP_MB; ++mb)
+    for (int mb = 0; mb < MB; ++mb)
         if (mb < mbn) ssm__tc_frag<BF, SPLIT, NK>(af[mb], al[mb], acc[mb]);
 #pragma unroll
     for (int kk = 0; kk < NK; ++kk)
 #pragma unroll
         for (int np = 0; np < NK; ++np) {
             unsigned bf[4];
-            ssm__tc_bfrag<TR>(bf, At, kk, np, lane);
+            ssm__tc_bfrag<W, TR>(bf, At, kk, np, lane);
 #pragma unroll
-            for (int mb = 0; mb < SSM__TP_MB; ++mb) {
+            for (int mb = 0; mb < MB; ++mb) {
                 if (mb >= mbn) continue;
-                if (kk == 0) {
-                    ssm__tc_mma0<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
-                    ssm__tc_mma0<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
-                } else {
-                    ssm__tc_mma<BF>(acc[mb][2 * np], af[mb][kk], bf[0], bf[1]);
-                    ssm__tc_mma<BF>(acc[mb][2 * np + 1], af[mb][kk], bf[2], bf[3]);
-                }
-                if (SPLIT) {
-                    ssm__tc_mma<BF>(acc[mb][2 * np], al[mb][kk], bf[0], bf[1]);
-                    ssm__tc_mma<BF>(acc[mb][2 * np + 1], al[mb][kk], bf[2], bf[3]);
-                }
+                ssm__tc_mma16<BF>(acc[mb][2 * np], acc[mb][2 * np + 1], af[mb][kk], bf, kk == 0);
+                if (SPLIT) ssm__tc_mma16<BF>(acc[mb][2 * np], acc[mb][2 * np + 1], al[mb][kk], bf, 0);
             }
         }
 }
+/* f(ssm__tc_ic<K>()) for the K in [LO, HI] that equals k (HI for any larger k): a count known
+   only at run time (the k-slabs inside n) as a template argument, one instantiation each. */
+template <int V> struct ssm__tc_ic { static constexpr int value = V; };
+template <int LO, int HI, class F> __device__ __forceinline__ void ssm__tc_with(int k, F &&f) {
+    if constexpr (LO >= HI) f(ssm__tc_ic<HI>());
+    else if (k <= LO) f(ssm__tc_ic<LO>());
+    else ssm__tc_with<LO + 1, HI>(k, f);
+}
 
-/* On mma.sync: warps 0..1 own 32 rows of Q each, warp 2 runs e (ssm__tc_e_step). No barrier is
-   needed for the product itself, only for the tile ring. */
-#define SSM__TP_THREADS 96
-#define SSM__TP_NST 4 /* shallower ring than pass 3: 4 CTAs per SM, 3 tiles in flight each */
-template <int TR, int BF, int SPLIT, int PAD>
-__global__ void __launch_bounds__(SSM__TP_THREADS) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
-                                                                          ssm__cu_rv b, int64_t nc, float *P, float *E) {
+/* On mma.sync: the product warps own MB 16-row blocks of Q each (W = 64: warps 0..1, 32 rows
+   each; W = 128: warps 0..7, 16 rows each), the last warp runs e (ssm__tc_e_step). No barrier
+   is needed for the product itself, only for the tile ring. */
+template <int W, int TR, int BF, int SPLIT, int PAD>
+__global__ void __launch_bounds__(ssm__tcg<W>::PT) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
+                                                                         ssm__cu_rv b, int64_t nc, float *P, float *E) {
     extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
     typedef unsigned short u16;
+    typedef ssm__tcg<W> G;
+    constexpr int MB = G::MB, NKLO = !PAD ? W / 16 : W == 64 ? 1 : 5; /* k-slabs inside n: n <= 56 at W = 64, n >= 72 at 128 */
     u16 *As = (u16 *)ssm__tp_sm;
-    float *bs = (float *)(As + SSM__TP_NST * SSM__TC_TILE);
+    float *bs = (float *)(As + G::PNST * G::TILE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
     const int len = Lc;
     const u16 *Ag = (const u16 *)A.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
-    const int isE = warp == 2, nk = PAD ? (n + 15) >> 4 : 4; /* the k-slabs and column blocks that hold n */
-    const int mbn = !PAD ? SSM__TP_MB : n <= warp * 32 ? 0 : n <= warp * 32 + 16 ? 1 : 2; /* this warp's row blocks inside n */
-    float acc[SSM__TP_MB][8][4];
-    unsigned af[SSM__TP_MB][4][4], al[SSM__TP_MB][4][4];
-    ssm__tc_zero_ring<PAD>(As, SSM__TP_NST * SSM__TC_TILE, tid, SSM__TP_THREADS);
+    const int isE = warp == G::PW, nk = PAD ? (n + 15) >> 4 : W / 16; /* the k-slabs and column blocks that hold n */
+    const int r0 = warp * 16 * MB, mbn = !PAD ? MB : n <= r0 ? 0 : (n - r0 + 15) >> 4 < MB ? (n - r0 + 15) >> 4 : MB; /* this warp's row blocks inside n */
+    float acc[MB][W / 8][4];
+    unsigned af[MB][W / 16][4], al[MB][W / 16][4];
+    ssm__tc_zero_ring<PAD>(As, G::PNST * G::TILE, tid, G::PT);
 #pragma unroll
-    for (int u = 0; u < SSM__TP_NST - 1; ++u) {
-        if (u < len) ssm__tc_load_tile<SSM__TP_THREADS, 0, PAD>(As + u * SSM__TC_TILE, Ag + abase + u * A.ts, aos, n, tid);
+    for (int u = 0; u < G::PNST - 1; ++u) {
+        if (u < len) ssm__tc_load_tile<W, G::PT, 0, PAD>(As + u * G::TILE, Ag + abase + u * A.ts, aos, n, tid);
         ssm__tc_commit();
     }
-    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, SSM__TP_THREADS);
+    ssm__tc_stage_b<W>(bs, len * W, b, bbase, n, tid, G::PT);
 #pragma unroll
-    for (int mb = 0; mb < SSM__TP_MB; ++mb) ssm__tc_eye(acc[mb], isE ? -64 : warp * 32 + mb * 16, lane); /* Q = I, e = 0 */
+    for (int mb = 0; mb < MB; ++mb) ssm__tc_eye<W>(acc[mb], isE ? -W : r0 + mb * 16, lane); /* Q = I, e = 0 */
     for (int u = 0; u < len; ++u) {
-        ssm__tc_wait<SSM__TP_NST - 2>();
+        ssm__tc_wait<G::PNST - 2>();
         __syncthreads();
         {
-            int un = u + SSM__TP_NST - 1;
-            if (un < len)
-                ssm__tc_load_tile<SSM__TP_THREADS, 0, PAD>(As + (un % SSM__TP_NST) * SSM__TC_TILE, Ag + abase + un * A.ts, aos, n, tid);
+            int un = u + G::PNST - 1;
+            if (un < len) ssm__tc_load_tile<W, G::PT, 0, PAD>(As + (un % G::PNST) * G::TILE, Ag + abase + un * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
-        const u16 *At = As + (u % SSM__TP_NST) * SSM__TC_TILE;
+        const u16 *At = As + (u % G::PNST) * G::TILE;
         if (isE) {
-            const float *bu = bs + u * SSM__TC_N;
-            if (!PAD || nk == 4) ssm__tc_e_step<TR, BF, 4>(acc[0], At, bu, lane);
-            else if (nk == 3) ssm__tc_e_step<TR, BF, 3>(acc[0], At, bu, lane);
-            else if (nk == 2) ssm__tc_e_step<TR, BF, 2>(acc[0], At, bu, lane);
-            else ssm__tc_e_step<TR, BF, 1>(acc[0], At, bu, lane);
+            const float *bu = bs + u * W;
+            ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) { ssm__tc_e_step<W, TR, BF, decltype(K)::value>(acc[0], At, bu, lane); });
             continue;
         }
-        if (!PAD || nk == 4) ssm__tc_prod_step<TR, BF, SPLIT, 4>(acc, af, al, At, lane, mbn);
-        else if (nk == 3) ssm__tc_prod_step<TR, BF, SPLIT, 3>(acc, af, al, At, lane, mbn);
-        else if (nk == 2) ssm__tc_prod_step<TR, BF, SPLIT, 2>(acc, af, al, At, lane, mbn);
-        else ssm__tc_prod_step<TR, BF, SPLIT, 1>(acc, af, al, At, lane, mbn);
+        ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) { ssm__tc_prod_step<W, TR, BF, SPLIT, decltype(K)::value>(acc, af, al, At, lane, mbn); });
     }
     if (!isE) {
 #pragma unroll
-        for (int mb = 0; mb < SSM__TP_MB; ++mb)
-            ssm__tc_put_q(P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N), acc[mb], warp * 32 + mb * 16, lane);
-    } else ssm__tc_put_e(E + (s * (nc - 1) + c) * SSM__TC_N, acc[0], lane);
+        for (int mb = 0; mb < MB; ++mb) ssm__tc_put_q<W>(P + (s * (nc - 1) + c) * (int64_t)(W * W), acc[mb], r0 + mb * 16, lane);
+    } else ssm__tc_put_e<W>(E + (s * (nc - 1) + c) * W, acc[0], lane);
 }
 
 /* On wgmma (sm_90a): one warpgroup holds Q, each warp 16 rows as wgmma's register A operand;
@@ -1806,12 +1821,12 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
     ssm__tc_zero_ring<PAD>(As, SSM__TW_NST * SSM__TW_TILE, tid, SSM__TW_THREADS); /* ordered before the wgmma by each step's proxy fence */
 #pragma unroll
     for (int u = 0; u < SSM__TW_NST - 1; ++u) {
-        if (u < len) ssm__tc_load_tile<SSM__TW_THREADS, 1, PAD>(As + u * SSM__TW_TILE, Ag + abase + u * A.ts, aos, n, tid);
+        if (u < len) ssm__tc_load_tile<SSM__TC_N, SSM__TW_THREADS, 1, PAD>(As + u * SSM__TW_TILE, Ag + abase + u * A.ts, aos, n, tid);
         ssm__tc_commit();
     }
-    ssm__tc_stage_b(bs, len * SSM__TC_N, b, bbase, n, tid, SSM__TW_THREADS);
+    ssm__tc_stage_b<SSM__TC_N>(bs, len * SSM__TC_N, b, bbase, n, tid, SSM__TW_THREADS);
     if (tid < SSM__TC_N) es[tid] = 0.f;
-    ssm__tc_eye(acc, warp * 16, lane);
+    ssm__tc_eye<SSM__TC_N>(acc, warp * 16, lane);
     for (int u = 0; u < len; ++u) {
         ssm__tc_wait<SSM__TW_NST - 2>();
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* cp.async's writes, seen by wgmma */
@@ -1819,11 +1834,11 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
         {
             int un = u + SSM__TW_NST - 1;
             if (un < len)
-                ssm__tc_load_tile<SSM__TW_THREADS, 1, PAD>(As + (un % SSM__TW_NST) * SSM__TW_TILE, Ag + abase + un * A.ts, aos, n, tid);
+                ssm__tc_load_tile<SSM__TC_N, SSM__TW_THREADS, 1, PAD>(As + (un % SSM__TW_NST) * SSM__TW_TILE, Ag + abase + un * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
         const u16 *At = As + (u % SSM__TW_NST) * SSM__TW_TILE;
-        ssm__tc_frag<BF, SPLIT>(af, al, acc);
+        ssm__tc_frag<BF, SPLIT, 4>(af, al, acc);
 #pragma unroll
         for (int t = 0; t < 8; ++t)
 #pragma unroll
@@ -1879,62 +1894,71 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
                 if (SPLIT) ssm__sm90_ra(al[kk][z]);
             }
     }
-    ssm__tc_put_q(P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N), acc, warp * 16, lane);
+    ssm__tc_put_q<SSM__TC_N>(P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N), acc, warp * 16, lane);
     if (TR ? tid < SSM__TC_N : !half) E[(s * (nc - 1) + c) * SSM__TC_N + (TR ? tid : r)] = ev;
 #endif
 }
 
-/* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 256 per sequence. Thread
-   (row, q) keeps the next D rows-quarters of P in registers. */
-#define SSM__TC_D 8
-__global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, int n, const float *P, const float *E,
-                                                               ssm__cu_rv h, float *X) {
-    __shared__ __align__(16) float xs[2][SSM__TC_N];
+/* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 4 W threads per
+   sequence. Thread (row, q) keeps the next CD row-quarters of P in registers. */
+template <int W>
+__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64_t nc, int n, const float *P, const float *E,
+                                                                          ssm__cu_rv h, float *X) {
+    constexpr int D = ssm__tcg<W>::CD, Q4 = W / 16; /* float4s of a row-quarter */
+    constexpr int64_t WW = (int64_t)W * W;
+    __shared__ __align__(16) float xs[2][W];
     const int tid = threadIdx.x, row = tid >> 2, q = tid & 3;
     const int64_t s = blockIdx.x, np = nc - 1;
-    const float *Ps = P + s * np * (SSM__TC_N * SSM__TC_N) + row * SSM__TC_N + q * 16;
-    const float *Es = E + s * np * SSM__TC_N + row;
-    float *Xs = X + s * nc * SSM__TC_N;
-    float4 pr[SSM__TC_D][4];
-    float er[SSM__TC_D];
-    if (tid < SSM__TC_N) {
+    const float *Ps = P + s * np * WW + row * W + q * (W / 4);
+    const float *Es = E + s * np * W + row;
+    float *Xs = X + s * nc * W;
+    float4 pr[D][Q4];
+    float er[D];
+    if (tid < W) {
         float v = tid < n ? ssm__cu_ld(h.p, h.dt, h.off + s * h.ss + tid * h.rs) : 0.f;
         xs[0][tid] = v;
         Xs[tid] = v;
     }
 #pragma unroll
-    for (int d = 0; d < SSM__TC_D; ++d)
+    for (int d = 0; d < D; ++d)
         if (d < np) {
-            const float4 *p4 = (const float4 *)(Ps + d * (int64_t)(SSM__TC_N * SSM__TC_N));
-            pr[d][0] = p4[0], pr[d][1] = p4[1], pr[d][2] = p4[2], pr[d][3] = p4[3];
-            er[d] = Es[d * SSM__TC_N];
+            const float4 *p4 = (const float4 *)(Ps + d * WW);
+#pragma unroll
+            for (int i = 0; i < Q4; ++i) pr[d][i] = p4[i];
+            er[d] = Es[d * W];
         }
     __syncthreads();
-    for (int64_t c0 = 0; c0 < np; c0 += SSM__TC_D) {
+    for (int64_t c0 = 0; c0 < np; c0 += D) {
 #pragma unroll
-        for (int d = 0; d < SSM__TC_D; ++d) {
+        for (int d = 0; d < D; ++d) {
             const int64_t c = c0 + d;
             if (c < np) {
-                const float4 *x4 = (const float4 *)(xs[c & 1] + q * 16);
-                float4 x0 = x4[0], x1 = x4[1], x2 = x4[2], x3 = x4[3];
-                float v0 = pr[d][0].x * x0.x + pr[d][0].y * x0.y + pr[d][0].z * x0.z + pr[d][0].w * x0.w;
-                float v1 = pr[d][1].x * x1.x + pr[d][1].y * x1.y + pr[d][1].z * x1.z + pr[d][1].w * x1.w;
-                float v2 = pr[d][2].x * x2.x + pr[d][2].y * x2.y + pr[d][2].z * x2.z + pr[d][2].w * x2.w;
-                float v3 = pr[d][3].x * x3.x + pr[d][3].y * x3.y + pr[d][3].z * x3.z + pr[d][3].w * x3.w;
-                float v = (v0 + v1) + (v2 + v3);
+                const float4 *x4 = (const float4 *)(xs[c & 1] + q * (W / 4));
+                float v4[Q4];
+#pragma unroll
+                for (int i = 0; i < Q4; ++i) {
+                    const float4 x = x4[i];
+                    v4[i] = pr[d][i].x * x.x + pr[d][i].y * x.y + pr[d][i].z * x.z + pr[d][i].w * x.w;
+                }
+#pragma unroll
+                for (int w = Q4 / 2; w >= 1; w /= 2) /* pairwise: (v0 + v1) + (v2 + v3) ... */
+#pragma unroll
+                    for (int i = 0; i < w; ++i) v4[i] = v4[2 * i] + v4[2 * i + 1];
+                float v = v4[0];
                 v += __shfl_xor_sync(0xffffffffu, v, 1);
                 v += __shfl_xor_sync(0xffffffffu, v, 2);
                 v += er[d];
-                if (c + 4 * SSM__TC_D < np) /* pull P_{c+32} into L2: the register ring then hits L2 */
-                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(Ps + (c + 4 * SSM__TC_D) * (int64_t)(SSM__TC_N * SSM__TC_N)));
-                if (c + SSM__TC_D < np) {
-                    const float4 *p4 = (const float4 *)(Ps + (c + SSM__TC_D) * (int64_t)(SSM__TC_N * SSM__TC_N));
-                    pr[d][0] = p4[0], pr[d][1] = p4[1], pr[d][2] = p4[2], pr[d][3] = p4[3];
-                    er[d] = Es[(c + SSM__TC_D) * SSM__TC_N];
+                if (c + 4 * D < np) /* pull P_{c+4D} into L2: the register ring then hits L2 */
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(Ps + (c + 4 * D) * WW));
+                if (c + D < np) {
+                    const float4 *p4 = (const float4 *)(Ps + (c + D) * WW);
+#pragma unroll
+                    for (int i = 0; i < Q4; ++i) pr[d][i] = p4[i];
+                    er[d] = Es[(c + D) * W];
                 }
                 if (q == 0) {
                     xs[(c + 1) & 1][row] = v;
-                    Xs[(c + 1) * SSM__TC_N + row] = v;
+                    Xs[(c + 1) * W + row] = v;
                 }
                 __syncthreads();
             }
@@ -1942,13 +1966,27 @@ __global__ void __launch_bounds__(256) ssm__cu_tc_carry_kernel(int64_t nc, int n
     }
 }
 
+/* Shared memory of pass 3 and of pass 1 on mma.sync, for chunks of Lc steps */
+template <int W> static size_t ssm__tc_smem3(int64_t Lc) {
+    return (size_t)ssm__tcg<W>::NST * ssm__tcg<W>::TILE * 2 + (2 + (size_t)Lc) * W * 4;
+}
+template <int W> static size_t ssm__tc_smemp(int64_t Lc) {
+    return (size_t)ssm__tcg<W>::PNST * ssm__tcg<W>::TILE * 2 + (size_t)Lc * W * 4;
+}
 /* Shape / layout test for the tensor-core path: 16-bit A, m = 1, n a multiple of 8 from
-   SSM__TC_NMIN to 64 (n < 64 zero-padded to 64 in shared memory), rows (or columns, the adjoint's
-   transposed view) of A contiguous and 16-byte aligned. */
+   SSM__TC_NMIN to 128 (zero-padded to the tile width in shared memory), rows (or columns, the
+   adjoint's transposed view) of A contiguous and 16-byte aligned; the device's shared memory
+   holds the passes' rings and b of the longest chunk (W = 128: 206 KB, an H100 / H200 but not
+   an A100). */
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     int64_t os;
-    const size_t smem = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + SSM__TC_LMAX) * SSM__TC_N * 4;
+    size_t smem;
     if (!ssm__cu_tc_shape(A.dtype, L->n, L->m)) return 0;
+    if (ssm__cu_tc_w(L->n) == SSM__TC_N) smem = ssm__tc_smem3<64>(SSM__TC_LMAX);
+    else {
+        const size_t a = ssm__tc_smem3<128>(SSM__TC_LMAX), b = ssm__tc_smemp<128>(SSM__TC_LMAX);
+        smem = a > b ? a : b;
+    }
     if (A.cs == 1) os = A.rs;
     else if (A.rs == 1) os = A.cs;
     else return 0;
@@ -1964,31 +2002,33 @@ static size_t ssm__cu_szmul(size_t a, int64_t b) {
 }
 static size_t ssm__cu_szadd(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 
-static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L) {
+static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L, int64_t n) {
+    const size_t W = (size_t)ssm__cu_tc_w(n);
     int64_t nc;
     if (L > SSM__TC_LMAX) L = SSM__TC_LMAX;
     if (L < 1) L = 1;
     nc = (T - 1) / L + ((T - 1) % L != 0);
     if (nc < 1) nc = 1;
-    return ssm__cu_szmul(ssm__cu_szmul((size_t)(SSM__TC_N * SSM__TC_N + 2 * SSM__TC_N) * 4u, S), nc); /* saturating */
+    return ssm__cu_szmul(ssm__cu_szmul((W * W + 2 * W) * 4u, S), nc); /* saturating */
 }
 
 /* Pass 2 by cyclic reduction (method CR): X_0 = h_0, then the nc-step recurrence
    X_c = P_{c-1} X_{c-1} + e_{c-1} on the level kernels (depth log2 nc instead of nc), over the
-   n x n blocks of the 64-wide P and E (X's rows past n are left unset; pass 3 reads zeros). */
+   n x n blocks of the W-wide P and E (X's rows past n are left unset; pass 3 reads zeros). */
 static ssm_result ssm__cu_tc_cr_carries(ssm__cu_lr *L, int64_t nc, float *P, float *E, ssm__cu_rv h0, float *X,
                                         char *crws) {
+    const int64_t W = ssm__cu_tc_w(L->n);
     ssm_matrix_batch src, dst;
     ssm__cu_rv Av, bv, xv;
     src.ptr = (char *)h0.p + h0.off * (int64_t)(h0.dt ? 2 : 4), src.rs = h0.rs, src.cs = 1, src.bs = 0, src.ss = h0.ss;
     src.dtype = h0.dt == 0 ? SSM_F32 : h0.dt == 1 ? SSM_F16 : SSM_BF16;
-    dst.ptr = X, dst.rs = 1, dst.cs = 1, dst.bs = 0, dst.ss = nc * SSM__TC_N, dst.dtype = SSM_F32;
+    dst.ptr = X, dst.rs = 1, dst.cs = 1, dst.bs = 0, dst.ss = nc * W, dst.dtype = SSM_F32;
     SSM__TRY(ssm__cu_copy(L->ctx, SSM_F32, L->S, 1, L->n, 1, src, dst, 0));
     /* A_c = P_{c-1}, b_c = e_{c-1}: offsets one matrix before the buffers (index 0 is never read) */
-    Av.p = P, Av.dt = 0, Av.off = -SSM__TC_N * SSM__TC_N, Av.ts = SSM__TC_N * SSM__TC_N, Av.rs = SSM__TC_N, Av.cs = 1;
-    Av.ss = (nc - 1) * SSM__TC_N * SSM__TC_N, Av.chs = 0;
-    bv.p = E, bv.dt = 0, bv.off = -SSM__TC_N, bv.ts = SSM__TC_N, bv.rs = 1, bv.cs = 1, bv.ss = (nc - 1) * SSM__TC_N, bv.chs = 0;
-    xv.p = X, xv.dt = 0, xv.off = 0, xv.ts = SSM__TC_N, xv.rs = 1, xv.cs = 1, xv.ss = nc * SSM__TC_N, xv.chs = 0;
+    Av.p = P, Av.dt = 0, Av.off = -W * W, Av.ts = W * W, Av.rs = W, Av.cs = 1;
+    Av.ss = (nc - 1) * W * W, Av.chs = 0;
+    bv.p = E, bv.dt = 0, bv.off = -W, bv.ts = W, bv.rs = 1, bv.cs = 1, bv.ss = (nc - 1) * W, bv.chs = 0;
+    xv.p = X, xv.dt = 0, xv.off = 0, xv.ts = W, xv.rs = 1, xv.cs = 1, xv.ss = nc * W, xv.chs = 0;
     return ssm__cu_cr_solve(L, nc, Av, bv, xv, crws);
 }
 
@@ -2025,58 +2065,72 @@ static int ssm__lrw_ok(ssm__cu_state *st) {
    product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the product's rounding stays
    under the f16 output rounding, bench/results/cuda_linrec_perf.log); the config's
    linrec_tc_split forces either. */
-template <int TR, int BF, int PAD>
+template <int W, int TR, int BF, int PAD>
 static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
                                 ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
+    typedef ssm__tcg<W> G;
     ssm__cu_state *cs = ssm__cu_st(L->ctx);
     cudaStream_t st = cs->stream;
     const int n = (int)L->n;
-    size_t sm3 = (size_t)SSM__TC_NST * SSM__TC_TILE * 2 + (2 + (size_t)Lc) * SSM__TC_N * 4;
+    size_t sm3 = ssm__tc_smem3<W>(Lc);
     int split = cs->knobs.linrec_tc_split ? cs->knobs.linrec_tc_split == 2 : BF;
-    cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<TR, BF, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
+    cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<W, TR, BF, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
     if (nc > 1) {
         typedef void (*prod_fn)(int64_t, int, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
-        /* n < 64: mma.sync skips the zero blocks, wgmma's m64n64 cannot */
-        const int w = (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split && !PAD)) && ssm__lrw_ok(cs);
+        /* n < 64: mma.sync skips the zero blocks, wgmma's m64n64 cannot; n > 64: mma.sync only */
+        const int w = W == SSM__TC_N && (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split && !PAD)) &&
+                      ssm__lrw_ok(cs);
         const prod_fn k = w ? (split ? ssm__cu_tc_prodw_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prodw_kernel<TR, BF, 0, PAD>)
-                            : (split ? ssm__cu_tc_prod_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prod_kernel<TR, BF, 0, PAD>);
-        const size_t smp = w ? ssm__tw_smem(Lc) : (size_t)SSM__TP_NST * SSM__TC_TILE * 2 + (size_t)Lc * SSM__TC_N * 4;
+                            : (split ? ssm__cu_tc_prod_kernel<W, TR, BF, 1, PAD> : ssm__cu_tc_prod_kernel<W, TR, BF, 0, PAD>);
+        const size_t smp = w ? ssm__tw_smem(Lc) : ssm__tc_smemp<W>(Lc);
         e = w ? cudaSuccess : cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp); /* wgmma: set once */
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
                                  cudaGetErrorString(e));
         for (int64_t s0 = 0; s0 < L->S; s0 += 65535) { /* grid y stops at 65535 sequences a launch */
             dim3 grid((unsigned)(nc - 1), SSM__CU_GRID_Y(L->S - s0));
-            k<<<grid, w ? SSM__TW_THREADS : SSM__TP_THREADS, smp, st>>>(s0, Lc, n, A, aos, b, nc, P, E);
+            k<<<grid, w ? SSM__TW_THREADS : G::PT, smp, st>>>(s0, Lc, n, A, aos, b, nc, P, E);
             SSM__CU_LAUNCHED(L->ctx, w ? "ssm__cu_tc_prodw_kernel" : "ssm__cu_tc_prod_kernel");
         }
     }
     if (crws) {
         SSM__TRY(ssm__cu_tc_cr_carries(L, nc, P, E, h0, X, crws));
     } else {
-        ssm__cu_tc_carry_kernel<<<(unsigned)L->S, 256, 0, st>>>(nc, n, P, E, h0, X);
+        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(nc, n, P, E, h0, X);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
     }
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
         dim3 grid((unsigned)nc, SSM__CU_GRID_Y(L->S - s0));
-        ssm__cu_tc_kernel<TR, BF, PAD><<<grid, 256, sm3, st>>>(s0, T1, Lc, n, A, aos, b, h, X, nc, o);
+        ssm__cu_tc_kernel<W, TR, BF, PAD><<<grid, G::T3, sm3, st>>>(s0, T1, Lc, n, A, aos, b, h, X, nc, o);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel");
     }
     return SSM_OK;
+}
+/* the instantiation for the view: tile width, layout (TR), type (BF), padding */
+template <int W>
+static ssm_result ssm__cu_tc_run(ssm__cu_lr *L, int tr, int bf, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos,
+                                 ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
+#define SSM__TC_GO(TR_, BF_)                                                                     \
+    (L->n == W ? ssm__cu_tc_go<W, TR_, BF_, 0>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws) \
+               : ssm__cu_tc_go<W, TR_, BF_, 1>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws))
+    if (bf) return tr ? SSM__TC_GO(1, 1) : SSM__TC_GO(0, 1);
+    return tr ? SSM__TC_GO(1, 0) : SSM__TC_GO(0, 0);
+#undef SSM__TC_GO
 }
 
 /* Steps 1..T-1 from h_0 (already in h) on tensor cores; Lc steps per chunk. The caller's
    output view `out` (when set) is written too: its copy from the f32 work buffer is skipped. */
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                         int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr) {
+    const int64_t W = ssm__cu_tc_w(L->n);
     int64_t T1 = T - 1, nc, aos;
     ssm__cu_rv Av, bv, hv, h0, ov;
     float *X, *P, *E;
-    char *crws = cr ? ws + ssm__cu_tc_scratch_bytes(L->S, T, Lc) : NULL; /* the carries' CR levels */
-    int tr = A.cs != 1;
+    char *crws = cr ? ws + ssm__cu_tc_scratch_bytes(L->S, T, Lc, L->n) : NULL; /* the carries' CR levels */
+    int tr = A.cs != 1, bf = A.dtype.code == SSM_DTYPE_BFLOAT;
     if (T1 <= 0) return SSM_OK;
     if (Lc > T1) Lc = T1;
     if (Lc > SSM__TC_LMAX) Lc = SSM__TC_LMAX; /* a performance hint only: results do not depend on it */
@@ -2084,19 +2138,15 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
     if (nc > 2147483647) return ssm__cu_lr_sequential(L, T, A, b, h);
     aos = tr ? A.cs : A.rs;
     P = (float *)ws;
-    E = P + L->S * (nc - 1) * SSM__TC_N * SSM__TC_N;
-    X = E + L->S * (nc - 1) * SSM__TC_N;
+    E = P + L->S * (nc - 1) * W * W;
+    X = E + L->S * (nc - 1) * W;
     Av = ssm__cu_rv_of(A, 1, Lc), bv = ssm__cu_rv_of(b, 1, Lc), hv = ssm__cu_rv_of(h, 1, Lc), h0 = ssm__cu_rv_of(h, 0, 0);
     L->st->mat_mat += L->S * (nc - 1) * Lc;
     L->st->mat_state += L->S * T1 * 2 + L->S * (nc - 1);
     if (out.ptr) ov = ssm__cu_rv_of(out, 1, Lc), *out_written = 1;
     else memset(&ov, 0, sizeof ov);
-#define SSM__TC_GO(TR_, BF_)                                                                             \
-    (L->n == SSM__TC_N ? ssm__cu_tc_go<TR_, BF_, 0>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws) \
-                       : ssm__cu_tc_go<TR_, BF_, 1>(L, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws))
-    if (A.dtype.code == SSM_DTYPE_BFLOAT) return tr ? SSM__TC_GO(1, 1) : SSM__TC_GO(0, 1);
-    return tr ? SSM__TC_GO(1, 0) : SSM__TC_GO(0, 0);
-#undef SSM__TC_GO
+    if (W == SSM__TC_N) return ssm__cu_tc_run<SSM__TC_N>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
+    return ssm__cu_tc_run<SSM__TC_NMAX>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
 }
 
 /* ---- Hillis-Steele scan, one fused kernel per level ----------------------------------------
@@ -3431,7 +3481,8 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
             if (ssm__cu_tc_shape(p->dtype, p->n, p->m)) {
                 int64_t Lc = p->chunk < 1 ? 1 : p->chunk > SSM__TC_LMAX ? SSM__TC_LMAX : p->chunk;
                 int64_t nc = (p->T - 1) / Lc + ((p->T - 1) % Lc != 0);
-                size_t a = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk), c = ssm__cu_cr_levels_bytes(p->group, nc, SSM__TC_N);
+                size_t a = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk, p->n),
+                       c = ssm__cu_cr_levels_bytes(p->group, nc, ssm__cu_tc_w(p->n));
                 tc = a > SIZE_MAX - c ? SIZE_MAX : a + c;
             }
             *bytes = generic > tc ? generic : tc;
@@ -3447,7 +3498,7 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
             generic = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, p->group), (p->T - 1) / p->chunk), p->n), p->n);
             generic = generic > SIZE_MAX / 2 - 255 ? SIZE_MAX : 2 * ((generic + 255) & ~(size_t)255);
         }
-        if (ssm__cu_tc_shape(p->dtype, p->n, p->m)) tc = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk);
+        if (ssm__cu_tc_shape(p->dtype, p->n, p->m)) tc = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk, p->n);
         *bytes = generic > tc ? generic : tc;
         return SSM_OK;
     }

@@ -283,6 +283,29 @@ int main(int argc, char **argv) {
         ssm_ctx_destroy(w), ssm_ctx_destroy(ctx);
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "wide")) { /* the tensor-core path on 128 x 128 tiles (n = 72..128) */
+        std::vector<ssm_linrec_method> ms = {SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
+        const int64_t ns[4] = {128, 96, 80, 112}, Ts[3] = {1024, 4096, 8192};
+        ssm_ctx *lev = NULL;
+        ssm_cuda_config c2 = cc;
+        c2.linrec_cr = 2; /* cyclic reduction on its level kernels (the method for these n before the 128-wide tiles) */
+        cfg.backend_config = &c2;
+        if (ssm_ctx_create(&cfg, &lev) != SSM_OK) return 1;
+        printf("== dense recurrence above n = 64 (S so that A >= 256 MB)\n");
+        for (int di = 0; di < 2; ++di)
+            for (int ni = 0; ni < 4; ++ni)
+                for (int ti = 0; ti < 3; ++ti) {
+                    ssm_dtype dt = di ? SSM_BF16 : SSM_F16;
+                    int64_t n = ns[ni], T = Ts[ti], per = T * n * n * 2, S = ((256ll << 20) + per - 1) / per;
+                    if ((di || ni > 1) && ti != 1) continue;
+                    if (di && ni) continue;
+                    linrec_rows(ctx, jl, dt, S, T, n, 1, ms, 1);
+                    if (ni == 0) linrec_rows(lev, jl, dt, S, T, n, 1, {SSM_LINREC_CR}, 1, "levels");
+                }
+        fclose(jl), fclose(jd);
+        ssm_ctx_destroy(lev), ssm_ctx_destroy(ctx);
+        return 0;
+    }
     printf("== decay scan\n");
     decay_rows(ctx, jd, SSM_F32, 8, 4096, 64);
     decay_rows(ctx, jd, SSM_F32, 2, 1024, 64);

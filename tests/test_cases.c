@@ -1294,6 +1294,21 @@ static void build(void) {
                        0.9, flags);
         }
     }
+    /* the tensor-core path on 128 x 128 tiles: n = 128 and n = 72..120 by 8 (tiles zero-filled
+       past n) through chunked, cyclic reduction and auto, forward and backward, row-major and
+       transposed A (the backward's adjoint), chunks 0 / 16 / 37 */
+    {
+        static const int64_t Nw[8] = {128, 72, 80, 88, 96, 104, 112, 120}, Tw[4] = {65, 300, 1000, 2}, Cw[3] = {0, 16, 37};
+        for (k = 0; k < 16; ++k) {
+            const int64_t T = Tw[k % 4], C = Cw[(k / 4) % 3];
+            const int method = k % 3 == 2 ? SSM_LINREC_AUTO : k % 3 == 1 ? SSM_LINREC_CR : SSM_LINREC_CHUNKED;
+            const unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 5 ? CASE_HT : 0) | (k % 7 >= 4 ? CASE_REVERSE : 0);
+            lr_row(CASE_FWD, k % 2 ? CASE_F16 : CASE_BF16, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, Nw[k % 8], 1, C, 0.9, flags);
+            if (T <= 300)
+                lr_row(CASE_BWD, k % 2 ? CASE_BF16 : CASE_F16, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, Nw[(k + 3) % 8], 1, C,
+                       0.9, flags);
+        }
+    }
     /* more than 65535 sequences (the CUDA grid's y limit) in every kernel family: seq,
        chunked, cr, the tensor-core path */
     for (v = 0; v < 2; ++v) {
