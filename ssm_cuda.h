@@ -1101,6 +1101,7 @@ static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A
 }
 
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A);
+static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m);
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                         int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr);
 /* Chunked, fused: (1) every chunk after the first runs from zero and forms P_c, all chunks in
@@ -1253,8 +1254,9 @@ static int ssm__cu_cr_r(int64_t n, int64_t m) {
 }
 static size_t ssm__cu_cr_smem(int R) { return (size_t)2 * 16 * R * SSM__CR_LD(R) * 4; }
 /* The level kernels fit n, m <= 128 and T - 1 within a grid's x (2^31 - 1 blocks). By shape
-   they take n <= 64, or matrix states (m > 64); n > 64 with narrow states ran faster on ssm.h's
-   generic levels (H200, bench/results/cuda_cr_float4_30eb660.log: S8 T1024 n128 m1 f16 5.48 ms
+   they take n <= 64, matrix states (m > 64), and the tensor-core shapes (whose spans reduce to
+   carries on the level kernels); other n > 64 with narrow states ran faster on ssm.h's generic
+   levels (H200, bench/results/cuda_cr_float4_30eb660.log: S8 T1024 n128 m1 f16 5.48 ms
    generic vs 6.40; f32 S1 T4096 n128 1.80 vs 3.37). linrec_cr = 2 forces them wherever they fit,
    1 never. */
 static int ssm__cu_cr_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
@@ -1262,7 +1264,7 @@ static int ssm__cu_cr_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     if (knob == 1 || p->n > SSM__CR_MAXN || p->m > SSM__CR_MAXN || p->T - 1 > 2 * (int64_t)2147483647 ||
         ssm__cu_cr_smem(ssm__cu_cr_r(p->n, p->m)) > ssm__cu_st(ctx)->smem_optin)
         return 0;
-    return knob == 2 || p->n <= 64 || p->m > 64;
+    return knob == 2 || p->n <= 64 || p->m > 64 || ssm__cu_tc_shape(p->dtype, p->n, p->m);
 }
 static size_t ssm__cu_szmul(size_t a, int64_t b);
 /* f32 scratch of the levels for a T-step recurrence of n x n transitions: sum of (T_l/2 - 1) n^2. */

@@ -299,6 +299,8 @@ int main(int argc, char **argv) {
                     int64_t n = ns[ni], T = Ts[ti], per = T * n * n * 2, S = ((256ll << 20) + per - 1) / per;
                     if ((di || ni > 1) && ti != 1) continue;
                     if (di && ni) continue;
+                    if (getenv("BENCH_WIDE_N") && atoll(getenv("BENCH_WIDE_N")) != n) continue; /* one shape (profiles) */
+                    if (getenv("BENCH_WIDE_T") && atoll(getenv("BENCH_WIDE_T")) != T) continue;
                     linrec_rows(ctx, jl, dt, S, T, n, 1, ms, 1);
                     if (ni == 0) linrec_rows(lev, jl, dt, S, T, n, 1, {SSM_LINREC_CR}, 1, "levels");
                 }
