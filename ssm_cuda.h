@@ -1902,7 +1902,10 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
 }
 
 /* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 4 W threads per
-   sequence. Thread (row, q) keeps the next CD row-quarters of P in registers. */
+   sequence. Thread (row, q) keeps its quarter of the row, the 16-byte pieces j = q mod 4, of the
+   next CD P_c in registers: the four threads of a row read 64 contiguous bytes a load (with the
+   row cut into four contiguous quarters, a warp's load touched 32 cache lines, 16 bytes each,
+   and the kernel ran L1-bound: H200, n = 128, 4.2 us a carry). */
 template <int W>
 __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64_t nc, int n, const float *P, const float *E,
                                                                           ssm__cu_rv h, float *X) {
@@ -1911,7 +1914,7 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
     __shared__ __align__(16) float xs[2][W];
     const int tid = threadIdx.x, row = tid >> 2, q = tid & 3;
     const int64_t s = blockIdx.x, np = nc - 1;
-    const float *Ps = P + s * np * WW + row * W + q * (W / 4);
+    const float *Ps = P + s * np * WW + row * W + 4 * q;
     const float *Es = E + s * np * W + row;
     float *Xs = X + s * nc * W;
     float4 pr[D][Q4];
@@ -1926,7 +1929,7 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
         if (d < np) {
             const float4 *p4 = (const float4 *)(Ps + d * WW);
 #pragma unroll
-            for (int i = 0; i < Q4; ++i) pr[d][i] = p4[i];
+            for (int i = 0; i < Q4; ++i) pr[d][i] = p4[4 * i];
             er[d] = Es[d * W];
         }
     __syncthreads();
@@ -1935,11 +1938,11 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
         for (int d = 0; d < D; ++d) {
             const int64_t c = c0 + d;
             if (c < np) {
-                const float4 *x4 = (const float4 *)(xs[c & 1] + q * (W / 4));
+                const float4 *x4 = (const float4 *)(xs[c & 1] + 4 * q);
                 float v4[Q4];
 #pragma unroll
                 for (int i = 0; i < Q4; ++i) {
-                    const float4 x = x4[i];
+                    const float4 x = x4[4 * i];
                     v4[i] = pr[d][i].x * x.x + pr[d][i].y * x.y + pr[d][i].z * x.z + pr[d][i].w * x.w;
                 }
 #pragma unroll
@@ -1955,7 +1958,7 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
                 if (c + D < np) {
                     const float4 *p4 = (const float4 *)(Ps + (c + D) * WW);
 #pragma unroll
-                    for (int i = 0; i < Q4; ++i) pr[d][i] = p4[i];
+                    for (int i = 0; i < Q4; ++i) pr[d][i] = p4[4 * i];
                     er[d] = Es[(c + D) * W];
                 }
                 if (q == 0) {
