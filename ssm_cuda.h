@@ -5445,14 +5445,20 @@ __device__ __forceinline__ float ssm__pj_softplus(float z) { return fmaxf(z, 0.f
    the bulk of the kernel-3 epilogue and of the dPre pass's arithmetic) */
 __device__ __forceinline__ float ssm__pj_fsig(float z) { return __fdividef(1.f, 1.f + __expf(-z)); }
 
-/* act(z) and its derivative (ssm.h's ssm__proj_act in f32); FAST: SiLU and sigmoid through
-   ssm__pj_fsig (ssm__pj_dact8_kernel's), the other activations the same. */
-template <bool FAST = false>
+/* SiLU (sig 0: z s) or sigmoid (sig 1: s) and its derivative, from s = sigmoid(z) computed by
+   the caller (IEEE, ssm__pj_sigmoid, or MUFU, ssm__pj_fsig, in the 16-bit vector passes) */
+__device__ __forceinline__ float ssm__pj_sact(int sig, float z, float s, float *df) {
+    if (sig) { *df = s * (1.f - s); return s; }
+    *df = s * (1.f + z * (1.f - s));
+    return z * s;
+}
+
+/* act(z) and its derivative (ssm.h's ssm__proj_act in f32). */
 __device__ __forceinline__ float ssm__pj_act(int a, float param, float alog, float z, float *df) {
     float s, t;
     switch (a) {
-    case SSM_PROJ_SILU: s = FAST ? ssm__pj_fsig(z) : ssm__pj_sigmoid(z); *df = s * (1.f + z * (1.f - s)); return z * s;
-    case SSM_PROJ_SIGMOID: s = FAST ? ssm__pj_fsig(z) : ssm__pj_sigmoid(z); *df = s * (1.f - s); return s;
+    case SSM_PROJ_SILU: return ssm__pj_sact(0, z, ssm__pj_sigmoid(z), df);
+    case SSM_PROJ_SIGMOID: return ssm__pj_sact(1, z, ssm__pj_sigmoid(z), df);
     case SSM_PROJ_SIGMOID2: s = ssm__pj_sigmoid(z); *df = 2.f * s * (1.f - s); return 2.f * s;
     case SSM_PROJ_LOGSIGMOID: *df = ssm__pj_sigmoid(-z) / param; return -ssm__pj_softplus(-z) / param;
     case SSM_PROJ_SOFTPLUS: *df = ssm__pj_sigmoid(z); return ssm__pj_softplus(z);
@@ -5880,8 +5886,12 @@ __global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N
             }
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
-                const float al = act == SSM_PROJ_DECAY_GATE && on ? ssm__pj_ld<T>(alog.p, (sg.g0[s] + c + e - c0) * alog.s) : 0.f;
-                a[e] = ssm__pj_act<true>(act, p, al, z[e], &df[e]);
+                if (act == SSM_PROJ_SILU) a[e] = ssm__pj_sact(0, z[e], ssm__pj_fsig(z[e]), &df[e]);
+                else if (act == SSM_PROJ_SIGMOID) a[e] = ssm__pj_sact(1, z[e], ssm__pj_fsig(z[e]), &df[e]);
+                else {
+                    const float al = act == SSM_PROJ_DECAY_GATE && on ? ssm__pj_ld<T>(alog.p, (sg.g0[s] + c + e - c0) * alog.s) : 0.f;
+                    a[e] = ssm__pj_act(act, p, al, z[e], &df[e]);
+                }
                 ss += a[e] * a[e], dot += a[e] * gy[e];
             }
             if (l2 > 0) { /* y = a rn: da = rn dy - rn^3 a (dy . a) */
@@ -6490,9 +6500,7 @@ static ssm_result ssm__cu_proj_backward(ssm_ctx *ctx, const ssm_proj_plan *p, co
 /* gate(g) (sigmoid, or SiLU g sigmoid(g)) and its derivative, from s = sigmoid(g) computed by
    the caller (IEEE in the scalar passes, MUFU in the vector ones) */
 __device__ __forceinline__ float ssm__oc_gate_of(int sig, float g, float s, float *dgate) {
-    if (sig) { *dgate = s * (1.f - s); return s; }
-    *dgate = s * (1.f + g * (1.f - s));
-    return g * s;
+    return ssm__pj_sact(sig, g, s, dgate);
 }
 __device__ __forceinline__ float ssm__oc_gatef(int sig, float g, float *dgate) {
     return ssm__oc_gate_of(sig, g, ssm__pj_sigmoid(g), dgate);
