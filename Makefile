@@ -17,6 +17,17 @@ LIBS    := -lm
 # How to run a built program: ./build/x, or an absolute BUILD as is.
 B := $(if $(filter /%,$(BUILD)),,./)$(BUILD)
 
+# Independent compiles (the examples in check-examples, the CUDA programs in compile-cuda) run
+# JOBS at a time in a make of their own, each target's output printed together (make -O), so
+# the log reads as in a serial build: by default one a core, and no more than one per 4 GiB of
+# memory (a compile of ssm_cuda.h's implementation takes minutes and up to ~2 GiB). When make
+# was given -j, those makes share its job slots instead.
+ifeq ($(origin JOBS),undefined)
+JOBS := $(shell c=$$(nproc 2>/dev/null || echo 1); m=$$(awk '/^MemTotal:/ {print int($$2 / 4194304)}' /proc/meminfo 2>/dev/null); \
+	[ -n "$$m" ] && [ "$$m" -lt "$$c" ] && c=$$m; [ "$$c" -ge 1 ] 2>/dev/null && echo $$c || echo 1)
+endif
+PAR = $(if $(findstring -j,$(MAKEFLAGS)),,-j$(JOBS)) $(if $(filter 3.%,$(MAKE_VERSION)),,-O)
+
 # Backend makefiles (mk/*.mk) add their own targets and may append to these hooks.
 EXTRA_TEST_DEPS :=
 EXTRA_RUN :=
@@ -88,18 +99,22 @@ compile-checks: | $(BUILD)
 # Every example builds with exactly the command in its first comment line (`/* cc ... */`),
 # run from a copy of the repository's layout; README.md must show each of these lines verbatim,
 # so the lines README and the examples show are the lines CI runs. nvcc lines run only where nvcc exists, -lblis lines only where BLIS does.
+# The examples build JOBS at a time (PAR), each into the same copy.
 EXAMPLE_SRCS := $(wildcard examples/*.c examples/*.cu)
+EXAMPLE_BUILT := $(EXAMPLE_SRCS:%=$(BUILD)/examples-check/%.built)
 examples: check-examples
 check-examples: | $(BUILD)
 	@echo "== examples: each built with the command in its first line"
 	@rm -rf $(BUILD)/examples-check && mkdir -p $(BUILD)/examples-check && cp -R ssm*.h examples $(BUILD)/examples-check/
-	@cd $(BUILD)/examples-check && for f in $(EXAMPLE_SRCS); do \
+	@$(MAKE) --no-print-directory $(PAR) $(EXAMPLE_BUILT)
+$(EXAMPLE_BUILT): $(BUILD)/examples-check/%.built: %
+	@cd $(BUILD)/examples-check && f=$<; \
 		cmd=$$(head -n 1 $$f | sed -e 's|^/\* *||' -e 's| *\*/ *$$||'); \
-		case "$$cmd" in nvcc*) command -v $(NVCC) >/dev/null 2>&1 || { echo "skipped (no nvcc): $$cmd"; continue; };; esac; \
-		case "$$cmd" in *-lblis*) [ "$(HAVE_BLIS)" = yes ] || { echo "skipped (no BLIS): $$cmd"; continue; };; esac; \
+		case "$$cmd" in nvcc*) command -v $(NVCC) >/dev/null 2>&1 || { echo "skipped (no nvcc): $$cmd"; exit 0; };; esac; \
+		case "$$cmd" in *-lblis*) [ "$(HAVE_BLIS)" = yes ] || { echo "skipped (no BLIS): $$cmd"; exit 0; };; esac; \
 		grep -qxF "$$cmd" $(CURDIR)/README.md || { echo "README.md does not show the first line of $$f: $$cmd"; exit 1; }; \
 		echo "$$cmd"; sh -c "$$cmd" || { echo "example $$f: its first-line command failed"; exit 1; }; \
-	done
+		touch $$f.built
 
 # CPU benchmarks are picked up by name: bench/cpu_*.c.
 COMMIT   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)

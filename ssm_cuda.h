@@ -5501,12 +5501,20 @@ __device__ __forceinline__ float ssm__pj_softplus(float z) { return fmaxf(z, 0.f
    the bulk of the kernel-3 epilogue and of the dPre pass's arithmetic) */
 __device__ __forceinline__ float ssm__pj_fsig(float z) { return __fdividef(1.f, 1.f + __expf(-z)); }
 
+/* SiLU (sig 0: z s) or sigmoid (sig 1: s) and its derivative, from s = sigmoid(z) computed by
+   the caller (IEEE, ssm__pj_sigmoid, or MUFU, ssm__pj_fsig, in the 16-bit vector passes) */
+__device__ __forceinline__ float ssm__pj_sact(int sig, float z, float s, float *df) {
+    if (sig) { *df = s * (1.f - s); return s; }
+    *df = s * (1.f + z * (1.f - s));
+    return z * s;
+}
+
 /* act(z) and its derivative (ssm.h's ssm__proj_act in f32). */
 __device__ __forceinline__ float ssm__pj_act(int a, float param, float alog, float z, float *df) {
     float s, t;
     switch (a) {
-    case SSM_PROJ_SILU: s = ssm__pj_sigmoid(z); *df = s * (1.f + z * (1.f - s)); return z * s;
-    case SSM_PROJ_SIGMOID: s = ssm__pj_sigmoid(z); *df = s * (1.f - s); return s;
+    case SSM_PROJ_SILU: return ssm__pj_sact(0, z, ssm__pj_sigmoid(z), df);
+    case SSM_PROJ_SIGMOID: return ssm__pj_sact(1, z, ssm__pj_sigmoid(z), df);
     case SSM_PROJ_SIGMOID2: s = ssm__pj_sigmoid(z); *df = 2.f * s * (1.f - s); return 2.f * s;
     case SSM_PROJ_LOGSIGMOID: *df = ssm__pj_sigmoid(-z) / param; return -ssm__pj_softplus(-z) / param;
     case SSM_PROJ_SOFTPLUS: *df = ssm__pj_sigmoid(z); return ssm__pj_softplus(z);
@@ -5800,6 +5808,13 @@ __global__ void ssm__pj_l2_kernel(int64_t M, int64_t c0, int64_t nh, int64_t hd,
     }
 }
 
+/* The L2 norm's backward, per element (ssm__pj_dact_kernel, ssm__pj_dact8_kernel): y = a rn,
+   rn = 1 / sqrt(ss + eps) (ss the head's sum of a^2), da = rn dy - rn^3 a (dy . a). */
+__device__ __forceinline__ float ssm__pj_rnorm(float ss, float eps) { return 1.f / sqrtf(ss + eps); }
+__device__ __forceinline__ float ssm__pj_l2_bwd(float rn, float gy, float a, float dot) {
+    return rn * gy - rn * rn * rn * a * dot;
+}
+
 /* dPre (compact [M, N]) from z (pre, or x W^T already in dP plus the bias) and dy; the
    decay gates' dA_log terms gy * a into ga [M, G] (f32). A warp per row, segment by segment;
    L2 heads of <= 256 columns keep a, f'(z) and dy in registers between their two sweeps. */
@@ -5830,12 +5845,12 @@ __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N,
                         }
                     }
                     ss = ssm__pj_wsum(ss), dot = ssm__pj_wsum(dot);
-                    rn = 1.f / sqrtf(ss + eps);
+                    rn = ssm__pj_rnorm(ss, eps);
 #pragma unroll
                     for (int t = 0; t < SSM__PJ_HREG; ++t) {
                         const int64_t c = h + lane + 32 * t;
                         if (32 * t < l2 && c < h + l2) {
-                            const float g = rn * gy[t] - rn * rn * rn * a[t] * dot;
+                            const float g = ssm__pj_l2_bwd(rn, gy[t], a[t], dot);
                             if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = g * a[t];
                             ssm__pj_st<T>(dP, r * N + c, g * df[t]);
                         }
@@ -5874,12 +5889,12 @@ __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N,
                         ss += a * a, dot += a * ssm__pj_ld<T>(dy.p, r * dy.rs + c * dy.cs);
                     }
                     ss = ssm__pj_wsum(ss), dot = ssm__pj_wsum(dot);
-                    rn = 1.f / sqrtf(ss + eps);
+                    rn = ssm__pj_rnorm(ss, eps);
                 }
                 for (int64_t c = h + lane; c < he; c += 32) {
                     float g = ssm__pj_ld<T>(dy.p, r * dy.rs + c * dy.cs);
                     a = ssm__pj_act(act, p, SSM__PJ_AL(c), SSM__PJ_Z(c), &df);
-                    if (l2 > 0) g = rn * g - rn * rn * rn * a * dot;
+                    if (l2 > 0) g = ssm__pj_l2_bwd(rn, g, a, dot);
                     if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = g * a;
                     ssm__pj_st<T>(dP, r * N + c, g * df);
                 }
@@ -5927,12 +5942,9 @@ __global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N
             }
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
-                if (act == SSM_PROJ_SILU) {
-                    const float sg_ = ssm__pj_fsig(z[e]);
-                    a[e] = z[e] * sg_, df[e] = sg_ * (1.f + z[e] * (1.f - sg_));
-                } else if (act == SSM_PROJ_SIGMOID) {
-                    a[e] = ssm__pj_fsig(z[e]), df[e] = a[e] * (1.f - a[e]);
-                } else {
+                if (act == SSM_PROJ_SILU) a[e] = ssm__pj_sact(0, z[e], ssm__pj_fsig(z[e]), &df[e]);
+                else if (act == SSM_PROJ_SIGMOID) a[e] = ssm__pj_sact(1, z[e], ssm__pj_fsig(z[e]), &df[e]);
+                else {
                     const float al = act == SSM_PROJ_DECAY_GATE && on ? ssm__pj_ld<T>(alog.p, (sg.g0[s] + c + e - c0) * alog.s) : 0.f;
                     a[e] = ssm__pj_act(act, p, al, z[e], &df[e]);
                 }
@@ -5941,9 +5953,9 @@ __global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N
             if (l2 > 0) { /* y = a rn: da = rn dy - rn^3 a (dy . a) */
                 for (int o = 1; o < gl; o <<= 1)
                     ss += __shfl_xor_sync(0xffffffffu, ss, o), dot += __shfl_xor_sync(0xffffffffu, dot, o);
-                const float rn = 1.f / sqrtf(ss + eps);
+                const float rn = ssm__pj_rnorm(ss, eps);
 #pragma unroll
-                for (int e = 0; e < 8; ++e) gy[e] = rn * gy[e] - rn * rn * rn * a[e] * dot;
+                for (int e = 0; e < 8; ++e) gy[e] = ssm__pj_l2_bwd(rn, gy[e], a[e], dot);
             }
             if (!on) continue;
             if (act == SSM_PROJ_DECAY_GATE)
@@ -6381,6 +6393,20 @@ static int ssm__pjw_launch(ssm__cu_state *, const ssm_proj_plan *, const ssm_ten
 }
 #endif
 
+/* Launches kernel template K on grid G (256 threads a block) on stream S for element type dt
+   (0 f32, 1 f16, 2 bf16), the projection and output chains' dtype switch in one place; the
+   16-bit form for kernels without an f32 instance. */
+#define SSM__PJ_BY_DT16(dt, K, G, S, ...)                                                         \
+    do {                                                                                          \
+        if ((dt) == 1) K<__half><<<(G), 256, 0, (S)>>>(__VA_ARGS__);                              \
+        else K<__nv_bfloat16><<<(G), 256, 0, (S)>>>(__VA_ARGS__);                                 \
+    } while (0)
+#define SSM__PJ_BY_DT(dt, K, G, S, ...)                                                           \
+    do {                                                                                          \
+        if ((dt) == 0) K<float><<<(G), 256, 0, (S)>>>(__VA_ARGS__);                               \
+        else SSM__PJ_BY_DT16(dt, K, G, S, __VA_ARGS__);                                           \
+    } while (0)
+
 /* The one-pass epilogue over columns [ca, cb) of y. */
 static ssm_result ssm__pj_epi(ssm_ctx *ctx, const ssm_proj_plan *p, int64_t ca, int64_t cb, const ssm__pj_segs &sg,
                               ssm__pj_vec vb, ssm__pj_vec va, ssm__pj_mat my, ssm__pj_mat mp) {
@@ -6388,11 +6414,8 @@ static ssm_result ssm__pj_epi(ssm_ctx *ctx, const ssm_proj_plan *p, int64_t ca, 
     const int64_t blocks = (p->M + 7) / 8;
     const unsigned nb = (unsigned)(blocks < 1048576 ? blocks : 1048576);
     const float eps = (float)p->l2_eps;
-    switch (ssm__cu_dt(p->dtype)) {
-    case 0: ssm__pj_epi_kernel<float><<<dim3(nb, (unsigned)p->nseg), 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
-    case 1: ssm__pj_epi_kernel<__half><<<dim3(nb, (unsigned)p->nseg), 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
-    default: ssm__pj_epi_kernel<__nv_bfloat16><<<dim3(nb, (unsigned)p->nseg), 256, 0, st>>>(p->M, ca, cb, sg, vb, va, my, mp, eps); break;
-    }
+    SSM__PJ_BY_DT(ssm__cu_dt(p->dtype), ssm__pj_epi_kernel, dim3(nb, (unsigned)p->nseg), st, p->M, ca, cb, sg, vb, va, my, mp,
+                  eps);
     SSM__CU_LAUNCHED(ctx, "ssm__pj_epi_kernel");
     return SSM_OK;
 }
@@ -6494,12 +6517,11 @@ static ssm_result ssm__cu_proj_backward(ssm_ctx *ctx, const ssm_proj_plan *p, co
         const ssm__pj_vec vb = ssm__pj_vec_of(bias), va = ssm__pj_vec_of(A_log);
         const ssm__pj_mat mp = ssm__pj_mat_of(pre), mdy = ssm__pj_mat_of(dy);
         const float eps = (float)p->l2_eps;
-        if (ssm__pj_dact8_ok(p, pre, dy)) {
-            if (dt == 1) ssm__pj_dact8_kernel<__half><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
-            else ssm__pj_dact8_kernel<__nv_bfloat16><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
-        } else if (dt == 0) ssm__pj_dact_kernel<float><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
-        else if (dt == 1) ssm__pj_dact_kernel<__half><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
-        else ssm__pj_dact_kernel<__nv_bfloat16><<<dim3(nb, (unsigned)p->nseg), 256, 0, st->stream>>>(p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+        const dim3 grid(nb, (unsigned)p->nseg);
+        if (ssm__pj_dact8_ok(p, pre, dy))
+            SSM__PJ_BY_DT16(dt, ssm__pj_dact8_kernel, grid, st->stream, p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
+        else
+            SSM__PJ_BY_DT(dt, ssm__pj_dact_kernel, grid, st->stream, p->M, p->N, p->G, sg, vb, va, mp, mdy, dP, ga, eps);
         SSM__CU_LAUNCHED(ctx, "ssm__pj_dact_kernel");
     }
     for (s = 0; s < (p->path == SSM_PROJ_FUSED ? 1 : p->nseg); ++s) { /* dX and dW: once, or per segment */
@@ -6534,9 +6556,7 @@ static ssm_result ssm__cu_proj_backward(ssm_ctx *ctx, const ssm_proj_plan *p, co
 /* gate(g) (sigmoid, or SiLU g sigmoid(g)) and its derivative, from s = sigmoid(g) computed by
    the caller (IEEE in the scalar passes, MUFU in the vector ones) */
 __device__ __forceinline__ float ssm__oc_gate_of(int sig, float g, float s, float *dgate) {
-    if (sig) { *dgate = s * (1.f - s); return s; }
-    *dgate = s * (1.f + g * (1.f - s));
-    return g * s;
+    return ssm__pj_sact(sig, g, s, dgate);
 }
 __device__ __forceinline__ float ssm__oc_gatef(int sig, float g, float *dgate) {
     return ssm__oc_gate_of(sig, g, ssm__pj_sigmoid(g), dgate);
@@ -6598,6 +6618,26 @@ __global__ void __launch_bounds__(256) ssm__oc_norm_kernel(int64_t M, int64_t D,
         }
 }
 
+/* The backward's per-element math (ssm__oc_bwd_kernel, ssm__oc_bwd8_kernel), from d = dz, the
+   normalized n = o rstd, gt = gate(g) and its derivative dgt, the weight wv: the element's
+   term of the head's dot (summed, then / hd); then with rs = rstd and that dot, dweight's term,
+   dg and do. */
+__device__ __forceinline__ float ssm__oc_dot_term(float d, float wv, float gt, float n) { return d * wv * gt * n; }
+__device__ __forceinline__ void ssm__oc_grads(float d, float n, float gt, float dgt, float wv, float rs, float dot, float *dw,
+                                              float *dg, float *dO) {
+    *dw = d * n * gt;
+    *dg = d * n * wv * dgt;
+    *dO = rs * (d * wv * gt - n * dot);
+}
+/* ... and the scalar pass's loads of n, gt (dgt) and wv at row r, column c of head h0 */
+template <typename T>
+__device__ __forceinline__ void ssm__oc_ld1(ssm__pj_mat o, ssm__pj_mat g, ssm__pj_vec w, int64_t r, int64_t c, int64_t h0,
+                                            float rs, int sig, float *n, float *gt, float *dgt, float *wv) {
+    *n = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs) * rs;
+    *gt = ssm__oc_gatef(sig, ssm__pj_ld<T>(g.p, r * g.rs + c * g.cs), dgt);
+    *wv = w.p ? ssm__pj_ld<T>(w.p, (c - h0) * w.s) : 1.f;
+}
+
 /* From dz (compact [M, D]): do, dg, and dweight's per-(row, head) terms wpart [M * H, hd]. */
 template <typename T>
 __global__ void __launch_bounds__(256) ssm__oc_bwd_kernel(int64_t M, int64_t D, int64_t hd, int sig, float eps, ssm__pj_mat o,
@@ -6608,22 +6648,18 @@ __global__ void __launch_bounds__(256) ssm__oc_bwd_kernel(int64_t M, int64_t D, 
         for (int64_t h = 0; h * hd < D; ++h) {
             const int64_t h0 = h * hd;
             const float rs = ssm__oc_rstd<T>(o, rin, r, h, hd, eps, lane);
-            float dot = 0.f, dgate;
+            float dot = 0.f, n, gt, dgate, wv, dw, dg, dov;
             for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
-                const float n = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs) * rs;
-                const float gt = ssm__oc_gatef(sig, ssm__pj_ld<T>(g.p, r * g.rs + c * g.cs), &dgate);
-                const float wv = w.p ? ssm__pj_ld<T>(w.p, (c - h0) * w.s) : 1.f;
-                dot += ssm__pj_ld<T>(dz, r * D + c) * wv * gt * n;
+                ssm__oc_ld1<T>(o, g, w, r, c, h0, rs, sig, &n, &gt, &dgate, &wv);
+                dot += ssm__oc_dot_term(ssm__pj_ld<T>(dz, r * D + c), wv, gt, n);
             }
             dot = ssm__pj_wsum(dot) / (float)hd;
             for (int64_t c = h0 + lane; c < h0 + hd; c += 32) {
-                const float n = ssm__pj_ld<T>(o.p, r * o.rs + c * o.cs) * rs;
-                const float gt = ssm__oc_gatef(sig, ssm__pj_ld<T>(g.p, r * g.rs + c * g.cs), &dgate);
-                const float wv = w.p ? ssm__pj_ld<T>(w.p, (c - h0) * w.s) : 1.f;
-                const float dzv = ssm__pj_ld<T>(dz, r * D + c), dn = dzv * wv * gt;
-                if (wpart) wpart[(r * (D / hd) + h) * hd + c - h0] = dzv * n * gt;
-                ssm__pj_st<T>(dG.p, r * dG.rs + c * dG.cs, dzv * n * wv * dgate);
-                ssm__pj_st<T>(dO.p, r * dO.rs + c * dO.cs, rs * (dn - n * dot));
+                ssm__oc_ld1<T>(o, g, w, r, c, h0, rs, sig, &n, &gt, &dgate, &wv);
+                ssm__oc_grads(ssm__pj_ld<T>(dz, r * D + c), n, gt, dgate, wv, rs, dot, &dw, &dg, &dov);
+                if (wpart) wpart[(r * (D / hd) + h) * hd + c - h0] = dw;
+                ssm__pj_st<T>(dG.p, r * dG.rs + c * dG.cs, dg);
+                ssm__pj_st<T>(dO.p, r * dO.rs + c * dO.cs, dov);
             }
         }
 }
@@ -6699,7 +6735,7 @@ __global__ void __launch_bounds__(256) ssm__oc_bwd8_kernel(int64_t M, int64_t D,
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
             if (!on) d[e] = 0.f;
-            dot += d[e] * wv[e] * gt[e] * n[e];
+            dot += ssm__oc_dot_term(d[e], wv[e], gt[e], n[e]);
         }
         for (int k = 1; k < gl; k <<= 1) dot += __shfl_xor_sync(0xffffffffu, dot, k);
         dot /= (float)hd;
@@ -6707,9 +6743,9 @@ __global__ void __launch_bounds__(256) ssm__oc_bwd8_kernel(int64_t M, int64_t D,
         float vo[8], vg[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-            wacc[e] += d[e] * n[e] * gt[e];
-            vg[e] = d[e] * n[e] * wv[e] * dgt[e];
-            vo[e] = rs * (d[e] * wv[e] * gt[e] - n[e] * dot);
+            float dw;
+            ssm__oc_grads(d[e], n[e], gt[e], dgt[e], wv[e], rs, dot, &dw, &vg[e], &vo[e]);
+            wacc[e] += dw;
         }
         ssm__oc_st8<T>(dG.p, r * dG.rs + c, vg), ssm__oc_st8<T>(dO.p, r * dO.rs + c, vo);
     }
@@ -6744,19 +6780,6 @@ static dim3 ssm__oc_grid8(const ssm_outchain_plan *p, int64_t rows_per_block) {
 }
 #define SSM__OC_BWD8_ROWS 64 /* rows a block of the backward pass: its dweight partials are [M / 64, D] */
 
-/* launches kernel template K on grid G for the plan's 16-bit dtype (needs dt, st in scope) */
-#define SSM__OC_BY_DT16(K, G, ...)                                              \
-    do {                                                                        \
-        if (dt == 1) K<__half><<<(G), 256, 0, st->stream>>>(__VA_ARGS__);        \
-        else K<__nv_bfloat16><<<(G), 256, 0, st->stream>>>(__VA_ARGS__);         \
-    } while (0)
-/* ... for any dtype, a warp per row (needs dt, p, st in scope) */
-#define SSM__OC_BY_DT(K, ...)                                                                  \
-    do {                                                                                       \
-        if (dt == 0) K<float><<<ssm__oc_blocks(p->M), 256, 0, st->stream>>>(__VA_ARGS__);      \
-        else SSM__OC_BY_DT16(K, ssm__oc_blocks(p->M), __VA_ARGS__);                           \
-    } while (0)
-
 static size_t ssm__oc_cu_ws(const ssm_outchain_plan *p) {
     /* saturating, as ssm__pj_ws */
     const size_t es = (size_t)p->dtype.bits / 8u, md = ssm__cu_szmul((size_t)p->M, p->D), mde = ssm__cu_szmul(md, (int64_t)es);
@@ -6785,9 +6808,11 @@ static void ssm__oc_norm(ssm__cu_state *st, const ssm_outchain_plan *p, const ss
     const ssm__pj_mat mo = ssm__pj_mat_of(o), mg = ssm__pj_mat_of(g), mi = ssm__pj_mat_of(rin), mr = ssm__pj_mat_of(rout);
     const ssm__pj_vec w = ssm__pj_vec_of(weight);
     if (ssm__oc_vec_ok(p, o, g, weight, NULL, NULL)) {
-        SSM__OC_BY_DT16(ssm__oc_norm8_kernel, ssm__oc_grid8(p, 8), p->M, p->D, p->hd, sig, (float)p->eps, mo, mg, w, mi, mr, z);
+        SSM__PJ_BY_DT16(dt, ssm__oc_norm8_kernel, ssm__oc_grid8(p, 8), st->stream, p->M, p->D, p->hd, sig, (float)p->eps, mo, mg,
+                        w, mi, mr, z);
     } else
-        SSM__OC_BY_DT(ssm__oc_norm_kernel, p->M, p->D, p->hd, sig, (float)p->eps, mo, mg, w, mi, mr, z);
+        SSM__PJ_BY_DT(dt, ssm__oc_norm_kernel, ssm__oc_blocks(p->M), st->stream, p->M, p->D, p->hd, sig, (float)p->eps, mo, mg, w,
+                      mi, mr, z);
 }
 
 static ssm_result ssm__cu_outchain_forward(ssm_ctx *ctx, const ssm_outchain_plan *p, const ssm_tensor *o,
@@ -6836,11 +6861,13 @@ static ssm_result ssm__cu_outchain_backward(ssm_ctx *ctx, const ssm_outchain_pla
     if (ssm__oc_vec_ok(p, o, g, weight, do_, dg)) {
         const dim3 grid = ssm__oc_grid8(p, SSM__OC_BWD8_ROWS);
         wrows = grid.x;
-        SSM__OC_BY_DT16(ssm__oc_bwd8_kernel, grid, p->M, p->D, p->hd, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g),
-                        ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_), ssm__pj_mat_of(dg), wpart);
+        SSM__PJ_BY_DT16(dt, ssm__oc_bwd8_kernel, grid, st->stream, p->M, p->D, p->hd, sig, (float)p->eps, ssm__pj_mat_of(o),
+                        ssm__pj_mat_of(g), ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_),
+                        ssm__pj_mat_of(dg), wpart);
     } else
-        SSM__OC_BY_DT(ssm__oc_bwd_kernel, p->M, p->D, p->hd, sig, (float)p->eps, ssm__pj_mat_of(o), ssm__pj_mat_of(g),
-                      ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_), ssm__pj_mat_of(dg), wpart);
+        SSM__PJ_BY_DT(dt, ssm__oc_bwd_kernel, ssm__oc_blocks(p->M), st->stream, p->M, p->D, p->hd, sig, (float)p->eps,
+                      ssm__pj_mat_of(o), ssm__pj_mat_of(g), ssm__pj_vec_of(weight), ssm__pj_mat_of(rstd), dz, ssm__pj_mat_of(do_),
+                      ssm__pj_mat_of(dg), wpart);
     SSM__CU_LAUNCHED(ctx, "ssm__oc_bwd_kernel");
     if (dweight) SSM__TRY(ssm__pj_colsums(ctx, wpart, 0, wrows * p->H, p->hd, p->hd, NULL, part, dweight->data, dt, dweight->strides[0]));
     return SSM_OK;

@@ -9,7 +9,8 @@
 # The test, fuzz, benchmark and dev programs link one object holding the CUDA implementation
 # ($(CUDA_IMPL), tests/cuda_impl.cu): the kernels compile once per build, not once per program
 # (each compile of them takes minutes). The examples, the library and the dev harnesses that
-# call private kernels compile the implementation themselves.
+# call private kernels compile the implementation themselves (those harnesses together, once:
+# dev/cuda/whole.cu). compile-cuda runs $(JOBS) compiles at a time (the Makefile's JOBS).
 SSM_NVARCH ?= -arch=sm_90a
 SSM_NVBASE := -O3 -I. -std=c++17 -Xcompiler -Wall
 SSM_NVFLAGS ?= $(SSM_NVBASE) $(SSM_NVARCH)
@@ -32,7 +33,14 @@ endif
 DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
 
 # (examples/quickstart_cuda.cu is built by check-examples with its first-line command)
-compile-cuda: $(if $(NCCL_SO),$(BUILD)/test_nccl) $(BUILD)/test_cuda $(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta $(BUILD)/libssmh.so $(DEV_CUDA)
+# The programs are built by a make of their own running $(JOBS) compiles at a time, the output
+# of each compile printed together ($(PAR), Makefile); the longest (the implementation object,
+# the library, dev_whole) first.
+CUDA_PROGS := $(CUDA_IMPL) $(BUILD)/libssmh.so $(BUILD)/dev_whole $(if $(NCCL_SO),$(BUILD)/test_nccl) $(BUILD)/test_cuda \
+	$(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta $(filter-out $(BUILD)/dev_whole,$(DEV_CUDA))
+compile-cuda: | $(BUILD)
+	@echo "== CUDA programs: compile and link ($(or $(findstring -j,$(MAKEFLAGS)),$(JOBS)) at a time)"
+	@$(MAKE) --no-print-directory $(PAR) $(CUDA_PROGS)
 
 $(CUDA_IMPL): tests/cuda_impl.cu ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -c $< -o $@
@@ -82,10 +90,19 @@ $(BUILD)/cuda_proj: CUDALIBS += -lcublasLt
 
 # Kernel-variant harnesses, dev/cuda/*.cu (variants chosen by argv, forced through the
 # kernel-choice fields of ssm_cuda_config, each timed beside the default and checked against it).
-# Those listed in DEV_CUDA_WHOLE call private kernels or helpers and include the implementation themselves.
-DEV_CUDA_WHOLE := $(BUILD)/dev_bell $(BUILD)/dev_delta $(BUILD)/dev_proj_wgmma
+# bell, delta and proj_wgmma call private kernels or helpers and include the implementation
+# themselves: they compile together as one program, $(BUILD)/dev_whole (dev/cuda/whole.cu
+# includes the three: one compile of the implementation instead of three, and none waits for
+# $(CUDA_IMPL)); $(BUILD)/dev_bell, dev_delta and dev_proj_wgmma are links to it, each running
+# its harness.
+DEV_CUDA_LINKS := $(BUILD)/dev_bell $(BUILD)/dev_delta $(BUILD)/dev_proj_wgmma
+$(BUILD)/dev_whole: dev/cuda/whole.cu dev/cuda/bell.cu dev/cuda/delta.cu dev/cuda/proj_wgmma.cu bench/cuda_common.h bench/bench.h \
+		ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
+$(DEV_CUDA_LINKS): $(BUILD)/dev_whole
+	ln -sf dev_whole $@
 $(BUILD)/dev_%: dev/cuda/%.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(if $(filter $@,$(DEV_CUDA_WHOLE)),,$(CUDA_IMPL)) $(CUDALIBS) -o $@
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
 
 bench-cuda-delta: $(BUILD)/cuda_delta
 	@if python3 -c "import fla" 2>/dev/null; then d=$$(mktemp -d); DELTA_PEER_DIR=$$d $(B)/cuda_delta && \

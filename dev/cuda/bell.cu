@@ -1,6 +1,9 @@
 /* Dev harness for the block-ELL kernels of ssm_cuda.h (llm.c style): tile-shape variants of
    the forward gather-GEMM, each checked against an f64 CPU reference and timed on a large
    shape beside the library's default and dense cuBLAS.
+     make build/dev_bell   (a link to build/dev_whole: dev/cuda/whole.cu compiles this harness with
+                            delta.cu and proj_wgmma.cu, the implementation once; ./build/dev_whole bell
+                            [variant] runs the same) or alone:
      nvcc -O3 -arch=sm_90 -std=c++17 -I. dev/cuda/bell.cu -lcublas -o build/dev_bell
      ./build/dev_bell [variant] | prof B     variants: default e1s2 e1s4 e2s2 e2s3 nw8e1s2 nw8e1s3 all (default: all);
      eE sS: E input blocks a stage, S stages; nw8: 8 warps (256 tokens a CTA) */
@@ -11,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <vector>
+
+namespace dev_bell { /* one namespace a harness: dev/cuda/whole.cu compiles three together */
 
 typedef cudaError_t (*mm_fn)(cudaStream_t, int64_t, int, int, int, int, ssm__bl_mat, ssm__bl_vals, const int *,
                              const int *, const int *, ssm__bl_mat, ssm__bl_mat, int);
@@ -134,7 +139,7 @@ static int prof(int64_t B) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+static int harness(int argc, char **argv) {
     const char *names[] = {"default", "e1s2", "e1s4", "e2s2", "e2s3", "nw8e1s2", "nw8e1s3"};
     const char *want = argc > 1 ? argv[1] : "all";
     if (!strcmp(want, "prof")) return prof(argc > 2 ? atoll(argv[2]) : 16);
@@ -174,3 +179,8 @@ int main(int argc, char **argv) {
     cublasDestroy(h);
     return 0;
 }
+} // namespace dev_bell
+
+#ifndef SSM_DEV_WHOLE /* alone: nvcc ... dev/cuda/bell.cu */
+int main(int argc, char **argv) { return dev_bell::harness(argc, argv); }
+#endif

@@ -3,7 +3,9 @@
      ./delta check            every kernel against the oracle (dtypes, sizes, varlen, gates)
      ./delta bench [shape..]  time forward / forward+backward / decode, JSON rows to stdout
      ./delta seq              the sequential passes and whole calls at B1 T32768 H32 D128, output hashes
-   Build: make build/dev_delta (nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/delta.cu -lcublas) */
+   Build: make build/dev_delta, a link to build/dev_whole (dev/cuda/whole.cu compiles this harness
+   with bell.cu and proj_wgmma.cu, the implementation once; ./build/dev_whole delta check runs the
+   same), or alone: nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/delta.cu -lcublas */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -16,6 +18,8 @@
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
 #include "../../ssm_cuda.h"
+
+namespace dev_delta { /* one namespace a harness: dev/cuda/whole.cu compiles three together */
 
 #define CK(x)                                                                                           \
     do {                                                                                                \
@@ -1023,7 +1027,7 @@ static void bench(int argc, char **argv) {
     }
 }
 
-int main(int argc, char **argv) {
+static int harness(int argc, char **argv) {
     cudaDeviceProp pr;
     CK(cudaGetDeviceProperties(&pr, 0));
     g_optin = (int)pr.sharedMemPerBlockOptin, g_sms = pr.multiProcessorCount;
@@ -1041,3 +1045,9 @@ int main(int argc, char **argv) {
     }
     return 0;
 }
+} // namespace dev_delta
+#undef CK
+
+#ifndef SSM_DEV_WHOLE /* alone: nvcc ... dev/cuda/delta.cu */
+int main(int argc, char **argv) { return dev_delta::harness(argc, argv); }
+#endif

@@ -1,6 +1,7 @@
 #!/bin/bash
 # One GPU call: build the delta harness and test_cuda, oracle checks, the library's delta suite,
 # timings with the per-kernel split, fla side by side (wheels carried in .whl). Logs under $OUT.
+# (make build/dev_delta builds build/dev_whole, dev/cuda/whole.cu, and links build/dev_delta to it)
 set -u
 OUT=${OUT:-delta_out}; mkdir -p "$OUT"
 export SSM_COMMIT=$(cat build/.commit 2>/dev/null || echo unknown)

@@ -2,6 +2,7 @@
 # One GPU call for the delta-rule work: build (or reuse the carried binary), check against the
 # f64 oracle, time ours, time fla (wheels carried in .whl), summary last. Logs under $OUT.
 #   bash dev/cuda/delta_run.sh [check|bench|all] [fla-mode]
+# (build/dev_delta is a link to build/dev_whole, dev/cuda/whole.cu: carry both, or neither)
 set -u
 OUT=${OUT:-delta_out}
 mkdir -p "$OUT"
@@ -10,7 +11,7 @@ export SSM_COMMIT=$(cat build/.commit 2>/dev/null || echo unknown)
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader; echo "commit $SSM_COMMIT"; } > "$OUT/env.log"
 if [ "${BUILD_THERE:-0}" = 1 ] || ! ./build/dev_delta none >/dev/null 2>&1; then
     echo "building dev_delta and test_cuda there" >> "$OUT/env.log"
-    rm -f build/dev_delta build/test_cuda
+    rm -f build/dev_delta build/dev_whole build/test_cuda # build/dev_delta: a link to build/dev_whole (dev/cuda/whole.cu)
     mkdir -p build && make -j8 build/dev_delta build/test_cuda >> "$OUT/build.log" 2>&1
     echo "build rc=$?" >> "$OUT/env.log"
 fi

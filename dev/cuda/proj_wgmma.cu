@@ -30,8 +30,10 @@
    2.08): the straight-line epilogue's length was not the cost, its dependent arithmetic was
    (ncu: "fixed-latency execution dependency" the top stall, 138M instructions against f2o's 119M
    and id's 88M; tensor pipe 49% / 66% / 70% of cycles, cuBLAS's 160 x 256 tiles 89%).
-   Build: make build/dev_proj_wgmma (sm_90a; compiles the CUDA implementation itself: the
-   variants use its Hopper primitives and tensor maps, ssm_cuda.h >>sm90). */
+   Build: make build/dev_proj_wgmma (sm_90a; the CUDA implementation compiled with the harness:
+   the variants use its Hopper primitives and tensor maps, ssm_cuda.h >>sm90). That is a link to
+   build/dev_whole: dev/cuda/whole.cu compiles this harness with bell.cu and delta.cu, the
+   implementation once (./build/dev_whole proj_wgmma [table ...] runs the same). */
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
 #include "../../ssm_cuda.h"
@@ -48,6 +50,8 @@
 #include <string>
 #include <vector>
 #include <algorithm>
+
+namespace dev_proj_wgmma { /* one namespace a harness: dev/cuda/whole.cu compiles three together */
 
 #ifndef SSM_BENCH_COMMIT
 #define SSM_BENCH_COMMIT "unknown"
@@ -535,7 +539,7 @@ static void order(int64_t M) {
     release(p);
 }
 
-int main(int argc, char **argv) {
+static int harness(int argc, char **argv) {
     cudaDeviceProp pr;
     if (cudaGetDeviceProperties(&pr, 0) != cudaSuccess) {
         printf("proj_wgmma: no CUDA device\n");
@@ -601,3 +605,9 @@ int main(int argc, char **argv) {
     cublasDestroy(g_h);
     return 0;
 }
+} // namespace dev_proj_wgmma
+#undef CK
+
+#ifndef SSM_DEV_WHOLE /* alone: nvcc ... dev/cuda/proj_wgmma.cu */
+int main(int argc, char **argv) { return dev_proj_wgmma::harness(argc, argv); }
+#endif

@@ -5,6 +5,8 @@
 # M 32768 (launch, duration, clocks), kernel 3 / variants / cuBLAS at M 8192 (stall reasons,
 # issue, pipes), and the per-kernel durations of one forward + backward at M 8192.
 #   make build/dev_proj_wgmma && OUT=dir sh dev/cuda/proj_wgmma_run.sh
+# (make build/dev_proj_wgmma builds build/dev_whole, dev/cuda/whole.cu, and links build/dev_proj_wgmma to it;
+# BIN="./build/dev_whole proj_wgmma" runs the same)
 OUT=${OUT:-.}
 B=${BIN:-./build/dev_proj_wgmma}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv > $OUT/smi.txt 2>&1
