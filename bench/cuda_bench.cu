@@ -276,6 +276,7 @@ int main(int argc, char **argv) {
                     ssm_dtype dt = di ? SSM_BF16 : SSM_F16;
                     int64_t n = ns[ni], T = Ts[ti], per = T * n * n * 2, S = ((256ll << 20) + per - 1) / per;
                     if (di && (ni < 2 || ni > 3 || ti == 2)) continue;
+                    if (getenv("BENCH_NARROW_N") && atoll(getenv("BENCH_NARROW_N")) != n) continue; /* one n (A/B runs) */
                     linrec_rows(ctx, jl, dt, S, T, n, 1, ms, 1);
                     if (di) linrec_rows(w, jl, dt, S, T, n, 1, {SSM_LINREC_CHUNKED}, 1, "wgmma"); /* the products forced */
                 }
