@@ -1495,10 +1495,11 @@ template <int SW, int W = SSM__TC_N> __device__ __forceinline__ int ssm__tc_at(i
    (bench/results/cuda_linrec_narrow_e626e6f.log). */
 template <int W, int NT, int SW, int PAD>
 __device__ __forceinline__ void ssm__tc_load_tile(unsigned short *dst, const unsigned short *src, int64_t aos, int n, int tid) {
-    constexpr int CPR = W / 8, CH = W * CPR; /* 16-byte chunks a row, a tile */
+    constexpr unsigned CPR = W / 8, CH = W * CPR; /* 16-byte chunks a row, a tile */
 #pragma unroll
-    for (int k = 0; k < (CH + NT - 1) / NT; ++k) {
-        const int id = tid + NT * k, r = id / CPR, c8 = (id % CPR) * 8;
+    for (unsigned k = 0; k < (CH + NT - 1) / NT; ++k) { /* unsigned: / and % by CPR are a shift and a mask */
+        const unsigned id = (unsigned)tid + NT * k;
+        const int r = (int)(id / CPR), c8 = (int)(id % CPR) * 8;
         if (CH % NT != 0 && id >= CH) continue;
         if (!PAD || (r < n && c8 < n)) ssm__tc_cp16(dst + ssm__tc_at<SW, W>(r, c8), src + r * aos + c8);
     }
@@ -1522,8 +1523,8 @@ __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv
         float v[8];
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
-            int e = e0 + k * nt;
-            v[k] = e < count && e % W < n ? ssm__cu_ld(b.p, b.dt, bbase + (e / W) * b.ts + (e % W) * b.rs) : 0.f;
+            const unsigned e = (unsigned)(e0 + k * nt), u = e / W, r = e % W;
+            v[k] = (int)e < count && (int)r < n ? ssm__cu_ld(b.p, b.dt, bbase + u * b.ts + r * b.rs) : 0.f;
         }
 #pragma unroll
         for (int k = 0; k < 8; ++k)
