@@ -92,12 +92,15 @@
      chunked   three kernels: every chunk runs locally from zero and forms its transition
                product (n^3 per step), a carry recurrence over chunk ends, a fix-up pass.
                Best when S*n*m cannot fill the GPU: time is split across blocks.
-               16-bit inputs with m = 1, n = 16..64 by 8 and 16-byte aligned rows of A (or of
+               16-bit inputs with m = 1, n = 16..128 by 8 and 16-byte aligned rows of A (or of
                A^T, the adjoint's view) take a tensor-core version (mma.sync m16n8k16 or
                wgmma, f32 accumulation; the running product stays in registers, transposed, as
-               the next step's operand; n < 64 on tiles zero-filled to 64): H200, S16 T4096 n64
-               f16: 0.38 ms forward (2.9x the floor of reading A once), 0.59 ms backward, vs
-               6.4 / 9.1 ms on CUDA cores; n32 0.51 ms (7.4x), n48 0.34 ms (4.9x). It reads A
+               the next step's operand; 64 x 64 tiles up to n = 64, 128 x 128 above, zero-filled
+               past n): H200, S16 T4096 n64 f16: 0.38 ms forward (2.9x the floor of reading A
+               once), 0.59 ms backward, vs 6.4 / 9.1 ms on CUDA cores; n32 0.47 ms (6.9x), n48
+               0.34 ms (4.9x); n128 S8 T1024 0.32 ms (4.9x; 5.5 ms on cyclic reduction's CUDA-
+               core levels before), S1 T8192 0.44 ms (6.8x: the carry chain, 127 hops of a
+               64 KB P through one SM, is a third of it). It reads A
                twice (products, then the re-run from the true carries), so it cannot go under
                ~2x the floor; the product pass is issue-bound (mma.sync + fragment conversion)
                and the carry chain over T/64 chunks is latency-bound (~0.6 us a hop). Reaching
@@ -2683,7 +2686,9 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
 
 /* AUTO: chunked (chunk 64) for the tensor-core shapes when T > 64 (bench/results/
    cuda_linrec_perf.log; at n = 16 too, where seq is the other candidate: S512 T1024 f16 1.48 ms
-   vs seq 1.73, bench/results/cuda_linrec_narrow_ee18b34.log); else seq when S fills the GPU
+   vs seq 1.73, bench/results/cuda_linrec_narrow_ee18b34.log; above n = 64 the carry chain beats
+   cyclic reduction over the carries even at S1 T8192 n128, 0.44 vs 0.84 ms,
+   bench/results/cuda_linrec_wide_66707f5.log); else seq when S fills the GPU
    (S >= 2*SMs) or T <= 64, cyclic reduction when too few sequences fill it (S <= SMs/8: cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA
    cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
    and 16 at S16 T4096 and S1 T8192, H200); for AUTO about sqrt(T) (the chunk depth against the
