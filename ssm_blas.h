@@ -586,6 +586,11 @@ static ssm_result ssm__blas_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t batch, i
 #endif
     else if (s->small_gemm != 0 && M <= SSM_BLAS_SMALL_MAX && N <= SSM_BLAS_SMALL_MAX && K <= SSM_BLAS_SMALL_MAX)
         route = 2;
+    else if (M == 1 || N == 1) /* a mat-vec, even with small_gemm = 0: the distribution's BLIS
+                                  (libblis4) read past its operands on sgemm 40 x 1 x 37 with
+                                  normalised strides, a SEGV under AddressSanitizer on one heap
+                                  layout (tests/test_reliab.c, SSM_TEST_SEED=1795594978) */
+        route = 4;
     else if (ssm__blas_layout_ok(M, K, A.rs, A.cs) && ssm__blas_layout_ok(K, N, B.rs, B.cs) &&
              ssm__blas_layout_ok(M, N, C.rs, C.cs))
         route = 3;
