@@ -82,7 +82,7 @@ extern "C" {
 /* Optional backend_config for ssm_ctx_config (pass a pointer; NULL = defaults). */
 typedef struct ssm_blas_config {
     int threads;     /* 0 = BLIS_NUM_THREADS / BLIS default; ssm_ctx_config.threads wins  */
-    int small_gemm;  /* -1 = by size (default), 0 = always BLIS, 1 = always the C kernel   */
+    int small_gemm;  /* -1 = by size (default), 0 = BLIS (mat-vecs: the C loop), 1 = the C kernel */
 } ssm_blas_config;
 
 SSMDEF ssm_blas_config ssm_blas_config_init(void);
