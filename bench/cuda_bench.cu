@@ -35,6 +35,12 @@ static FILE *open_jsonl(const char *name) {
     return f;
 }
 
+/* The grid's sequence count: the fewest S whose A (S T n^2 elements) holds >= 256 MB. */
+static int64_t grid_seqs(ssm_dtype dt, int64_t T, int64_t n) {
+    const int64_t per = T * n * n * (dt.bits / 8);
+    return ((256ll << 20) + per - 1) / per;
+}
+
 static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m,
                         const std::vector<ssm_linrec_method> &methods, int bwd, const char *variant = NULL) {
     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
@@ -251,7 +257,7 @@ int main(int argc, char **argv) {
             ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
             for (int ni = 0; ni < 3; ++ni)
                 for (int ti = 0; ti < 2; ++ti) {
-                    int64_t n = ns[ni], T = Ts[ti], per = T * n * n * (dt.bits / 8), S = ((256ll << 20) + per - 1) / per;
+                    int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
                     if (di == 1 && n != 64) continue;
                     cr_rows(ctx, lev, gen, jl, dt, S, T, n, 1, 0, 0);
                     if (ti == 0 && di != 1) cr_rows(ctx, lev, gen, jl, dt, S, T, n, n, 0, 2);
@@ -274,7 +280,7 @@ int main(int argc, char **argv) {
             for (int ni = 0; ni < 5; ++ni)
                 for (int ti = 0; ti < 3; ++ti) {
                     ssm_dtype dt = di ? SSM_BF16 : SSM_F16;
-                    int64_t n = ns[ni], T = Ts[ti], per = T * n * n * 2, S = ((256ll << 20) + per - 1) / per;
+                    int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
                     if (di && (ni < 2 || ni > 3 || ti == 2)) continue;
                     if (getenv("BENCH_NARROW_N") && atoll(getenv("BENCH_NARROW_N")) != n) continue; /* one n (A/B runs) */
                     linrec_rows(ctx, jl, dt, S, T, n, 1, ms, 1);
@@ -297,7 +303,7 @@ int main(int argc, char **argv) {
             for (int ni = 0; ni < 4; ++ni)
                 for (int ti = 0; ti < 3; ++ti) {
                     ssm_dtype dt = di ? SSM_BF16 : SSM_F16;
-                    int64_t n = ns[ni], T = Ts[ti], per = T * n * n * 2, S = ((256ll << 20) + per - 1) / per;
+                    int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
                     if ((di || ni > 1) && ti != 1) continue;
                     if (di && ni) continue;
                     if (getenv("BENCH_WIDE_N") && atoll(getenv("BENCH_WIDE_N")) != n) continue; /* one shape (profiles) */
@@ -326,7 +332,7 @@ int main(int argc, char **argv) {
         ssm_dtype dt = di ? SSM_F32 : SSM_F16;
         for (int ni = 0; ni < 3; ++ni)
             for (int ti = 0; ti < 4; ++ti) {
-                int64_t n = ns[ni], T = Ts[ti], per = T * n * n * (dt.bits / 8), S = ((256ll << 20) + per - 1) / per;
+                int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
                 if (quick && (ti % 2 || ni != 1)) continue;
                 if (ti != 0 && ti != 2 && di == 1) continue; /* trim: f32 at T = 1024 and 4096 */
                 linrec_rows(ctx, jl, dt, S, T, n, 1, grid, 0);
