@@ -1353,13 +1353,21 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
 /* The tile geometry at width W. W = 128 holds 4x the bytes a tile, so its rings are shallower
    and its kernels run one CTA an SM (shared memory); pass 1 then keeps one 16-row block of the
    running product per warp (two at W = 64: the registers of 128 accumulators a block). */
-template <int W> struct ssm__tcg {
-    static constexpr int LD = W + 8;            /* padded row (halfs): an odd count of 16-byte chunks, conflict-free ldmatrix */
+template <int F32> struct ssm__tc_elem { typedef unsigned short type; };
+template <> struct ssm__tc_elem<1> { typedef float type; };
+template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 (W = 64 only) */
+    static constexpr int F32 = DT == 2;
+    typedef typename ssm__tc_elem<F32>::type E; /* a tile's element */
+    static constexpr int LD = W + 8;            /* 16-bit padded row (halfs): an odd count of 16-byte chunks, conflict-free ldmatrix */
     static constexpr int TILE = W * LD;
-    static constexpr int NST = W == 64 ? 6 : 4; /* pass 3's cp.async ring: 5 (3) tiles in flight a CTA, loaded HBM latency */
+    /* the padded row (elements) of pass 1's (P1) or pass 3's tile in layout TR. f32, each free of
+       bank conflicts for its reads: pass 1's float2 B fragments (rows 8 banks apart; TR: rows
+       2t, 2t + 1 of a column, 4 apart), pass 3's float4 row pieces (rows 16 apart; TR: 8). */
+    template <int P1, int TR> __host__ __device__ static constexpr int ld() { return F32 ? W + (P1 ? (TR ? 4 : 8) : (TR ? 8 : 16)) : LD; }
+    static constexpr int NST = F32 ? 4 : W == 64 ? 6 : 4; /* pass 3's cp.async ring: 5 (3) tiles in flight a CTA, loaded HBM latency */
     static constexpr int T3 = 4 * W;            /* pass 3 and pass 2: four threads a row */
     static constexpr int PNST = 4;              /* pass 1's ring */
-    static constexpr int MB = W == 64 ? 2 : 1;  /* pass 1: 16-row blocks of the product a warp */
+    static constexpr int MB = W == 64 && !F32 ? 2 : 1; /* pass 1: 16-row blocks of the product a warp (f32: the split fragments' registers) */
     static constexpr int PW = W / (16 * MB);    /* pass 1: product warps (then one end-state warp) */
     static constexpr int PT = 32 * (PW + 1);
     static constexpr int CD = W == 64 ? 8 : 2;  /* pass 2: carries prefetched in registers (4 W threads, <= 128 registers at W = 128) */
@@ -1368,7 +1376,7 @@ static int ssm__cu_tc_w(int64_t n) { return n <= SSM__TC_N ? SSM__TC_N : SSM__TC
 /* The shapes the path takes (the plan's choice of method and workspace, before the views'
    strides are known). */
 static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m) {
-    return dt.bits == 16 && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_NMAX && !(n & 7);
+    return (dt.bits == 16 || (dt.bits == 32 && n <= SSM__TC_N)) && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_NMAX && !(n & 7);
 }
 
 __device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -1422,6 +1430,32 @@ __device__ __forceinline__ void ssm__tc_mma16(float c0[4], float c1[4], const un
         ssm__tc_mma<BF>(c0, a, b[0], b[1]);
         ssm__tc_mma<BF>(c1, a, b[2], b[3]);
     }
+}
+/* f32 on the tensor cores (3xTF32): x = hi + lo, both rounded to TF32, and a product
+   a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi on m16n8k8 (the dropped a_lo b_lo is ~2^-22 of it), ~f32
+   accuracy at three MMAs; plain TF32 (hi only) is 2^-11. */
+__device__ __forceinline__ unsigned ssm__tc_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned *lo) {
+    *hi = ssm__tc_tf32(x);
+    *lo = ssm__tc_tf32(x - __uint_as_float(*hi));
+}
+/* c (+)= a b, m16n8k8 TF32; first: the accumulator starts from zero */
+__device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
+    const float z = 0.f;
+    if (first)
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%10,%10,%10};\n"
+                     : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+    else
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 /* The level products of cyclic reduction and the Hillis-Steele scan: one warp's rows of A (its
    fragments af, NP / 16 k-steps) times a 16-column block of B in shared memory (bl = this
@@ -1491,20 +1525,21 @@ __device__ __forceinline__ void ssm__tc_dot8(const uint4 &v, const float4 &x0, c
 template <int SW, int W = SSM__TC_N> __device__ __forceinline__ int ssm__tc_at(int row, int col) {
     return SW ? row * SSM__TC_N + ((((col >> 3) ^ row) & 7) << 3) + (col & 7) : row * ssm__tcg<W>::LD + col;
 }
-/* One n x n tile of A (rows aos apart) into shared memory, 16 bytes per cp.async, NT threads.
+/* One n x n tile of A (rows aos apart; 16-bit or f32 elements E, LD a padded row) into shared
+   memory, 16 bytes per cp.async, NT threads.
    PAD (n < W): only the 16-byte chunks inside n x n are copied; the rest of the W x W tile
    stays as ssm__tc_zero_ring left it. PAD is a template argument, the kernels instantiated
    twice: masked copies, even behind a uniform branch, cost the issue-bound n = 64 kernels 3-7%
    (bench/results/cuda_linrec_narrow_e626e6f.log). */
-template <int W, int NT, int SW, int PAD>
-__device__ __forceinline__ void ssm__tc_load_tile(unsigned short *dst, const unsigned short *src, int64_t aos, int n, int tid) {
-    constexpr unsigned CPR = W / 8, CH = W * CPR; /* 16-byte chunks a row, a tile */
+template <int W, int NT, int SW, int PAD, int LD = ssm__tcg<W>::LD, class E = unsigned short>
+__device__ __forceinline__ void ssm__tc_load_tile(E *dst, const E *src, int64_t aos, int n, int tid) {
+    constexpr unsigned EC = 16 / sizeof(E), CPR = W / EC, CH = W * CPR; /* elements a 16-byte chunk; chunks a row, a tile */
 #pragma unroll
     for (unsigned k = 0; k < (CH + NT - 1) / NT; ++k) { /* unsigned: / and % by CPR are a shift and a mask */
         const unsigned id = (unsigned)tid + NT * k;
-        const int r = (int)(id / CPR), c8 = (int)(id % CPR) * 8;
+        const int r = (int)(id / CPR), c8 = (int)(id % CPR) * EC;
         if (CH % NT != 0 && id >= CH) continue;
-        if (!PAD || (r < n && c8 < n)) ssm__tc_cp16(dst + ssm__tc_at<SW, W>(r, c8), src + r * aos + c8);
+        if (!PAD || (r < n && c8 < n)) ssm__tc_cp16(dst + (SW ? ssm__tc_at<1>(r, c8) : r * LD + c8), src + r * aos + c8);
     }
 }
 /* PAD: the ring zeroed once before its first copies (which then never write past n), and a
@@ -1536,33 +1571,35 @@ __device__ __forceinline__ void ssm__tc_stage_b(float *bs, int count, ssm__cu_rv
 }
 
 /* Pass 3: chunk c from its carry X_c, writing h (and the caller's view o when set). TR: A is
-   stored transposed (rs == 1, rows of storage along A's columns). 4 W threads, four a row. */
+   stored transposed (rs == 1, rows of storage along A's columns). BF: 0 f16, 1 bf16, 2 f32.
+   4 W threads, four a row. */
 template <int W, int TR, int BF, int PAD>
-__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, int n, ssm__cu_rv A,
+__global__ void __launch_bounds__(ssm__tcg<W, BF>::T3) ssm__cu_tc_kernel(int64_t s0, int64_t T1, int Lc, int n, ssm__cu_rv A,
                                                                     int64_t aos, ssm__cu_rv b, ssm__cu_rv h, const float *X,
                                                                     int64_t nc, ssm__cu_rv o) {
     extern __shared__ __align__(16) unsigned char ssm__tc_sm[];
-    typedef unsigned short u16;
-    typedef ssm__tcg<W> G;
-    u16 *As = (u16 *)ssm__tc_sm;                 /* NST tiles */
-    float *hs = (float *)(As + G::NST * G::TILE); /* 2 x W */
+    typedef ssm__tcg<W, BF> G;
+    typedef typename G::E E;
+    constexpr int LD = G::template ld<0, TR>(), TILE = W * LD;
+    E *As = (E *)ssm__tc_sm;                    /* NST tiles */
+    float *hs = (float *)(As + G::NST * TILE);  /* 2 x W */
     float *bs = hs + 2 * W;                      /* Lc x W: b of the chunk */
     const int tid = threadIdx.x;
     const int64_t c = blockIdx.x;
     int64_t len64 = T1 - c * (int64_t)Lc;
     const int len = (int)(len64 < Lc ? len64 : Lc);
-    const u16 *Ag = (const u16 *)A.p;
+    const E *Ag = (const E *)A.p;
     const int row = tid >> 2, q = tid & 3;
     const int64_t s = s0 + blockIdx.y;
     if (len <= 0) return;
     {
         const int64_t abase = A.off + s * A.ss + c * A.chs;
         const int64_t bbase = b.off + s * b.ss + c * b.chs, hbase = h.off + s * h.ss + c * h.chs;
-        ssm__tc_zero_ring<PAD>(As, G::NST * G::TILE, tid, G::T3);
+        ssm__tc_zero_ring<PAD>((unsigned short *)As, G::NST * TILE * (int)sizeof(E) / 2, tid, G::T3);
         /* prologue: the first NST-1 tiles in flight */
 #pragma unroll
         for (int u = 0; u < G::NST - 1; ++u) {
-            if (u < len) ssm__tc_load_tile<W, G::T3, 0, PAD>(As + u * G::TILE, Ag + abase + u * A.ts, aos, n, tid);
+            if (u < len) ssm__tc_load_tile<W, G::T3, 0, PAD, LD>(As + u * TILE, Ag + abase + u * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
         if (tid < W) hs[tid] = tid < n ? X[(s * nc + c) * W + tid] : 0.f; /* CR's carries leave rows past n unset */
@@ -1572,10 +1609,10 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_kernel(int64_t s0,
             __syncthreads();
             {
                 int un = u + G::NST - 1;
-                if (un < len) ssm__tc_load_tile<W, G::T3, 0, PAD>(As + (un % G::NST) * G::TILE, Ag + abase + un * A.ts, aos, n, tid);
+                if (un < len) ssm__tc_load_tile<W, G::T3, 0, PAD, LD>(As + (un % G::NST) * TILE, Ag + abase + un * A.ts, aos, n, tid);
                 ssm__tc_commit();
             }
-            const u16 *At = As + (u % G::NST) * G::TILE;
+            const E *At = As + (u % G::NST) * TILE;
             const float *hc = hs + (u & 1) * W;
             float *hn = hs + ((u + 1) & 1) * W;
             const float bcur = bs[u * W + row];
@@ -1583,8 +1620,27 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_kernel(int64_t s0,
                zero, whole warps of them for n % 8 == 0) */
             float p0 = 0.f, p1 = 0.f;
             if (PAD && row >= n) {
+            } else if constexpr (BF == 2) {
+                if (!TR) { /* the 16-byte pieces j = q mod 4 of the row (conflict-free at LD = W + 16) */
+#pragma unroll
+                    for (int j = 0; j < W / 16; j += 2) {
+                        const float4 a0 = *(const float4 *)(At + row * LD + 16 * j + 4 * q);
+                        const float4 a1 = *(const float4 *)(At + row * LD + 16 * j + 16 + 4 * q);
+                        const float4 x0 = *(const float4 *)(hc + 16 * j + 4 * q), x1 = *(const float4 *)(hc + 16 * j + 16 + 4 * q);
+                        p0 += a0.x * x0.x + a0.y * x0.y + a0.z * x0.z + a0.w * x0.w;
+                        p1 += a1.x * x1.x + a1.y * x1.y + a1.z * x1.z + a1.w * x1.w;
+                    }
+                } else {
+#pragma unroll
+                    for (int j = 0; j < W / 4; j += 2) {
+                        const int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
+                        if (PAD && 4 * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
+                        p0 += At[k0 * LD + row] * hc[k0];
+                        p1 += At[k1 * LD + row] * hc[k1];
+                    }
+                }
             } else if (!TR) {
-                const uint4 *ap = (const uint4 *)(At + row * G::LD + q * (W / 4));
+                const uint4 *ap = (const uint4 *)(At + row * LD + q * (W / 4));
                 const float4 *hp = (const float4 *)(hc + q * (W / 4));
 #pragma unroll
                 for (int j = 0; j < W / 64; ++j) { /* 16 columns an iteration */
@@ -1598,7 +1654,7 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_kernel(int64_t s0,
                 for (int j = 0; j < W / 4; j += 2) {
                     int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
                     if (PAD && 4 * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
-                    u16 a0 = At[k0 * G::LD + row], a1 = At[k1 * G::LD + row];
+                    unsigned short a0 = At[k0 * LD + row], a1 = At[k1 * LD + row];
                     unsigned pr = (unsigned)a0 | ((unsigned)a1 << 16);
                     float2 f = ssm__tc_f2<BF>(pr);
                     p0 += f.x * hc[k0];
@@ -1660,12 +1716,21 @@ __device__ __forceinline__ void ssm__tc_bfrag(unsigned bf[4], const unsigned sho
     if (!TR) ssm__tc_ldm4(bf, At + ssm__tc_at<0, W>(n0 + (j8 >> 1) * 8 + r8, k0 + (j8 & 1) * 8));
     else ssm__tc_ldm4t(bf, At + ssm__tc_at<0, W>(k0 + (j8 & 1) * 8 + r8, n0 + (j8 >> 1) * 8));
 }
+/* e = row 0 + row 1 of the end-state warp's first NT accumulator tiles (lanes 0-3), + b_u */
+template <int NT> __device__ __forceinline__ void ssm__tc_e_sum(float (*e)[4], const float *bu, int lane) {
+    const int lc = 2 * (lane & 3);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+        float x = __shfl_down_sync(0xffffffffu, e[t][0], 4), y = __shfl_down_sync(0xffffffffu, e[t][1], 4);
+        e[t][0] += x + bu[8 * t + lc];
+        e[t][1] += y + bu[8 * t + lc + 1];
+    }
+}
 /* One step of the mma.sync kernel's end-state warp, e^T <- e^T A_u^T + b_u^T on the tensor cores:
    lanes 0-3 hold e in e[t][0..1]; row 0 of the A fragment is e_hi, row 1 e_lo (so e keeps ~f32
    accuracy through 16-bit operands). */
 template <int W, int TR, int BF, int NK>
 __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned short *At, const float *bu, int lane) {
-    const int lc = 2 * (lane & 3);
     unsigned af[NK][4];
 #pragma unroll
     for (int kk = 0; kk < NK; ++kk) { /* row 0 = e_hi (lanes 0-3), row 1 = e_lo (lanes 4-7) */
@@ -1685,12 +1750,7 @@ __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned sho
             ssm__tc_bfrag<W, TR>(bf, At, kk, np, lane);
             ssm__tc_mma16<BF>(e[2 * np], e[2 * np + 1], af[kk], bf, kk == 0);
         }
-#pragma unroll
-    for (int t = 0; t < 2 * NK; ++t) { /* e = row0 + row1 + b_u */
-        float x = __shfl_down_sync(0xffffffffu, e[t][0], 4), y = __shfl_down_sync(0xffffffffu, e[t][1], 4);
-        e[t][0] += x + bu[8 * t + lc];
-        e[t][1] += y + bu[8 * t + lc + 1];
-    }
+    ssm__tc_e_sum<2 * NK>(e, bu, lane);
 }
 /* P = Q^T for Q's 16-row block at row0 (dst: P of the chunk), or E from the end-state warp */
 template <int W> __device__ __forceinline__ void ssm__tc_put_q(float *dst, const float (*q)[4], int row0, int lane) {
@@ -1734,6 +1794,79 @@ __device__ __forceinline__ void ssm__tc_prod_step(float (*acc)[W / 8][4], unsign
             }
         }
 }
+/* f32: the B fragment of A_u^T at k-slab ks (8 columns), n-tile nt, in the permuted k order below */
+template <int TR, int LD> __device__ __forceinline__ float2 ssm__tc_bfrag32(const float *At, int ks, int nt, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    if (!TR) return *(const float2 *)(At + (8 * nt + g) * LD + 8 * ks + 2 * t);
+    return make_float2(At[(8 * ks + 2 * t) * LD + 8 * nt + g], At[(8 * ks + 2 * t + 1) * LD + 8 * nt + g]);
+}
+/* f32 (3xTF32; plain TF32 without SPLIT): the product warps' step on m16n8k8 over 8-column
+   k-slabs. The MMA's k order is permuted to the accumulator's: lane t's columns 2t, 2t + 1 are
+   k = t, t + 4, so an 8-column accumulator tile is the next step's A fragment with no shuffle
+   (a0..a3 = c0, c2, c1, c3), and a B fragment, A_u[n][k] at k = 2t, 2t + 1, is one float2 of a row
+   (TR: two floats of a column). NK, mbn: as ssm__tc_prod_step (16-column blocks). */
+template <int W, int TR, int SPLIT, int NK, int LD>
+__device__ __forceinline__ void ssm__tc_prod_step32(float (*acc)[W / 8][4], unsigned (*af)[W / 8][4], unsigned (*al)[W / 8][4],
+                                                    const float *At, int lane, int mbn) {
+    constexpr int MB = ssm__tcg<W, 2>::MB;
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb)
+        if (mb < mbn)
+#pragma unroll
+            for (int ks = 0; ks < 2 * NK; ++ks)
+#pragma unroll
+                for (int z = 0; z < 4; ++z) {
+                    const float x = acc[mb][ks][z == 1 ? 2 : z == 2 ? 1 : z];
+                    if (SPLIT) ssm__tc_split32(x, &af[mb][ks][z], &al[mb][ks][z]);
+                    else af[mb][ks][z] = ssm__tc_tf32(x);
+                }
+#pragma unroll
+    for (int ks = 0; ks < 2 * NK; ++ks)
+#pragma unroll
+        for (int nt = 0; nt < 2 * NK; ++nt) {
+            const float2 v = ssm__tc_bfrag32<TR, LD>(At, ks, nt, lane);
+            unsigned bh0, bh1, bl0, bl1;
+            if (SPLIT) ssm__tc_split32(v.x, &bh0, &bl0), ssm__tc_split32(v.y, &bh1, &bl1);
+            else bh0 = ssm__tc_tf32(v.x), bh1 = ssm__tc_tf32(v.y);
+#pragma unroll
+            for (int mb = 0; mb < MB; ++mb) {
+                if (mb >= mbn) continue;
+                ssm__tc_mma8(acc[mb][nt], af[mb][ks], bh0, bh1, ks == 0);
+                if (SPLIT) {
+                    ssm__tc_mma8(acc[mb][nt], al[mb][ks], bh0, bh1, 0);
+                    ssm__tc_mma8(acc[mb][nt], af[mb][ks], bl0, bl1, 0);
+                }
+            }
+        }
+}
+/* f32: the end-state warp's step (ssm__tc_e_step on m16n8k8): row 0 of the A fragment e_hi,
+   row 1 e_lo, each times A_u's hi and lo parts, so e stays f32-accurate. */
+template <int W, int TR, int NK, int LD>
+__device__ __forceinline__ void ssm__tc_e_step32(float (*e)[4], const float *At, const float *bu, int lane) {
+    const int t = lane & 3;
+    unsigned af[2 * NK][4];
+#pragma unroll
+    for (int ks = 0; ks < 2 * NK; ++ks) {
+        unsigned h0, l0, h1, l1;
+        ssm__tc_split32(e[ks][0], &h0, &l0);
+        ssm__tc_split32(e[ks][1], &h1, &l1);
+        const unsigned sl0 = __shfl_sync(0xffffffffu, l0, t), sl1 = __shfl_sync(0xffffffffu, l1, t);
+        af[ks][0] = lane < 4 ? h0 : (lane < 8 ? sl0 : 0u); /* k = t: column 2t */
+        af[ks][2] = lane < 4 ? h1 : (lane < 8 ? sl1 : 0u); /* k = t + 4: column 2t + 1 */
+        af[ks][1] = af[ks][3] = 0u;
+    }
+#pragma unroll
+    for (int ks = 0; ks < 2 * NK; ++ks)
+#pragma unroll
+        for (int nt = 0; nt < 2 * NK; ++nt) {
+            const float2 v = ssm__tc_bfrag32<TR, LD>(At, ks, nt, lane);
+            unsigned bh0, bh1, bl0, bl1;
+            ssm__tc_split32(v.x, &bh0, &bl0), ssm__tc_split32(v.y, &bh1, &bl1);
+            ssm__tc_mma8(e[nt], af[ks], bh0, bh1, ks == 0);
+            ssm__tc_mma8(e[nt], af[ks], bl0, bl1, 0);
+        }
+    ssm__tc_e_sum<2 * NK>(e, bu, lane);
+}
 /* f(ssm__tc_ic<K>()) for the K in [LO, HI] that equals k (HI for any larger k): a count known
    only at run time (the k-slabs inside n) as a template argument, one instantiation each. */
 template <int V> struct ssm__tc_ic { static constexpr int value = V; };
@@ -1744,30 +1877,31 @@ template <int LO, int HI, class F> __device__ __forceinline__ void ssm__tc_with(
 }
 
 /* On mma.sync: the product warps own MB 16-row blocks of Q each (W = 64: warps 0..1, 32 rows
-   each; W = 128: warps 0..7, 16 rows each), the last warp runs e (ssm__tc_e_step). No barrier
-   is needed for the product itself, only for the tile ring. */
+   each; W = 128 and f32: one 16-row block a warp), the last warp runs e (ssm__tc_e_step). No
+   barrier is needed for the product itself, only for the tile ring. */
 template <int W, int TR, int BF, int SPLIT, int PAD>
-__global__ void __launch_bounds__(ssm__tcg<W>::PT) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
+__global__ void __launch_bounds__(ssm__tcg<W, BF>::PT) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
                                                                          ssm__cu_rv b, int64_t nc, float *P, float *E) {
     extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
-    typedef unsigned short u16;
-    typedef ssm__tcg<W> G;
+    typedef ssm__tcg<W, BF> G;
+    typedef typename G::E Et;
     constexpr int MB = G::MB, NKLO = !PAD ? W / 16 : W == 64 ? 1 : 5; /* k-slabs inside n: n <= 56 at W = 64, n >= 72 at 128 */
-    u16 *As = (u16 *)ssm__tp_sm;
-    float *bs = (float *)(As + G::PNST * G::TILE);
+    constexpr int LD = G::template ld<1, TR>(), TILE = W * LD, KS = G::F32 ? W / 8 : W / 16; /* A fragments' k-slabs */
+    Et *As = (Et *)ssm__tp_sm;
+    float *bs = (float *)(As + G::PNST * TILE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
     const int len = Lc;
-    const u16 *Ag = (const u16 *)A.p;
+    const Et *Ag = (const Et *)A.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
     const int isE = warp == G::PW, nk = PAD ? (n + 15) >> 4 : W / 16; /* the k-slabs and column blocks that hold n */
-    const int r0 = warp * 16 * MB, mbn = !PAD ? MB : n <= r0 ? 0 : (n - r0 + 15) >> 4 < MB ? (n - r0 + 15) >> 4 : MB; /* this warp's row blocks inside n */
+    const int r0 = warp * 16 * MB, mbn = !PAD ? MB : min(MB, max(0, (n - r0 + 15) >> 4)); /* this warp's row blocks inside n */
     float acc[MB][W / 8][4];
-    unsigned af[MB][W / 16][4], al[MB][W / 16][4];
-    ssm__tc_zero_ring<PAD>(As, G::PNST * G::TILE, tid, G::PT);
+    unsigned af[MB][KS][4], al[MB][KS][4];
+    ssm__tc_zero_ring<PAD>((unsigned short *)As, G::PNST * TILE * (int)sizeof(Et) / 2, tid, G::PT);
 #pragma unroll
     for (int u = 0; u < G::PNST - 1; ++u) {
-        if (u < len) ssm__tc_load_tile<W, G::PT, 0, PAD>(As + u * G::TILE, Ag + abase + u * A.ts, aos, n, tid);
+        if (u < len) ssm__tc_load_tile<W, G::PT, 0, PAD, LD>(As + u * TILE, Ag + abase + u * A.ts, aos, n, tid);
         ssm__tc_commit();
     }
     ssm__tc_stage_b<W>(bs, len * W, b, bbase, n, tid, G::PT);
@@ -1778,16 +1912,22 @@ __global__ void __launch_bounds__(ssm__tcg<W>::PT) ssm__cu_tc_prod_kernel(int64_
         __syncthreads();
         {
             int un = u + G::PNST - 1;
-            if (un < len) ssm__tc_load_tile<W, G::PT, 0, PAD>(As + (un % G::PNST) * G::TILE, Ag + abase + un * A.ts, aos, n, tid);
+            if (un < len) ssm__tc_load_tile<W, G::PT, 0, PAD, LD>(As + (un % G::PNST) * TILE, Ag + abase + un * A.ts, aos, n, tid);
             ssm__tc_commit();
         }
-        const u16 *At = As + (u % G::PNST) * G::TILE;
+        const Et *At = As + (u % G::PNST) * TILE;
         if (isE) {
             const float *bu = bs + u * W;
-            ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) { ssm__tc_e_step<W, TR, BF, decltype(K)::value>(acc[0], At, bu, lane); });
+            ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) {
+                if constexpr (G::F32) ssm__tc_e_step32<W, TR, decltype(K)::value, LD>(acc[0], At, bu, lane);
+                else ssm__tc_e_step<W, TR, BF, decltype(K)::value>(acc[0], At, bu, lane);
+            });
             continue;
         }
-        ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) { ssm__tc_prod_step<W, TR, BF, SPLIT, decltype(K)::value>(acc, af, al, At, lane, mbn); });
+        ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) {
+            if constexpr (G::F32) ssm__tc_prod_step32<W, TR, SPLIT, decltype(K)::value, LD>(acc, af, al, At, lane, mbn);
+            else ssm__tc_prod_step<W, TR, BF, SPLIT, decltype(K)::value>(acc, af, al, At, lane, mbn);
+        });
     }
     if (!isE) {
 #pragma unroll
@@ -1976,22 +2116,28 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
 }
 
 /* Shared memory of pass 3 and of pass 1 on mma.sync, for chunks of Lc steps */
-template <int W> static size_t ssm__tc_smem3(int64_t Lc) {
-    return (size_t)ssm__tcg<W>::NST * ssm__tcg<W>::TILE * 2 + (2 + (size_t)Lc) * W * 4;
+template <int W, int BF = 0, int TR = 0> static size_t ssm__tc_smem3(int64_t Lc) {
+    typedef ssm__tcg<W, BF> G;
+    return (size_t)G::NST * W * G::template ld<0, TR>() * sizeof(typename G::E) + (2 + (size_t)Lc) * W * 4;
 }
-template <int W> static size_t ssm__tc_smemp(int64_t Lc) {
-    return (size_t)ssm__tcg<W>::PNST * ssm__tcg<W>::TILE * 2 + (size_t)Lc * W * 4;
+template <int W, int BF = 0, int TR = 0> static size_t ssm__tc_smemp(int64_t Lc) {
+    typedef ssm__tcg<W, BF> G;
+    return (size_t)G::PNST * W * G::template ld<1, TR>() * sizeof(typename G::E) + (size_t)Lc * W * 4;
 }
 /* Shape / layout test for the tensor-core path: 16-bit A, m = 1, n a multiple of 8 from
-   SSM__TC_NMIN to 128 (zero-padded to the tile width in shared memory), rows (or columns, the
-   adjoint's transposed view) of A contiguous and 16-byte aligned; the device's shared memory
-   holds the passes' rings and b of the longest chunk (W = 128: 206 KB, an H100 / H200 but not
-   an A100). */
+   SSM__TC_NMIN to 128 (zero-padded to the tile width in shared memory), or f32 A up to n = 64;
+   rows (or columns, the adjoint's transposed view) of A contiguous and 16-byte aligned; the
+   device's shared memory holds the passes' rings and b of the longest chunk (W = 128: 206 KB,
+   an H100 / H200 but not an A100; f32: 115 KB). */
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
+    const int64_t al = (int64_t)(16 / ssm__cu_esize(A.dtype)) - 1; /* 16 bytes, in elements */
     int64_t os;
     size_t smem;
     if (!ssm__cu_tc_shape(A.dtype, L->n, L->m)) return 0;
-    if (ssm__cu_tc_w(L->n) == SSM__TC_N) smem = ssm__tc_smem3<64>(SSM__TC_LMAX);
+    if (A.dtype.bits == 32) {
+        const size_t a = ssm__tc_smem3<64, 2>(SSM__TC_LMAX), b = ssm__tc_smemp<64, 2>(SSM__TC_LMAX);
+        smem = a > b ? a : b;
+    } else if (ssm__cu_tc_w(L->n) == SSM__TC_N) smem = ssm__tc_smem3<64>(SSM__TC_LMAX);
     else {
         const size_t a = ssm__tc_smem3<128>(SSM__TC_LMAX), b = ssm__tc_smemp<128>(SSM__TC_LMAX);
         smem = a > b ? a : b;
@@ -1999,7 +2145,7 @@ static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     if (A.cs == 1) os = A.rs;
     else if (A.rs == 1) os = A.cs;
     else return 0;
-    if (((uintptr_t)A.ptr & 15) || (A.off & 7) || (A.ts & 7) || (A.ss & 7) || (os & 7)) return 0;
+    if (((uintptr_t)A.ptr & 15) || (A.off & al) || (A.ts & al) || (A.ss & al) || (os & al)) return 0;
     return ssm__cu_st(L->ctx)->smem_optin >= smem;
 }
 /* P, E and X of the three passes; L clamped as ssm__cu_lr_chunked_tc clamps it. */
@@ -2071,17 +2217,17 @@ static int ssm__lrw_ok(ssm__cu_state *st) {
 }
 
 /* Pass 1 (products, nc > 1), pass 2 (carries), pass 3 (states). The hi/lo split of the running
-   product: on for bf16 (8-bit mantissa), off for f16 (11 bits: the product's rounding stays
-   under the f16 output rounding, bench/results/cuda_linrec_perf.log); the config's
-   linrec_tc_split forces either. */
+   product: on for bf16 (8-bit mantissa) and f32 (3xTF32), off for f16 (11 bits: the product's
+   rounding stays under the f16 output rounding, bench/results/cuda_linrec_perf.log); the
+   config's linrec_tc_split forces either (for f32, off is plain TF32). */
 template <int W, int TR, int BF, int PAD>
 static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
                                 ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
-    typedef ssm__tcg<W> G;
+    typedef ssm__tcg<W, BF> G;
     ssm__cu_state *cs = ssm__cu_st(L->ctx);
     cudaStream_t st = cs->stream;
     const int n = (int)L->n;
-    size_t sm3 = ssm__tc_smem3<W>(Lc);
+    size_t sm3 = ssm__tc_smem3<W, BF, TR>(Lc);
     int split = cs->knobs.linrec_tc_split ? cs->knobs.linrec_tc_split == 2 : BF;
     cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<W, TR, BF, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
     if (e != cudaSuccess)
@@ -2089,12 +2235,14 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
                              cudaGetErrorString(e));
     if (nc > 1) {
         typedef void (*prod_fn)(int64_t, int, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
-        /* n < 64: mma.sync skips the zero blocks, wgmma's m64n64 cannot; n > 64: mma.sync only */
-        const int w = W == SSM__TC_N && (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split && !PAD)) &&
-                      ssm__lrw_ok(cs);
-        const prod_fn k = w ? (split ? ssm__cu_tc_prodw_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prodw_kernel<TR, BF, 0, PAD>)
-                            : (split ? ssm__cu_tc_prod_kernel<W, TR, BF, 1, PAD> : ssm__cu_tc_prod_kernel<W, TR, BF, 0, PAD>);
-        const size_t smp = w ? ssm__tw_smem(Lc) : ssm__tc_smemp<W>(Lc);
+        /* n < 64: mma.sync skips the zero blocks, wgmma's m64n64 cannot; n > 64 and f32: mma.sync only */
+        int w = 0;
+        prod_fn k = split ? ssm__cu_tc_prod_kernel<W, TR, BF, 1, PAD> : ssm__cu_tc_prod_kernel<W, TR, BF, 0, PAD>;
+        if constexpr (W == SSM__TC_N && BF != 2) {
+            w = (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split && !PAD)) && ssm__lrw_ok(cs);
+            if (w) k = split ? ssm__cu_tc_prodw_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prodw_kernel<TR, BF, 0, PAD>;
+        }
+        const size_t smp = w ? ssm__tw_smem(Lc) : ssm__tc_smemp<W, BF, TR>(Lc);
         e = w ? cudaSuccess : cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp); /* wgmma: set once */
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
@@ -2118,13 +2266,15 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     }
     return SSM_OK;
 }
-/* the instantiation for the view: tile width, layout (TR), type (BF), padding */
+/* the instantiation for the view: tile width, layout (TR), type (BF: 0 f16, 1 bf16, 2 f32 at W = 64), padding */
 template <int W>
 static ssm_result ssm__cu_tc_run(ssm__cu_lr *L, int tr, int bf, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos,
                                  ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
 #define SSM__TC_GO(TR_, BF_)                                                                     \
     (L->n == W ? ssm__cu_tc_go<W, TR_, BF_, 0>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws) \
                : ssm__cu_tc_go<W, TR_, BF_, 1>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws))
+    if constexpr (W == SSM__TC_N)
+        if (bf == 2) return tr ? SSM__TC_GO(1, 2) : SSM__TC_GO(0, 2);
     if (bf) return tr ? SSM__TC_GO(1, 1) : SSM__TC_GO(0, 1);
     return tr ? SSM__TC_GO(1, 0) : SSM__TC_GO(0, 0);
 #undef SSM__TC_GO
@@ -2139,7 +2289,7 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
     ssm__cu_rv Av, bv, hv, h0, ov;
     float *X, *P, *E;
     char *crws = cr ? ws + ssm__cu_tc_scratch_bytes(L->S, T, Lc, L->n) : NULL; /* the carries' CR levels */
-    int tr = A.cs != 1, bf = A.dtype.code == SSM_DTYPE_BFLOAT;
+    int tr = A.cs != 1, bf = A.dtype.bits == 32 ? 2 : A.dtype.code == SSM_DTYPE_BFLOAT;
     if (T1 <= 0) return SSM_OK;
     if (Lc > T1) Lc = T1;
     if (Lc > SSM__TC_LMAX) Lc = SSM__TC_LMAX; /* a performance hint only: results do not depend on it */

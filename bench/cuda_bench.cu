@@ -290,6 +290,27 @@ int main(int argc, char **argv) {
         ssm_ctx_destroy(w), ssm_ctx_destroy(ctx);
         return 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "f32")) { /* f32 on the tensor cores (3xTF32), plain TF32 beside it */
+        std::vector<ssm_linrec_method> ms = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
+        const int64_t ns[4] = {32, 64, 16, 48}, Ts[3] = {1024, 4096, 8192};
+        ssm_ctx *tf = NULL;
+        ssm_cuda_config c2 = cc;
+        c2.linrec_tc_split = 1;
+        cfg.backend_config = &c2;
+        if (ssm_ctx_create(&cfg, &tf) != SSM_OK) return 1;
+        printf("== dense recurrence, f32 (S so that A >= 256 MB)\n");
+        for (int ni = 0; ni < 4; ++ni)
+            for (int ti = 0; ti < 3; ++ti) {
+                int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(SSM_F32, T, n);
+                if (ni >= 2 && ti != 1) continue;
+                if (getenv("BENCH_NARROW_N") && atoll(getenv("BENCH_NARROW_N")) != n) continue;
+                linrec_rows(ctx, jl, SSM_F32, S, T, n, 1, ms, 1);
+                linrec_rows(tf, jl, SSM_F32, S, T, n, 1, {SSM_LINREC_CHUNKED}, 1, "tf32");
+            }
+        fclose(jl), fclose(jd);
+        ssm_ctx_destroy(tf), ssm_ctx_destroy(ctx);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "wide")) { /* the tensor-core path on 128 x 128 tiles (n = 72..128) */
         std::vector<ssm_linrec_method> ms = {SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
         const int64_t ns[4] = {128, 96, 80, 112}, Ts[3] = {1024, 4096, 8192};

@@ -1178,19 +1178,18 @@ static op_case *lr_row(int dir, unsigned dt, int layout, int method, int64_t S, 
     c->variant = method, c->chunk = chunk, c->param = rho, c->flags = flags;
     return c;
 }
-/* `rows` tensor-core rows over the n in ns: T, chunk, method, dtype and flags cycle so that each
-   n meets several of each, forward and (T <= 300) backward */
-static void lr_tc_sweep(const int64_t *ns, int nn, int rows) {
+/* `rows` tensor-core rows over the n in ns: T, chunk, method, dtype (d0 / d1) and flags cycle
+   so that each n meets several of each, forward and (T <= 300) backward */
+static void lr_tc_sweep(const int64_t *ns, int nn, int rows, unsigned d0, unsigned d1) {
     static const int64_t Tp[4] = {65, 300, 1000, 2}, Cp[3] = {0, 16, 37};
     int k;
     for (k = 0; k < rows; ++k) {
         const int64_t T = Tp[k % 4], C = Cp[(k / 4) % 3];
         const int method = k % 3 == 2 ? SSM_LINREC_AUTO : k % 3 == 1 ? SSM_LINREC_CR : SSM_LINREC_CHUNKED;
         const unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 5 ? CASE_HT : 0) | (k % 7 >= 4 ? CASE_REVERSE : 0);
-        lr_row(CASE_FWD, k % 2 ? CASE_F16 : CASE_BF16, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, ns[k % nn], 1, C, 0.9, flags);
+        lr_row(CASE_FWD, k % 2 ? d0 : d1, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, ns[k % nn], 1, C, 0.9, flags);
         if (T <= 300)
-            lr_row(CASE_BWD, k % 2 ? CASE_BF16 : CASE_F16, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, ns[(k + 3) % nn], 1, C, 0.9,
-                   flags);
+            lr_row(CASE_BWD, k % 2 ? d1 : d0, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, ns[(k + 3) % nn], 1, C, 0.9, flags);
     }
 }
 static op_case *dk_row(int dir, unsigned dt, int layout, int64_t B, int64_t T, int64_t R, int64_t C, double strength,
@@ -1300,8 +1299,10 @@ static void build(void) {
        forward and backward (the adjoint's transposed A), chunks 0 / 16 / 37 */
     {
         static const int64_t Np[6] = {16, 24, 32, 40, 48, 56}, Nw[8] = {128, 72, 80, 88, 96, 104, 112, 120};
-        lr_tc_sweep(Np, 6, 18);
-        lr_tc_sweep(Nw, 8, 16);
+        static const int64_t Nf[7] = {64, 16, 24, 32, 40, 48, 56};
+        lr_tc_sweep(Np, 6, 18, CASE_F16, CASE_BF16);
+        lr_tc_sweep(Nw, 8, 16, CASE_F16, CASE_BF16);
+        lr_tc_sweep(Nf, 7, 14, CASE_F32, CASE_F32); /* f32 (3xTF32) up to n = 64 */
     }
     /* more than 65535 sequences (the CUDA grid's y limit) in every kernel family: seq,
        chunked, cr, the tensor-core path */
