@@ -176,8 +176,9 @@ typedef struct ssm_cuda_config {
     int decay_tile_steps; /* tiled: steps per thread and tile, 4 or 8 (vector loads only)     */
     int decay_tile_vec;   /* tiled, 16-bit: 4 = 8-byte vectors instead of 16-byte ones         */
     int decay_prefetch;   /* tiled forward: 1 = no cp.async ring for x, 2 = the ring           */
-    int linrec_tc_split;  /* tensor-core chunked: 1 = plain 16-bit running product, 2 = hi/lo
-                             split (~f32 accurate); by shape: split for bf16, plain for f16   */
+    int linrec_tc_split;  /* tensor-core chunked: 1 = plain 16-bit running product (f32 A:
+                             plain TF32), 2 = hi/lo split (~f32 accurate; f32 A: 3xTF32); by
+                             shape: split for bf16 and f32, plain for f16                     */
     int proj_kernel;      /* projection chain, FUSED forward: 1 = cuBLAS GEMM + one epilogue
                              pass, 2 = the tile-fused mma.sync kernel (16-bit, K-contiguous x
                              and W), 3 = the sm_90a TMA + wgmma kernel with the epilogue in
@@ -1431,17 +1432,16 @@ __device__ __forceinline__ void ssm__tc_mma16(float c0[4], float c1[4], const un
         ssm__tc_mma<BF>(c1, a, b[2], b[3]);
     }
 }
-/* f32 on the tensor cores (3xTF32): x = hi + lo, both rounded to TF32, and a product
-   a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi on m16n8k8 (the dropped a_lo b_lo is ~2^-22 of it), ~f32
-   accuracy at three MMAs; plain TF32 (hi only) is 2^-11. */
-__device__ __forceinline__ unsigned ssm__tc_tf32(float x) {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
+/* f32 on the tensor cores (3xTF32): x = hi + lo, hi = x rounded to TF32 (10-bit mantissa), and
+   a product a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi on m16n8k8 (the dropped a_lo b_lo is ~2^-22
+   of it): near-f32 accuracy at three MMAs; plain TF32 (hi only) is 2^-11. The rounding is an
+   add and a mask (cvt.rna.tf32.f32 is emulated on sm_90, ~10 instructions); lo goes to the MMA
+   as an f32 pattern, whose low 13 bits the tensor cores do not use (an error of 2^-10 of lo,
+   ~2^-21 of x). */
+__device__ __forceinline__ unsigned ssm__tc_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 __device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned *lo) {
     *hi = ssm__tc_tf32(x);
-    *lo = ssm__tc_tf32(x - __uint_as_float(*hi));
+    *lo = __float_as_uint(x - __uint_as_float(*hi));
 }
 /* c (+)= a b, m16n8k8 TF32; first: the accumulator starts from zero */
 __device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
