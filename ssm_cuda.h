@@ -1343,10 +1343,11 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
    (3) one CTA per chunk re-runs the chunk from its carry, streaming A again (mat-vecs).
    A is read twice, so this is ~2x the HBM floor at best (docs/DESIGN.md). A is row-major
    (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. The passes
-   work on W x W tiles, W = 64 for n <= 64 and 128 above (the kernels take W as a template
-   argument). For n < W every pass works on tiles that are zero past n (each ring zeroed once,
+   work on W x W tiles, W = 32 for n <= 32, 64 up to n = 64 and 128 above (the kernels take W
+   as a template argument; the smaller the tile, the more CTAs an SM holds). For n < W every pass works on tiles that are zero past n (each ring zeroed once,
    only the chunks inside n copied), e and the states' rows past n stay zero, only rows < n are
    stored, and the products skip the zero blocks (ssm__tc_prod_step). */
+#define SSM__TC_NS 32 /* the small tile */
 #define SSM__TC_N 64 /* the narrow tile (and the only one of the wgmma products) */
 #define SSM__TC_NMAX 128
 #define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
@@ -1356,7 +1357,7 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
    running product per warp (two at W = 64: the registers of 128 accumulators a block). */
 template <int F32> struct ssm__tc_elem { typedef unsigned short type; };
 template <> struct ssm__tc_elem<1> { typedef float type; };
-template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 (W = 64 only) */
+template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 (W <= 64) */
     static constexpr int F32 = DT == 2;
     typedef typename ssm__tc_elem<F32>::type E; /* a tile's element */
     static constexpr int LD = W + 8;            /* 16-bit padded row (halfs): an odd count of 16-byte chunks, conflict-free ldmatrix */
@@ -1365,15 +1366,15 @@ template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 (W = 
        bank conflicts for its reads: pass 1's float2 B fragments (rows 8 banks apart; TR: rows
        2t, 2t + 1 of a column, 4 apart), pass 3's float4 row pieces (rows 16 apart; TR: 8). */
     template <int P1, int TR> __host__ __device__ static constexpr int ld() { return F32 ? W + (P1 ? (TR ? 4 : 8) : (TR ? 8 : 16)) : LD; }
-    static constexpr int NST = F32 ? 4 : W == 64 ? 6 : 4; /* pass 3's cp.async ring: 5 (3) tiles in flight a CTA, loaded HBM latency */
+    static constexpr int NST = F32 || W == 128 ? 4 : 6; /* pass 3's cp.async ring: 5 (3) tiles in flight a CTA, loaded HBM latency */
     static constexpr int T3 = 4 * W;            /* pass 3 and pass 2: four threads a row */
     static constexpr int PNST = 4;              /* pass 1's ring */
     static constexpr int MB = W == 64 && !F32 ? 2 : 1; /* pass 1: 16-row blocks of the product a warp (f32: the split fragments' registers) */
     static constexpr int PW = W / (16 * MB);    /* pass 1: product warps (then one end-state warp) */
     static constexpr int PT = 32 * (PW + 1);
-    static constexpr int CD = W == 64 ? 8 : 2;  /* pass 2: carries prefetched in registers (4 W threads, <= 128 registers at W = 128) */
+    static constexpr int CD = W == 128 ? 2 : 8; /* pass 2: carries prefetched in registers (4 W threads, <= 128 registers at W = 128) */
 };
-static int ssm__cu_tc_w(int64_t n) { return n <= SSM__TC_N ? SSM__TC_N : SSM__TC_NMAX; }
+static int ssm__cu_tc_w(int64_t n) { return n <= SSM__TC_NS ? SSM__TC_NS : n <= SSM__TC_N ? SSM__TC_N : SSM__TC_NMAX; }
 /* The shapes the path takes (the plan's choice of method and workspace, before the views'
    strides are known). */
 static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m) {
@@ -1643,12 +1644,8 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::T3) ssm__cu_tc_kernel(int64_t
                 const uint4 *ap = (const uint4 *)(At + row * LD + q * (W / 4));
                 const float4 *hp = (const float4 *)(hc + q * (W / 4));
 #pragma unroll
-                for (int j = 0; j < W / 64; ++j) { /* 16 columns an iteration */
-                    uint4 v0 = ap[2 * j], v1 = ap[2 * j + 1];
-                    float4 x0 = hp[4 * j], x1 = hp[4 * j + 1], x2 = hp[4 * j + 2], x3 = hp[4 * j + 3];
-                    ssm__tc_dot8<BF>(v0, x0, x1, p0, p1);
-                    ssm__tc_dot8<BF>(v1, x2, x3, p0, p1);
-                }
+                for (int j = 0; j < W / 32; ++j) /* 8 columns an iteration */
+                    ssm__tc_dot8<BF>(ap[j], hp[2 * j], hp[2 * j + 1], p0, p1);
             } else {
 #pragma unroll
                 for (int j = 0; j < W / 4; j += 2) {
@@ -1876,8 +1873,8 @@ template <int LO, int HI, class F> __device__ __forceinline__ void ssm__tc_with(
     else ssm__tc_with<LO + 1, HI>(k, f);
 }
 
-/* On mma.sync: the product warps own MB 16-row blocks of Q each (W = 64: warps 0..1, 32 rows
-   each; W = 128 and f32: one 16-row block a warp), the last warp runs e (ssm__tc_e_step). No
+/* On mma.sync: the product warps own MB 16-row blocks of Q each (16-bit at W = 64: warps 0..1,
+   32 rows each; otherwise one 16-row block a warp), the last warp runs e (ssm__tc_e_step). No
    barrier is needed for the product itself, only for the tile ring. */
 template <int W, int TR, int BF, int SPLIT, int PAD>
 __global__ void __launch_bounds__(ssm__tcg<W, BF>::PT) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
@@ -1885,7 +1882,7 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::PT) ssm__cu_tc_prod_kernel(in
     extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
     typedef ssm__tcg<W, BF> G;
     typedef typename G::E Et;
-    constexpr int MB = G::MB, NKLO = !PAD ? W / 16 : W == 64 ? 1 : 5; /* k-slabs inside n: n <= 56 at W = 64, n >= 72 at 128 */
+    constexpr int MB = G::MB, NKLO = !PAD ? W / 16 : W == 128 ? 5 : 1; /* k-slabs inside n: n >= 72 at W = 128 */
     constexpr int LD = G::template ld<1, TR>(), TILE = W * LD, KS = G::F32 ? W / 8 : W / 16; /* A fragments' k-slabs */
     Et *As = (Et *)ssm__tp_sm;
     float *bs = (float *)(As + G::PNST * TILE);
@@ -2124,6 +2121,10 @@ template <int W, int BF = 0, int TR = 0> static size_t ssm__tc_smemp(int64_t Lc)
     typedef ssm__tcg<W, BF> G;
     return (size_t)G::PNST * W * G::template ld<1, TR>() * sizeof(typename G::E) + (size_t)Lc * W * 4;
 }
+template <int W, int BF> static size_t ssm__tc_smem_max() { /* either pass, the longest chunk */
+    const size_t a = ssm__tc_smem3<W, BF>(SSM__TC_LMAX), b = ssm__tc_smemp<W, BF>(SSM__TC_LMAX);
+    return a > b ? a : b;
+}
 /* Shape / layout test for the tensor-core path: 16-bit A, m = 1, n a multiple of 8 from
    SSM__TC_NMIN to 128 (zero-padded to the tile width in shared memory), or f32 A up to n = 64;
    rows (or columns, the adjoint's transposed view) of A contiguous and 16-byte aligned; the
@@ -2134,13 +2135,12 @@ static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     int64_t os;
     size_t smem;
     if (!ssm__cu_tc_shape(A.dtype, L->n, L->m)) return 0;
-    if (A.dtype.bits == 32) {
-        const size_t a = ssm__tc_smem3<64, 2>(SSM__TC_LMAX), b = ssm__tc_smemp<64, 2>(SSM__TC_LMAX);
-        smem = a > b ? a : b;
-    } else if (ssm__cu_tc_w(L->n) == SSM__TC_N) smem = ssm__tc_smem3<64>(SSM__TC_LMAX);
-    else {
-        const size_t a = ssm__tc_smem3<128>(SSM__TC_LMAX), b = ssm__tc_smemp<128>(SSM__TC_LMAX);
-        smem = a > b ? a : b;
+    switch (ssm__cu_tc_w(L->n) + (A.dtype.bits == 32)) {
+    case SSM__TC_NS: smem = ssm__tc_smem_max<SSM__TC_NS, 0>(); break;
+    case SSM__TC_NS + 1: smem = ssm__tc_smem_max<SSM__TC_NS, 2>(); break;
+    case SSM__TC_N: smem = ssm__tc_smem_max<SSM__TC_N, 0>(); break;
+    case SSM__TC_N + 1: smem = ssm__tc_smem_max<SSM__TC_N, 2>(); break;
+    default: smem = ssm__tc_smem_max<SSM__TC_NMAX, 0>();
     }
     if (A.cs == 1) os = A.rs;
     else if (A.rs == 1) os = A.cs;
@@ -2266,14 +2266,14 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     }
     return SSM_OK;
 }
-/* the instantiation for the view: tile width, layout (TR), type (BF: 0 f16, 1 bf16, 2 f32 at W = 64), padding */
+/* the instantiation for the view: tile width, layout (TR), type (BF: 0 f16, 1 bf16, 2 f32 at W <= 64), padding */
 template <int W>
 static ssm_result ssm__cu_tc_run(ssm__cu_lr *L, int tr, int bf, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos,
                                  ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
 #define SSM__TC_GO(TR_, BF_)                                                                     \
     (L->n == W ? ssm__cu_tc_go<W, TR_, BF_, 0>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws) \
                : ssm__cu_tc_go<W, TR_, BF_, 1>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws))
-    if constexpr (W == SSM__TC_N)
+    if constexpr (W <= SSM__TC_N)
         if (bf == 2) return tr ? SSM__TC_GO(1, 2) : SSM__TC_GO(0, 2);
     if (bf) return tr ? SSM__TC_GO(1, 1) : SSM__TC_GO(0, 1);
     return tr ? SSM__TC_GO(1, 0) : SSM__TC_GO(0, 0);
@@ -2304,6 +2304,7 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
     L->st->mat_state += L->S * T1 * 2 + L->S * (nc - 1);
     if (out.ptr) ov = ssm__cu_rv_of(out, 1, Lc), *out_written = 1;
     else memset(&ov, 0, sizeof ov);
+    if (W == SSM__TC_NS) return ssm__cu_tc_run<SSM__TC_NS>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
     if (W == SSM__TC_N) return ssm__cu_tc_run<SSM__TC_N>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
     return ssm__cu_tc_run<SSM__TC_NMAX>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
 }
