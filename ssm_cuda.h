@@ -1331,13 +1331,14 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
     }
 }
 
-/* ---- chunked recurrence on tensor cores (f16 / bf16 inputs, n = 16..128 by 8, m = 1) -------
+/* ---- chunked recurrence on tensor cores (f16 / bf16, n = 16..128 by 8; f32, n = 16..64; m = 1) -
    Three passes over chunks of L steps of the steps 1..T-1 (h_0 is given):
    (1) one CTA per chunk (all but the last) streams its A_u through a cp.async ring in shared
        memory and forms the chunk product P_c = A_last ... A_first with mma.sync m16n8k16 or,
        on Hopper, wgmma m64n64k16 (f32 accumulation; for bf16 the running product is split into
        hi + lo halves of the input type, so the product keeps ~f32 accuracy although the tensor
-       cores take 16-bit operands), and the chunk's end state from zero, e_c;
+       cores take 16-bit operands; f32 A on m16n8k8 TF32 with both operands split, 3xTF32), and
+       the chunk's end state from zero, e_c;
    (2) one CTA per sequence runs the carry recurrence X_c = P_c X_{c-1} + e_c (X_{-1} = h_0), a
        chain of T/L mat-vecs with the P_c prefetched in registers;
    (3) one CTA per chunk re-runs the chunk from its carry, streaming A again (mat-vecs).
@@ -2835,8 +2836,10 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
 
 /* ---- dense linear recurrence: the slots --------------------------------------------------------- */
 
-/* AUTO: chunked (chunk 64) for the tensor-core shapes when T > 64 (bench/results/
-   cuda_linrec_perf.log; at n = 16 too, where seq is the other candidate: S512 T1024 f16 1.48 ms
+/* AUTO: chunked (chunk 64) for the tensor-core shapes when T > 64, f32 among them since the
+   3xTF32 path (f32 n32 / n64: chunked 3.6-5.8x the floor, cr 5.8-9.7x,
+   bench/results/cuda_linrec_f32_dev_ee0b8b2.log, cuda_linrec_narrow_ab_24add44.log;
+   bench/results/cuda_linrec_perf.log; at n = 16 too, where seq is the other candidate: S512 T1024 f16 1.48 ms
    vs seq 1.73, bench/results/cuda_linrec_narrow_ee18b34.log; above n = 64 the carry chain beats
    cyclic reduction over the carries even at S1 T8192 n128, 0.44 vs 0.84 ms,
    bench/results/cuda_linrec_wide_66707f5.log); else seq when S fills the GPU
