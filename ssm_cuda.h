@@ -569,23 +569,37 @@ __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, i
 }
 
 /* C = alpha a b^T (+ beta C) for K = 1 (a column of M, a row of N; dA_t = g_t h_{t-1}^T of the
-   recurrence's adjoint): one (s, k) per block iteration, a bandwidth-bound outer product;
-   16-byte stores of 8 16-bit values where C's rows are contiguous and aligned (vec). */
-__global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int64_t count, int M, int N, float alpha,
+   recurrence's adjoint): G consecutive (s, k) per block iteration (ssm__cu_outer_group: ~2048
+   stores an iteration, so small products, n = 16..32, keep every thread busy between the
+   barriers), a bandwidth-bound outer product; 16-byte stores of 8 16-bit values where C's rows
+   are contiguous and aligned (vec). */
+static int ssm__cu_outer_group(int64_t M, int64_t N, int vec) { /* M, N <= 4096 */
+    const int64_t per = vec ? M * (N / 8) : M * N, smem_cap = 12288 / (M + N); /* 48 KB of a and b */
+    int64_t g = 2048 / (per > 0 ? per : 1);
+    if (g > 16) g = 16;
+    if (g > smem_cap) g = smem_cap;
+    return g < 1 ? 1 : (int)g;
+}
+__global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha,
                                                             float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C, int vec) {
     extern __shared__ float ssm__ou_sm[];
-    float *as = ssm__ou_sm, *bs = as + M;
-    for (int64_t bi = blockIdx.x; bi < nbatch; bi += gridDim.x) {
-        const int64_t s = bi / count, k = bi % count;
+    const int per = vec ? M * (N / 8) : M * N, MN = M + N;
+    for (int64_t b0 = blockIdx.x * (int64_t)G; b0 < nbatch; b0 += (int64_t)gridDim.x * G) {
+        const int g_n = nbatch - b0 < G ? (int)(nbatch - b0) : G;
         __syncthreads();
-        for (int i = threadIdx.x; i < M; i += blockDim.x) as[i] = ssm__cu_ld(A.p, A.dt, s * A.ss + k * A.bs + i * A.rs);
-        for (int j = threadIdx.x; j < N; j += blockDim.x) bs[j] = ssm__cu_ld(B.p, B.dt, s * B.ss + k * B.bs + j * B.cs);
+        for (int e = threadIdx.x; e < g_n * MN; e += blockDim.x) { /* item g: a at g MN, b after it */
+            const int g = e / MN, r = e % MN;
+            const int64_t bi = b0 + g, s = bi / count, k = bi % count;
+            ssm__ou_sm[e] = r < M ? ssm__cu_ld(A.p, A.dt, s * A.ss + k * A.bs + r * A.rs)
+                                  : ssm__cu_ld(B.p, B.dt, s * B.ss + k * B.bs + (r - M) * B.cs);
+        }
         __syncthreads();
-        const int64_t base = s * C.ss + k * C.bs;
-        if (vec) {
-            const int per = N / 8;
-            for (int e = threadIdx.x; e < M * per; e += blockDim.x) {
-                int i = e / per, j = (e % per) * 8;
+        for (int e = threadIdx.x; e < g_n * per; e += blockDim.x) {
+            const int g = e / per, r = e % per;
+            const int64_t bi = b0 + g, s = bi / count, k = bi % count, base = s * C.ss + k * C.bs;
+            const float *as = ssm__ou_sm + g * MN, *bs = as + M;
+            if (vec) {
+                const int i = r / (N / 8), j = (r % (N / 8)) * 8;
                 float gi = alpha * as[i];
                 unsigned w[4];
 #pragma unroll
@@ -595,10 +609,8 @@ __global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int6
                     else { __nv_bfloat162 v = __floats2bfloat162_rn(x, y); w[q] = *(unsigned *)&v; }
                 }
                 *(uint4 *)((unsigned short *)C.p + base + i * C.rs + j) = make_uint4(w[0], w[1], w[2], w[3]);
-            }
-        } else {
-            for (int e = threadIdx.x; e < M * N; e += blockDim.x) {
-                int i = e / N, j = e % N;
+            } else {
+                const int i = r / N, j = r % N;
                 int64_t ci = base + i * C.rs + j * C.cs;
                 float v = alpha * as[i] * bs[j];
                 if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
@@ -691,8 +703,10 @@ static ssm_result ssm__cu_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int
         int64_t nb = outer * batch;
         int vec = c.dt != 0 && c.cs == 1 && N % 8 == 0 && beta == 0.0 && !((uintptr_t)c.p & 15) && !(c.bs & 7) &&
                   !(c.ss & 7) && !(c.rs & 7);
-        ssm__cu_outer_kernel<<<(unsigned)(nb < 65536 * 4 ? nb : 65536 * 4), 256, (size_t)(M + N) * 4u, s->stream>>>(
-            nb, batch, (int)M, (int)N, (float)alpha, (float)beta, a, b, c, vec);
+        const int G = ssm__cu_outer_group(M, N, vec);
+        const int64_t blocks = (nb + G - 1) / G;
+        ssm__cu_outer_kernel<<<(unsigned)(blocks < 65536 * 4 ? blocks : 65536 * 4), 256, (size_t)G * (M + N) * 4u, s->stream>>>(
+            nb, batch, (int)M, (int)N, G, (float)alpha, (float)beta, a, b, c, vec);
         SSM__CU_LAUNCHED(ctx, "ssm__cu_outer_kernel");
         return SSM_OK;
     }
