@@ -583,20 +583,25 @@ static int ssm__cu_outer_group(int64_t M, int64_t N, int vec) { /* M, N <= 4096 
 __global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha,
                                                             float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C, int vec) {
     extern __shared__ float ssm__ou_sm[];
+    __shared__ int64_t cbase[16]; /* C's offset of each item: no 64-bit division per store */
     const int per = vec ? M * (N / 8) : M * N, MN = M + N;
     for (int64_t b0 = blockIdx.x * (int64_t)G; b0 < nbatch; b0 += (int64_t)gridDim.x * G) {
         const int g_n = nbatch - b0 < G ? (int)(nbatch - b0) : G;
         __syncthreads();
+        if (threadIdx.x < g_n) {
+            const int64_t bi = b0 + threadIdx.x;
+            cbase[threadIdx.x] = bi / count * C.ss + bi % count * C.bs;
+        }
         for (int e = threadIdx.x; e < g_n * MN; e += blockDim.x) { /* item g: a at g MN, b after it */
-            const int g = e / MN, r = e % MN;
+            const int g = e / MN, r = e - g * MN;
             const int64_t bi = b0 + g, s = bi / count, k = bi % count;
             ssm__ou_sm[e] = r < M ? ssm__cu_ld(A.p, A.dt, s * A.ss + k * A.bs + r * A.rs)
                                   : ssm__cu_ld(B.p, B.dt, s * B.ss + k * B.bs + (r - M) * B.cs);
         }
         __syncthreads();
         for (int e = threadIdx.x; e < g_n * per; e += blockDim.x) {
-            const int g = e / per, r = e % per;
-            const int64_t bi = b0 + g, s = bi / count, k = bi % count, base = s * C.ss + k * C.bs;
+            const int g = G == 1 ? 0 : e / per, r = e - g * per;
+            const int64_t base = cbase[g];
             const float *as = ssm__ou_sm + g * MN, *bs = as + M;
             if (vec) {
                 const int i = r / (N / 8), j = (r % (N / 8)) * 8;
