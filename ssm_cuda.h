@@ -571,41 +571,48 @@ __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, i
 /* C = alpha a b^T (+ beta C) for K = 1 (a column of M, a row of N; dA_t = g_t h_{t-1}^T of the
    recurrence's adjoint): G consecutive (s, k) per block iteration (ssm__cu_outer_group: ~2048
    stores an iteration, so small products, n = 16..32, keep every thread busy between the
-   barriers), a bandwidth-bound outer product; 16-byte stores of 8 16-bit values where C's rows
-   are contiguous and aligned (vec). */
-static int ssm__cu_outer_group(int64_t M, int64_t N, int vec) { /* M, N <= 4096 */
-    const int64_t per = vec ? M * (N / 8) : M * N, smem_cap = 12288 / (M + N); /* 48 KB of a and b */
+   barriers), a bandwidth-bound outer product. Each item's offsets into A, B and C are computed
+   once in shared memory (a 64-bit division per loaded element made the f32 backward 7-9%
+   slower). vec: 16-byte stores (8 16-bit values or 4 floats) where C's rows are contiguous
+   and aligned. */
+static int ssm__cu_outer_vec(const ssm__cu_op &c, int64_t N, double beta) {
+    const int64_t ve = c.dt == 0 ? 4 : 8; /* elements a 16-byte store */
+    return c.cs == 1 && N % ve == 0 && beta == 0.0 && !((uintptr_t)c.p & 15) && !(c.bs % ve) && !(c.ss % ve) && !(c.rs % ve);
+}
+static int ssm__cu_outer_group(int64_t M, int64_t N, int ve) { /* M, N <= 4096; ve: elements a store */
+    const int64_t per = M * (N / ve), smem_cap = 12288 / (M + N); /* 48 KB of a and b */
     int64_t g = 2048 / (per > 0 ? per : 1);
     if (g > 16) g = 16;
     if (g > smem_cap) g = smem_cap;
     return g < 1 ? 1 : (int)g;
 }
 __global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha,
-                                                            float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C, int vec) {
+                                                            float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C, int ve) {
     extern __shared__ float ssm__ou_sm[];
-    __shared__ int64_t cbase[16]; /* C's offset of each item: no 64-bit division per store */
-    const int per = vec ? M * (N / 8) : M * N, MN = M + N;
+    __shared__ int64_t base_a[16], base_b[16], base_c[16];
+    const int NV = N / ve, per = M * NV, MN = M + N;
     for (int64_t b0 = blockIdx.x * (int64_t)G; b0 < nbatch; b0 += (int64_t)gridDim.x * G) {
         const int g_n = nbatch - b0 < G ? (int)(nbatch - b0) : G;
         __syncthreads();
         if (threadIdx.x < g_n) {
-            const int64_t bi = b0 + threadIdx.x;
-            cbase[threadIdx.x] = bi / count * C.ss + bi % count * C.bs;
+            const int64_t bi = b0 + threadIdx.x, s = bi / count, k = bi - s * count;
+            base_a[threadIdx.x] = s * A.ss + k * A.bs;
+            base_b[threadIdx.x] = s * B.ss + k * B.bs;
+            base_c[threadIdx.x] = s * C.ss + k * C.bs;
         }
+        __syncthreads();
         for (int e = threadIdx.x; e < g_n * MN; e += blockDim.x) { /* item g: a at g MN, b after it */
             const int g = e / MN, r = e - g * MN;
-            const int64_t bi = b0 + g, s = bi / count, k = bi % count;
-            ssm__ou_sm[e] = r < M ? ssm__cu_ld(A.p, A.dt, s * A.ss + k * A.bs + r * A.rs)
-                                  : ssm__cu_ld(B.p, B.dt, s * B.ss + k * B.bs + (r - M) * B.cs);
+            ssm__ou_sm[e] = r < M ? ssm__cu_ld(A.p, A.dt, base_a[g] + r * A.rs) : ssm__cu_ld(B.p, B.dt, base_b[g] + (r - M) * B.cs);
         }
         __syncthreads();
         for (int e = threadIdx.x; e < g_n * per; e += blockDim.x) {
-            const int g = G == 1 ? 0 : e / per, r = e - g * per;
-            const int64_t base = cbase[g];
-            const float *as = ssm__ou_sm + g * MN, *bs = as + M;
-            if (vec) {
-                const int i = r / (N / 8), j = (r % (N / 8)) * 8;
-                float gi = alpha * as[i];
+            const int g = G == 1 ? 0 : e / per, r = e - g * per, i = r / NV, j = (r - i * NV) * ve;
+            const int64_t ci = base_c[g] + i * C.rs + j * C.cs;
+            const float *as = ssm__ou_sm + g * MN, *bs = as + M, gi = alpha * as[i];
+            if (ve == 4) {
+                *(float4 *)((float *)C.p + ci) = make_float4(gi * bs[j], gi * bs[j + 1], gi * bs[j + 2], gi * bs[j + 3]);
+            } else if (ve == 8) {
                 unsigned w[4];
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
@@ -613,11 +620,9 @@ __global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int6
                     if (C.dt == 1) { __half2 v = __floats2half2_rn(x, y); w[q] = *(unsigned *)&v; }
                     else { __nv_bfloat162 v = __floats2bfloat162_rn(x, y); w[q] = *(unsigned *)&v; }
                 }
-                *(uint4 *)((unsigned short *)C.p + base + i * C.rs + j) = make_uint4(w[0], w[1], w[2], w[3]);
+                *(uint4 *)((unsigned short *)C.p + ci) = make_uint4(w[0], w[1], w[2], w[3]);
             } else {
-                const int i = r / N, j = r % N;
-                int64_t ci = base + i * C.rs + j * C.cs;
-                float v = alpha * as[i] * bs[j];
+                float v = gi * bs[j];
                 if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
                 ssm__cu_stv(C.p, C.dt, ci, v);
             }
@@ -706,12 +711,10 @@ static ssm_result ssm__cu_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int
     if (dtype.bits == 64) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "ssm_cuda gemm: f64 is not supported");
     if (K == 1 && M <= 4096 && N <= 4096) { /* an outer product: bandwidth-bound, its own kernel */
         int64_t nb = outer * batch;
-        int vec = c.dt != 0 && c.cs == 1 && N % 8 == 0 && beta == 0.0 && !((uintptr_t)c.p & 15) && !(c.bs & 7) &&
-                  !(c.ss & 7) && !(c.rs & 7);
-        const int G = ssm__cu_outer_group(M, N, vec);
+        const int ve = ssm__cu_outer_vec(c, N, beta) ? (c.dt == 0 ? 4 : 8) : 1, G = ssm__cu_outer_group(M, N, ve);
         const int64_t blocks = (nb + G - 1) / G;
         ssm__cu_outer_kernel<<<(unsigned)(blocks < 65536 * 4 ? blocks : 65536 * 4), 256, (size_t)G * (M + N) * 4u, s->stream>>>(
-            nb, batch, (int)M, (int)N, G, (float)alpha, (float)beta, a, b, c, vec);
+            nb, batch, (int)M, (int)N, G, (float)alpha, (float)beta, a, b, c, ve);
         SSM__CU_LAUNCHED(ctx, "ssm__cu_outer_kernel");
         return SSM_OK;
     }
@@ -1364,9 +1367,10 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
    A is read twice, so this is ~2x the HBM floor at best (docs/DESIGN.md). A is row-major
    (cs == 1) or transposed (rs == 1, the adjoint's view) with 16-byte aligned rows. The passes
    work on W x W tiles, W = 32 for n <= 32, 64 up to n = 64 and 128 above (the kernels take W
-   as a template argument; the smaller the tile, the more CTAs an SM holds). For n < W every pass works on tiles that are zero past n (each ring zeroed once,
-   only the chunks inside n copied), e and the states' rows past n stay zero, only rows < n are
-   stored, and the products skip the zero blocks (ssm__tc_prod_step). */
+   as a template argument; the smaller the tile, the more CTAs an SM holds). For n < W every
+   pass works on tiles that are zero past n (only the chunks inside n copied), e and the
+   states' rows past n stay zero, only rows < n are stored, and the products skip the zero
+   blocks (ssm__tc_prod_step). */
 #define SSM__TC_NS 32 /* the small tile */
 #define SSM__TC_N 64 /* the narrow tile (and the only one of the wgmma products) */
 #define SSM__TC_NMAX 128
@@ -1415,31 +1419,26 @@ __device__ __forceinline__ void ssm__tc_ldm4t(unsigned r[4], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__tc_sa(p)));
 }
+/* mma.sync with f32 accumulators: c += a b (SSM__TC_MMA) or c = a b (SSM__TC_MMA0: the zero
+   accumulator in, no clearing), INSTR the shape and operand types. */
+#define SSM__TC_MMA(INSTR, c, a, b0, b1)                                                                      \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                            \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+#define SSM__TC_MMA0(INSTR, c, a, b0, b1)                                                                     \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"                        \
+                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f))
+#define SSM__TC_BF16 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#define SSM__TC_F16 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define SSM__TC_TF32 "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
 template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    if (BF)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if (BF) SSM__TC_MMA(SSM__TC_BF16, c, a, b0, b1);
+    else SSM__TC_MMA(SSM__TC_F16, c, a, b0, b1);
 }
-/* c = a b (zero accumulator in: no per-step clearing of the accumulators) */
 template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    const float z = 0.f;
-    if (BF)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%10,%10,%10,%10};\n"
-                     : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%10,%10,%10,%10};\n"
-                     : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+    if (BF) SSM__TC_MMA0(SSM__TC_BF16, c, a, b0, b1);
+    else SSM__TC_MMA0(SSM__TC_F16, c, a, b0, b1);
 }
 /* Two 8-column tiles, c0 and c1, from one A fragment and the B fragments b[0..1], b[2..3] of an
    ldmatrix.x4; first: the first k-slab, accumulators start from zero. */
@@ -1466,17 +1465,8 @@ __device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned 
 }
 /* c (+)= a b, m16n8k8 TF32; first: the accumulator starts from zero */
 __device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
-    const float z = 0.f;
-    if (first)
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%10,%10,%10,%10};\n"
-                     : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
-    else
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if (first) SSM__TC_MMA0(SSM__TC_TF32, c, a, b0, b1);
+    else SSM__TC_MMA(SSM__TC_TF32, c, a, b0, b1);
 }
 /* The level products of cyclic reduction and the Hillis-Steele scan: one warp's rows of A (its
    fragments af, NP / 16 k-steps) times a 16-column block of B in shared memory (bl = this
@@ -1537,6 +1527,12 @@ __device__ __forceinline__ void ssm__tc_dot8(const uint4 &v, const float4 &x0, c
     f = ssm__tc_f2<BF>(v.y); p0 += f.x * x0.z; p1 += f.y * x0.w;
     f = ssm__tc_f2<BF>(v.z); p0 += f.x * x1.x; p1 += f.y * x1.y;
     f = ssm__tc_f2<BF>(v.w); p0 += f.x * x1.z; p1 += f.y * x1.w;
+}
+
+/* elements i0 and i1 of a tile as floats (f32 or 16-bit of type BF) */
+template <int BF> __device__ __forceinline__ float2 ssm__tc_ld2(const float *t, int i0, int i1) { return make_float2(t[i0], t[i1]); }
+template <int BF> __device__ __forceinline__ float2 ssm__tc_ld2(const unsigned short *t, int i0, int i1) {
+    return ssm__tc_f2<BF>((unsigned)t[i0] | ((unsigned)t[i1] << 16));
 }
 
 /* A W x W 16-bit tile in shared memory: SW = 0 padded rows (ssm__tcg<W>::LD halfs, conflict-free
@@ -1641,42 +1637,30 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::T3) ssm__cu_tc_kernel(int64_t
                zero, whole warps of them for n % 8 == 0) */
             float p0 = 0.f, p1 = 0.f;
             if (PAD && row >= n) {
-            } else if constexpr (BF == 2) {
-                if (!TR) { /* the 16-byte pieces j = q mod 4 of the row (conflict-free at LD = W + 16) */
+            } else if (TR) { /* column `row` of the tile, k = q mod 4 */
 #pragma unroll
-                    for (int j = 0; j < W / 16; j += 2) {
-                        const float4 a0 = *(const float4 *)(At + row * LD + 16 * j + 4 * q);
-                        const float4 a1 = *(const float4 *)(At + row * LD + 16 * j + 16 + 4 * q);
-                        const float4 x0 = *(const float4 *)(hc + 16 * j + 4 * q), x1 = *(const float4 *)(hc + 16 * j + 16 + 4 * q);
-                        p0 += a0.x * x0.x + a0.y * x0.y + a0.z * x0.z + a0.w * x0.w;
-                        p1 += a1.x * x1.x + a1.y * x1.y + a1.z * x1.z + a1.w * x1.w;
-                    }
-                } else {
-#pragma unroll
-                    for (int j = 0; j < W / 4; j += 2) {
-                        const int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
-                        if (PAD && 4 * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
-                        p0 += At[k0 * LD + row] * hc[k0];
-                        p1 += At[k1 * LD + row] * hc[k1];
-                    }
+                for (int j = 0; j < W / 4; j += 2) {
+                    const int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
+                    if (PAD && 4 * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
+                    const float2 f = ssm__tc_ld2<BF>(At, k0 * LD + row, k1 * LD + row);
+                    p0 += f.x * hc[k0];
+                    p1 += f.y * hc[k1];
                 }
-            } else if (!TR) {
+            } else if constexpr (BF == 2) { /* the 16-byte pieces j = q mod 4 of the row (conflict-free at LD = W + 16) */
+#pragma unroll
+                for (int j = 0; j < W / 16; j += 2) {
+                    const float4 a0 = *(const float4 *)(At + row * LD + 16 * j + 4 * q);
+                    const float4 a1 = *(const float4 *)(At + row * LD + 16 * j + 16 + 4 * q);
+                    const float4 x0 = *(const float4 *)(hc + 16 * j + 4 * q), x1 = *(const float4 *)(hc + 16 * j + 16 + 4 * q);
+                    p0 += a0.x * x0.x + a0.y * x0.y + a0.z * x0.z + a0.w * x0.w;
+                    p1 += a1.x * x1.x + a1.y * x1.y + a1.z * x1.z + a1.w * x1.w;
+                }
+            } else {
                 const uint4 *ap = (const uint4 *)(At + row * LD + q * (W / 4));
                 const float4 *hp = (const float4 *)(hc + q * (W / 4));
 #pragma unroll
                 for (int j = 0; j < W / 32; ++j) /* 8 columns an iteration */
                     ssm__tc_dot8<BF>(ap[j], hp[2 * j], hp[2 * j + 1], p0, p1);
-            } else {
-#pragma unroll
-                for (int j = 0; j < W / 4; j += 2) {
-                    int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
-                    if (PAD && 4 * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
-                    unsigned short a0 = At[k0 * LD + row], a1 = At[k1 * LD + row];
-                    unsigned pr = (unsigned)a0 | ((unsigned)a1 << 16);
-                    float2 f = ssm__tc_f2<BF>(pr);
-                    p0 += f.x * hc[k0];
-                    p1 += f.y * hc[k1];
-                }
             }
             float v = p0 + p1;
             v += __shfl_xor_sync(0xffffffffu, v, 1);
@@ -1746,18 +1730,24 @@ template <int NT> __device__ __forceinline__ void ssm__tc_e_sum(float (*e)[4], c
 /* One step of the mma.sync kernel's end-state warp, e^T <- e^T A_u^T + b_u^T on the tensor cores:
    lanes 0-3 hold e in e[t][0..1]; row 0 of the A fragment is e_hi, row 1 e_lo (so e keeps ~f32
    accuracy through 16-bit operands). */
+/* The end-state warp's A fragment from lanes 0-3's hi and lo parts of e (h0 / l0: the fragment's
+   columns in registers 0, h1 / l1: in register 2): row 0 = e_hi (lanes 0-3), row 1 = e_lo (lanes
+   4-7, shuffled from lanes 0-3), rows 2-15 zero. */
+__device__ __forceinline__ void ssm__tc_e_frag(unsigned a[4], unsigned h0, unsigned l0, unsigned h1, unsigned l1, int lane) {
+    const unsigned sl0 = __shfl_sync(0xffffffffu, l0, lane & 3), sl1 = __shfl_sync(0xffffffffu, l1, lane & 3);
+    a[0] = lane < 4 ? h0 : (lane < 8 ? sl0 : 0u);
+    a[2] = lane < 4 ? h1 : (lane < 8 ? sl1 : 0u);
+    a[1] = a[3] = 0u;
+}
 template <int W, int TR, int BF, int NK>
 __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned short *At, const float *bu, int lane) {
     unsigned af[NK][4];
 #pragma unroll
-    for (int kk = 0; kk < NK; ++kk) { /* row 0 = e_hi (lanes 0-3), row 1 = e_lo (lanes 4-7) */
+    for (int kk = 0; kk < NK; ++kk) {
         unsigned h0, l0, h1, l1;
         ssm__tc_split<BF>(e[2 * kk][0], e[2 * kk][1], &h0, &l0);
         ssm__tc_split<BF>(e[2 * kk + 1][0], e[2 * kk + 1][1], &h1, &l1);
-        unsigned sl0 = __shfl_sync(0xffffffffu, l0, lane & 3), sl1 = __shfl_sync(0xffffffffu, l1, lane & 3);
-        af[kk][0] = lane < 4 ? h0 : (lane < 8 ? sl0 : 0u);
-        af[kk][2] = lane < 4 ? h1 : (lane < 8 ? sl1 : 0u);
-        af[kk][1] = af[kk][3] = 0u;
+        ssm__tc_e_frag(af[kk], h0, l0, h1, l1, lane);
     }
 #pragma unroll
     for (int kk = 0; kk < NK; ++kk)
@@ -1860,17 +1850,13 @@ __device__ __forceinline__ void ssm__tc_prod_step32(float (*acc)[W / 8][4], unsi
    row 1 e_lo, each times A_u's hi and lo parts, so e stays f32-accurate. */
 template <int W, int TR, int NK, int LD>
 __device__ __forceinline__ void ssm__tc_e_step32(float (*e)[4], const float *At, const float *bu, int lane) {
-    const int t = lane & 3;
     unsigned af[2 * NK][4];
 #pragma unroll
-    for (int ks = 0; ks < 2 * NK; ++ks) {
+    for (int ks = 0; ks < 2 * NK; ++ks) { /* register 0: k = t (column 2t), register 2: k = t + 4 (column 2t + 1) */
         unsigned h0, l0, h1, l1;
         ssm__tc_split32(e[ks][0], &h0, &l0);
         ssm__tc_split32(e[ks][1], &h1, &l1);
-        const unsigned sl0 = __shfl_sync(0xffffffffu, l0, t), sl1 = __shfl_sync(0xffffffffu, l1, t);
-        af[ks][0] = lane < 4 ? h0 : (lane < 8 ? sl0 : 0u); /* k = t: column 2t */
-        af[ks][2] = lane < 4 ? h1 : (lane < 8 ? sl1 : 0u); /* k = t + 4: column 2t + 1 */
-        af[ks][1] = af[ks][3] = 0u;
+        ssm__tc_e_frag(af[ks], h0, l0, h1, l1, lane);
     }
 #pragma unroll
     for (int ks = 0; ks < 2 * NK; ++ks)
@@ -2155,12 +2141,12 @@ static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     int64_t os;
     size_t smem;
     if (!ssm__cu_tc_shape(A.dtype, L->n, L->m)) return 0;
-    switch (ssm__cu_tc_w(L->n) + (A.dtype.bits == 32)) {
-    case SSM__TC_NS: smem = ssm__tc_smem_max<SSM__TC_NS, 0>(); break;
-    case SSM__TC_NS + 1: smem = ssm__tc_smem_max<SSM__TC_NS, 2>(); break;
-    case SSM__TC_N: smem = ssm__tc_smem_max<SSM__TC_N, 0>(); break;
-    case SSM__TC_N + 1: smem = ssm__tc_smem_max<SSM__TC_N, 2>(); break;
-    default: smem = ssm__tc_smem_max<SSM__TC_NMAX, 0>();
+    { /* the largest dynamic shared memory of the path's kernels, by tile width and element (16-bit, f32) */
+        const int w = ssm__cu_tc_w(L->n), f32 = A.dtype.bits == 32;
+        const size_t need[3][2] = {{ssm__tc_smem_max<SSM__TC_NS, 0>(), ssm__tc_smem_max<SSM__TC_NS, 2>()},
+                                   {ssm__tc_smem_max<SSM__TC_N, 0>(), ssm__tc_smem_max<SSM__TC_N, 2>()},
+                                   {ssm__tc_smem_max<SSM__TC_NMAX, 0>(), 0 /* f32 stops at SSM__TC_N */}};
+        smem = need[w == SSM__TC_NS ? 0 : w == SSM__TC_N ? 1 : 2][f32];
     }
     if (A.cs == 1) os = A.rs;
     else if (A.rs == 1) os = A.cs;
@@ -7171,25 +7157,12 @@ __global__ void ssm__dl_choff_kernel(const int64_t *cu, int N, int64_t *choff) {
    A(m,k) = TA ? A[k*lda + m] : A[m*lda + k]; B(k,n) = TB ? B[n*ldb + k] : B[k*ldb + n].
    16-bit operands go through ldmatrix + mma.m16n8k16 (f32 accumulation); f32 operands through
    plain FMAs in the same layout, so every kernel runs in f32 too. */
-__device__ __forceinline__ unsigned ssm__dl_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void ssm__dl_ldsm(unsigned r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__dl_sa(p)));
-}
-__device__ __forceinline__ void ssm__dl_ldsmt(unsigned r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__dl_sa(p)));
-}
 template <class E> __device__ __forceinline__ void ssm__dl_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1);
 template <> __device__ __forceinline__ void ssm__dl_mma<__nv_bfloat16>(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    ssm__tc_mma<1>(c, a, b0, b1);
 }
 template <> __device__ __forceinline__ void ssm__dl_mma<__half>(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    ssm__tc_mma<0>(c, a, b0, b1);
 }
 
 /* c += a b on tensor cores in 3xTF32 (each operand split hi + lo in TF32, the lo lo term dropped):
@@ -7200,9 +7173,7 @@ __device__ __forceinline__ unsigned ssm__dl_tf32(float x) {
     return r;
 }
 __device__ __forceinline__ void ssm__dl_mma_tf32(float c[4], const unsigned a[4], const unsigned b[2]) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    ssm__tc_mma8(c, a, b[0], b[1], 0);
 }
 __device__ __forceinline__ void ssm__dl_mma3(float c[4], float a0, float a1, float a2, float a3, float b0, float b1) {
     const float av[4] = {a0, a1, a2, a3}, bv[2] = {b0, b1};
@@ -7239,22 +7210,22 @@ __device__ __forceinline__ void ssm__dl_wmma(float (&acc)[NT][4], const E *A, in
 #pragma unroll
         for (int k0 = 0; k0 < KD; k0 += 16) {
             unsigned a[4];
-            if (!TA) ssm__dl_ldsm(a, A + (m0 + (lane & 15)) * lda + k0 + (lane >> 4) * 8);
-            else ssm__dl_ldsmt(a, A + (k0 + r + (i >> 1) * 8) * lda + m0 + (i & 1) * 8);
+            if (!TA) ssm__tc_ldm4(a, A + (m0 + (lane & 15)) * lda + k0 + (lane >> 4) * 8);
+            else ssm__tc_ldm4t(a, A + (k0 + r + (i >> 1) * 8) * lda + m0 + (i & 1) * 8);
 #pragma unroll
             for (int j = 0; j + 1 < NT; j += 2) {
                 unsigned b[4];
                 const int nb = n0 + 8 * j;
-                if (TB) ssm__dl_ldsm(b, B + (nb + r + (i >> 1) * 8) * ldb + k0 + (i & 1) * 8);
-                else ssm__dl_ldsmt(b, B + (k0 + r + (i & 1) * 8) * ldb + nb + (i >> 1) * 8);
+                if (TB) ssm__tc_ldm4(b, B + (nb + r + (i >> 1) * 8) * ldb + k0 + (i & 1) * 8);
+                else ssm__tc_ldm4t(b, B + (k0 + r + (i & 1) * 8) * ldb + nb + (i >> 1) * 8);
                 ssm__dl_mma<E>(acc[j], a, b[0], b[1]);
                 ssm__dl_mma<E>(acc[j + 1], a, b[2], b[3]);
             }
             if constexpr (NT % 2) { /* the odd last n8 tile: an x4 load whose upper half repeats the lower */
                 unsigned b[4];
                 const int nb = n0 + 8 * (NT - 1);
-                if (TB) ssm__dl_ldsm(b, B + (nb + r) * ldb + k0 + (i & 1) * 8);
-                else ssm__dl_ldsmt(b, B + (k0 + r + (i & 1) * 8) * ldb + nb);
+                if (TB) ssm__tc_ldm4(b, B + (nb + r) * ldb + k0 + (i & 1) * 8);
+                else ssm__tc_ldm4t(b, B + (k0 + r + (i & 1) * 8) * ldb + nb);
                 ssm__dl_mma<E>(acc[NT - 1], a, b[0], b[1]);
             }
         }
@@ -7272,12 +7243,12 @@ __device__ __forceinline__ void ssm__dl_wmma2(float (&acc1)[NT][4], const E *A1,
 #pragma unroll
         for (int k0 = 0; k0 < KD; k0 += 16) {
             unsigned a1[4], a2[4];
-            ssm__dl_ldsm(a1, A1 + (m0 + (lane & 15)) * lda + k0 + (lane >> 4) * 8);
-            ssm__dl_ldsm(a2, A2 + (m0 + (lane & 15)) * lda + k0 + (lane >> 4) * 8);
+            ssm__tc_ldm4(a1, A1 + (m0 + (lane & 15)) * lda + k0 + (lane >> 4) * 8);
+            ssm__tc_ldm4(a2, A2 + (m0 + (lane & 15)) * lda + k0 + (lane >> 4) * 8);
 #pragma unroll
             for (int j = 0; j < NT; j += 2) {
                 unsigned b[4];
-                ssm__dl_ldsmt(b, B + (k0 + r + (i & 1) * 8) * ldb + n0 + 8 * j + (i >> 1) * 8);
+                ssm__tc_ldm4t(b, B + (k0 + r + (i & 1) * 8) * ldb + n0 + 8 * j + (i >> 1) * 8);
                 ssm__dl_mma<E>(acc1[j], a1, b[0], b[1]);
                 ssm__dl_mma<E>(acc1[j + 1], a1, b[2], b[3]);
                 ssm__dl_mma<E>(acc2[j], a2, b[0], b[1]);
@@ -7434,12 +7405,6 @@ __device__ __forceinline__ void ssm__dl_stage(E *s, int ld, int rows, int cols, 
         s[i * ld + j] = ssm__dl_cv<E>(x);
     }
 }
-/* Contiguous tile copies (workspace, 16-byte aligned rows) through cp.async. */
-__device__ __forceinline__ void ssm__dl_cp16(void *s, const void *g) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__dl_sa(s)), "l"(g));
-}
-__device__ __forceinline__ void ssm__dl_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void ssm__dl_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 /* Both tile movers run in the chunked kernels' blocks of SSM__DL_NT threads: a trip count known
    at compile time, unrolled, with each thread's addresses a fixed stride apart (fewer instructions
    in the sequential passes, whose warps mostly wait on their own instruction chain). */
@@ -7451,7 +7416,7 @@ __device__ __forceinline__ void ssm__dl_cptile(E *s, int ld, const E *g, int gld
         const int idx = threadIdx.x + it * SSM__DL_NT;
         if (n % SSM__DL_NT == 0 || idx < n) {
             const int i = idx / vpr, j = (idx % vpr) * V;
-            ssm__dl_cp16(s + i * ld + j, g + (int64_t)i * gld + j);
+            ssm__tc_cp16(s + i * ld + j, g + (int64_t)i * gld + j);
         }
     }
 }
@@ -7516,7 +7481,7 @@ __device__ __forceinline__ void ssm__dl_cprows(E *s, int ld, int rows, int cols,
         const int ri = i < nr ? r(i) : -1;
         const int nb = (ri >= 0 && j < nc) ? (int)sizeof(E) * min(V, nc - j) : 0;
         const E *src = nb ? g + (int64_t)ri * rs + j : g;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__dl_sa(s + i * ld + j)), "l"(src), "r"(nb));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__tc_sa(s + i * ld + j)), "l"(src), "r"(nb));
     }
 }
 /* The backward's dout tile of a chunk (tokens t0.., len of them; columns v0.., COLS of them) into s:
@@ -7584,7 +7549,7 @@ __device__ __forceinline__ void ssm__dl_wmma_f(float (&acc)[NT][4], const float 
 #pragma unroll
             for (int j = 0; j < NT; j += 2) {
                 unsigned b[4];
-                ssm__dl_ldsmt(b, B + (k0 + r + (i & 1) * 8) * ldb + 8 * j + (i >> 1) * 8);
+                ssm__tc_ldm4t(b, B + (k0 + r + (i & 1) * 8) * ldb + 8 * j + (i >> 1) * 8);
                 ssm__dl_mma<E>(acc[j], a, b[0], b[1]);
                 ssm__dl_mma<E>(acc[j + 1], a, b[2], b[3]);
             }
@@ -7641,7 +7606,7 @@ ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
         ssm__dl_cprows(sQ, LK, C, KP, (const E *)a.q + qb, a.qs[1], len, a.K, ssm__dl_tokrows(a, t0));
         ssm__dl_cprows(sK, LK, C, KP, (const E *)a.k + kb, a.ks[1], len, a.K);
         ssm__dl_cprows(sV, LV, C, VP, (const E *)a.v + vb, a.vs[1], len, a.V);
-        ssm__dl_commit();
+        ssm__tc_commit();
     } else {
         ssm__dl_stage(sQ, LK, C, KP, a.q, a.dt, qb, a.qs[1], a.qs[3], len, a.K, [](int) { return 1.f; }, 0,
                       ssm__dl_tokrows(a, t0));
@@ -7663,7 +7628,7 @@ ssm__dl_prep_kernel(ssm__dl_args a, ssm__dl_ws<E> ws, int VP, int store_t) {
         *(float2 *)(seg + 2 * lane) = make_float2(be[0] * __expf(g0), be[1] * __expf(g1));
         *(float2 *)(ws.gam + ch * C + 2 * lane) = make_float2(g0, g1);
     }
-    ssm__dl_wait<0>();
+    ssm__tc_wait<0>();
     __syncthreads();
     ssm__dl_sttile<C, KP>(ws.qp + ch * C * KP, KP, sQ, LK);
     ssm__dl_sttile<C, KP>(ws.kp + ch * C * KP, KP, sK, LK);
@@ -7841,14 +7806,14 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
                 if (OUT) ssm__dl_cptile<C, KP>(b, LK, ws.qp + ch * C * KP, KP);
                 ssm__dl_cptile<C, KP>(b + WO, LK, ws.w + ch * C * KP, KP);
                 ssm__dl_cptile<C, VB>(b + UO, LVB, ws.u + ch * C * VP + v0, VP);
-                if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+                if (tid < C / 4) ssm__tc_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
             }
             if (part & 2) {
                 ssm__dl_cptile<C, KP>(b + KO, LK, ws.kp + ch * C * KP, KP);
                 if (OUT) ssm__dl_cptile<C, C>(b + AO, LC, ws.aqk + ch * C * C, C);
             }
         }
-        ssm__dl_commit();
+        ssm__tc_commit();
     };
     load(0, 0, 3);
     if (NB == 2) load(1, 1, 3);
@@ -7861,7 +7826,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_fwd_kernel(ssm__dl_args a,
         const float *gm = sgam + bsel * C;
         const int64_t ch = (sq.c0 + c) * a.H + h;
         const int len = (int)min((int64_t)C, sq.len - (int64_t)c * C);
-        ssm__dl_wait<NB - 1>();
+        ssm__tc_wait<NB - 1>();
         __syncthreads();
         const float glast = gm[len - 1];
         /* v_new = u - w S and the inter-chunk output q S, same tile of rows/cols per warp */
@@ -8049,10 +8014,10 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
                 ssm__dl_ld_dout<VB>(b + 3 * C * LK, LVB, a, ws, ch, sq.b, sq.t0 + (int64_t)c * C, h,
                                     (int)min((int64_t)C, sq.len - (int64_t)c * C), v0);
                 ssm__dl_cptile<C, C>(b + 3 * C * LK + C * LVB, LC, ws.aqk + ch * C * C, C);
-                if (tid < C / 4) ssm__dl_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
+                if (tid < C / 4) ssm__tc_cp16(sgam + bsel * C + tid * 4, ws.gam + ch * C + tid * 4);
             }
         }
-        ssm__dl_commit();
+        ssm__tc_commit();
     };
     load(nc - 1, 0, 3);
     if (NB == 2) load(nc - 2, 1, 3);
@@ -8063,7 +8028,7 @@ __global__ void __launch_bounds__(SSM__DL_NT) ssm__dl_bwd_seq_kernel(ssm__dl_arg
         const float *gm = sgam + bsel * C;
         const int64_t ch = (sq.c0 + c) * a.H + h;
         const int len = (int)min((int64_t)C, sq.len - (int64_t)c * C);
-        ssm__dl_wait<NB - 1>();
+        ssm__tc_wait<NB - 1>();
         __syncthreads();
         const float glast = gm[len - 1], sc = a.scale;
         { /* 16 bytes per access, the gate factor once per access */
@@ -8199,14 +8164,14 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     if (!DBA) ssm__dl_cptile<C, KP>(sQ, LK, ws.qp + ch * C * KP, KP);
     ssm__dl_cptile<C, KP>(sK, LK, ws.kp + ch * C * KP, KP);
     ssm__dl_cptile<C, C>(sT, LC, ws.tm + ch * C * C, C);
-    ssm__dl_commit();
+    ssm__tc_commit();
     for (int i = tid; i < C; i += blockDim.x) {
         sb[i] = i < len ? ssm__dl_ld(a.beta, a.bdt, sq.b * a.bs[0] + (t0 + i) * a.bs[1] + h * a.bs[2]) : 0.f;
         sg[i] = ws.gam[ch * C + i];
         seg[i] = __expf(sg[i]);
         dbeta[i] = 0.f, dgam[i] = 0.f;
     }
-    ssm__dl_wait<0>();
+    ssm__tc_wait<0>();
     __syncthreads();
     const float glast = sg[len - 1], scale = a.scale;
 
@@ -8223,7 +8188,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         ssm__dl_cptile<C, VW>(b + 2 * C * LW, LW, ws.dvn + ch * C * VP + vb, VP);
         ssm__dl_cptile<KP, VW>(b + 4 * C * LW, LW, ws.s0 + ch * KP * VP + vb, VP);
         if (a.vec) ssm__dl_cprows(b + 3 * C * LW, LW, C, VW, (const E *)a.v + vbase + vb, a.vs[1], len, a.V - vb);
-        ssm__dl_commit();
+        ssm__tc_commit();
         if (!a.vec)
             ssm__dl_stage(b + 3 * C * LW, LW, C, VW, a.v, a.dt, vbase + vb * a.vs[3], a.vs[1], a.vs[3], len, a.V - vb,
                           [](int) { return 1.f; });
@@ -8234,11 +8199,11 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
         __syncthreads();
         if (!DBA) {
             load_a(vb, b);
-            ssm__dl_wait<0>();
+            ssm__tc_wait<0>();
         } else {
             if (vb + VW < VP) load_a(vb + VW, (it & 1) ? tO : sQ);
-            else ssm__dl_commit();
-            ssm__dl_wait<1>();
+            else ssm__tc_commit();
+            ssm__tc_wait<1>();
         }
         __syncthreads();
         const E *bO = b, *bVn = b + C * LW, *bdVn = b + 2 * C * LW, *bV = b + 3 * C * LW, *bSa = b + 4 * C * LW;
@@ -8272,7 +8237,7 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
     if (DBA) { /* every read of the second tile set (over Q and dW) done; Q's tile in flight through the middle */
         __syncthreads();
         ssm__dl_cptile<C, KP>(sQ, LK, ws.qp + ch * C * KP, KP);
-        ssm__dl_commit();
+        ssm__tc_commit();
     }
     dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 1), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 1);
     dvrow0 += __shfl_xor_sync(0xffffffffu, dvrow0, 2), dvrow1 += __shfl_xor_sync(0xffffffffu, dvrow1, 2);
@@ -8344,8 +8309,8 @@ __global__ void __launch_bounds__(SSM__DL_NT, (ssm__dl_bwc_min<E, KP>())) ssm__d
             ssm__dl_cptile<C, VW>(tVn, LW, ws.vn + ch * C * VP + vb, VP);
             ssm__dl_cptile<KPC, VW>(tSa, LW, ws.s0 + ch * KP * VP + (int64_t)k0 * VP + vb, VP);
             ssm__dl_cptile<KPC, VW>(tSb, LW, ws.ds1 + ch * KP * VP + (int64_t)k0 * VP + vb, VP);
-            ssm__dl_commit();
-            ssm__dl_wait<0>();
+            ssm__tc_commit();
+            ssm__tc_wait<0>();
             __syncthreads();
             ssm__dl_wmma<PNT, VW, false, true>(Aq, tO, LW, om0, tSa, LW, cg * (KPC / 2));
             ssm__dl_wmma<PNT, VW, false, true>(Ak, tVn, LW, om0, tSb, LW, cg * (KPC / 2));

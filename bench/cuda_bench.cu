@@ -202,30 +202,34 @@ static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, ssm_ctx *pt, FILE *js, ssm_dty
     cudaFree(A), cudaFree(b), cudaFree(h1), cudaFree(h2);
 }
 
+/* A context on the CUDA backend with the default knobs as `set` changes them (a variant's rows
+   beside the default's). */
+template <class F> static ssm_ctx *ctx_with(F set) {
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config c = ssm_cuda_config_init();
+    ssm_ctx *x = NULL;
+    set(c);
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &c;
+    return ssm_ctx_create(&cfg, &x) == SSM_OK ? x : NULL;
+}
+
 int main(int argc, char **argv) {
     cudaDeviceProp prop;
     ssm_ctx *ctx;
-    ssm_ctx_config cfg = ssm_ctx_config_init();
-    ssm_cuda_config cc = ssm_cuda_config_init();
     int quick = getenv("BENCH_QUICK") != NULL;
     time_t now = time(NULL);
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { printf("no CUDA device\n"); return 1; }
     snprintf(g_dev, sizeof g_dev, "%s", prop.name);
     strftime(g_date, sizeof g_date, "%Y-%m-%d", gmtime(&now));
-    cfg.backend = ssm_cuda_backend();
-    cfg.backend_config = &cc;
-    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
+    if (!(ctx = ctx_with([](ssm_cuda_config &) {}))) return 1;
     g_bw = copy_bandwidth(); /* 1 GiB device-to-device, read + write counted */
     printf("device %s, copy bandwidth %.0f GB/s (1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
     FILE *jl = open_jsonl("cuda_linrec"), *jd = open_jsonl("cuda_decay");
     if (argc > 1 && !strcmp(argv[1], "scan")) {
-        ssm_ctx *gen = NULL, *pt = NULL;
-        ssm_cuda_config c2 = cc;
-        c2.linrec_scan = 1;
-        cfg.backend_config = &c2;
-        if (ssm_ctx_create(&cfg, &gen) != SSM_OK) return 1;
-        c2.linrec_scan = 2;
-        if (ssm_ctx_create(&cfg, &pt) != SSM_OK) return 1;
+        ssm_ctx *gen = ctx_with([](ssm_cuda_config &c) { c.linrec_scan = 1; });
+        ssm_ctx *pt = ctx_with([](ssm_cuda_config &c) { c.linrec_scan = 2; });
+        if (!gen || !pt) return 1;
         printf("== scans (targets; the grid rows of torch_peers.py)\n");
         scan_rows(ctx, gen, pt, jl, SSM_F16, 16, 4096, 64, 1);
         scan_rows(ctx, gen, pt, jl, SSM_F16, 8, 1024, 128, 1);
@@ -240,13 +244,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "cr")) {
-        ssm_ctx *lev = NULL, *gen = NULL;
-        ssm_cuda_config c2 = cc;
-        c2.linrec_cr = 2;
-        cfg.backend_config = &c2;
-        if (ssm_ctx_create(&cfg, &lev) != SSM_OK) return 1;
-        c2.linrec_cr = 1;
-        if (ssm_ctx_create(&cfg, &gen) != SSM_OK) return 1;
+        ssm_ctx *lev = ctx_with([](ssm_cuda_config &c) { c.linrec_cr = 2; });
+        ssm_ctx *gen = ctx_with([](ssm_cuda_config &c) { c.linrec_cr = 1; });
+        if (!lev || !gen) return 1;
         printf("== cyclic reduction (targets)\n");
         cr_rows(ctx, lev, gen, jl, SSM_F16, 16, 4096, 64, 1, 1, 1);
         cr_rows(ctx, lev, gen, jl, SSM_F16, 8, 1024, 128, 1, 1, 1);
@@ -270,11 +270,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "narrow")) { /* the tensor-core path below n = 64 (padded tiles) */
         std::vector<ssm_linrec_method> ms = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
         const int64_t ns[5] = {16, 24, 32, 48, 64}, Ts[3] = {1024, 4096, 8192};
-        ssm_ctx *w = NULL;
-        ssm_cuda_config c2 = cc;
-        c2.linrec_tc_prod = 2;
-        cfg.backend_config = &c2;
-        if (ssm_ctx_create(&cfg, &w) != SSM_OK) return 1;
+        ssm_ctx *w = ctx_with([](ssm_cuda_config &c) { c.linrec_tc_prod = 2; });
+        if (!w) return 1;
         printf("== dense recurrence below n = 64 (S so that A >= 256 MB)\n");
         for (int di = 0; di < 2; ++di)
             for (int ni = 0; ni < 5; ++ni)
@@ -293,11 +290,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "f32")) { /* f32 on the tensor cores (3xTF32), plain TF32 beside it */
         std::vector<ssm_linrec_method> ms = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
         const int64_t ns[4] = {32, 64, 16, 48}, Ts[3] = {1024, 4096, 8192};
-        ssm_ctx *tf = NULL;
-        ssm_cuda_config c2 = cc;
-        c2.linrec_tc_split = 1;
-        cfg.backend_config = &c2;
-        if (ssm_ctx_create(&cfg, &tf) != SSM_OK) return 1;
+        ssm_ctx *tf = ctx_with([](ssm_cuda_config &c) { c.linrec_tc_split = 1; });
+        if (!tf) return 1;
         printf("== dense recurrence, f32 (S so that A >= 256 MB)\n");
         for (int ni = 0; ni < 4; ++ni)
             for (int ti = 0; ti < 3; ++ti) {
@@ -314,11 +308,9 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "wide")) { /* the tensor-core path on 128 x 128 tiles (n = 72..128) */
         std::vector<ssm_linrec_method> ms = {SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
         const int64_t ns[4] = {128, 96, 80, 112}, Ts[3] = {1024, 4096, 8192};
-        ssm_ctx *lev = NULL;
-        ssm_cuda_config c2 = cc;
-        c2.linrec_cr = 2; /* cyclic reduction on its level kernels (the method for these n before the 128-wide tiles) */
-        cfg.backend_config = &c2;
-        if (ssm_ctx_create(&cfg, &lev) != SSM_OK) return 1;
+        /* cyclic reduction on its level kernels (the method for these n before the 128-wide tiles) */
+        ssm_ctx *lev = ctx_with([](ssm_cuda_config &c) { c.linrec_cr = 2; });
+        if (!lev) return 1;
         printf("== dense recurrence above n = 64 (S so that A >= 256 MB)\n");
         for (int di = 0; di < 2; ++di)
             for (int ni = 0; ni < 4; ++ni)

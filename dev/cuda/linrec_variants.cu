@@ -8,6 +8,8 @@
      build/dev_linrec_variants full     + scan_hs and seq
      build/dev_linrec_variants prof     one forward + backward of the first variant (for ncu)
      build/dev_linrec_variants prof32   the same of auto at S32 T4096 n32 f16 (the padded n < 64 path)
+     build/dev_linrec_variants chunks   chunk lengths 16..128 and auto, f32 and f16, n = 16 / 32 / 64
+                                        (CHUNKS_N=n: one n)
    nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/linrec_variants.cu tests/cuda_impl.cu -lcublas \
      -o build/dev_linrec_variants   (or make build/dev_linrec_variants) */
 #define SSM_IMPLEMENTATION
@@ -24,6 +26,10 @@ static double g_bw;
 static int g_prof;
 static std::vector<float> to_host(const void *p, ssm_dtype dt, int64_t n) {
     std::vector<float> o((size_t)n);
+    if (dt.bits == 32) {
+        cudaMemcpy(o.data(), p, (size_t)n * 4, cudaMemcpyDeviceToHost);
+        return o;
+    }
     std::vector<unsigned short> u((size_t)n);
     cudaMemcpy(u.data(), p, (size_t)n * 2, cudaMemcpyDeviceToHost);
     for (int64_t i = 0; i < n; ++i) {
@@ -137,6 +143,27 @@ int main(int argc, char **argv) {
         {"auto", SSM_LINREC_AUTO, 0, 0, 0}, {"cr", SSM_LINREC_CR, 0, 0, 0}, {"cr_mma", SSM_LINREC_CR, 0, 0, 1},
         {"blelloch", SSM_LINREC_BLELLOCH, 0, 0, 0}};
     if (full) big.push_back({"scan_hs", SSM_LINREC_SCAN_HS, 0, 0, 0}), big.push_back({"seq", SSM_LINREC_SEQUENTIAL, 0, 0, 0});
+    if (!strcmp(argc > 1 ? argv[1] : "", "chunks")) { /* the chunk length on the tensor-core path, f32 and f16, S so that A >= 256 MB */
+        std::vector<variant> cs;
+        static char names[8][16];
+        const int64_t lens[8] = {16, 24, 32, 48, 64, 96, 128, 0};
+        for (int i = 0; i < 8; ++i) {
+            snprintf(names[i], sizeof names[i], lens[i] ? "chunk%lld" : "auto", (long long)lens[i]);
+            cs.push_back({names[i], lens[i] ? SSM_LINREC_CHUNKED : SSM_LINREC_AUTO, lens[i], 0, 0});
+        }
+        const struct { ssm_dtype dt; int64_t T, n; } sh[] = {
+            {SSM_F32, 1024, 64}, {SSM_F32, 4096, 64}, {SSM_F32, 1024, 32}, {SSM_F32, 4096, 32}, {SSM_F32, 4096, 16},
+            {SSM_F16, 1024, 32}, {SSM_F16, 4096, 32}, {SSM_F16, 1024, 64}, {SSM_F16, 4096, 64}, {SSM_F16, 1024, 16}};
+        const char *only = getenv("CHUNKS_N");
+        for (const auto &x : sh) {
+            const double bytes = x.dt.bits / 8 * (double)x.T * x.n * x.n;
+            const int64_t S = (int64_t)ceil(268435456.0 / bytes);
+            if (only && atoll(only) != x.n) continue;
+            rows(ctx, x.dt, S, x.T, x.n, cs, 1);
+        }
+        rows(ctx, SSM_F16, 16, 4096, 64, cs, 1); /* the target row */
+        return 0;
+    }
     if (!strcmp(argc > 1 ? argv[1] : "", "prof32")) {
         rows(ctx, SSM_F16, 32, 4096, 32, {{"auto", SSM_LINREC_AUTO, 0, 0, 0}}, 1);
         return 0;
