@@ -1391,10 +1391,8 @@ template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 (W <=
        2t, 2t + 1 of a column, 4 apart), pass 3's float4 row pieces (rows 16 apart; TR: 8). */
     template <int P1, int TR> __host__ __device__ static constexpr int ld() { return F32 ? W + (P1 ? (TR ? 4 : 8) : (TR ? 8 : 16)) : LD; }
     static constexpr int NST = F32 || W == 128 ? 4 : 6; /* pass 3's cp.async ring: 5 (3) tiles in flight a CTA, loaded HBM latency */
-    static constexpr int TPR = W == 32 && !F32 ? 2 : 4; /* pass 3: threads a row (16-bit W = 32: two, half the per-step instructions) */
-    static constexpr int T3 = TPR * W;
-    static constexpr int T2 = 4 * W;            /* pass 2: four threads a row */
-    static constexpr int PNST = F32 ? 2 : 4;    /* pass 1's ring (f32: a step outlasts a tile's load; half the shared memory, 4 CTAs an SM) */
+    static constexpr int T3 = 4 * W;            /* pass 3 and pass 2: four threads a row */
+    static constexpr int PNST = 4;              /* pass 1's ring */
     static constexpr int MB = W == 64 && !F32 ? 2 : 1; /* pass 1: 16-row blocks of the product a warp (f32: the split fragments' registers) */
     static constexpr int PW = W / (16 * MB);    /* pass 1: product warps (then one end-state warp) */
     static constexpr int PT = 32 * (PW + 1);
@@ -1608,8 +1606,7 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::T3) ssm__cu_tc_kernel(int64_t
     int64_t len64 = T1 - c * (int64_t)Lc;
     const int len = (int)(len64 < Lc ? len64 : Lc);
     const E *Ag = (const E *)A.p;
-    constexpr int TPR = G::TPR;
-    const int row = tid / TPR, q = tid % TPR;
+    const int row = tid >> 2, q = tid & 3;
     const int64_t s = s0 + blockIdx.y;
     if (len <= 0) return;
     {
@@ -1636,15 +1633,15 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::T3) ssm__cu_tc_kernel(int64_t
             const float *hc = hs + (u & 1) * W;
             float *hn = hs + ((u + 1) & 1) * W;
             const float bcur = bs[u * W + row];
-            /* mat-vec: thread (row, q) sums a TPR-th of row `row` of A_u (PAD: rows past n are
+            /* mat-vec: thread (row, q) sums a quarter of row `row` of A_u (PAD: rows past n are
                zero, whole warps of them for n % 8 == 0) */
             float p0 = 0.f, p1 = 0.f;
             if (PAD && row >= n) {
-            } else if (TR) { /* column `row` of the tile, k = q mod TPR */
+            } else if (TR) { /* column `row` of the tile, k = q mod 4 */
 #pragma unroll
-                for (int j = 0; j < W / TPR; j += 2) {
-                    const int k0 = TPR * j + q, k1 = TPR * (j + 1) + q;
-                    if (PAD && TPR * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
+                for (int j = 0; j < W / 4; j += 2) {
+                    const int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
+                    if (PAD && 4 * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
                     const float2 f = ssm__tc_ld2<BF>(At, k0 * LD + row, k1 * LD + row);
                     p0 += f.x * hc[k0];
                     p1 += f.y * hc[k1];
@@ -1659,15 +1656,15 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::T3) ssm__cu_tc_kernel(int64_t
                     p1 += a1.x * x1.x + a1.y * x1.y + a1.z * x1.z + a1.w * x1.w;
                 }
             } else {
-                const uint4 *ap = (const uint4 *)(At + row * LD + q * (W / TPR));
-                const float4 *hp = (const float4 *)(hc + q * (W / TPR));
+                const uint4 *ap = (const uint4 *)(At + row * LD + q * (W / 4));
+                const float4 *hp = (const float4 *)(hc + q * (W / 4));
 #pragma unroll
-                for (int j = 0; j < W / (8 * TPR); ++j) /* 8 columns an iteration */
+                for (int j = 0; j < W / 32; ++j) /* 8 columns an iteration */
                     ssm__tc_dot8<BF>(ap[j], hp[2 * j], hp[2 * j + 1], p0, p1);
             }
             float v = p0 + p1;
-#pragma unroll
-            for (int lanes = 1; lanes < TPR; lanes *= 2) v += __shfl_xor_sync(0xffffffffu, v, lanes);
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
             v += bcur;
             if (q == 0) {
                 hn[row] = v; /* rows past n: 0 */
@@ -2057,7 +2054,7 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
    row cut into four contiguous quarters, a warp's load touched 32 cache lines, 16 bytes each,
    and the kernel ran L1-bound: H200, n = 128, 4.2 us a carry). */
 template <int W>
-__global__ void __launch_bounds__(ssm__tcg<W>::T2) ssm__cu_tc_carry_kernel(int64_t nc, int n, const float *P, const float *E,
+__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64_t nc, int n, const float *P, const float *E,
                                                                           ssm__cu_rv h, float *X) {
     constexpr int D = ssm__tcg<W>::CD, Q4 = W / 16; /* float4s of a row-quarter */
     constexpr int64_t WW = (int64_t)W * W;
@@ -2265,7 +2262,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     if (crws) {
         SSM__TRY(ssm__cu_tc_cr_carries(L, nc, P, E, h0, X, crws));
     } else {
-        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T2, 0, st>>>(nc, n, P, E, h0, X);
+        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(nc, n, P, E, h0, X);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
     }
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
@@ -2854,9 +2851,8 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
    (S >= 2*SMs) or T <= 64, cyclic reduction when too few sequences fill it (S <= SMs/8: cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA
    cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
    and 16 at S16 T4096 and S1 T8192, H200; bench/results/cuda_linrec_chunks_b601d2e.log: 16..128
-   at n = 16 / 32 / 64, f16 and f32); for f32 128 at n <= 32 (9-13% faster there) and 32 above
-   (twice the chunk-product CTAs, which pass 1's 2-tile f32 ring lets 4 an SM run); for AUTO about sqrt(T) (the chunk depth against the
-   carry recurrence), at least 16; else ssm.h's default. Matrix states (m >= n, 16 <= n <= 64)
+   at n = 16 / 32 / 64, f16 and f32), 128 for f32 at n <= 32 (8-18% faster there); for AUTO
+   about sqrt(T) (the chunk depth against the carry recurrence), at least 16; else ssm.h's default. Matrix states (m >= n, 16 <= n <= 64)
    take cyclic reduction's level kernels at any S below 2*SMs (H200, bench/results/
    cuda_cr_float4_30eb660.log: S32 T1024 n64 m64 f16 cr 4.37 ms vs chunked 12.6; S128 T1024 n32
    m32 f16 3.88 vs 5.49; S64 T1024 n32 m32 f32 1.50 vs 2.68). Every sequence runs in one batch,
@@ -2867,7 +2863,7 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     p->group = p->S;
     p->work = SSM_F32;
     if (!p->chunk) {
-        if (tc) p->chunk = p->dtype.bits != 32 ? 64 : ssm__cu_tc_w(p->n) == SSM__TC_NS ? 128 : 32;
+        if (tc) p->chunk = p->dtype.bits == 32 && ssm__cu_tc_w(p->n) == SSM__TC_NS ? 128 : 64;
         else if (p->method == SSM_LINREC_AUTO) {
             int64_t c = 16;
             while (c <= (p->T - 1) / c) c *= 2; /* c * c < T, without the product (T may be near 2^63) */

@@ -94,11 +94,13 @@ def main():
         f.write(json.dumps(r) + "\n"); rows.append(r)
         print(f"  peer {op:7s} {impl:15s} {dt:4s} {shape} {ms:9.3f} ms  peak {mem/1e6:8.1f} MB", flush=True)
     torch.manual_seed(0)
-    # PEER_LINREC="S:T:n:dt,...": those linrec shapes only (no decay rows), e.g. beside `cuda_bench narrow`
-    only = [tuple(int(x) if i < 3 else x for i, x in enumerate(f.split(":"))) for f in os.environ.get("PEER_LINREC", "").split(",") if f]
-    for (S, T, n, dt) in only or [(16, 4096, 64, "f16"), (1, 8192, 64, "f16"), (128, 1024, 32, "f16"), (32, 1024, 64, "f16"), (8, 1024, 128, "f16")]:
-        A = (torch.rand(S, T, n, n, device=dev) - 0.5).mul(1.8 / n ** 0.5).to(DT[dt]); b = torch.randn(S, T, n, 1, device=dev, dtype=DT[dt])
-        shape = dict(S=S, T=T, n=n, m=1)
+    # PEER_LINREC="S:T:n:dt[:m],...": those linrec shapes only (no decay rows), e.g. beside `cuda_bench narrow`;
+    # m columns of the state (default 1; m = n: matrix states, as `cuda_bench cr` runs them)
+    only = [tuple(x if i == 3 else int(x) for i, x in enumerate(f.split(":"))) for f in os.environ.get("PEER_LINREC", "").split(",") if f]
+    only = [o if len(o) == 5 else o + (1,) for o in only]
+    for (S, T, n, dt, m) in only or [(16, 4096, 64, "f16", 1), (1, 8192, 64, "f16", 1), (128, 1024, 32, "f16", 1), (32, 1024, 64, "f16", 1), (8, 1024, 128, "f16", 1)]:
+        A = (torch.rand(S, T, n, n, device=dev) - 0.5).mul(1.8 / n ** 0.5).to(DT[dt]); b = torch.randn(S, T, n, m, device=dev, dtype=DT[dt])
+        shape = dict(S=S, T=T, n=n, m=m)
         for name, fn in [("torch_cr", lr_cr), ("torch_scan_hs", lr_hs), ("torch_seq", lr_seq)]:
             try:
                 ms = timeit(lambda: fn(A, b), 3 if name == "torch_seq" else 10); mem = peak(lambda: fn(A, b))
