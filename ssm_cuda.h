@@ -741,46 +741,6 @@ static ssm_result ssm__cu_copy(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int
     return SSM_OK;
 }
 
-/* mma.sync wrappers (the recurrence's level products and chunked path, the scans and the delta
-   rule share them) */
-/* mma.sync with f32 accumulators: c += a b (SSM__TC_MMA) or c = a b (SSM__TC_MMA0: the zero
-   accumulator in, no clearing), INSTR the shape and operand types. */
-#define SSM__TC_MMA(INSTR, c, a, b0, b1)                                                                      \
-    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                            \
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                             \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
-#define SSM__TC_MMA0(INSTR, c, a, b0, b1)                                                                     \
-    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"                        \
-                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])                                             \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f))
-#define SSM__TC_BF16 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-#define SSM__TC_F16 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-#define SSM__TC_TF32 "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
-template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    if (BF) SSM__TC_MMA(SSM__TC_BF16, c, a, b0, b1);
-    else SSM__TC_MMA(SSM__TC_F16, c, a, b0, b1);
-}
-template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    if (BF) SSM__TC_MMA0(SSM__TC_BF16, c, a, b0, b1);
-    else SSM__TC_MMA0(SSM__TC_F16, c, a, b0, b1);
-}
-/* f32 on the tensor cores (3xTF32): x = hi + lo, hi = x rounded to TF32 (10-bit mantissa), and
-   a product a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi on m16n8k8 (the dropped a_lo b_lo is ~2^-22
-   of it): near-f32 accuracy at three MMAs; plain TF32 (hi only) is 2^-11. The rounding is an
-   add and a mask (cvt.rna.tf32.f32 is emulated on sm_90, ~10 instructions); lo goes to the MMA
-   as an f32 pattern, whose low 13 bits the tensor cores do not use (an error of 2^-10 of lo,
-   ~2^-21 of x). */
-__device__ __forceinline__ unsigned ssm__tc_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
-__device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned *lo) {
-    *hi = ssm__tc_tf32(x);
-    *lo = __float_as_uint(x - __uint_as_float(*hi));
-}
-/* c (+)= a b, m16n8k8 TF32; first: the accumulator starts from zero */
-__device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
-    if (first) SSM__TC_MMA0(SSM__TC_TF32, c, a, b0, b1);
-    else SSM__TC_MMA(SSM__TC_TF32, c, a, b0, b1);
-}
-
 /* >>sm90 ---- Hopper (sm_90a) primitives: mbarriers, TMA, wgmma ------------------------------ */
 /* Shared by the kernels that run on wgmma (block-ELL's gather-GEMM, projection kernel 3, the
    dense recurrence's chunk products).
@@ -1210,11 +1170,9 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    reduce (block i of every sequence: A'_i = A_{2i+1} A_{2i} into compact f32 scratch and
    b'_i = A_{2i+1} b_{2i} + b_{2i+1} straight into the odd state slot h_{2i+1}; block 0 forms
    h_1 = A_1 h_0 + b_1), the half-length recurrence on the odd slots in place (b' = h), then
-   back-substitution (h_{2i} = A_{2i} h_{2i-1} + b_{2i}). Operands in f32 in shared memory (R =
-   1, 2, 4, 8: n, m <= 16R <= 128; the left operand transposed). A product whose sizes are
-   multiples of 8 (A' always, b' for matrix states) runs on m16n8k8 in 3xTF32 (ssm__cu_cr_mm_tc,
-   f32-accurate: the products of the tensor-core chunked path); others on f32 FMAs, 16 x 16
-   threads with an R x R block of outputs each (each k two float4 loads per 16 FMAs).
+   back-substitution (h_{2i} = A_{2i} h_{2i-1} + b_{2i}). Products are f32 FMAs out of shared
+   memory, 16 x 16 threads with an R x R block of outputs each (R = 1, 2, 4, 8: n, m <= 16R <= 128;
+   the left operand transposed in shared memory so each k is two float4 loads per 16 FMAs).
    Used on its own for every shape it takes, and for the carries between tensor-core spans. */
 #define SSM__CR_MAXN 128
 #define SSM__CR_LD(R) (16 * (R) + 4) /* row stride (floats) of the shared tiles: float4 rows */
@@ -1274,52 +1232,6 @@ __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, i
         }
 }
 
-/* out (+ add) = A X for n x cols on the tensor cores (n, cols multiples of 8): each warp a
-   16 x 8 tile at a time, 3xTF32 (ssm__tc_split32) over k < n; rows past n (the last 16-row tile
-   at n % 16 == 8) read junk and are not stored. */
-__device__ __forceinline__ void ssm__cu_cr_mm_tc(const float *At, const float *Xs, int ld, int n, int cols, const ssm__cu_rv &o,
-                                                 int64_t bo, const ssm__cu_rv &add, int64_t ba) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, ct = cols / 8;
-    for (int w = warp; w < (n + 15) / 16 * ct; w += 8) {
-        const int i0 = w / ct * 16, j0 = w % ct * 8;
-        float c[4];
-        for (int k0 = 0; k0 < n; k0 += 8) {
-            const float *a = At + (k0 + t) * ld + i0 + g, *x = Xs + (k0 + t) * ld + j0 + g;
-            unsigned ah[4], al[4], bh0, bl0, bh1, bl1;
-            ssm__tc_split32(a[0], &ah[0], &al[0]);          /* (g, t) */
-            ssm__tc_split32(a[8], &ah[1], &al[1]);          /* (g + 8, t) */
-            ssm__tc_split32(a[4 * ld], &ah[2], &al[2]);     /* (g, t + 4) */
-            ssm__tc_split32(a[4 * ld + 8], &ah[3], &al[3]); /* (g + 8, t + 4) */
-            ssm__tc_split32(x[0], &bh0, &bl0);              /* (k = t, g) */
-            ssm__tc_split32(x[4 * ld], &bh1, &bl1);         /* (k = t + 4, g) */
-            ssm__tc_mma8(c, ah, bh0, bh1, k0 == 0);
-            ssm__tc_mma8(c, al, bh0, bh1, 0);
-            ssm__tc_mma8(c, ah, bl0, bl1, 0);
-        }
-#pragma unroll
-        for (int z = 0; z < 4; ++z) { /* c0, c1: row g, columns 2t, 2t + 1; c2, c3: row g + 8 */
-            const int i = i0 + g + (z >> 1) * 8, j = j0 + 2 * t + (z & 1);
-            if (i < n) {
-                float v = c[z];
-                if (add.p) v += ssm__cu_ld(add.p, add.dt, ba + i * add.rs + j * add.cs);
-                ssm__cu_stv(o.p, o.dt, bo + i * o.rs + j * o.cs, v);
-            }
-        }
-    }
-}
-/* out (+ add) = A X, n x cols, on the tensor cores where the sizes allow, else on FMAs */
-template <int R>
-__device__ __forceinline__ void ssm__cu_cr_product(const float *At, const float *Xs, int ld, int n, int cols, const ssm__cu_rv &o,
-                                                   int64_t bo, const ssm__cu_rv &add, int64_t ba) {
-    if (!(n & 7) && !(cols & 7)) {
-        ssm__cu_cr_mm_tc(At, Xs, ld, n, cols, o, bo, add, ba);
-        return;
-    }
-    float acc[R][R];
-    ssm__cu_cr_mm<R>(At, Xs, ld, n, acc);
-    ssm__cu_cr_store<R>(acc, n, cols, o, bo, add, ba);
-}
-
 template <int R>
 __global__ void __launch_bounds__(256) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A, ssm__cu_rv b,
                                                                 ssm__cu_rv h, ssm__cu_rv A2) {
@@ -1327,21 +1239,24 @@ __global__ void __launch_bounds__(256) ssm__cu_cr_reduce_kernel(int64_t s0, int 
     const int ld = SSM__CR_LD(R);
     float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * ld;
     const int64_t i = blockIdx.x, s = s0 + blockIdx.y, ko = 2 * i + 1;
+    float acc[R][R];
     ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ko * A.ts, n, n, 1);
     if (i > 0) {
         ssm__cu_cr_load(Xs, ld, A, A.off + s * A.ss + (ko - 1) * A.ts, n, n, 0);
         __syncthreads();
+        ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
         ssm__cu_rv none;
         none.p = NULL;
-        ssm__cu_cr_product<R>(As, Xs, ld, n, n, A2, A2.off + s * A2.ss + i * A2.ts, none, 0);
+        ssm__cu_cr_store<R>(acc, n, n, A2, A2.off + s * A2.ss + i * A2.ts, none, 0);
         __syncthreads();
         ssm__cu_cr_load(Xs, ld, b, b.off + s * b.ss + (ko - 1) * b.ts, n, m, 0); /* an even slot: read-only here */
     } else {
         ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss, n, m, 0);
     }
     __syncthreads();
+    ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
     /* each element of b_ko is read by the thread that then writes h_ko: safe when b = h */
-    ssm__cu_cr_product<R>(As, Xs, ld, n, m, h, h.off + s * h.ss + ko * h.ts, b, b.off + s * b.ss + ko * b.ts);
+    ssm__cu_cr_store<R>(acc, n, m, h, h.off + s * h.ss + ko * h.ts, b, b.off + s * b.ss + ko * b.ts);
 }
 
 template <int R>
@@ -1351,10 +1266,12 @@ __global__ void __launch_bounds__(256) ssm__cu_cr_back_kernel(int64_t s0, int n,
     const int ld = SSM__CR_LD(R);
     float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * ld;
     const int64_t ke = 2 * ((int64_t)blockIdx.x + 1), s = s0 + blockIdx.y;
+    float acc[R][R];
     ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ke * A.ts, n, n, 1);
     ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss + (ke - 1) * h.ts, n, m, 0);
     __syncthreads();
-    ssm__cu_cr_product<R>(As, Xs, ld, n, m, h, h.off + s * h.ss + ke * h.ts, b, b.off + s * b.ss + ke * b.ts);
+    ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+    ssm__cu_cr_store<R>(acc, n, m, h, h.off + s * h.ss + ke * h.ts, b, b.off + s * b.ss + ke * b.ts);
 }
 
 static int ssm__cu_cr_r(int64_t n, int64_t m) {
@@ -1502,6 +1419,27 @@ __device__ __forceinline__ void ssm__tc_ldm4t(unsigned r[4], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__tc_sa(p)));
 }
+/* mma.sync with f32 accumulators: c += a b (SSM__TC_MMA) or c = a b (SSM__TC_MMA0: the zero
+   accumulator in, no clearing), INSTR the shape and operand types. */
+#define SSM__TC_MMA(INSTR, c, a, b0, b1)                                                                      \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                            \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+#define SSM__TC_MMA0(INSTR, c, a, b0, b1)                                                                     \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"                        \
+                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f))
+#define SSM__TC_BF16 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#define SSM__TC_F16 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define SSM__TC_TF32 "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    if (BF) SSM__TC_MMA(SSM__TC_BF16, c, a, b0, b1);
+    else SSM__TC_MMA(SSM__TC_F16, c, a, b0, b1);
+}
+template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    if (BF) SSM__TC_MMA0(SSM__TC_BF16, c, a, b0, b1);
+    else SSM__TC_MMA0(SSM__TC_F16, c, a, b0, b1);
+}
 /* Two 8-column tiles, c0 and c1, from one A fragment and the B fragments b[0..1], b[2..3] of an
    ldmatrix.x4; first: the first k-slab, accumulators start from zero. */
 template <int BF>
@@ -1513,6 +1451,22 @@ __device__ __forceinline__ void ssm__tc_mma16(float c0[4], float c1[4], const un
         ssm__tc_mma<BF>(c0, a, b[0], b[1]);
         ssm__tc_mma<BF>(c1, a, b[2], b[3]);
     }
+}
+/* f32 on the tensor cores (3xTF32): x = hi + lo, hi = x rounded to TF32 (10-bit mantissa), and
+   a product a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi on m16n8k8 (the dropped a_lo b_lo is ~2^-22
+   of it): near-f32 accuracy at three MMAs; plain TF32 (hi only) is 2^-11. The rounding is an
+   add and a mask (cvt.rna.tf32.f32 is emulated on sm_90, ~10 instructions); lo goes to the MMA
+   as an f32 pattern, whose low 13 bits the tensor cores do not use (an error of 2^-10 of lo,
+   ~2^-21 of x). */
+__device__ __forceinline__ unsigned ssm__tc_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned *lo) {
+    *hi = ssm__tc_tf32(x);
+    *lo = __float_as_uint(x - __uint_as_float(*hi));
+}
+/* c (+)= a b, m16n8k8 TF32; first: the accumulator starts from zero */
+__device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
+    if (first) SSM__TC_MMA0(SSM__TC_TF32, c, a, b0, b1);
+    else SSM__TC_MMA(SSM__TC_TF32, c, a, b0, b1);
 }
 /* The level products of cyclic reduction and the Hillis-Steele scan: one warp's rows of A (its
    fragments af, NP / 16 k-steps) times a 16-column block of B in shared memory (bl = this
