@@ -2066,6 +2066,12 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
     float *Xs = X + s * nc * W;
     float4 pr[D][Q4];
     float er[D];
+    auto fetch = [&](int d, int64_t c) { /* P_c's row piece and e_c's element into ring slot d */
+        const float4 *p4 = (const float4 *)(Ps + c * WW);
+#pragma unroll
+        for (int i = 0; i < Q4; ++i) pr[d][i] = p4[4 * i];
+        er[d] = Es[c * W];
+    };
     if (tid < W) {
         float v = tid < n ? ssm__cu_ld(h.p, h.dt, h.off + s * h.ss + tid * h.rs) : 0.f;
         xs[0][tid] = v;
@@ -2073,12 +2079,7 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
     }
 #pragma unroll
     for (int d = 0; d < D; ++d)
-        if (d < np) {
-            const float4 *p4 = (const float4 *)(Ps + d * WW);
-#pragma unroll
-            for (int i = 0; i < Q4; ++i) pr[d][i] = p4[4 * i];
-            er[d] = Es[d * W];
-        }
+        if (d < np) fetch(d, d);
     __syncthreads();
     for (int64_t c0 = 0; c0 < np; c0 += D) {
 #pragma unroll
@@ -2102,12 +2103,7 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
                 v += er[d];
                 if (c + 4 * D < np) /* pull P_{c+4D} into L2: the register ring then hits L2 */
                     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(Ps + (c + 4 * D) * WW));
-                if (c + D < np) {
-                    const float4 *p4 = (const float4 *)(Ps + (c + D) * WW);
-#pragma unroll
-                    for (int i = 0; i < Q4; ++i) pr[d][i] = p4[4 * i];
-                    er[d] = Es[(c + D) * W];
-                }
+                if (c + D < np) fetch(d, c + D);
                 if (q == 0) {
                     xs[(c + 1) & 1][row] = v;
                     Xs[(c + 1) * W + row] = v;
