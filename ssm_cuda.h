@@ -575,9 +575,10 @@ __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, i
    once in shared memory (a 64-bit division per loaded element made the f32 backward 7-9%
    slower). vec: 16-byte stores (8 16-bit values or 4 floats) where C's rows are contiguous
    and aligned. */
-static int ssm__cu_outer_vec(const ssm__cu_op &c, int64_t N, double beta) {
-    const int64_t ve = c.dt == 0 ? 4 : 8; /* elements a 16-byte store */
-    return c.cs == 1 && N % ve == 0 && beta == 0.0 && !((uintptr_t)c.p & 15) && !(c.bs % ve) && !(c.ss % ve) && !(c.rs % ve);
+static int ssm__cu_outer_ve(const ssm__cu_op &c, int64_t N, double beta) { /* elements a store: 4 / 8 (16 bytes) or 1 */
+    const int64_t ve = c.dt == 0 ? 4 : 8;
+    return c.cs == 1 && N % ve == 0 && beta == 0.0 && !((uintptr_t)c.p & 15) && !(c.bs % ve) && !(c.ss % ve) && !(c.rs % ve)
+               ? (int)ve : 1;
 }
 static int ssm__cu_outer_group(int64_t M, int64_t N, int ve) { /* M, N <= 4096; ve: elements a store */
     const int64_t per = M * (N / ve), smem_cap = 12288 / (M + N); /* 48 KB of a and b */
@@ -711,7 +712,7 @@ static ssm_result ssm__cu_gemm(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int
     if (dtype.bits == 64) return ssm_ctx_error(ctx, SSM_ERROR_INVALID_DTYPE, "ssm_cuda gemm: f64 is not supported");
     if (K == 1 && M <= 4096 && N <= 4096) { /* an outer product: bandwidth-bound, its own kernel */
         int64_t nb = outer * batch;
-        const int ve = ssm__cu_outer_vec(c, N, beta) ? (c.dt == 0 ? 4 : 8) : 1, G = ssm__cu_outer_group(M, N, ve);
+        const int ve = ssm__cu_outer_ve(c, N, beta), G = ssm__cu_outer_group(M, N, ve);
         const int64_t blocks = (nb + G - 1) / G;
         ssm__cu_outer_kernel<<<(unsigned)(blocks < 65536 * 4 ? blocks : 65536 * 4), 256, (size_t)G * (M + N) * 4u, s->stream>>>(
             nb, batch, (int)M, (int)N, G, (float)alpha, (float)beta, a, b, c, ve);
@@ -1727,9 +1728,6 @@ template <int NT> __device__ __forceinline__ void ssm__tc_e_sum(float (*e)[4], c
         e[t][1] += y + bu[8 * t + lc + 1];
     }
 }
-/* One step of the mma.sync kernel's end-state warp, e^T <- e^T A_u^T + b_u^T on the tensor cores:
-   lanes 0-3 hold e in e[t][0..1]; row 0 of the A fragment is e_hi, row 1 e_lo (so e keeps ~f32
-   accuracy through 16-bit operands). */
 /* The end-state warp's A fragment from lanes 0-3's hi and lo parts of e (h0 / l0: the fragment's
    columns in registers 0, h1 / l1: in register 2): row 0 = e_hi (lanes 0-3), row 1 = e_lo (lanes
    4-7, shuffled from lanes 0-3), rows 2-15 zero. */
@@ -1739,6 +1737,9 @@ __device__ __forceinline__ void ssm__tc_e_frag(unsigned a[4], unsigned h0, unsig
     a[2] = lane < 4 ? h1 : (lane < 8 ? sl1 : 0u);
     a[1] = a[3] = 0u;
 }
+/* One step of the mma.sync kernel's end-state warp, e^T <- e^T A_u^T + b_u^T on the tensor cores:
+   lanes 0-3 hold e in e[t][0..1]; row 0 of the A fragment is e_hi, row 1 e_lo (so e keeps ~f32
+   accuracy through 16-bit operands). */
 template <int W, int TR, int BF, int NK>
 __device__ __forceinline__ void ssm__tc_e_step(float (*e)[4], const unsigned short *At, const float *bu, int lane) {
     unsigned af[NK][4];
@@ -2848,8 +2849,8 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
    cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
    and 16 at S16 T4096 and S1 T8192, H200; bench/results/cuda_linrec_chunks_b601d2e.log: 16..128
    at n = 16 / 32 / 64, f16 and f32), 128 for f32 at n <= 32 (8-18% faster there); for AUTO
-   about sqrt(T) (the chunk depth against the carry recurrence), at least 16; else ssm.h's default. Matrix states (m >= n, 16 <= n <= 64)
-   take cyclic reduction's level kernels at any S below 2*SMs (H200, bench/results/
+   about sqrt(T) (the chunk depth against the carry recurrence), at least 16; else ssm.h's
+   default. Matrix states (m >= n, 16 <= n <= 64) take cyclic reduction's level kernels at any S below 2*SMs (H200, bench/results/
    cuda_cr_float4_30eb660.log: S32 T1024 n64 m64 f16 cr 4.37 ms vs chunked 12.6; S128 T1024 n32
    m32 f16 3.88 vs 5.49; S64 T1024 n32 m32 f32 1.50 vs 2.68). Every sequence runs in one batch,
    with f32 states and scratch. */
