@@ -187,10 +187,11 @@ typedef struct ssm_cuda_config {
                              where it applies and L2 heads have >= 16 columns); calls a
                              forced kernel does not fit take 1                                 */
     int linrec_cr;        /* cyclic reduction: 1 = ssm.h's generic levels on gemm + copy,
-                             2 = the fused level kernels over the whole sequence (no
-                             tensor-core spans); by shape: spans of the chunk length reduced
-                             on tensor cores (16-bit, m = 1, n = 16..64 by 8), else the level
-                             kernels                                                          */
+                             2 = the fused f32 level kernels over the whole sequence (no
+                             tensor cores); by shape: spans of the chunk length reduced on
+                             tensor cores (m = 1, n = 16..128 by 8, f32 to 64), the levels on
+                             tensor cores for 16-bit wide states (m > 8; M levels in the
+                             input type), else the f32 level kernels                          */
     int linrec_scan;      /* Hillis-Steele and Blelloch: 1 = ssm.h's generic levels on gemm +
                              copy, 2 = HS levels one task per warp group (no chains); by
                              shape (n, m <= 128): a fused kernel per level (mma.sync for
@@ -1284,14 +1285,16 @@ static size_t ssm__cu_cr_smem(int R) { return (size_t)2 * 16 * R * SSM__CR_LD(R)
    they take n <= 64, matrix states (m > 64), and the tensor-core shapes (whose spans reduce to
    carries on the level kernels); other n > 64 with narrow states ran faster on ssm.h's generic
    levels (H200, bench/results/cuda_cr_float4_30eb660.log: S8 T1024 n128 m1 f16 5.48 ms
-   generic vs 6.40; f32 S1 T4096 n128 1.80 vs 3.37). linrec_cr = 2 forces them wherever they fit,
-   1 never. */
+   generic vs 6.40; f32 S1 T4096 n128 1.80 vs 3.37); 16-bit wide states (m > 8) take the levels on
+   tensor cores (ssm__cu_cr_tc) where they fit. linrec_cr = 2 forces the f32 level kernels
+   wherever they fit, 1 never. */
+static int ssm__cu_cr_tc_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p);
 static int ssm__cu_cr_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     const int knob = ssm__cu_st(ctx)->knobs.linrec_cr;
     if (knob == 1 || p->n > SSM__CR_MAXN || p->m > SSM__CR_MAXN || p->T - 1 > 2 * (int64_t)2147483647 ||
         ssm__cu_cr_smem(ssm__cu_cr_r(p->n, p->m)) > ssm__cu_st(ctx)->smem_optin)
         return 0;
-    return knob == 2 || p->n <= 64 || p->m > 64 || ssm__cu_tc_shape(p->dtype, p->n, p->m);
+    return knob == 2 || p->n <= 64 || p->m > 64 || ssm__cu_tc_shape(p->dtype, p->n, p->m) || ssm__cu_cr_tc_takes(ctx, p);
 }
 static size_t ssm__cu_szmul(size_t a, int64_t b);
 /* f32 scratch of the levels for a T-step recurrence of n x n transitions: sum of (T_l/2 - 1) n^2. */
@@ -2336,7 +2339,24 @@ typedef struct ssm__hs_args {
     int64_t step;               /* tasks t = t0 + j step (1: Hillis-Steele; 2d: Blelloch) */
     int n, m, MP, vec, next;    /* MP: m padded to 8; vec: Mc rows by 16-byte cp.async; next: a level follows */
     int mode;                   /* 0 Hillis-Steele level, 1 Blelloch up-sweep, 2 Blelloch down-sweep */
+    int vv;                     /* v in and out f32 rows of 16-byte pieces (ssm__hs_vv): vector loads and stores */
+    int mcompact;               /* Mn indexed by the task's rank in its level (cyclic reduction's compacted levels) */
 } ssm__hs_args;
+/* 1 when v in and out are f32 with unit column stride, m % 4 == 0 and every offset and stride a
+   multiple of 4 floats from a 16-byte aligned base (float4 staging, float2 read-add-store). */
+static int ssm__hs_vv(const ssm__cu_rv &vc, const ssm__cu_rv &vn, int64_t m) {
+    const ssm__cu_rv *v[2] = {&vc, &vn};
+    if (m % 4) return 0;
+    for (int k = 0; k < 2; ++k)
+        if (v[k]->dt != 0 || v[k]->cs != 1 || (v[k]->rs | v[k]->ts | v[k]->ss | v[k]->off) & 3 || ((uintptr_t)v[k]->p & 15))
+            return 0;
+    return 1;
+}
+/* 1 when the 16-bit M tiles come by 16-byte cp.async: unit column stride, n % 8 == 0, offsets and
+   strides multiples of 8 elements from a 16-byte aligned base. */
+static int ssm__hs_mvec(const ssm__cu_rv &M, int bits, int64_t n) {
+    return bits == 16 && M.cs == 1 && !(n & 7) && !((M.rs | M.ts | M.ss | M.off) & 7) && !((uintptr_t)M.p & 15);
+}
 
 /* which parts task t does at level d (see above) */
 __device__ __forceinline__ void ssm__hs_roles(const ssm__hs_args &a, int64_t t, int &doV, int &cpV, int &doM, int &cpM) {
@@ -2382,7 +2402,7 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
         int doV = 0, cpV = 0, doM = 0, cpM = 0;
         if (task < total) ssm__hs_roles(a, t, doV, cpV, doM, cpM);
         const int64_t mct = a.Mc.off + s * a.Mc.ss + t * a.Mc.ts, mcp = mct - a.d * a.Mc.ts;
-        const int64_t mnt = a.Mn.off + s * a.Mn.ss + t * a.Mn.ts;
+        const int64_t mnt = a.Mn.off + s * a.Mn.ss + (a.mcompact ? task % a.ntask : t) * a.Mn.ts;
         const int64_t vct = a.vc.off + s * a.vc.ss + t * a.vc.ts, vcp = vct - a.d * a.vc.ts;
         const int64_t vnt = a.vn.off + s * a.vn.ss + t * a.vn.ts;
         if (cpM)
@@ -2413,14 +2433,36 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                     if (doM) Bs[i * LDB + j] = Mc[mcp + o];
                 }
             }
-            for (int e = tt; e < n * m; e += tn) {
-                const int i = e / m, j = e - i * m, col = NP + 16 * (j >> 3) + (j & 7);
-                const float x = ssm__cu_ld(a.vc.p, a.vc.dt, vcp + i * a.vc.rs + j * a.vc.cs);
-                unsigned hi, lo;
-                ssm__tc_split<BF>(x, 0.f, &hi, &lo);
-                Bs[i * LDB + col] = (unsigned short)(hi & 0xffff);
-                Bs[i * LDB + col + 8] = (unsigned short)(lo & 0xffff);
-            }
+            if (a.vv) { /* four rows' pieces in flight a thread, then their hi / lo halves as 8-byte stores */
+                const float *vg = (const float *)a.vc.p;
+                const int q4 = m / 4, cnt = n * q4;
+                for (int e0 = tt; e0 < cnt; e0 += 4 * tn) {
+                    float4 x[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        const int e = e0 + k * tn, i = e / q4;
+                        if (e < cnt) x[k] = *(const float4 *)(vg + vcp + i * a.vc.rs + 4 * (e - i * q4));
+                    }
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        const int e = e0 + k * tn, i = e / q4, j = 4 * (e - i * q4), col = NP + 16 * (j >> 3) + (j & 7);
+                        if (e >= cnt) continue;
+                        unsigned h0, l0, h1, l1;
+                        ssm__tc_split<BF>(x[k].x, x[k].y, &h0, &l0);
+                        ssm__tc_split<BF>(x[k].z, x[k].w, &h1, &l1);
+                        *(uint2 *)(Bs + i * LDB + col) = make_uint2(h0, h1);
+                        *(uint2 *)(Bs + i * LDB + col + 8) = make_uint2(l0, l1);
+                    }
+                }
+            } else
+                for (int e = tt; e < n * m; e += tn) {
+                    const int i = e / m, j = e - i * m, col = NP + 16 * (j >> 3) + (j & 7);
+                    const float x = ssm__cu_ld(a.vc.p, a.vc.dt, vcp + i * a.vc.rs + j * a.vc.cs);
+                    unsigned hi, lo;
+                    ssm__tc_split<BF>(x, 0.f, &hi, &lo);
+                    Bs[i * LDB + col] = (unsigned short)(hi & 0xffff);
+                    Bs[i * LDB + col + 8] = (unsigned short)(lo & 0xffff);
+                }
         }
         ssm__tc_wait<0>();
         __syncthreads();
@@ -2453,17 +2495,43 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                     }
                 }
             }
-            for (int q = 0; q < a.MP / 8; ++q) {
-                float c[4];
-                ssm__tc_rows8<BF, NP>(c, af, bl, LDB, NP + 16 * q);
+            if (a.vv) /* 8-column blocks four at a time: their addends (column pairs) loaded before the products */
+                for (int q0 = 0; q0 < a.MP / 8; q0 += 4) {
+                    const float *vi = (const float *)a.vc.p;
+                    float *vo = (float *)a.vn.p;
+                    float2 ad[4][2];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int i = r0 + 8 * (e >> 1), j = 8 * q + c2 + (e & 1);
-                    if (i < n && j < m)
-                        ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs,
-                                    c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+                    for (int qq = 0; qq < 4; ++qq)
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const int i = r0 + 8 * rr, j = 8 * (q0 + qq) + c2;
+                            if (i < n && j < m) ad[qq][rr] = *(const float2 *)(vi + vct + i * a.vc.rs + j);
+                        }
+#pragma unroll
+                    for (int qq = 0; qq < 4; ++qq) {
+                        if (q0 + qq >= a.MP / 8) break;
+                        float c[4];
+                        ssm__tc_rows8<BF, NP>(c, af, bl, LDB, NP + 16 * (q0 + qq));
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const int i = r0 + 8 * rr, j = 8 * (q0 + qq) + c2; /* m % 4 == 0: j + 1 < m too */
+                            if (i < n && j < m)
+                                *(float2 *)(vo + vnt + i * a.vn.rs + j) = make_float2(c[2 * rr] + ad[qq][rr].x, c[2 * rr + 1] + ad[qq][rr].y);
+                        }
+                    }
                 }
-            }
+            else
+                for (int q = 0; q < a.MP / 8; ++q) {
+                    float c[4];
+                    ssm__tc_rows8<BF, NP>(c, af, bl, LDB, NP + 16 * q);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int i = r0 + 8 * (e >> 1), j = 8 * q + c2 + (e & 1);
+                        if (i < n && j < m)
+                            ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs,
+                                        c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+                    }
+                }
         }
         __syncthreads();
     }
@@ -2761,9 +2829,8 @@ static ssm_result ssm__cu_lr_scan_hs(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     a.vn = K % 2 ? hv : V;
     for (int64_t d = 1; d < T; d *= 2) {
         const int64_t t0 = d / 2; /* v copies start at d/2, M copies later */
-        a.d = d, a.t0 = t0, a.ntask = T - t0, a.next = 2 * d < T;
-        a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
-                !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
+        a.d = d, a.t0 = t0, a.ntask = T - t0, a.next = 2 * d < T, a.vv = ssm__hs_vv(a.vc, a.vn, m);
+        a.vec = ssm__hs_mvec(a.Mc, bits, n);
         /* chains for narrow states (m <= 8); wide ones re-read more v per task than they save
            (H200, bench/results/cuda_scan_7749dd5.log: S8 T1024 n64 m64 f16 chains 4.73 ms vs
            one task per warp group 4.06; m = 1 rows 5.46 vs 7.23 at S16 T4096 n64) */
@@ -2793,6 +2860,16 @@ static int64_t ssm__cu_bl_levels(int64_t T) {
     for (int64_t s = 1; 2 * s <= T; s *= 2) top = s;
     return top;
 }
+/* h_t = b_t for t = 1 .. T-1 (the in-place methods' start: v = b beside h_0) */
+static ssm_result ssm__cu_lr_b_into_h(ssm__cu_lr *L, int64_t T, ssm_seq_view b, ssm_seq_view h) {
+    ssm__cu_op src = ssm__cu_op_at(b, 1), dst = ssm__cu_op_at(h, 1);
+    int64_t total = L->S * (T - 1) * L->n * L->m, blocks = (total + 255) / 256;
+    src.bs = b.ts, dst.bs = h.ts;
+    if (blocks > 65536) blocks = 65536;
+    ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, ssm__cu_st(L->ctx)->stream>>>(total, T - 1, (int)L->n, (int)L->m, src, dst, 0);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
+    return SSM_OK;
+}
 static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
     const int64_t S = L->S, n = L->n, m = L->m;
     const int bits = A.dtype.bits, bf = A.dtype.code == SSM_DTYPE_BFLOAT;
@@ -2803,23 +2880,16 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
     memset(&X, 0, sizeof X);
     X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = n, X.cs = 1, X.ss = T * n * n;
     Av = ssm__cu_rv_of(A, 0, 0);
-    { /* v = b in h for t >= 1 */
-        ssm__cu_op src = ssm__cu_op_at(b, 1), dst = ssm__cu_op_at(h, 1);
-        int64_t total = S * (T - 1) * n * m, blocks = (total + 255) / 256;
-        src.bs = b.ts, dst.bs = h.ts;
-        if (blocks > 65536) blocks = 65536;
-        ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, ssm__cu_st(L->ctx)->stream>>>(total, T - 1, (int)n, (int)m, src, dst, 0);
-        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
-    }
+    SSM__TRY(ssm__cu_lr_b_into_h(L, T, b, h));
     memset(&a, 0, sizeof a);
     a.S = S, a.T = T, a.n = (int)n, a.m = (int)m, a.MP = (int)((m + 7) / 8 * 8);
     a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
+    a.vv = ssm__hs_vv(a.vc, a.vn, m);
     const int64_t top = ssm__cu_bl_levels(T);
     for (int64_t s = 1; s <= top; s *= 2) {
         a.mode = 1, a.d = s, a.t0 = 2 * s - 1, a.step = 2 * s, a.ntask = (T - 2 * s) / (2 * s) + 1;
         a.Mc = s == 1 ? Av : X, a.Mn = X;
-        a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
-                !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
+        a.vec = ssm__hs_mvec(a.Mc, bits, n);
         SSM__TRY(ssm__cu_hs_level(L, a, bf));
         L->st->mat_state += S * a.ntask;
         L->st->mat_mat += S * (a.ntask - 1);
@@ -2828,12 +2898,53 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
         if (3 * s - 1 >= T) continue;
         a.mode = 2, a.d = s, a.t0 = 3 * s - 1, a.step = 2 * s, a.ntask = (T - 3 * s) / (2 * s) + 1;
         a.Mc = s == 1 ? Av : X, a.Mn = X;
-        a.vec = bits == 16 && a.Mc.cs == 1 && !(n & 7) && !(a.Mc.rs & 7) && !(a.Mc.ts & 7) && !(a.Mc.ss & 7) &&
-                !(a.Mc.off & 7) && !((uintptr_t)a.Mc.p & 15);
+        a.vec = ssm__hs_mvec(a.Mc, bits, n);
         SSM__TRY(ssm__cu_hs_level(L, a, bf));
         L->st->mat_state += S * a.ntask;
     }
     return SSM_OK;
+}
+
+/* Cyclic reduction of wide states (16-bit A, m > 8) on the same tensor-core task kernel: level
+   l reduces the odd slots t = 1, 3, .. in place in h (v_t += M_t v_{t-1}) and forms the next
+   level's transitions M_t M_{t-1} (t >= 3) compacted, in the input type (as Hillis-Steele and
+   Blelloch keep M, and torch.bmm would); after the next level, the even slots t >= 2 take
+   v_t += M_t v_{t-1} from their final odd neighbours. The levels' M scratch is the f32 figure of
+   the FMA level kernels, so either fits the plan's workspace. */
+static int ssm__cu_cr_tc_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
+    return p->dtype.bits == 16 && p->m > 8 && ssm__cu_st(ctx)->knobs.linrec_cr == 0 && p->n <= SSM__HS_MAXN &&
+           p->m <= SSM__HS_MAXN && ssm__hs_tc_smem(ssm__hs_np(p->n), p->m) <= ssm__cu_st(ctx)->smem_optin;
+}
+static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, ssm__cu_rv M, int bf, char *ws) {
+    const int64_t half = T / 2, nb = (T - 1) / 2, n = L->n, S = L->S;
+    const int bits = L->p->dtype.bits;
+    ssm__cu_rv M2 = M, v2 = a.vc;
+    if (T < 2) return SSM_OK;
+    M2.p = ws, M2.off = -n * n, M2.ts = n * n, M2.rs = n, M2.cs = 1, M2.ss = (half - 1) * n * n, M2.chs = 0;
+    ws += ssm__cu_cr_levels_bytes(S, T, n) - ssm__cu_cr_levels_bytes(S, half, n);
+    a.Mc = M, a.Mn = M2, a.vec = ssm__hs_mvec(M, bits, n), a.d = 1, a.step = 2, a.mcompact = 1;
+    a.mode = 1, a.t0 = 1, a.ntask = half;
+    SSM__TRY(ssm__cu_hs_level(L, a, bf));
+    L->st->mat_mat += S * (half - 1);
+    L->st->mat_state += S * (half + nb);
+    v2.off += a.vc.ts, v2.ts *= 2;
+    {
+        ssm__hs_args up = a;
+        up.vc = up.vn = v2, up.vv = ssm__hs_vv(v2, v2, L->m);
+        SSM__TRY(ssm__cu_cr_tc_level(L, up, half, M2, bf, ws));
+    }
+    if (nb <= 0) return SSM_OK;
+    a.mode = 2, a.t0 = 2, a.ntask = nb, a.mcompact = 0;
+    return ssm__cu_hs_level(L, a, bf);
+}
+static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
+    ssm__hs_args a;
+    SSM__TRY(ssm__cu_lr_b_into_h(L, T, b, h));
+    memset(&a, 0, sizeof a);
+    a.S = L->S, a.T = T, a.n = (int)L->n, a.m = (int)L->m, a.MP = (int)((L->m + 7) / 8 * 8);
+    a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
+    a.vv = ssm__hs_vv(a.vc, a.vn, L->m);
+    return ssm__cu_cr_tc_level(L, a, T, ssm__cu_rv_of(A, 0, 0), A.dtype.code == SSM_DTYPE_BFLOAT, ws);
 }
 
 /* ---- dense linear recurrence: the slots --------------------------------------------------------- */
@@ -2885,6 +2996,7 @@ static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
     if (T <= 1) return SSM_OK;
     if (ssm__cu_st(L->ctx)->knobs.linrec_cr != 2 && ssm__cu_tc_ok(L, A))
         return ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1);
+    if (ssm__cu_cr_tc_takes(L->ctx, L->p) && A.dtype.bits == 16) return ssm__cu_cr_tc(L, T, A, b, h, ws);
     return ssm__cu_cr_solve(L, T, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0), ssm__cu_rv_of(h, 0, 0), ws);
 }
 

@@ -139,7 +139,8 @@ static void cr_rows(ssm_ctx *ctx, ssm_ctx *lev, ssm_ctx *gen, FILE *jl, ssm_dtyp
    ssm.h's generic levels (linrec_scan = 1, the code main ran before), same inputs, with each
    method's floor over the copy bandwidth (HS: every level reads two and writes one M of the
    input type, ceil(log2 T) levels x 3 S T n^2 elements; Blelloch: 3 per up-sweep task, 1 per
-   down-sweep task) and the largest |h_ours - h_generic| / max|h|. */
+   down-sweep task; and per task v_{t-d} and v_t read and v_t written, n m floats each) and the
+   largest |h_ours - h_generic| / max|h|. */
 static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, ssm_ctx *pt, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m) {
     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
     size_t es = dt.bits / 8, nh = (size_t)(S * T * n * m);
@@ -150,14 +151,18 @@ static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, ssm_ctx *pt, FILE *js, ssm_dty
     ssm_tensor th1 = ssm_tensor_make(h1, dt, ssm_cuda_device(0), 4, sb, NULL), th2 = ssm_tensor_make(h2, dt, ssm_cuda_device(0), 4, sb, NULL);
     int K = 0;
     for (int64_t d = 1; d < T; d *= 2) ++K;
-    double hs_floor = (double)es * 3.0 * K * S * T * n * n / g_bw, bl_mats = 0;
+    /* and every task reads v_{t-d}, v_t and writes v_t in f32 */
+    double hs_floor = 3.0 * K * S * T * ((double)es * n * n + 4.0 * n * m) / g_bw, bl_mats = 0, bl_tasks = 0;
     { /* Blelloch: up-sweep level s reads M_k, M_{k-s} and writes M_k per task; down-sweep reads M_k */
         int64_t top = 0;
-        for (int64_t s = 1; 2 * s <= T; s *= 2) top = s, bl_mats += 3.0 * ((T - 2 * s) / (2 * s) + 1);
+        for (int64_t s = 1; 2 * s <= T; s *= 2) {
+            const double k = (double)((T - 2 * s) / (2 * s) + 1);
+            top = s, bl_mats += 3.0 * k, bl_tasks += k;
+        }
         for (int64_t s = top; s >= 1; s /= 2)
-            if (3 * s - 1 < T) bl_mats += (T - 3 * s) / (2 * s) + 1;
+            if (3 * s - 1 < T) bl_mats += (T - 3 * s) / (2 * s) + 1, bl_tasks += (T - 3 * s) / (2 * s) + 1;
     }
-    double bl_floor = (double)es * bl_mats * S * n * n / g_bw;
+    double bl_floor = ((double)es * bl_mats * n * n + 12.0 * bl_tasks * n * m) * S / g_bw;
     ssm_linrec_method ms_[2] = {SSM_LINREC_SCAN_HS, SSM_LINREC_BLELLOCH};
     for (int mi = 0; mi < 2; ++mi) {
         ssm_linrec_desc d = ssm_linrec_desc_init();
@@ -239,6 +244,11 @@ int main(int argc, char **argv) {
         scan_rows(ctx, gen, pt, jl, SSM_BF16, 16, 4096, 64, 1);
         scan_rows(ctx, gen, pt, jl, SSM_F32, 8, 1024, 64, 1);
         scan_rows(ctx, gen, pt, jl, SSM_F16, 8, 1024, 64, 64);
+        printf("== scans, matrix states (m = n, the grid rows of `cuda_bench cr`)\n");
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 128, 1024, 32, 32);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 32, 1024, 64, 64);
+        scan_rows(ctx, gen, pt, jl, SSM_BF16, 32, 1024, 64, 64);
+        scan_rows(ctx, gen, pt, jl, SSM_F16, 8, 1024, 128, 128);
         fclose(jl), fclose(jd);
         ssm_ctx_destroy(gen), ssm_ctx_destroy(pt), ssm_ctx_destroy(ctx);
         return 0;
@@ -248,9 +258,11 @@ int main(int argc, char **argv) {
         ssm_ctx *gen = ctx_with([](ssm_cuda_config &c) { c.linrec_cr = 1; });
         if (!lev || !gen) return 1;
         printf("== cyclic reduction (targets)\n");
-        cr_rows(ctx, lev, gen, jl, SSM_F16, 16, 4096, 64, 1, 1, 1);
-        cr_rows(ctx, lev, gen, jl, SSM_F16, 8, 1024, 128, 1, 1, 1);
-        cr_rows(ctx, lev, gen, jl, SSM_F16, 1, 8192, 64, 1, 1, 1);
+        if (!getenv("BENCH_CR_MN")) {
+            cr_rows(ctx, lev, gen, jl, SSM_F16, 16, 4096, 64, 1, 1, 1);
+            cr_rows(ctx, lev, gen, jl, SSM_F16, 8, 1024, 128, 1, 1, 1);
+            cr_rows(ctx, lev, gen, jl, SSM_F16, 1, 8192, 64, 1, 1, 1);
+        }
         printf("== cyclic reduction grid (S so that A >= 256 MB)\n");
         const int64_t ns[3] = {32, 64, 128}, Ts[2] = {1024, 4096};
         for (int di = 0; di < 3; ++di) {
@@ -259,8 +271,8 @@ int main(int argc, char **argv) {
                 for (int ti = 0; ti < 2; ++ti) {
                     int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
                     if (di == 1 && n != 64) continue;
-                    cr_rows(ctx, lev, gen, jl, dt, S, T, n, 1, 0, 0);
-                    if (ti == 0 && di != 1) cr_rows(ctx, lev, gen, jl, dt, S, T, n, n, 0, 2);
+                    if (!getenv("BENCH_CR_MN")) cr_rows(ctx, lev, gen, jl, dt, S, T, n, 1, 0, 0); /* BENCH_CR_MN=1: the m = n rows alone */
+                    if (ti == 0 && di != 1) cr_rows(ctx, lev, gen, jl, dt, S, T, n, n, getenv("BENCH_CR_MN") != NULL, 2);
                 }
         }
         fclose(jl), fclose(jd);

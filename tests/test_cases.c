@@ -1336,6 +1336,18 @@ static void build(void) {
         lr_row(v, CASE_F32, LAYOUT_NEGATIVE, SSM_LINREC_CR, 3, 129, 17, 5, 0, 0.95, CASE_H0 | (v ? 0 : CASE_REVERSE));
         lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 2, 300, 64, 64, 0, 0.9, CASE_H0 | CASE_HT);
     }
+    /* wide states (m > 8) on CUDA's tensor-core task kernel: Hillis-Steele, Blelloch and cyclic
+       reduction, v rows by vectors (m % 4 == 0, contiguous) and element by element (padded,
+       reversed, odd m), T odd and even, forward and backward */
+    for (v = 0; v < 2; ++v) {
+        lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_SCAN_HS, 2, 300, 64, 64, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_BLELLOCH, 2, 301, 64, 64, 0, 0.9, CASE_H0 | CASE_HT | CASE_REVERSE);
+        lr_row(v, CASE_F16 | CASE_BF16, LAYOUT_PADDED, SSM_LINREC_BLELLOCH, 2, 129, 48, 36, 0, 0.9, CASE_HT);
+        lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 3, 257, 32, 32, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_BF16, LAYOUT_REVERSED, SSM_LINREC_CR, 2, 100, 40, 24, 0, 0.9, CASE_H0 | CASE_HT | CASE_REVERSE);
+        lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 1, 1000, 16, 20, 0, 0.95, CASE_H0);
+        lr_row(v, CASE_BF16, LAYOUT_PADDED, SSM_LINREC_CR, 2, 64, 24, 13, 0, 0.9, CASE_HT | CASE_REVERSE);
+    }
     /* linrec with no sequences: nothing to do, nothing written */
     lr_row(CASE_FWD, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 0, 5, 3, 2, 0, 0.5, CASE_H0 | CASE_HT);
     lr_row(CASE_BWD, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 0, 5, 3, 2, 0, 0.5, CASE_H0 | CASE_HT);
