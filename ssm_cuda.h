@@ -2341,6 +2341,8 @@ typedef struct ssm__hs_args {
     int mode;                   /* 0 Hillis-Steele level, 1 Blelloch up-sweep, 2 Blelloch down-sweep */
     int vv;                     /* v in and out f32 rows of 16-byte pieces (ssm__hs_vv): vector loads and stores */
     int mcompact;               /* Mn indexed by the task's rank in its level (cyclic reduction's compacted levels) */
+    int tr;                     /* (with vec) Mc transposed (rs == 1): tiles staged as stored, M_t's fragments by
+                                   ldmatrix.trans, and M'_t^T = M_{t-d}^T M_t^T written (Mn read transposed) */
 } ssm__hs_args;
 /* 1 when v in and out are f32 with unit column stride, m % 4 == 0 and every offset and stride a
    multiple of 4 floats from a 16-byte aligned base (float4 staging, float2 read-add-store). */
@@ -2351,6 +2353,12 @@ static int ssm__hs_vv(const ssm__cu_rv &vc, const ssm__cu_rv &vn, int64_t m) {
         if (v[k]->dt != 0 || v[k]->cs != 1 || (v[k]->rs | v[k]->ts | v[k]->ss | v[k]->off) & 3 || ((uintptr_t)v[k]->p & 15))
             return 0;
     return 1;
+}
+/* the view of the transposes (rows and columns swapped) */
+static ssm__cu_rv ssm__cu_rv_tr(ssm__cu_rv v) {
+    const int64_t r = v.rs;
+    v.rs = v.cs, v.cs = r;
+    return v;
 }
 /* 1 when the 16-bit M tiles come by 16-byte cp.async: unit column stride, n % 8 == 0, offsets and
    strides multiples of 8 elements from a 16-byte aligned base. */
@@ -2419,10 +2427,11 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
         if (doV) {
             if (a.vec) {
                 const int rc = n / 8;
+                const int64_t srs = a.tr ? a.Mc.cs : a.Mc.rs; /* the stride of the rows of storage */
                 for (int e = tt; e < n * rc; e += tn) {
                     const int i = e / rc, c8 = (e - i * rc) * 8;
-                    ssm__tc_cp16(As + i * C::LDA + c8, Mc + mct + i * a.Mc.rs + c8);
-                    if (doM) ssm__tc_cp16(Bs + i * LDB + c8, Mc + mcp + i * a.Mc.rs + c8);
+                    ssm__tc_cp16(As + i * C::LDA + c8, Mc + mct + i * srs + c8);
+                    if (doM) ssm__tc_cp16(Bs + i * LDB + c8, Mc + mcp + i * srs + c8);
                 }
                 ssm__tc_commit();
             } else {
@@ -2469,14 +2478,17 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
         if (doV) {
             unsigned af[NP / 16][4];
             const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = 16 * wt + g;
-#pragma unroll
-            for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * C::LDA + 16 * kk + (lane >> 4) * 8);
             const unsigned short *bl = Bs + (lane & 15) * LDB + (lane >> 4) * 8;
             if (doM) {
+                /* M_t M_{t-d}; transposed storage: M_{t-d}^T (in Bs) times M_t^T (in As) */
+                const unsigned short *L = a.tr ? Bs : As, *R = a.tr ? As + (lane & 15) * C::LDA + (lane >> 4) * 8 : bl;
+                const int ldl = a.tr ? LDB : C::LDA, ldr = a.tr ? C::LDA : LDB;
+#pragma unroll
+                for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], L + (16 * wt + (lane & 15)) * ldl + 16 * kk + (lane >> 4) * 8);
                 for (int p = 0; p < NP / 16; ++p) {
                     if (16 * p >= n) break;
                     float c0[4], c1[4];
-                    ssm__tc_rows16<BF, NP>(c0, c1, af, bl, LDB, 16 * p);
+                    ssm__tc_rows16<BF, NP>(c0, c1, af, R, ldr, 16 * p);
 #pragma unroll
                     for (int h2 = 0; h2 < 2; ++h2) {
                         const float *c = h2 ? c1 : c0;
@@ -2495,6 +2507,15 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                     }
                 }
             }
+            /* M_t's fragments: ldmatrix on M_t, or ldmatrix.trans on M_t^T (matrix q of lane l: rows of
+               storage (k) 8 (q >> 1) + l % 8, columns (i) 8 (q & 1)) */
+            if (a.tr)
+#pragma unroll
+                for (int kk = 0; kk < NP / 16; ++kk)
+                    ssm__tc_ldm4t(af[kk], As + (16 * kk + (lane & 7) + 8 * (lane >> 4)) * C::LDA + 16 * wt + 8 * ((lane >> 3) & 1));
+            else if (!doM) /* (with doM they are already in af) */
+#pragma unroll
+                for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * C::LDA + 16 * kk + (lane >> 4) * 8);
             if (a.vv) /* 8-column blocks four at a time: their addends (column pairs) loaded before the products */
                 for (int q0 = 0; q0 < a.MP / 8; q0 += 4) {
                     const float *vi = (const float *)a.vc.p;
@@ -2909,8 +2930,9 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
    l reduces the odd slots t = 1, 3, .. in place in h (v_t += M_t v_{t-1}) and forms the next
    level's transitions M_t M_{t-1} (t >= 3) compacted, in the input type (as Hillis-Steele and
    Blelloch keep M, and torch.bmm would); after the next level, the even slots t >= 2 take
-   v_t += M_t v_{t-1} from their final odd neighbours. The levels' M scratch is the f32 figure of
-   the FMA level kernels, so either fits the plan's workspace. */
+   v_t += M_t v_{t-1} from their final odd neighbours. A transposed A (the adjoint's A^T, rows of
+   storage along its columns) is staged as stored and its levels are kept transposed. The levels'
+   M scratch is the f32 figure of the FMA level kernels, so either fits the plan's workspace. */
 static int ssm__cu_cr_tc_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     return p->dtype.bits == 16 && p->m > 8 && ssm__cu_st(ctx)->knobs.linrec_cr == 0 && p->n <= SSM__HS_MAXN &&
            p->m <= SSM__HS_MAXN && ssm__hs_tc_smem(ssm__hs_np(p->n), p->m) <= ssm__cu_st(ctx)->smem_optin;
@@ -2919,10 +2941,11 @@ static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, 
     const int64_t half = T / 2, nb = (T - 1) / 2, n = L->n, S = L->S;
     const int bits = L->p->dtype.bits;
     ssm__cu_rv M2 = M, v2 = a.vc;
+    const int tr = ssm__hs_mvec(ssm__cu_rv_tr(M), bits, n) && M.cs != 1; /* transposed (the adjoint's A^T): kept so */
     if (T < 2) return SSM_OK;
-    M2.p = ws, M2.off = -n * n, M2.ts = n * n, M2.rs = n, M2.cs = 1, M2.ss = (half - 1) * n * n, M2.chs = 0;
+    M2.p = ws, M2.off = -n * n, M2.ts = n * n, M2.rs = tr ? 1 : n, M2.cs = tr ? n : 1, M2.ss = (half - 1) * n * n, M2.chs = 0;
     ws += ssm__cu_cr_levels_bytes(S, T, n) - ssm__cu_cr_levels_bytes(S, half, n);
-    a.Mc = M, a.Mn = M2, a.vec = ssm__hs_mvec(M, bits, n), a.d = 1, a.step = 2, a.mcompact = 1;
+    a.Mc = M, a.Mn = M2, a.vec = tr || ssm__hs_mvec(M, bits, n), a.tr = tr, a.d = 1, a.step = 2, a.mcompact = 1;
     a.mode = 1, a.t0 = 1, a.ntask = half;
     SSM__TRY(ssm__cu_hs_level(L, a, bf));
     L->st->mat_mat += S * (half - 1);

@@ -271,6 +271,7 @@ int main(int argc, char **argv) {
                 for (int ti = 0; ti < 2; ++ti) {
                     int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
                     if (di == 1 && n != 64) continue;
+                    if (getenv("BENCH_CR_N") && atoll(getenv("BENCH_CR_N")) != n) continue; /* one n (profiles) */
                     if (!getenv("BENCH_CR_MN")) cr_rows(ctx, lev, gen, jl, dt, S, T, n, 1, 0, 0); /* BENCH_CR_MN=1: the m = n rows alone */
                     if (ti == 0 && di != 1) cr_rows(ctx, lev, gen, jl, dt, S, T, n, n, getenv("BENCH_CR_MN") != NULL, 2);
                 }
