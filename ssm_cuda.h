@@ -511,6 +511,27 @@ __device__ __forceinline__ void ssm__cu_stv(void *p, int dt, int64_t i, float v)
     else if (dt == 1) ((__half *)p)[i] = __float2half_rn(v);
     else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
 }
+/* four consecutive elements (f32: 16-byte aligned; 16-bit: 8-byte aligned) */
+__device__ __forceinline__ float4 ssm__cu_ld4(const void *p, int dt, int64_t i) {
+    if (dt == 0) return *(const float4 *)((const float *)p + i);
+    const uint2 u = *(const uint2 *)((const unsigned short *)p + i);
+    float2 a, b;
+    if (dt == 1) a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+    else a = __bfloat1622float2(*(const __nv_bfloat162 *)&u.x), b = __bfloat1622float2(*(const __nv_bfloat162 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ void ssm__cu_st4(void *p, int dt, int64_t i, float4 v) {
+    if (dt == 0) { *(float4 *)((float *)p + i) = v; return; }
+    uint2 u;
+    if (dt == 1) {
+        __half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
+        u.x = *(unsigned *)&a, u.y = *(unsigned *)&b;
+    } else {
+        __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+        u.x = *(unsigned *)&a, u.y = *(unsigned *)&b;
+    }
+    *(uint2 *)((unsigned short *)p + i) = u;
+}
 
 /* An ssm_matrix_batch on the device: element (s, k, i, j) at p[s*ss + k*bs + i*rs + j*cs] of
    dtype dt (0 f32, 1 f16, 2 bf16). */
@@ -632,11 +653,13 @@ __global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int6
     }
 }
 
-/* dst = src (+ dst), or dst = 0 when src.p is NULL; rows x cols per batch entry. A group of G
-   lanes (32, or the entry's size rounded up to a power of two) walks one entry, so the 64-bit
-   divisions that find an entry are paid once per entry and an element costs one 32-bit
-   division (dividing a 64-bit index five times per element held the copy to ~0.66 TB/s on an
-   H200). */
+/* dst = src (+ dst), or dst = 0 when src.p is NULL; rows x cols per batch entry. Work items are
+   pieces of up to 1024 elements of one entry, each walked by a group of G lanes (32, or the
+   piece rounded up to a power of two), so the 64-bit divisions that place a piece are paid once
+   per piece and an element (four, when rows are unit-stride, cols % 4 == 0 and every stride and
+   base allows 16-byte f32 / 8-byte 16-bit vectors) costs one 32-bit division. (Dividing a 64-bit
+   index five times per element held a 16-bit -> f32 copy of 134M elements to 1.21 ms on an H200,
+   ~0.66 TB/s.) */
 __global__ void ssm__cu_copy_kernel(int64_t total, int64_t count, int rows, int cols, ssm__cu_op src,
                                     ssm__cu_op dst, int accumulate) {
     const int64_t E = (int64_t)rows * cols, gid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -652,14 +675,31 @@ __global__ void ssm__cu_copy_kernel(int64_t total, int64_t count, int rows, int 
         }
         return;
     }
-    const int e32 = (int)E, G = e32 >= 32 ? 32 : e32 <= 1 ? 1 : 1 << (32 - __clz(e32 - 1)), sub = (int)(gid & (G - 1));
-    const int64_t entries = total / E, step = (int64_t)gridDim.x * blockDim.x / G;
-    for (int64_t bi = gid / G; bi < entries; bi += step) {
-        const int64_t s = bi / count, k = bi - s * count;
+    const int al_s = src.dt == 0 ? 15 : 7, al_d = dst.dt == 0 ? 15 : 7;
+    const int V = src.p && src.cs == 1 && dst.cs == 1 && cols % 4 == 0 && !((src.rs | src.bs | src.ss | dst.rs | dst.bs | dst.ss) & 3) &&
+                          !((uintptr_t)src.p & al_s) && !((uintptr_t)dst.p & al_d)
+                      ? 4
+                      : 1;
+    const int U = (int)(E / V), cu = cols / V;               /* units (of V elements) an entry, a row */
+    const int CH = U < 1024 / V ? U : 1024 / V, npc = (U + CH - 1) / CH; /* units a piece, pieces an entry */
+    const int G = CH >= 32 ? 32 : CH <= 1 ? 1 : 1 << (32 - __clz(CH - 1)), sub = (int)(gid & (G - 1));
+    const int64_t items = total / E * npc, step = (int64_t)gridDim.x * blockDim.x / G;
+    for (int64_t it = gid / G; it < items; it += step) {
+        const int64_t bi = it / npc, s = bi / count, k = bi - s * count;
+        const int u0 = (int)(it - bi * npc) * CH, u1 = u0 + CH < U ? u0 + CH : U;
         const int64_t so = s * src.ss + k * src.bs, dof = s * dst.ss + k * dst.bs;
-        for (int e = sub; e < e32; e += G) {
-            const int i = e / cols, j = e - i * cols;
+        for (int u = u0 + sub; u < u1; u += G) {
+            const int i = u / cu, j = (u - i * cu) * V;
             const int64_t di = dof + i * dst.rs + j * dst.cs;
+            if (V == 4) {
+                float4 v = ssm__cu_ld4(src.p, src.dt, so + i * src.rs + j);
+                if (accumulate) {
+                    const float4 w = ssm__cu_ld4(dst.p, dst.dt, di);
+                    v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+                }
+                ssm__cu_st4(dst.p, dst.dt, di, v);
+                continue;
+            }
             float v = src.p ? ssm__cu_ld(src.p, src.dt, so + i * src.rs + j * src.cs) : 0.f;
             if (accumulate) v += ssm__cu_ld(dst.p, dst.dt, di);
             ssm__cu_stv(dst.p, dst.dt, di, v);
