@@ -590,6 +590,54 @@ __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, i
     }
 }
 
+/* The same product on 64 x 64 tiles for M, N >= 64: 256 threads, a 4 x 4 block of C each, from
+   k-slabs of 16 staged as floats (A transposed, so a thread's four rows and four columns are one
+   float4 read each: 16 FMAs per two shared loads, against 4 FMAs per five in the 32 x 32 kernel,
+   which ran the adjoint's dA_t = g_t h_{t-1}^T at n = m = 128 near 8 TFLOP/s). */
+__global__ void __launch_bounds__(256) ssm__cu_mm64_kernel(int64_t nbatch, int64_t count, int M, int N, int K, float alpha,
+                                                          float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
+    __shared__ __align__(16) float At[16][68], Bs[16][68];
+    const int tilesN = (N + 63) / 64, tm = blockIdx.x / tilesN, tn = blockIdx.x % tilesN;
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    for (int64_t bi = blockIdx.y; bi < nbatch; bi += gridDim.y) {
+        const int64_t s = bi / count, k = bi % count;
+        const int64_t a0 = s * A.ss + k * A.bs, b0 = s * B.ss + k * B.bs, c0 = s * C.ss + k * C.bs;
+        float acc[4][4] = {{0.f}};
+        for (int k0 = 0; k0 < K; k0 += 16) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int e = tid + 256 * q, ka = e & 15, ia = e >> 4, jb = e & 63, kb = e >> 6;
+                const int i = tm * 64 + ia, j = tn * 64 + jb;
+                At[ka][ia] = (i < M && k0 + ka < K) ? ssm__cu_ld(A.p, A.dt, a0 + i * A.rs + (int64_t)(k0 + ka) * A.cs) : 0.f;
+                Bs[kb][jb] = (k0 + kb < K && j < N) ? ssm__cu_ld(B.p, B.dt, b0 + (int64_t)(k0 + kb) * B.rs + j * B.cs) : 0.f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < 16; ++kk) {
+                const float4 a = *(const float4 *)&At[kk][4 * ty], b = *(const float4 *)&Bs[kk][4 * tx];
+                const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int i = tm * 64 + 4 * ty + r, j = tn * 64 + 4 * tx + c;
+                if (i < M && j < N) {
+                    const int64_t ci = c0 + i * C.rs + j * C.cs;
+                    float v = alpha * acc[r][c];
+                    if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
+                    ssm__cu_stv(C.p, C.dt, ci, v);
+                }
+            }
+    }
+}
+
 /* C = alpha a b^T (+ beta C) for K = 1 (a column of M, a row of N; dA_t = g_t h_{t-1}^T of the
    recurrence's adjoint): G consecutive (s, k) per block iteration (ssm__cu_outer_group: ~2048
    stores an iteration, so small products, n = 16..32, keep every thread busy between the
@@ -714,6 +762,12 @@ static ssm_result ssm__cu_mm_launch(ssm_ctx *ctx, int64_t outer, int64_t count, 
                                     float alpha, float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
     int64_t nb = outer * count;
     if (nb <= 0 || M <= 0 || N <= 0) return SSM_OK;
+    if (M >= 64 && N >= 64) {
+        dim3 grid((unsigned)(((M + 63) / 64) * ((N + 63) / 64)), SSM__CU_GRID_Y(nb));
+        ssm__cu_mm64_kernel<<<grid, 256, 0, ssm__cu_st(ctx)->stream>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
+        SSM__CU_LAUNCHED(ctx, "ssm__cu_mm64_kernel");
+        return SSM_OK;
+    }
     dim3 grid((unsigned)(((M + 31) / 32) * ((N + 31) / 32)), SSM__CU_GRID_Y(nb)), block(32, 8);
     ssm__cu_mm_kernel<<<grid, block, 0, ssm__cu_st(ctx)->stream>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
     SSM__CU_LAUNCHED(ctx, "ssm__cu_mm_kernel");
