@@ -2458,6 +2458,7 @@ typedef struct ssm__hs_args {
     int mcompact;               /* Mn indexed by the task's rank in its level (cyclic reduction's compacted levels) */
     int tr;                     /* (with vec) Mc transposed (rs == 1): tiles staged as stored, M_t's fragments by
                                    ldmatrix.trans, and M'_t^T = M_{t-d}^T M_t^T written (Mn read transposed) */
+    ssm__cu_rv vo;              /* (with vv; p NULL: none) the caller's view: v_{t-d} and v'_t written there too */
 } ssm__hs_args;
 /* 1 when v in and out are f32 with unit column stride, m % 4 == 0 and every offset and stride a
    multiple of 4 floats from a 16-byte aligned base (float4 staging, float2 read-add-store). */
@@ -2505,6 +2506,25 @@ template <int NP> struct ssm__hs_cfg {
 static size_t ssm__hs_tc_smem(int NP, int64_t m) {
     const int64_t MP = (m + 7) / 8 * 8, WPT = NP / 16, TPC = WPT >= 4 ? 1 : 4 / WPT;
     return (size_t)TPC * NP * ((NP + 8) + (NP + 2 * MP + 8)) * 2;
+}
+
+/* v'_t = M_t v_{t-d} + v_t element by element: this warp's 16 rows (fragments af) times the
+   state's hi / lo columns staged from column col0 of the tile (bl: this lane's ldmatrix base, ld
+   its row stride), v_t read at vct in vc, v'_t written at vnt in vn. */
+template <int BF, int NP>
+__device__ __forceinline__ void ssm__hs_v_out(const ssm__hs_args &a, const unsigned (*af)[4], const unsigned short *bl, int ld,
+                                              int col0, int64_t vct, int64_t vnt, int r0, int c2) {
+    for (int q = 0; q < a.MP / 8; ++q) {
+        float c[4];
+        ssm__tc_rows8<BF, NP>(c, af, bl, ld, col0 + 16 * q);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = r0 + 8 * (e >> 1), j = 8 * q + c2 + (e & 1);
+            if (i < a.n && j < a.m)
+                ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs,
+                            c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+        }
+    }
 }
 
 template <int NP, int BF>
@@ -2571,6 +2591,11 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                     for (int k = 0; k < 4; ++k) {
                         const int e = e0 + k * tn, i = e / q4, j = 4 * (e - i * q4), col = NP + 16 * (j >> 3) + (j & 7);
                         if (e >= cnt) continue;
+                        if (a.vo.p) { /* v_{t-d} is final: the caller's copy of it */
+                            const int64_t o = a.vo.off + s * a.vo.ss + (t - a.d) * a.vo.ts + i * a.vo.rs + j * a.vo.cs;
+                            ssm__cu_stv(a.vo.p, a.vo.dt, o, x[k].x), ssm__cu_stv(a.vo.p, a.vo.dt, o + a.vo.cs, x[k].y);
+                            ssm__cu_stv(a.vo.p, a.vo.dt, o + 2 * a.vo.cs, x[k].z), ssm__cu_stv(a.vo.p, a.vo.dt, o + 3 * a.vo.cs, x[k].w);
+                        }
                         unsigned h0, l0, h1, l1;
                         ssm__tc_split<BF>(x[k].x, x[k].y, &h0, &l0);
                         ssm__tc_split<BF>(x[k].z, x[k].w, &h1, &l1);
@@ -2651,23 +2676,17 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
 #pragma unroll
                         for (int rr = 0; rr < 2; ++rr) {
                             const int i = r0 + 8 * rr, j = 8 * (q0 + qq) + c2; /* m % 4 == 0: j + 1 < m too */
-                            if (i < n && j < m)
-                                *(float2 *)(vo + vnt + i * a.vn.rs + j) = make_float2(c[2 * rr] + ad[qq][rr].x, c[2 * rr + 1] + ad[qq][rr].y);
+                            if (i >= n || j >= m) continue;
+                            const float2 r = make_float2(c[2 * rr] + ad[qq][rr].x, c[2 * rr + 1] + ad[qq][rr].y);
+                            *(float2 *)(vo + vnt + i * a.vn.rs + j) = r;
+                            if (a.vo.p) {
+                                const int64_t o = a.vo.off + s * a.vo.ss + t * a.vo.ts + i * a.vo.rs + j * a.vo.cs;
+                                ssm__cu_stv(a.vo.p, a.vo.dt, o, r.x), ssm__cu_stv(a.vo.p, a.vo.dt, o + a.vo.cs, r.y);
+                            }
                         }
                     }
                 }
-            else
-                for (int q = 0; q < a.MP / 8; ++q) {
-                    float c[4];
-                    ssm__tc_rows8<BF, NP>(c, af, bl, LDB, NP + 16 * q);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int i = r0 + 8 * (e >> 1), j = 8 * q + c2 + (e & 1);
-                        if (i < n && j < m)
-                            ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs,
-                                        c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
-                    }
-                }
+            else ssm__hs_v_out<BF, NP>(a, af, bl, LDB, NP, vct, vnt, r0, c2);
         }
         __syncthreads();
     }
@@ -2865,18 +2884,7 @@ __global__ void __launch_bounds__(2 * NP) ssm__cu_hs_chain_kernel(ssm__hs_args a
             }
             {
                 const unsigned short *vl = Vs + (lane & 15) * LDV + (lane >> 4) * 8;
-                const int64_t vct = vcb + t * a.vc.ts, vnt = vnb + t * a.vn.ts;
-                for (int q = 0; q < a.MP / 8; ++q) {
-                    float c[4];
-                    ssm__tc_rows8<BF, NP>(c, af, vl, LDV, 16 * q);
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int i = r0 + 8 * (e >> 1), jj = 8 * q + c2 + (e & 1);
-                        if (i < n && jj < m)
-                            ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + jj * a.vn.cs,
-                                        c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + jj * a.vc.cs));
-                    }
-                }
+                ssm__hs_v_out<BF, NP>(a, af, vl, LDV, 0, vcb + t * a.vc.ts, vnb + t * a.vn.ts, r0, c2);
             }
             __syncthreads();
             const int o = prv;
@@ -2996,15 +3004,20 @@ static int64_t ssm__cu_bl_levels(int64_t T) {
     for (int64_t s = 1; 2 * s <= T; s *= 2) top = s;
     return top;
 }
-/* h_t = b_t for t = 1 .. T-1 (the in-place methods' start: v = b beside h_0) */
-static ssm_result ssm__cu_lr_b_into_h(ssm__cu_lr *L, int64_t T, ssm_seq_view b, ssm_seq_view h) {
-    ssm__cu_op src = ssm__cu_op_at(b, 1), dst = ssm__cu_op_at(h, 1);
-    int64_t total = L->S * (T - 1) * L->n * L->m, blocks = (total + 255) / 256;
-    src.bs = b.ts, dst.bs = h.ts;
+/* dst_t = src_t for steps t0 .. t0 + count - 1 of every sequence (n x m states) */
+static ssm_result ssm__cu_lr_copy_steps(ssm__cu_lr *L, ssm_seq_view src, ssm_seq_view dst, int64_t t0, int64_t count) {
+    ssm__cu_op a = ssm__cu_op_at(src, t0), c = ssm__cu_op_at(dst, t0);
+    int64_t total = L->S * count * L->n * L->m, blocks = (total + 255) / 256;
+    a.bs = src.ts, c.bs = dst.ts;
+    if (total <= 0) return SSM_OK;
     if (blocks > 65536) blocks = 65536;
-    ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, ssm__cu_st(L->ctx)->stream>>>(total, T - 1, (int)L->n, (int)L->m, src, dst, 0);
+    ssm__cu_copy_kernel<<<(unsigned)blocks, 256, 0, ssm__cu_st(L->ctx)->stream>>>(total, count, (int)L->n, (int)L->m, a, c, 0);
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
     return SSM_OK;
+}
+/* h_t = b_t for t = 1 .. T-1 (the in-place methods' start: v = b beside h_0) */
+static ssm_result ssm__cu_lr_b_into_h(ssm__cu_lr *L, int64_t T, ssm_seq_view b, ssm_seq_view h) {
+    return ssm__cu_lr_copy_steps(L, b, h, 1, T - 1);
 }
 static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
     const int64_t S = L->S, n = L->n, m = L->m;
@@ -3052,7 +3065,8 @@ static int ssm__cu_cr_tc_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     return p->dtype.bits == 16 && p->m > 8 && ssm__cu_st(ctx)->knobs.linrec_cr == 0 && p->n <= SSM__HS_MAXN &&
            p->m <= SSM__HS_MAXN && ssm__hs_tc_smem(ssm__hs_np(p->n), p->m) <= ssm__cu_st(ctx)->smem_optin;
 }
-static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, ssm__cu_rv M, int bf, char *ws) {
+static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, ssm__cu_rv M, int bf, char *ws,
+                                      const ssm__cu_rv *out) {
     const int64_t half = T / 2, nb = (T - 1) / 2, n = L->n, S = L->S;
     const int bits = L->p->dtype.bits;
     ssm__cu_rv M2 = M, v2 = a.vc;
@@ -3069,20 +3083,32 @@ static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, 
     {
         ssm__hs_args up = a;
         up.vc = up.vn = v2, up.vv = ssm__hs_vv(v2, v2, L->m);
-        SSM__TRY(ssm__cu_cr_tc_level(L, up, half, M2, bf, ws));
+        SSM__TRY(ssm__cu_cr_tc_level(L, up, half, M2, bf, ws, NULL));
     }
     if (nb <= 0) return SSM_OK;
     a.mode = 2, a.t0 = 2, a.ntask = nb, a.mcompact = 0;
+    if (out) a.vo = *out; /* the first level's back-substitution writes steps 1 .. 2 nb to the caller's view */
     return ssm__cu_hs_level(L, a, bf);
 }
-static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
+/* With v rows in vectors and a caller's view out, the first level's back-substitution also
+   writes out (steps 1 .. 2 nb), the last step (T even) by a copy: the driver's pass converting
+   the work buffer into the caller's h is then only step 0. */
+static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, ssm_seq_view out,
+                                int *out_written, char *ws) {
     ssm__hs_args a;
+    ssm__cu_rv o;
     SSM__TRY(ssm__cu_lr_b_into_h(L, T, b, h));
     memset(&a, 0, sizeof a);
     a.S = L->S, a.T = T, a.n = (int)L->n, a.m = (int)L->m, a.MP = (int)((L->m + 7) / 8 * 8);
     a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
     a.vv = ssm__hs_vv(a.vc, a.vn, L->m);
-    return ssm__cu_cr_tc_level(L, a, T, ssm__cu_rv_of(A, 0, 0), A.dtype.code == SSM_DTYPE_BFLOAT, ws);
+    o = ssm__cu_rv_of(out, 0, 0);
+    SSM__TRY(ssm__cu_cr_tc_level(L, a, T, ssm__cu_rv_of(A, 0, 0), A.dtype.code == SSM_DTYPE_BFLOAT, ws,
+                                 out.ptr && a.vv ? &o : NULL));
+    if (!out.ptr || !a.vv) return SSM_OK;
+    if (T % 2 == 0) SSM__TRY(ssm__cu_lr_copy_steps(L, h, out, T - 1, 1)); /* step T - 1 (odd): no task after it */
+    *out_written = 1;
+    return SSM_OK;
 }
 
 /* ---- dense linear recurrence: the slots --------------------------------------------------------- */
@@ -3134,7 +3160,7 @@ static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
     if (T <= 1) return SSM_OK;
     if (ssm__cu_st(L->ctx)->knobs.linrec_cr != 2 && ssm__cu_tc_ok(L, A))
         return ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1);
-    if (ssm__cu_cr_tc_takes(L->ctx, L->p) && A.dtype.bits == 16) return ssm__cu_cr_tc(L, T, A, b, h, ws);
+    if (ssm__cu_cr_tc_takes(L->ctx, L->p) && A.dtype.bits == 16) return ssm__cu_cr_tc(L, T, A, b, h, out, out_written, ws);
     return ssm__cu_cr_solve(L, T, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0), ssm__cu_rv_of(h, 0, 0), ws);
 }
 

@@ -1,5 +1,5 @@
 """PyTorch peers for bench-cuda, what a researcher writes today, on the same shapes: sequential
-loop, Hillis-Steele scan and cyclic reduction with torch.bmm, the naive einsum decay scan and a
+loop, Hillis-Steele scan, Blelloch scan and cyclic reduction with torch.bmm, the naive einsum decay scan and a
 chunked PyTorch decay scan. Appends peer rows to bench/results/cuda_*.jsonl and prints
 one side-by-side table with our rows of this run (speedup = peer ms / our best ms)."""
 import json, os, sys, time, torch
@@ -40,6 +40,25 @@ def lr_hs(A, b):
         v2 = v.clone(); v2[:, d:] = v[:, d:] + torch.matmul(M[:, d:], v[:, :-d])
         M2 = M.clone(); M2[:, d:] = torch.matmul(M[:, d:], M[:, :-d])
         M, v, d = M2, v2, d * 2
+    return v
+
+
+def lr_blelloch(A, b):
+    # Blelloch / Brent-Kung in place at stride 2^l (the library's method): up-sweep k = 2s-1 (mod 2s):
+    # v_k += M_k v_{k-s}, M_k = M_k M_{k-s}; down-sweep k = 3s-1 (mod 2s): v_k += M_k v_{k-s}
+    M, v = A.clone(), b.clone(); T = A.shape[1]; s = 1; top = 0
+    while 2 * s <= T:
+        Mk = M[:, 2 * s - 1::2 * s]; c = Mk.shape[1]
+        vp, Mp = v[:, s - 1::2 * s][:, :c], M[:, s - 1::2 * s][:, :c]
+        v[:, 2 * s - 1::2 * s] = v[:, 2 * s - 1::2 * s] + torch.matmul(Mk, vp)
+        M[:, 2 * s - 1::2 * s] = torch.matmul(Mk, Mp)
+        top, s = s, s * 2
+    s = top
+    while s >= 1:
+        if 3 * s - 1 < T:
+            c = v[:, 3 * s - 1::2 * s].shape[1]
+            v[:, 3 * s - 1::2 * s] = v[:, 3 * s - 1::2 * s] + torch.matmul(M[:, 3 * s - 1::2 * s], v[:, 2 * s - 1::2 * s][:, :c])
+        s //= 2
     return v
 
 
@@ -94,6 +113,11 @@ def main():
         f.write(json.dumps(r) + "\n"); rows.append(r)
         print(f"  peer {op:7s} {impl:15s} {dt:4s} {shape} {ms:9.3f} ms  peak {mem/1e6:8.1f} MB", flush=True)
     torch.manual_seed(0)
+    # the scan peers against the loop on a small shape (a peer that is wrong would be timed for nothing)
+    A = (torch.rand(2, 37, 8, 8, device=dev) - 0.5).mul(0.6); b = torch.randn(2, 37, 8, 3, device=dev); ref = lr_seq(A, b)
+    for name, fn in [("torch_cr", lr_cr), ("torch_blelloch", lr_blelloch), ("torch_scan_hs", lr_hs)]:
+        err = (fn(A, b) - ref).abs().max().item()
+        if err > 1e-4: sys.exit(f"peer {name} disagrees with the loop: max |diff| {err:.2e}")
     # PEER_LINREC="S:T:n:dt[:m],...": those linrec shapes only (no decay rows), e.g. beside `cuda_bench narrow`;
     # m columns of the state (default 1; m = n: matrix states, as `cuda_bench cr` runs them)
     only = [tuple(x if i == 3 else int(x) for i, x in enumerate(f.split(":"))) for f in os.environ.get("PEER_LINREC", "").split(",") if f]
@@ -101,7 +125,7 @@ def main():
     for (S, T, n, dt, m) in only or [(16, 4096, 64, "f16", 1), (1, 8192, 64, "f16", 1), (128, 1024, 32, "f16", 1), (32, 1024, 64, "f16", 1), (8, 1024, 128, "f16", 1)]:
         A = (torch.rand(S, T, n, n, device=dev) - 0.5).mul(1.8 / n ** 0.5).to(DT[dt]); b = torch.randn(S, T, n, m, device=dev, dtype=DT[dt])
         shape = dict(S=S, T=T, n=n, m=m)
-        for name, fn in [("torch_cr", lr_cr), ("torch_scan_hs", lr_hs), ("torch_seq", lr_seq)]:
+        for name, fn in [("torch_cr", lr_cr), ("torch_blelloch", lr_blelloch), ("torch_scan_hs", lr_hs), ("torch_seq", lr_seq)]:
             try:
                 ms = timeit(lambda: fn(A, b), 3 if name == "torch_seq" else 10); mem = peak(lambda: fn(A, b))
                 emit(jl, "linrec", name, dt, shape, ms, mem)
