@@ -520,6 +520,13 @@ __device__ __forceinline__ float4 ssm__cu_ld4(const void *p, int dt, int64_t i) 
     else a = __bfloat1622float2(*(const __nv_bfloat162 *)&u.x), b = __bfloat1622float2(*(const __nv_bfloat162 *)&u.y);
     return make_float4(a.x, a.y, b.x, b.y);
 }
+/* two consecutive elements (f32: 8-byte aligned; 16-bit: 4-byte aligned) */
+__device__ __forceinline__ void ssm__cu_st2(void *p, int dt, int64_t i, float2 v) {
+    if (dt == 0) { *(float2 *)((float *)p + i) = v; return; }
+    if (dt == 1) { __half2 h = __floats2half2_rn(v.x, v.y); *(__half2 *)((unsigned short *)p + i) = h; return; }
+    __nv_bfloat162 h = __floats2bfloat162_rn(v.x, v.y);
+    *(__nv_bfloat162 *)((unsigned short *)p + i) = h;
+}
 __device__ __forceinline__ void ssm__cu_st4(void *p, int dt, int64_t i, float4 v) {
     if (dt == 0) { *(float4 *)((float *)p + i) = v; return; }
     uint2 u;
@@ -2459,6 +2466,7 @@ typedef struct ssm__hs_args {
     int tr;                     /* (with vec) Mc transposed (rs == 1): tiles staged as stored, M_t's fragments by
                                    ldmatrix.trans, and M'_t^T = M_{t-d}^T M_t^T written (Mn read transposed) */
     ssm__cu_rv vo;              /* (with vv; p NULL: none) the caller's view: v_{t-d} and v'_t written there too */
+    int vov;                    /* vo rows unit-stride, offsets and strides multiples of 4, base aligned: vector stores */
 } ssm__hs_args;
 /* 1 when v in and out are f32 with unit column stride, m % 4 == 0 and every offset and stride a
    multiple of 4 floats from a 16-byte aligned base (float4 staging, float2 read-add-store). */
@@ -2593,8 +2601,11 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                         if (e >= cnt) continue;
                         if (a.vo.p) { /* v_{t-d} is final: the caller's copy of it */
                             const int64_t o = a.vo.off + s * a.vo.ss + (t - a.d) * a.vo.ts + i * a.vo.rs + j * a.vo.cs;
-                            ssm__cu_stv(a.vo.p, a.vo.dt, o, x[k].x), ssm__cu_stv(a.vo.p, a.vo.dt, o + a.vo.cs, x[k].y);
-                            ssm__cu_stv(a.vo.p, a.vo.dt, o + 2 * a.vo.cs, x[k].z), ssm__cu_stv(a.vo.p, a.vo.dt, o + 3 * a.vo.cs, x[k].w);
+                            if (a.vov) ssm__cu_st4(a.vo.p, a.vo.dt, o, x[k]);
+                            else {
+                                ssm__cu_stv(a.vo.p, a.vo.dt, o, x[k].x), ssm__cu_stv(a.vo.p, a.vo.dt, o + a.vo.cs, x[k].y);
+                                ssm__cu_stv(a.vo.p, a.vo.dt, o + 2 * a.vo.cs, x[k].z), ssm__cu_stv(a.vo.p, a.vo.dt, o + 3 * a.vo.cs, x[k].w);
+                            }
                         }
                         unsigned h0, l0, h1, l1;
                         ssm__tc_split<BF>(x[k].x, x[k].y, &h0, &l0);
@@ -2681,7 +2692,8 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                             *(float2 *)(vo + vnt + i * a.vn.rs + j) = r;
                             if (a.vo.p) {
                                 const int64_t o = a.vo.off + s * a.vo.ss + t * a.vo.ts + i * a.vo.rs + j * a.vo.cs;
-                                ssm__cu_stv(a.vo.p, a.vo.dt, o, r.x), ssm__cu_stv(a.vo.p, a.vo.dt, o + a.vo.cs, r.y);
+                                if (a.vov) ssm__cu_st2(a.vo.p, a.vo.dt, o, r);
+                                else ssm__cu_stv(a.vo.p, a.vo.dt, o, r.x), ssm__cu_stv(a.vo.p, a.vo.dt, o + a.vo.cs, r.y);
                             }
                         }
                     }
@@ -3087,7 +3099,10 @@ static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, 
     }
     if (nb <= 0) return SSM_OK;
     a.mode = 2, a.t0 = 2, a.ntask = nb, a.mcompact = 0;
-    if (out) a.vo = *out; /* the first level's back-substitution writes steps 1 .. 2 nb to the caller's view */
+    if (out) { /* the first level's back-substitution writes steps 1 .. 2 nb to the caller's view */
+        a.vo = *out;
+        a.vov = out->cs == 1 && !((out->off | out->rs | out->ts | out->ss) & 3) && !((uintptr_t)out->p & (out->dt == 0 ? 15 : 7));
+    }
     return ssm__cu_hs_level(L, a, bf);
 }
 /* With v rows in vectors and a caller's view out, the first level's back-substitution also
