@@ -2465,8 +2465,8 @@ typedef struct ssm__hs_args {
     int mcompact;               /* Mn indexed by the task's rank in its level (cyclic reduction's compacted levels) */
     int tr;                     /* (with vec) Mc transposed (rs == 1): tiles staged as stored, M_t's fragments by
                                    ldmatrix.trans, and M'_t^T = M_{t-d}^T M_t^T written (Mn read transposed) */
-    ssm__cu_rv vo;              /* (with vv; p NULL: none) the caller's view: v_{t-d} and v'_t written there too */
-    int vov;                    /* vo rows unit-stride, offsets and strides multiples of 4, base aligned: vector stores */
+    ssm__cu_rv vo;              /* (with vv; p NULL: none) the caller's view, its rows in vectors as ssm__hs_vo_ok
+                                   checks: v_{t-d} and v'_t written there too */
 } ssm__hs_args;
 /* 1 when v in and out are f32 with unit column stride, m % 4 == 0 and every offset and stride a
    multiple of 4 floats from a 16-byte aligned base (float4 staging, float2 read-add-store). */
@@ -2477,6 +2477,11 @@ static int ssm__hs_vv(const ssm__cu_rv &vc, const ssm__cu_rv &vn, int64_t m) {
         if (v[k]->dt != 0 || v[k]->cs != 1 || (v[k]->rs | v[k]->ts | v[k]->ss | v[k]->off) & 3 || ((uintptr_t)v[k]->p & 15))
             return 0;
     return 1;
+}
+/* 1 when the caller's view takes the task kernel's vector stores (16-byte f32 / 8-byte 16-bit
+   pieces of unit-stride rows; with ssm__hs_vv, m % 4 == 0) */
+static int ssm__hs_vo_ok(const ssm__cu_rv &o) {
+    return o.cs == 1 && !((o.off | o.rs | o.ts | o.ss) & 3) && !((uintptr_t)o.p & (o.dt == 0 ? 15 : 7));
 }
 /* the view of the transposes (rows and columns swapped) */
 static ssm__cu_rv ssm__cu_rv_tr(ssm__cu_rv v) {
@@ -2600,12 +2605,7 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                         const int e = e0 + k * tn, i = e / q4, j = 4 * (e - i * q4), col = NP + 16 * (j >> 3) + (j & 7);
                         if (e >= cnt) continue;
                         if (a.vo.p) { /* v_{t-d} is final: the caller's copy of it */
-                            const int64_t o = a.vo.off + s * a.vo.ss + (t - a.d) * a.vo.ts + i * a.vo.rs + j * a.vo.cs;
-                            if (a.vov) ssm__cu_st4(a.vo.p, a.vo.dt, o, x[k]);
-                            else {
-                                ssm__cu_stv(a.vo.p, a.vo.dt, o, x[k].x), ssm__cu_stv(a.vo.p, a.vo.dt, o + a.vo.cs, x[k].y);
-                                ssm__cu_stv(a.vo.p, a.vo.dt, o + 2 * a.vo.cs, x[k].z), ssm__cu_stv(a.vo.p, a.vo.dt, o + 3 * a.vo.cs, x[k].w);
-                            }
+                            ssm__cu_st4(a.vo.p, a.vo.dt, a.vo.off + s * a.vo.ss + (t - a.d) * a.vo.ts + i * a.vo.rs + j, x[k]);
                         }
                         unsigned h0, l0, h1, l1;
                         ssm__tc_split<BF>(x[k].x, x[k].y, &h0, &l0);
@@ -2669,15 +2669,15 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                 for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * C::LDA + 16 * kk + (lane >> 4) * 8);
             if (a.vv) /* 8-column blocks four at a time: their addends (column pairs) loaded before the products */
                 for (int q0 = 0; q0 < a.MP / 8; q0 += 4) {
-                    const float *vi = (const float *)a.vc.p;
-                    float *vo = (float *)a.vn.p;
+                    const float *vcf = (const float *)a.vc.p;
+                    float *vnf = (float *)a.vn.p;
                     float2 ad[4][2];
 #pragma unroll
                     for (int qq = 0; qq < 4; ++qq)
 #pragma unroll
                         for (int rr = 0; rr < 2; ++rr) {
                             const int i = r0 + 8 * rr, j = 8 * (q0 + qq) + c2;
-                            if (i < n && j < m) ad[qq][rr] = *(const float2 *)(vi + vct + i * a.vc.rs + j);
+                            if (i < n && j < m) ad[qq][rr] = *(const float2 *)(vcf + vct + i * a.vc.rs + j);
                         }
 #pragma unroll
                     for (int qq = 0; qq < 4; ++qq) {
@@ -2689,12 +2689,8 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                             const int i = r0 + 8 * rr, j = 8 * (q0 + qq) + c2; /* m % 4 == 0: j + 1 < m too */
                             if (i >= n || j >= m) continue;
                             const float2 r = make_float2(c[2 * rr] + ad[qq][rr].x, c[2 * rr + 1] + ad[qq][rr].y);
-                            *(float2 *)(vo + vnt + i * a.vn.rs + j) = r;
-                            if (a.vo.p) {
-                                const int64_t o = a.vo.off + s * a.vo.ss + t * a.vo.ts + i * a.vo.rs + j * a.vo.cs;
-                                if (a.vov) ssm__cu_st2(a.vo.p, a.vo.dt, o, r);
-                                else ssm__cu_stv(a.vo.p, a.vo.dt, o, r.x), ssm__cu_stv(a.vo.p, a.vo.dt, o + a.vo.cs, r.y);
-                            }
+                            *(float2 *)(vnf + vnt + i * a.vn.rs + j) = r;
+                            if (a.vo.p) ssm__cu_st2(a.vo.p, a.vo.dt, a.vo.off + s * a.vo.ss + t * a.vo.ts + i * a.vo.rs + j, r);
                         }
                     }
                 }
@@ -3027,10 +3023,6 @@ static ssm_result ssm__cu_lr_copy_steps(ssm__cu_lr *L, ssm_seq_view src, ssm_seq
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
     return SSM_OK;
 }
-/* h_t = b_t for t = 1 .. T-1 (the in-place methods' start: v = b beside h_0) */
-static ssm_result ssm__cu_lr_b_into_h(ssm__cu_lr *L, int64_t T, ssm_seq_view b, ssm_seq_view h) {
-    return ssm__cu_lr_copy_steps(L, b, h, 1, T - 1);
-}
 static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
     const int64_t S = L->S, n = L->n, m = L->m;
     const int bits = A.dtype.bits, bf = A.dtype.code == SSM_DTYPE_BFLOAT;
@@ -3041,7 +3033,7 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
     memset(&X, 0, sizeof X);
     X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = n, X.cs = 1, X.ss = T * n * n;
     Av = ssm__cu_rv_of(A, 0, 0);
-    SSM__TRY(ssm__cu_lr_b_into_h(L, T, b, h));
+    SSM__TRY(ssm__cu_lr_copy_steps(L, b, h, 1, T - 1)); /* the in-place start: v = b beside h_0 */
     memset(&a, 0, sizeof a);
     a.S = S, a.T = T, a.n = (int)n, a.m = (int)m, a.MP = (int)((m + 7) / 8 * 8);
     a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
@@ -3099,28 +3091,25 @@ static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, 
     }
     if (nb <= 0) return SSM_OK;
     a.mode = 2, a.t0 = 2, a.ntask = nb, a.mcompact = 0;
-    if (out) { /* the first level's back-substitution writes steps 1 .. 2 nb to the caller's view */
-        a.vo = *out;
-        a.vov = out->cs == 1 && !((out->off | out->rs | out->ts | out->ss) & 3) && !((uintptr_t)out->p & (out->dt == 0 ? 15 : 7));
-    }
+    if (out) a.vo = *out; /* the first level's back-substitution writes steps 1 .. 2 nb to the caller's view */
     return ssm__cu_hs_level(L, a, bf);
 }
-/* With v rows in vectors and a caller's view out, the first level's back-substitution also
+/* With v rows and the caller's view out in vectors, the first level's back-substitution also
    writes out (steps 1 .. 2 nb), the last step (T even) by a copy: the driver's pass converting
    the work buffer into the caller's h is then only step 0. */
 static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, ssm_seq_view out,
                                 int *out_written, char *ws) {
     ssm__hs_args a;
     ssm__cu_rv o;
-    SSM__TRY(ssm__cu_lr_b_into_h(L, T, b, h));
+    SSM__TRY(ssm__cu_lr_copy_steps(L, b, h, 1, T - 1)); /* the in-place start: v = b beside h_0 */
     memset(&a, 0, sizeof a);
     a.S = L->S, a.T = T, a.n = (int)L->n, a.m = (int)L->m, a.MP = (int)((L->m + 7) / 8 * 8);
     a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
     a.vv = ssm__hs_vv(a.vc, a.vn, L->m);
     o = ssm__cu_rv_of(out, 0, 0);
-    SSM__TRY(ssm__cu_cr_tc_level(L, a, T, ssm__cu_rv_of(A, 0, 0), A.dtype.code == SSM_DTYPE_BFLOAT, ws,
-                                 out.ptr && a.vv ? &o : NULL));
-    if (!out.ptr || !a.vv) return SSM_OK;
+    const int fold = out.ptr && a.vv && ssm__hs_vo_ok(o);
+    SSM__TRY(ssm__cu_cr_tc_level(L, a, T, ssm__cu_rv_of(A, 0, 0), A.dtype.code == SSM_DTYPE_BFLOAT, ws, fold ? &o : NULL));
+    if (!fold) return SSM_OK;
     if (T % 2 == 0) SSM__TRY(ssm__cu_lr_copy_steps(L, h, out, T - 1, 1)); /* step T - 1 (odd): no task after it */
     *out_written = 1;
     return SSM_OK;

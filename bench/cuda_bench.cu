@@ -160,7 +160,10 @@ static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, ssm_ctx *pt, FILE *js, ssm_dty
             top = s, bl_mats += 3.0 * k, bl_tasks += k;
         }
         for (int64_t s = top; s >= 1; s /= 2)
-            if (3 * s - 1 < T) bl_mats += (T - 3 * s) / (2 * s) + 1, bl_tasks += (T - 3 * s) / (2 * s) + 1;
+            if (3 * s - 1 < T) {
+                const double k = (double)((T - 3 * s) / (2 * s) + 1);
+                bl_mats += k, bl_tasks += k;
+            }
     }
     double bl_floor = ((double)es * bl_mats * n * n + 12.0 * bl_tasks * n * m) * S / g_bw;
     ssm_linrec_method ms_[2] = {SSM_LINREC_SCAN_HS, SSM_LINREC_BLELLOCH};

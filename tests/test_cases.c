@@ -1349,6 +1349,7 @@ static void build(void) {
         lr_row(v, CASE_BF16, LAYOUT_PADDED, SSM_LINREC_CR, 2, 64, 24, 13, 0, 0.9, CASE_HT | CASE_REVERSE);
         lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 2, 2, 16, 16, 0, 0.9, CASE_H0 | CASE_HT);
         lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 3, 3, 32, 12, 0, 0.9, CASE_HT | CASE_REVERSE);
+        lr_row(v, CASE_F16, LAYOUT_PADDED, SSM_LINREC_CR, 2, 77, 32, 20, 0, 0.9, CASE_H0 | CASE_HT); /* h padded: no fold */
     }
     /* linrec with no sequences: nothing to do, nothing written */
     lr_row(CASE_FWD, CASE_F64 | CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 0, 5, 3, 2, 0, 0.5, CASE_H0 | CASE_HT);
