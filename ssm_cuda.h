@@ -865,6 +865,76 @@ static ssm_result ssm__cu_copy(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int
     return SSM_OK;
 }
 
+/* ---- warp-level tensor-core primitives (sm_80: cp.async, ldmatrix, mma.sync) --------------- */
+/* Shared by the recurrence, block-ELL, projection and delta-rule kernels, and by the Hopper
+   section below. */
+__device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ssm__tc_cp16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__tc_sa(dst)), "l"(src));
+}
+__device__ __forceinline__ void ssm__tc_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void ssm__tc_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+/* ldmatrix .x4 (four 8 x 8 b16 matrices: an m16n8k16 A fragment of 16 rows) at a shared-memory
+   address (the Hopper kernels' swizzled operands), or at a pointer */
+__device__ __forceinline__ void ssm__tc_ldm4a(unsigned r[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ssm__tc_ldm4(unsigned r[4], const void *p) { ssm__tc_ldm4a(r, ssm__tc_sa(p)); }
+__device__ __forceinline__ void ssm__tc_ldm4t(unsigned r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__tc_sa(p)));
+}
+/* mma.sync with f32 accumulators: c += a b (SSM__TC_MMA) or c = a b (SSM__TC_MMA0: the zero
+   accumulator in, no clearing), INSTR the shape and operand types. */
+#define SSM__TC_MMA(INSTR, c, a, b0, b1)                                                                      \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                            \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+#define SSM__TC_MMA0(INSTR, c, a, b0, b1)                                                                     \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"                        \
+                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f))
+#define SSM__TC_BF16 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#define SSM__TC_F16 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define SSM__TC_TF32 "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    if (BF) SSM__TC_MMA(SSM__TC_BF16, c, a, b0, b1);
+    else SSM__TC_MMA(SSM__TC_F16, c, a, b0, b1);
+}
+template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    if (BF) SSM__TC_MMA0(SSM__TC_BF16, c, a, b0, b1);
+    else SSM__TC_MMA0(SSM__TC_F16, c, a, b0, b1);
+}
+/* Two 8-column tiles, c0 and c1, from one A fragment and the B fragments b[0..1], b[2..3] of an
+   ldmatrix.x4; first: the first k-slab, accumulators start from zero. */
+template <int BF>
+__device__ __forceinline__ void ssm__tc_mma16(float c0[4], float c1[4], const unsigned a[4], const unsigned b[4], int first) {
+    if (first) {
+        ssm__tc_mma0<BF>(c0, a, b[0], b[1]);
+        ssm__tc_mma0<BF>(c1, a, b[2], b[3]);
+    } else {
+        ssm__tc_mma<BF>(c0, a, b[0], b[1]);
+        ssm__tc_mma<BF>(c1, a, b[2], b[3]);
+    }
+}
+/* f32 on the tensor cores (3xTF32): x = hi + lo, hi = x rounded to TF32 (10-bit mantissa), and
+   a product a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi on m16n8k8 (the dropped a_lo b_lo is ~2^-22
+   of it): near-f32 accuracy at three MMAs; plain TF32 (hi only) is 2^-11. The rounding is an
+   add and a mask (cvt.rna.tf32.f32 is emulated on sm_90, ~10 instructions); lo goes to the MMA
+   as an f32 pattern, whose low 13 bits the tensor cores do not use (an error of 2^-10 of lo,
+   ~2^-21 of x). */
+__device__ __forceinline__ unsigned ssm__tc_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned *lo) {
+    *hi = ssm__tc_tf32(x);
+    *lo = __float_as_uint(x - __uint_as_float(*hi));
+}
+/* c (+)= a b, m16n8k8 TF32; first: the accumulator starts from zero */
+__device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
+    if (first) SSM__TC_MMA0(SSM__TC_TF32, c, a, b0, b1);
+    else SSM__TC_MMA(SSM__TC_TF32, c, a, b0, b1);
+}
+
 /* >>sm90 ---- Hopper (sm_90a) primitives: mbarriers, TMA, wgmma ------------------------------ */
 /* Shared by the kernels that run on wgmma (block-ELL's gather-GEMM, projection kernel 3, the
    dense recurrence's chunk products).
@@ -883,35 +953,34 @@ template <int BF> __device__ __forceinline__ void ssm__sm90_st2(void *p, int64_t
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint32_t ssm__sm90_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void ssm__sm90_bar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ssm__sm90_sa(b)), "r"(count) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ssm__tc_sa(b)), "r"(count) : "memory");
 }
 __device__ __forceinline__ void ssm__sm90_expect_tx(uint64_t *b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ssm__sm90_sa(b)), "r"(bytes) : "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ssm__tc_sa(b)), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void ssm__sm90_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(ssm__sm90_sa(b)) : "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(ssm__tc_sa(b)) : "memory");
 }
 __device__ __forceinline__ void ssm__sm90_wait(uint64_t *b, int phase) {
     uint32_t done;
     do {
         asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done)
-                     : "r"(ssm__sm90_sa(b)), "r"(phase)
+                     : "r"(ssm__tc_sa(b)), "r"(phase)
                      : "memory");
     } while (!done);
 }
 __device__ __forceinline__ void ssm__sm90_tma2(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
-                     ssm__sm90_sa(dst)),
-                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1)
+                     ssm__tc_sa(dst)),
+                 "l"((uint64_t)map), "r"(ssm__tc_sa(bar)), "r"(c0), "r"(c1)
                  : "memory");
 }
 __device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, int c2, int c3) {
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(
-                     ssm__sm90_sa(dst)),
-                 "l"((uint64_t)map), "r"(ssm__sm90_sa(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                     ssm__tc_sa(dst)),
+                 "l"((uint64_t)map), "r"(ssm__tc_sa(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
 /* An operand in shared memory in TMA's swizzle of its row width RB (128, 64 or 32 bytes): 8-row
@@ -920,14 +989,7 @@ __device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map
    an MN-major one of one swizzle atom's width (rows along K; k16 steps 16 rows). */
 template <int RB = 128> __device__ __forceinline__ uint64_t ssm__sm90_desc(const void *p) {
     constexpr uint64_t layout = RB == 128 ? 1 : RB == 64 ? 2 : 3;
-    return (uint64_t)((ssm__sm90_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(RB / 2) << 32) | (layout << 62);
-}
-/* Four 8 x 8 b16 matrices (ldmatrix .x4): the m16n8k16 A fragment of 16 rows from shared memory. */
-__device__ __forceinline__ void ssm__sm90_ldsm4(uint32_t *a, uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-                 : "r"(addr)
-                 : "memory");
+    return (uint64_t)((ssm__tc_sa(p) & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(RB / 2) << 32) | (layout << 62);
 }
 /* The 1024-byte aligned start of a kernel's dynamic shared memory (the 128-byte swizzle's atom). */
 __device__ __forceinline__ unsigned char *ssm__sm90_ring(void *smem) {
@@ -1419,11 +1481,13 @@ static int ssm__cu_cr_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     return knob == 2 || p->n <= 64 || p->m > 64 || ssm__cu_tc_shape(p->dtype, p->n, p->m) || ssm__cu_cr_tc_takes(ctx, p);
 }
 static size_t ssm__cu_szmul(size_t a, int64_t b);
-/* f32 scratch of the levels for a T-step recurrence of n x n transitions: sum of (T_l/2 - 1) n^2. */
-static size_t ssm__cu_cr_levels_bytes(int64_t S, int64_t T, int64_t n) {
+/* Scratch of the levels for a T-step recurrence of n x n transitions, elements of esz bytes (the
+   f32 level kernels: 4; the tensor-core levels of wide states keep M in the input type: 2): sum
+   of (T_l/2 - 1) n^2, each level 256-byte aligned. */
+static size_t ssm__cu_cr_levels_bytes(int64_t S, int64_t T, int64_t n, int esz) {
     size_t e = 0;
     for (; T >= 2; T /= 2) {
-        size_t l = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, S), T / 2 - 1), n * n);
+        size_t l = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul((size_t)esz, S), T / 2 - 1), n * n);
         l = l > SIZE_MAX - 255 ? SIZE_MAX : (l + 255) & ~(size_t)255;
         e = e > SIZE_MAX - l ? SIZE_MAX : e + l;
     }
@@ -1438,7 +1502,7 @@ static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
     ssm__cu_rv A2, ho;
     if (T < 2) return SSM_OK;
     A2.p = ws, A2.dt = 0, A2.off = -n * n, A2.ts = n * n, A2.rs = n, A2.cs = 1, A2.ss = (half - 1) * n * n, A2.chs = 0;
-    ws += ssm__cu_cr_levels_bytes(L->S, T, n) - ssm__cu_cr_levels_bytes(L->S, half, n);
+    ws += ssm__cu_cr_levels_bytes(L->S, T, n, 4) - ssm__cu_cr_levels_bytes(L->S, half, n, 4);
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
         dim3 grid((unsigned)half, SSM__CU_GRID_Y(L->S - s0));
         ssm__cu_cr_reduce_kernel<R><<<grid, 256, smem, st>>>(s0, (int)n, (int)L->m, A, b, h, A2);
@@ -1531,69 +1595,6 @@ static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m) {
     return (dt.bits == 16 || (dt.bits == 32 && n <= SSM__TC_N)) && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_NMAX && !(n & 7);
 }
 
-__device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void ssm__tc_cp16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__tc_sa(dst)), "l"(src));
-}
-__device__ __forceinline__ void ssm__tc_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void ssm__tc_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-__device__ __forceinline__ void ssm__tc_ldm4(unsigned r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__tc_sa(p)));
-}
-__device__ __forceinline__ void ssm__tc_ldm4t(unsigned r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__tc_sa(p)));
-}
-/* mma.sync with f32 accumulators: c += a b (SSM__TC_MMA) or c = a b (SSM__TC_MMA0: the zero
-   accumulator in, no clearing), INSTR the shape and operand types. */
-#define SSM__TC_MMA(INSTR, c, a, b0, b1)                                                                      \
-    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                            \
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                             \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
-#define SSM__TC_MMA0(INSTR, c, a, b0, b1)                                                                     \
-    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"                        \
-                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])                                             \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f))
-#define SSM__TC_BF16 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-#define SSM__TC_F16 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-#define SSM__TC_TF32 "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
-template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    if (BF) SSM__TC_MMA(SSM__TC_BF16, c, a, b0, b1);
-    else SSM__TC_MMA(SSM__TC_F16, c, a, b0, b1);
-}
-template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    if (BF) SSM__TC_MMA0(SSM__TC_BF16, c, a, b0, b1);
-    else SSM__TC_MMA0(SSM__TC_F16, c, a, b0, b1);
-}
-/* Two 8-column tiles, c0 and c1, from one A fragment and the B fragments b[0..1], b[2..3] of an
-   ldmatrix.x4; first: the first k-slab, accumulators start from zero. */
-template <int BF>
-__device__ __forceinline__ void ssm__tc_mma16(float c0[4], float c1[4], const unsigned a[4], const unsigned b[4], int first) {
-    if (first) {
-        ssm__tc_mma0<BF>(c0, a, b[0], b[1]);
-        ssm__tc_mma0<BF>(c1, a, b[2], b[3]);
-    } else {
-        ssm__tc_mma<BF>(c0, a, b[0], b[1]);
-        ssm__tc_mma<BF>(c1, a, b[2], b[3]);
-    }
-}
-/* f32 on the tensor cores (3xTF32): x = hi + lo, hi = x rounded to TF32 (10-bit mantissa), and
-   a product a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi on m16n8k8 (the dropped a_lo b_lo is ~2^-22
-   of it): near-f32 accuracy at three MMAs; plain TF32 (hi only) is 2^-11. The rounding is an
-   add and a mask (cvt.rna.tf32.f32 is emulated on sm_90, ~10 instructions); lo goes to the MMA
-   as an f32 pattern, whose low 13 bits the tensor cores do not use (an error of 2^-10 of lo,
-   ~2^-21 of x). */
-__device__ __forceinline__ unsigned ssm__tc_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
-__device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned *lo) {
-    *hi = ssm__tc_tf32(x);
-    *lo = __float_as_uint(x - __uint_as_float(*hi));
-}
-/* c (+)= a b, m16n8k8 TF32; first: the accumulator starts from zero */
-__device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
-    if (first) SSM__TC_MMA0(SSM__TC_TF32, c, a, b0, b1);
-    else SSM__TC_MMA(SSM__TC_TF32, c, a, b0, b1);
-}
 /* The level products of cyclic reduction and the Hillis-Steele scan: one warp's rows of A (its
    fragments af, NP / 16 k-steps) times a 16-column block of B in shared memory (bl = this
    lane's ldmatrix base, ld its row stride, col the block's first column). ssm__tc_rows16
@@ -3064,7 +3065,8 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
    Blelloch keep M, and torch.bmm would); after the next level, the even slots t >= 2 take
    v_t += M_t v_{t-1} from their final odd neighbours. A transposed A (the adjoint's A^T, rows of
    storage along its columns) is staged as stored and its levels are kept transposed. The levels'
-   M scratch is the f32 figure of the FMA level kernels, so either fits the plan's workspace. */
+   M scratch holds 16-bit elements: half the f32 level kernels' figure (the plan's workspace says
+   which, by ssm__cu_cr_tc_takes, which the views' strides do not change). */
 static int ssm__cu_cr_tc_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     return p->dtype.bits == 16 && p->m > 8 && ssm__cu_st(ctx)->knobs.linrec_cr == 0 && p->n <= SSM__HS_MAXN &&
            p->m <= SSM__HS_MAXN && ssm__hs_tc_smem(ssm__hs_np(p->n), p->m) <= ssm__cu_st(ctx)->smem_optin;
@@ -3077,7 +3079,7 @@ static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, 
     const int tr = ssm__hs_mvec(ssm__cu_rv_tr(M), bits, n) && M.cs != 1; /* transposed (the adjoint's A^T): kept so */
     if (T < 2) return SSM_OK;
     M2.p = ws, M2.off = -n * n, M2.ts = n * n, M2.rs = tr ? 1 : n, M2.cs = tr ? n : 1, M2.ss = (half - 1) * n * n, M2.chs = 0;
-    ws += ssm__cu_cr_levels_bytes(S, T, n) - ssm__cu_cr_levels_bytes(S, half, n);
+    ws += ssm__cu_cr_levels_bytes(S, T, n, bits / 8) - ssm__cu_cr_levels_bytes(S, half, n, bits / 8);
     a.Mc = M, a.Mn = M2, a.vec = tr || ssm__hs_mvec(M, bits, n), a.tr = tr, a.d = 1, a.step = 2, a.mcompact = 1;
     a.mode = 1, a.t0 = 1, a.ntask = half;
     SSM__TRY(ssm__cu_hs_level(L, a, bf));
@@ -3925,12 +3927,12 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
         size_t generic = 0, tc = 0;
         if (p->method == SSM_LINREC_CR) { /* the level kernels' figure, or the spans' and their carries' */
             if (!ssm__cu_cr_takes(ctx, p)) return SSM__NOT_MINE;
-            generic = ssm__cu_cr_levels_bytes(p->group, p->T, p->n);
+            generic = ssm__cu_cr_levels_bytes(p->group, p->T, p->n, ssm__cu_cr_tc_takes(ctx, p) ? 2 : 4);
             if (ssm__cu_tc_shape(p->dtype, p->n, p->m)) {
                 int64_t Lc = p->chunk < 1 ? 1 : p->chunk > SSM__TC_LMAX ? SSM__TC_LMAX : p->chunk;
                 int64_t nc = (p->T - 1) / Lc + ((p->T - 1) % Lc != 0);
                 size_t a = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk, p->n),
-                       c = ssm__cu_cr_levels_bytes(p->group, nc, ssm__cu_tc_w(p->n));
+                       c = ssm__cu_cr_levels_bytes(p->group, nc, ssm__cu_tc_w(p->n), 4);
                 tc = a > SIZE_MAX - c ? SIZE_MAX : a + c;
             }
             *bytes = generic > tc ? generic : tc;
@@ -4829,7 +4831,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
                     for (int k = 0; k < 2; ++k) {
                         /* lanes 0-15: the warp's rows at k, lanes 16-31: the same rows at k + 8 */
                         const uint32_t off = (uint32_t)(((c * 2 + w) * 64 + warp * 16 + (lane & 15)) * 64 + k * 32 + (lane >> 4) * 16);
-                        ssm__sm90_ldsm4(a[w][k], ssm__sm90_sa(st) + (off ^ (((off >> 7) & 3) << 4)));
+                        ssm__tc_ldm4a(a[w][k], ssm__tc_sa(st) + (off ^ (((off >> 7) & 3) << 4)));
                     }
 #pragma unroll
                 for (int m = 0; m < 4; ++m)
@@ -7444,12 +7446,8 @@ template <> __device__ __forceinline__ void ssm__dl_mma<__half>(float c[4], cons
 }
 
 /* c += a b on tensor cores in 3xTF32 (each operand split hi + lo in TF32, the lo lo term dropped):
-   about f32 accuracy. m16n8k8 fragments: a (g, t), (g+8, t), (g, t+4), (g+8, t+4); b (t, g), (t+4, g). */
-__device__ __forceinline__ unsigned ssm__dl_tf32(float x) {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
+   about f32 accuracy; the rounding is ssm__tc_tf32's add and mask (cvt.rna's result for finite x).
+   m16n8k8 fragments: a (g, t), (g+8, t), (g, t+4), (g+8, t+4); b (t, g), (t+4, g). */
 __device__ __forceinline__ void ssm__dl_mma_tf32(float c[4], const unsigned a[4], const unsigned b[2]) {
     ssm__tc_mma8(c, a, b[0], b[1], 0);
 }
@@ -7457,9 +7455,9 @@ __device__ __forceinline__ void ssm__dl_mma3(float c[4], float a0, float a1, flo
     const float av[4] = {a0, a1, a2, a3}, bv[2] = {b0, b1};
     unsigned ah[4], al[4], bh[2], bl[2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) ah[i] = ssm__dl_tf32(av[i]), al[i] = ssm__dl_tf32(av[i] - __uint_as_float(ah[i]));
+    for (int i = 0; i < 4; ++i) ah[i] = ssm__tc_tf32(av[i]), al[i] = ssm__tc_tf32(av[i] - __uint_as_float(ah[i]));
 #pragma unroll
-    for (int i = 0; i < 2; ++i) bh[i] = ssm__dl_tf32(bv[i]), bl[i] = ssm__dl_tf32(bv[i] - __uint_as_float(bh[i]));
+    for (int i = 0; i < 2; ++i) bh[i] = ssm__tc_tf32(bv[i]), bl[i] = ssm__tc_tf32(bv[i] - __uint_as_float(bh[i]));
     ssm__dl_mma_tf32(c, al, bh);
     ssm__dl_mma_tf32(c, ah, bl);
     ssm__dl_mma_tf32(c, ah, bh);

@@ -35,12 +35,6 @@ static FILE *open_jsonl(const char *name) {
     return f;
 }
 
-/* The grid's sequence count: the fewest S whose A (S T n^2 elements) holds >= 256 MB. */
-static int64_t grid_seqs(ssm_dtype dt, int64_t T, int64_t n) {
-    const int64_t per = T * n * n * (dt.bits / 8);
-    return ((256ll << 20) + per - 1) / per;
-}
-
 static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m,
                         const std::vector<ssm_linrec_method> &methods, int bwd, const char *variant = NULL) {
     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
@@ -208,18 +202,6 @@ static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, ssm_ctx *pt, FILE *js, ssm_dty
         fflush(stdout);
     }
     cudaFree(A), cudaFree(b), cudaFree(h1), cudaFree(h2);
-}
-
-/* A context on the CUDA backend with the default knobs as `set` changes them (a variant's rows
-   beside the default's). */
-template <class F> static ssm_ctx *ctx_with(F set) {
-    ssm_ctx_config cfg = ssm_ctx_config_init();
-    ssm_cuda_config c = ssm_cuda_config_init();
-    ssm_ctx *x = NULL;
-    set(c);
-    cfg.backend = ssm_cuda_backend();
-    cfg.backend_config = &c;
-    return ssm_ctx_create(&cfg, &x) == SSM_OK ? x : NULL;
 }
 
 int main(int argc, char **argv) {

@@ -59,4 +59,24 @@ static void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
     fill_kernel<<<4096, 256>>>(p, dtc(dt), n, scale, seed);
     return p;
 }
+
+/* The linrec grids' sequence count: the fewest S whose A (S T n^2 elements) holds >= 256 MB. */
+static inline int64_t grid_seqs(ssm_dtype dt, int64_t T, int64_t n) {
+    const int64_t per = T * n * n * (dt.bits / 8);
+    return ((256ll << 20) + per - 1) / per;
+}
+
+#ifdef SSM_CUDA_H_INCLUDED
+/* A context on the CUDA backend with the default knobs as `set` changes them (a variant's rows
+   beside the default's). */
+template <class F> static ssm_ctx *ctx_with(F set) {
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config c = ssm_cuda_config_init();
+    ssm_ctx *x = NULL;
+    set(c);
+    cfg.backend = ssm_cuda_backend();
+    cfg.backend_config = &c;
+    return ssm_ctx_create(&cfg, &x) == SSM_OK ? x : NULL;
+}
+#endif
 #endif

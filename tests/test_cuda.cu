@@ -16,6 +16,7 @@ int ssm_test_cpu_main(void);
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <algorithm>
 #include <vector>
 
 /* ---- test buffers in device memory (the harness keeps a host shadow) ---- */
@@ -933,19 +934,24 @@ static void suite_cuda_workspace(ssm_ctx *cu) {
         }
     }
     {
-        struct { ssm_dtype dt; ssm_linrec_method m; int64_t S, T, n, m_; } cs[3] = {
-            {SSM_F16, SSM_LINREC_CHUNKED, 3, 300, 64, 1}, {SSM_F32, SSM_LINREC_SCAN_HS, 2, 37, 4, 3}, {SSM_BF16, SSM_LINREC_CR, 2, 37, 5, 1}};
-        for (int k = 0; k < 3; ++k) {
+        /* the last: cyclic reduction of 16-bit wide states (tensor-core levels, 16-bit M scratch) */
+        struct { ssm_dtype dt; ssm_linrec_method m; int64_t S, T, n, m_; } cs[4] = {
+            {SSM_F16, SSM_LINREC_CHUNKED, 3, 300, 64, 1}, {SSM_F32, SSM_LINREC_SCAN_HS, 2, 37, 4, 3}, {SSM_BF16, SSM_LINREC_CR, 2, 37, 5, 1},
+            {SSM_F16, SSM_LINREC_CR, 3, 67, 16, 16}};
+        const size_t guard = 4096; /* bytes past the figure, which no call may write */
+        for (int k = 0; k < 4; ++k) {
             ssm_linrec_desc d = ssm_linrec_desc_init();
             size_t fwd = 0, bwd = 0, need;
             void *w = NULL;
             int64_t sA[4] = {cs[k].S, cs[k].T, cs[k].n, cs[k].n}, sb[4] = {cs[k].S, cs[k].T, cs[k].n, cs[k].m_};
+            std::vector<unsigned char> tail(guard);
             d.method = cs[k].m;
             CHECK_OK(ssm_linrec_workspace_size(cu, &d, cs[k].dt, cs[k].S, cs[k].T, cs[k].n, cs[k].m_, 0, &fwd), cu);
             CHECK_OK(ssm_linrec_workspace_size(cu, &d, cs[k].dt, cs[k].S, cs[k].T, cs[k].n, cs[k].m_, 1, &bwd), cu);
             need = fwd > bwd ? fwd : bwd;
             CHECK(need > 0, "%s needs device scratch", ssm_linrec_method_name(cs[k].m));
-            cudaMalloc(&w, need);
+            cudaMalloc(&w, need + guard);
+            cudaMemset((char *)w + need, 0xa5, guard);
             ssm_ctx *c2 = cuda_ctx_owning(w, need);
             tbuf A = tb_random(cs[k].dt, 4, sA, LAYOUT_CONTIGUOUS, 0.3 / sqrt((double)cs[k].n), NULL);
             tbuf b = tb_random(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS, 1, NULL);
@@ -955,6 +961,9 @@ static void suite_cuda_workspace(ssm_ctx *cu) {
                 CHECK_OK(ssm_linrec_backward(c2, &d, &A.t, NULL, &h.t, &b.t, NULL, NULL, &g.t, NULL), c2);
                 ssm_ctx_destroy(c2);
             }
+            cudaMemcpy(tail.data(), (char *)w + need, guard, cudaMemcpyDeviceToHost);
+            CHECK(std::count(tail.begin(), tail.end(), 0xa5) == (std::ptrdiff_t)guard, "%s %s: written past the %zu-byte workspace",
+                  ssm_linrec_method_name(cs[k].m), ssm_dtype_name(cs[k].dt), need);
             cudaFree(w);
             tb_free(&A), tb_free(&b), tb_free(&h), tb_free(&g);
         }

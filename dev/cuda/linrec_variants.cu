@@ -49,17 +49,6 @@ static double rel(const std::vector<float> &a, const std::vector<float> &b) {
    device, 1 mma.sync, 2 wgmma) */
 struct variant { const char *name; ssm_linrec_method m; int64_t chunk; int split; int prod; };
 
-static ssm_ctx *ctx_with(int split, int prod) {
-    ssm_ctx *ctx = NULL;
-    ssm_ctx_config cfg = ssm_ctx_config_init();
-    ssm_cuda_config cc = ssm_cuda_config_init();
-    cc.linrec_tc_split = split;
-    cc.linrec_tc_prod = prod;
-    cfg.backend = ssm_cuda_backend();
-    cfg.backend_config = &cc;
-    return ssm_ctx_create(&cfg, &ctx) == SSM_OK ? ctx : NULL;
-}
-
 static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, const std::vector<variant> &vs, int bwd) {
     int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, 1};
     void *A = dev_random(dt, S * T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n, 1.f, 2);
@@ -91,7 +80,9 @@ static void rows(ssm_ctx *ctx, ssm_dtype dt, int64_t S, int64_t T, int64_t n, co
     for (const variant &v : vs) {
         ssm_linrec_desc d = ssm_linrec_desc_init();
         ssm_linrec_stats st;
-        ssm_ctx *base = ctx, *vctx = v.split || v.prod ? ctx_with(v.split, v.prod) : ctx;
+        ssm_ctx *base = ctx, *vctx = ctx;
+        if (v.split || v.prod)
+            vctx = ctx_with([&](ssm_cuda_config &c) { c.linrec_tc_split = v.split, c.linrec_tc_prod = v.prod; });
         d.method = v.m, d.chunk = v.chunk, d.stats = &st;
         ctx = vctx;
         cudaMemset(h, 0xff, S * T * n * es);
@@ -156,8 +147,7 @@ int main(int argc, char **argv) {
             {SSM_F16, 1024, 32}, {SSM_F16, 4096, 32}, {SSM_F16, 1024, 64}, {SSM_F16, 4096, 64}, {SSM_F16, 1024, 16}};
         const char *only = getenv("CHUNKS_N");
         for (const auto &x : sh) {
-            const double bytes = x.dt.bits / 8 * (double)x.T * x.n * x.n;
-            const int64_t S = (int64_t)ceil(268435456.0 / bytes);
+            const int64_t S = grid_seqs(x.dt, x.T, x.n);
             if (only && atoll(only) != x.n) continue;
             rows(ctx, x.dt, S, x.T, x.n, cs, 1);
         }
