@@ -3158,14 +3158,23 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
 /* Cyclic reduction. On the tensor-core shapes: spans of the chunk length each reduced to their
    transition product and end state by the span kernel (the span's levels fused: the same L - 1
    products a level-by-level reduction forms, on mma.sync, A read once from HBM), cyclic
-   reduction over the span carries, then every span re-run from its carry. Elsewhere the level
-   kernels over the whole sequence. Shapes the level kernels do not take: ssm.h's generic levels. */
+   reduction over the span carries, then every span re-run from its carry. Views of those shapes
+   that the tensor-core path does not take (unaligned, no unit stride) run the CUDA-core chunks
+   (ssm__cu_cr_spans): the plan's workspace, which cannot know the views, is then the spans'
+   figure, not the whole-sequence levels' (S16 T4096 n64 f16: ~33 MB instead of ~1 GB).
+   Elsewhere the level kernels over the whole sequence. Shapes the level kernels do not take:
+   ssm.h's generic levels. */
+static int ssm__cu_cr_spans(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
+    return ssm__cu_st(ctx)->knobs.linrec_cr != 2 && ssm__cu_tc_shape(p->dtype, p->n, p->m) &&
+           ssm__cu_rec_smem(p->n, p->m, 1) <= ssm__cu_st(ctx)->smem_optin;
+}
 static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                 ssm_seq_view out, int *out_written, char *ws) {
     if (!ssm__cu_cr_takes(L->ctx, L->p)) return SSM__NOT_MINE;
     if (T <= 1) return SSM_OK;
     if (ssm__cu_st(L->ctx)->knobs.linrec_cr != 2 && ssm__cu_tc_ok(L, A))
         return ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1);
+    if (ssm__cu_cr_spans(L->ctx, L->p)) return ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, ws);
     if (ssm__cu_cr_tc_takes(L->ctx, L->p) && A.dtype.bits == 16) return ssm__cu_cr_tc(L, T, A, b, h, out, out_written, ws);
     return ssm__cu_cr_solve(L, T, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0), ssm__cu_rv_of(h, 0, 0), ws);
 }
@@ -3904,6 +3913,15 @@ static size_t ssm__cu_decay_ws(const ssm_decay_plan *d) {
     return w;
 }
 
+/* The CUDA-core chunks' scratch (ssm__cu_lr_chunked's P, twice: ssm.h's generic chunks too);
+   saturating: a broadcast view may carry sizes whose product overflows. */
+static size_t ssm__cu_chunked_bytes(const ssm_linrec_plan *p) {
+    size_t e;
+    if (p->chunk >= p->T) return 0;
+    e = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, p->group), (p->T - 1) / p->chunk), p->n), p->n);
+    return e > SIZE_MAX / 2 - 255 ? SIZE_MAX : 2 * ((e + 255) & ~(size_t)255);
+}
+
 /* The workspace_size slot: the decay scans, and the method scratch of the chunked kernels
    (the generic chunked figure, or the tensor-core path's when that is larger). */
 static size_t ssm__pj_ws(const ssm_proj_plan *p);
@@ -3925,9 +3943,11 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
     if (op == SSM_OP_LINREC_FORWARD || op == SSM_OP_LINREC_BACKWARD) {
         const ssm_linrec_plan *p = (const ssm_linrec_plan *)plan;
         size_t generic = 0, tc = 0;
-        if (p->method == SSM_LINREC_CR) { /* the level kernels' figure, or the spans' and their carries' */
+        if (p->method == SSM_LINREC_CR) { /* the spans' and their carries' figure, and the CUDA-core
+                                             chunks' (their other views) or the level kernels' */
             if (!ssm__cu_cr_takes(ctx, p)) return SSM__NOT_MINE;
-            generic = ssm__cu_cr_levels_bytes(p->group, p->T, p->n, ssm__cu_cr_tc_takes(ctx, p) ? 2 : 4);
+            generic = ssm__cu_cr_spans(ctx, p) ? ssm__cu_chunked_bytes(p)
+                                               : ssm__cu_cr_levels_bytes(p->group, p->T, p->n, ssm__cu_cr_tc_takes(ctx, p) ? 2 : 4);
             if (ssm__cu_tc_shape(p->dtype, p->n, p->m)) {
                 int64_t Lc = p->chunk < 1 ? 1 : p->chunk > SSM__TC_LMAX ? SSM__TC_LMAX : p->chunk;
                 int64_t nc = (p->T - 1) / Lc + ((p->T - 1) % Lc != 0);
@@ -3944,10 +3964,7 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
             return SSM_OK;
         }
         if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
-        if (p->chunk < p->T) { /* saturating: a broadcast view may carry sizes whose product overflows */
-            generic = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, p->group), (p->T - 1) / p->chunk), p->n), p->n);
-            generic = generic > SIZE_MAX / 2 - 255 ? SIZE_MAX : 2 * ((generic + 255) & ~(size_t)255);
-        }
+        generic = ssm__cu_chunked_bytes(p);
         if (ssm__cu_tc_shape(p->dtype, p->n, p->m)) tc = ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk, p->n);
         *bytes = generic > tc ? generic : tc;
         return SSM_OK;

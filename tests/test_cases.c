@@ -1335,6 +1335,8 @@ static void build(void) {
         lr_row(v, CASE_F32 | CASE_F16, LAYOUT_REVERSED, SSM_LINREC_CR, 2, 77, 127, 1, 0, 0.9, CASE_HT | CASE_RANK3);
         lr_row(v, CASE_F32, LAYOUT_NEGATIVE, SSM_LINREC_CR, 3, 129, 17, 5, 0, 0.95, CASE_H0 | (v ? 0 : CASE_REVERSE));
         lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 2, 300, 64, 64, 0, 0.9, CASE_H0 | CASE_HT);
+        /* f32 at a tensor-core shape, padded: CUDA's spans decline the view (the CUDA-core chunks) */
+        lr_row(v, CASE_F32, LAYOUT_PADDED, SSM_LINREC_CR, 2, 129, 32, 1, 0, 0.9, CASE_H0 | CASE_HT);
     }
     /* wide states (m > 8) on CUDA's tensor-core task kernel: Hillis-Steele, Blelloch and cyclic
        reduction, v rows by vectors (m % 4 == 0, contiguous) and element by element (padded,

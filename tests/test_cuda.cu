@@ -934,12 +934,15 @@ static void suite_cuda_workspace(ssm_ctx *cu) {
         }
     }
     {
-        /* the last: cyclic reduction of 16-bit wide states (tensor-core levels, 16-bit M scratch) */
-        struct { ssm_dtype dt; ssm_linrec_method m; int64_t S, T, n, m_; } cs[4] = {
-            {SSM_F16, SSM_LINREC_CHUNKED, 3, 300, 64, 1}, {SSM_F32, SSM_LINREC_SCAN_HS, 2, 37, 4, 3}, {SSM_BF16, SSM_LINREC_CR, 2, 37, 5, 1},
-            {SSM_F16, SSM_LINREC_CR, 3, 67, 16, 16}};
+        /* then cyclic reduction of 16-bit wide states (tensor-core levels, 16-bit M scratch), and at a
+           tensor-core shape on spans, with an A the spans' kernels take and one they do not (padded:
+           the CUDA-core chunks in the spans' figure) */
+        struct { ssm_dtype dt; ssm_linrec_method m; int64_t S, T, n, m_; int layout; } cs[6] = {
+            {SSM_F16, SSM_LINREC_CHUNKED, 3, 300, 64, 1, LAYOUT_CONTIGUOUS}, {SSM_F32, SSM_LINREC_SCAN_HS, 2, 37, 4, 3, LAYOUT_CONTIGUOUS},
+            {SSM_BF16, SSM_LINREC_CR, 2, 37, 5, 1, LAYOUT_CONTIGUOUS}, {SSM_F16, SSM_LINREC_CR, 3, 67, 16, 16, LAYOUT_CONTIGUOUS},
+            {SSM_F16, SSM_LINREC_CR, 2, 300, 64, 1, LAYOUT_CONTIGUOUS}, {SSM_F16, SSM_LINREC_CR, 2, 300, 64, 1, LAYOUT_PADDED}};
         const size_t guard = 4096; /* bytes past the figure, which no call may write */
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < 6; ++k) {
             ssm_linrec_desc d = ssm_linrec_desc_init();
             size_t fwd = 0, bwd = 0, need;
             void *w = NULL;
@@ -950,10 +953,17 @@ static void suite_cuda_workspace(ssm_ctx *cu) {
             CHECK_OK(ssm_linrec_workspace_size(cu, &d, cs[k].dt, cs[k].S, cs[k].T, cs[k].n, cs[k].m_, 1, &bwd), cu);
             need = fwd > bwd ? fwd : bwd;
             CHECK(need > 0, "%s needs device scratch", ssm_linrec_method_name(cs[k].m));
+            if (k >= 4) { /* on spans: the chunks' order of scratch, not the whole-sequence levels' (~40x here) */
+                ssm_linrec_desc dc = ssm_linrec_desc_init();
+                size_t chunked = 0;
+                dc.method = SSM_LINREC_CHUNKED;
+                CHECK_OK(ssm_linrec_workspace_size(cu, &dc, cs[k].dt, cs[k].S, cs[k].T, cs[k].n, cs[k].m_, 1, &chunked), cu);
+                CHECK(need <= 2 * chunked, "cr on spans: %zu bytes of workspace, chunked %zu", need, chunked);
+            }
             cudaMalloc(&w, need + guard);
             cudaMemset((char *)w + need, 0xa5, guard);
             ssm_ctx *c2 = cuda_ctx_owning(w, need);
-            tbuf A = tb_random(cs[k].dt, 4, sA, LAYOUT_CONTIGUOUS, 0.3 / sqrt((double)cs[k].n), NULL);
+            tbuf A = tb_random(cs[k].dt, 4, sA, cs[k].layout, 0.3 / sqrt((double)cs[k].n), NULL);
             tbuf b = tb_random(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS, 1, NULL);
             tbuf h = tb_new(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS), g = tb_new(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS);
             if (c2) {
@@ -962,8 +972,8 @@ static void suite_cuda_workspace(ssm_ctx *cu) {
                 ssm_ctx_destroy(c2);
             }
             cudaMemcpy(tail.data(), (char *)w + need, guard, cudaMemcpyDeviceToHost);
-            CHECK(std::count(tail.begin(), tail.end(), 0xa5) == (std::ptrdiff_t)guard, "%s %s: written past the %zu-byte workspace",
-                  ssm_linrec_method_name(cs[k].m), ssm_dtype_name(cs[k].dt), need);
+            CHECK(std::count(tail.begin(), tail.end(), 0xa5) == (std::ptrdiff_t)guard, "%s %s %s: written past the %zu-byte workspace",
+                  ssm_linrec_method_name(cs[k].m), ssm_dtype_name(cs[k].dt), layout_name(cs[k].layout), need);
             cudaFree(w);
             tb_free(&A), tb_free(&b), tb_free(&h), tb_free(&g);
         }
