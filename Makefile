@@ -10,7 +10,7 @@ STRICT  := -std=c99 -Wall -Wextra -Werror -pedantic
 SAN     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 HEADERS := ssm.h $(wildcard ssm_blas.h ssm_cuda.h)
 TESTSRC := $(wildcard tests/test_*.c)
-LIBS    := -lm
+LIBS    := -lm -pthread
 
 .PHONY: test test-suites run examples check-examples bench clean compile-checks test-fast fuzz fuzz-libfuzzer
 

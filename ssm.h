@@ -278,6 +278,48 @@ SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec
                                             ssm_dtype dtype, int64_t S, int64_t T, int64_t n,
                                             int64_t m, int backward, size_t *bytes);
 
+/* Context parallelism: each sequence's time axis split across ranks (e.g. one GPU each). Every
+   rank passes its own contiguous span of steps as A, b, h (spans of any length >= 1; S, n, m and
+   the dtype the same on every rank; rank 0 holds the first span, rank nranks-1 the last). A rank
+   reduces its span to the affine map h_end = P h_in + e (e from a zero carry; P, the span's
+   transition product, only on the ranks between the first and the last to be processed), the
+   ranks exchange the maps once through `allgather`, and each finishes its span from its true
+   carry h_in = e' + P' h_in' of the ranks before it. The result is a one-rank call's on the
+   whole sequence, up to rounding. On a backend whose method splits into a pass that does not
+   need the carry and one that does (ssm_cuda.h: the tensor-core chunked path), the first runs
+   before the exchange and only the second after it; elsewhere each rank solves its span twice
+   (correct, not faster). With desc.reverse the last rank's span is processed first. */
+typedef struct ssm_linrec_cp {
+    int rank, nranks;
+    /* Collective: every rank's `bytes` bytes at send, in rank order, into recv (nranks * bytes).
+       Device memory on a device context, ordered on the context's stream (ssm_cuda.h's
+       ssm_cuda_nccl_allgather is NCCL's). Called once a call, by every rank, in the same order;
+       may be NULL when nranks = 1. */
+    ssm_result (*allgather)(void *user, const void *send, void *recv, size_t bytes);
+    void *user;
+} ssm_linrec_cp;
+
+/* h0: the whole sequence's initial state, on the rank processed first only (NULL elsewhere).
+   hT: the state at the end of this rank's span. hin (optional out, [S,n,m] or [S,n]): the state
+   entering this rank's span (h0 or zeros on the first), the h0 its backward takes. */
+SSMDEF ssm_result ssm_linrec_forward_cp(ssm_ctx *ctx, const ssm_linrec_desc *desc,
+                                        const ssm_linrec_cp *cp, const ssm_tensor *A,
+                                        const ssm_tensor *b, const ssm_tensor *h0, ssm_tensor *h,
+                                        ssm_tensor *hT, ssm_tensor *hin);
+/* The adjoint across the same ranks (carries flow from the last span to the first). hin: the
+   forward's hin (NULL = zeros); dhT: the gradient of this rank's hT (any rank, optional); dh0:
+   the gradient of hin (on the first rank, of h0). dA, db as ssm_linrec_backward's. */
+SSMDEF ssm_result ssm_linrec_backward_cp(ssm_ctx *ctx, const ssm_linrec_desc *desc,
+                                         const ssm_linrec_cp *cp, const ssm_tensor *A,
+                                         const ssm_tensor *hin, const ssm_tensor *h,
+                                         const ssm_tensor *dh, const ssm_tensor *dhT,
+                                         ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0);
+/* Workspace bytes of a _cp call of this rank (T: its span's length). */
+SSMDEF ssm_result ssm_linrec_cp_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc,
+                                               const ssm_linrec_cp *cp, ssm_dtype dtype,
+                                               int64_t S, int64_t T, int64_t n, int64_t m,
+                                               int backward, size_t *bytes);
+
 /* >>decay ---- decay scan ------------------------------------------------------------------ */
 /* ------------------------------------------------------------------------------------------
    Decay scan in O(T) (the decay scan of a Mamba-style selective-scan reference):
@@ -785,6 +827,7 @@ typedef struct ssm_linrec_plan {
     int64_t group;            /* sequences the generic algorithm batches together (1 or S) */
     int reverse;
     int64_t A[4], b[4], h0[4], h[4], hT[4];     /* forward tensors (A, h0, h also backward)  */
+    int64_t hin[4];                               /* ssm_linrec_forward_cp's hin               */
     int64_t dh[4], dhT[4], dA[4], db[4], dh0[4]; /* backward tensors (dA may be absent)      */
     size_t work_bytes;        /* the driver's state buffer in `work` (0 when work = dtype)  */
     size_t workspace_bytes;   /* everything the call takes from the workspace               */
@@ -998,7 +1041,16 @@ struct ssm_backend {
                                      ssm_tensor *t_offsets, ssm_tensor *t_slots,
                                      ssm_tensor *const *opt_states, int n_opt,
                                      ssm_bell_topology_report *rep);
-    void *reserved[16];
+    /* linrec, context parallel (ssm_linrec_*_cp): steps 1..T-1 as linrec_steps, in two phases
+       around the ranks' exchange. phase 1: the work that does not depend on h_0 and, with
+       want_end, h_{T-1} from the h_0 in h (other steps may be left anything); phase 2: steps
+       1..T-1 from the h_0 now in h, on the scratch phase 1 left. Asked only when one group
+       holds every sequence. SSM__NOT_MINE from phase 1 (or NULL) = the generic split: a whole
+       solve in each phase. */
+    ssm_result (*linrec_steps_cp)(ssm_ctx *ctx, const ssm_linrec_plan *p, int phase, int want_end,
+                                  ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, ssm_seq_view out,
+                                  int *out_written, void *scratch, ssm_linrec_stats *st);
+    void *reserved[15];
 };
 
 /* For backends: the state the backend's init returned, the config's thread count, an
@@ -2051,10 +2103,65 @@ static ssm_result ssm__lr_shape_of(ssm_ctx *ctx, const char *op, const ssm_tenso
     return SSM_OK;
 }
 
-SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *cctx, const ssm_linrec_desc *desc, ssm_dtype dtype,
-                                            int64_t S, int64_t T, int64_t n, int64_t m, int backward,
-                                            size_t *bytes) {
-    static const char *op = "ssm_linrec_workspace_size";
+/* ---- dense linear recurrence: context parallelism ------------------------------------------
+   One rank's part of an ssm_linrec_*_cp call. The forward processes the ranks in time order
+   (reversed with desc.reverse), the adjoint in the other; q is this rank's place in that order.
+   A span's map is [P (n x n) | e (n x m)] a sequence in the work dtype; the rank processed first
+   sends no P (its carry is h0, already in its e), the last neither P nor e. */
+typedef struct ssm__lr_cp {
+    const ssm_linrec_cp *cp;
+    int adjoint, q, phase, want_end, need_P, fast;
+    int64_t stride;                         /* elements of one sequence's map: n n + n m */
+    size_t map_bytes;                       /* one rank's maps, as exchanged              */
+    char *send, *recv, *carry, *tmp, *tree; /* in the workspace past the method's         */
+} ssm__lr_cp;
+
+static ssm_result ssm__cp_check(ssm_ctx *ctx, const char *op, const ssm_linrec_cp *cp) {
+    if (!cp) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: cp is NULL", op);
+    if (cp->nranks < 1 || cp->rank < 0 || cp->rank >= cp->nranks)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: rank %d of %d ranks", op, cp->rank, cp->nranks);
+    if (cp->nranks > 1 && !cp->allgather)
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: %d ranks need the allgather hook", op, cp->nranks);
+    return SSM_OK;
+}
+/* The place of `rank` in processing order, and (the map being an involution) the rank at a place. */
+static int ssm__cp_place(const ssm_linrec_cp *cp, int reverse, int adjoint, int rank) {
+    const int q = reverse ? cp->nranks - 1 - rank : rank;
+    return adjoint ? cp->nranks - 1 - q : q;
+}
+static size_t ssm__ws_align_sat(size_t b) { return b > SIZE_MAX - 255u ? SIZE_MAX : SSM__WS_ALIGN(b); }
+/* Fills c's sizes and flags for plan p; returns the bytes it takes past the method's workspace. */
+static size_t ssm__cp_layout(const ssm_linrec_plan *p, const ssm_linrec_cp *cp, int adjoint, ssm__lr_cp *c) {
+    const size_t es = ssm__esize(p->work);
+    const int R = cp->nranks;
+    size_t b, st;
+    memset(c, 0, sizeof *c);
+    c->cp = cp, c->adjoint = adjoint;
+    c->q = ssm__cp_place(cp, p->reverse, adjoint, cp->rank);
+    c->want_end = c->q < R - 1;
+    c->need_P = c->q > 0 && c->q < R - 1;
+    c->stride = p->n * p->n + p->n * p->m;
+    c->map_bytes = ssm__ws_align_sat(ssm__szmul(ssm__szmul(ssm__szmul(es, p->S), p->n), p->n + p->m));
+    st = ssm__ws_align_sat(ssm__szmul(ssm__szmul(ssm__szmul(es, p->S), p->n), p->m));
+    b = ssm__szadd(ssm__szmul(c->map_bytes, (int64_t)R + 1), ssm__szmul(st, 2));
+    if (c->need_P) /* the span product's two level buffers */
+        b = ssm__szadd(b, ssm__szadd(ssm__scratch_bytes(p, p->group, (p->T + 1) / 2, p->n),
+                                     ssm__scratch_bytes(p, p->group, (p->T + 3) / 4, p->n)));
+    return b;
+}
+/* Points c's buffers into the workspace region at base (laid out as ssm__cp_layout counts). */
+static void ssm__cp_place_buffers(const ssm_linrec_plan *p, ssm__lr_cp *c, char *base) {
+    const size_t st = ssm__ws_align_sat(ssm__esize(p->work) * (size_t)(p->S * p->n * p->m));
+    c->send = base;
+    c->recv = c->send + c->map_bytes;
+    c->carry = c->recv + c->map_bytes * (size_t)c->cp->nranks;
+    c->tmp = c->carry + st;
+    c->tree = c->tmp + st;
+}
+
+static ssm_result ssm__lr_workspace_query(const ssm_ctx *cctx, const char *op, const ssm_linrec_desc *desc,
+                                          const ssm_linrec_cp *cp, ssm_dtype dtype, int64_t S, int64_t T,
+                                          int64_t n, int64_t m, int backward, size_t *bytes) {
     ssm_ctx *ctx = (ssm_ctx *)cctx; /* only its message is written */
     ssm_linrec_plan p;
     ssm_tensor probe;
@@ -2062,6 +2169,7 @@ SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *cctx, const ssm_linre
     ctx->message[0] = 0;
     *bytes = 0;
     SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
+    if (cp) SSM__TRY(ssm__cp_check(ctx, op, cp));
     memset(&probe, 0, sizeof probe);
     probe.dtype = dtype;
     SSM__TRY(ssm__check_float_dtype(ctx, op, &probe));
@@ -2073,8 +2181,24 @@ SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *cctx, const ssm_linre
     p.dtype = dtype;
     p.S = S, p.T = T, p.n = n, p.m = m;
     SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
+    if (cp && S > 0) {
+        ssm__lr_cp c;
+        p.workspace_bytes = ssm__szadd(p.workspace_bytes, ssm__cp_layout(&p, cp, backward, &c));
+        if (p.workspace_bytes == SIZE_MAX)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+    }
     *bytes = S > 0 ? p.workspace_bytes : 0;
     return SSM_OK;
+}
+SSMDEF ssm_result ssm_linrec_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc, ssm_dtype dtype,
+                                            int64_t S, int64_t T, int64_t n, int64_t m, int backward,
+                                            size_t *bytes) {
+    return ssm__lr_workspace_query(ctx, "ssm_linrec_workspace_size", desc, NULL, dtype, S, T, n, m, backward, bytes);
+}
+SSMDEF ssm_result ssm_linrec_cp_workspace_size(const ssm_ctx *ctx, const ssm_linrec_desc *desc,
+                                               const ssm_linrec_cp *cp, ssm_dtype dtype, int64_t S, int64_t T,
+                                               int64_t n, int64_t m, int backward, size_t *bytes) {
+    return ssm__lr_workspace_query(ctx, "ssm_linrec_cp_workspace_size", desc, cp, dtype, S, T, n, m, backward, bytes);
 }
 
 static ssm_seq_view ssm__seq_make(const ssm_tensor *t, const int64_t st[4], int64_t s, int reverse, int64_t T) {
@@ -2120,69 +2244,201 @@ static void ssm__lr_stats(const ssm__lr *L, const ssm_linrec_desc *d) {
     *d->stats = st;
 }
 
-static ssm_result ssm__lr_forward_generic(ssm__lr *L, const ssm_tensor *A, const ssm_tensor *b,
-                                          const ssm_tensor *h0, ssm_tensor *h, ssm_tensor *hT) {
+/* A compact [S][n][cols] state buffer of the work dtype (a _cp call's carries, a map's parts) as
+   the sequence view of group s0: every step the same matrix. */
+static ssm_seq_view ssm__cp_state(const ssm__lr *L, char *buf, int64_t s0, int64_t ss, int64_t off, int64_t cols) {
+    ssm_seq_view v;
+    v.ptr = buf;
+    v.dtype = L->p->work;
+    v.off = s0 * ss + off;
+    v.ss = ss;
+    v.ts = 0;
+    v.rs = cols;
+    v.cs = 1;
+    return v;
+}
+
+/* P = A_{T-1} ... A_0 of every sequence of the group, by pairwise levels (depth log2 T) in the
+   two level buffers at `tree`. */
+static ssm_result ssm__lr_span_product(ssm__lr *L, int64_t T, ssm_seq_view A, char *tree, ssm_seq_view P) {
+    ssm_seq_view lv[2], cur = A;
+    int64_t c = T;
+    int k = 0;
+    lv[0] = ssm__scratch(L, &tree, (T + 1) / 2, L->n);
+    lv[1] = ssm__scratch(L, &tree, (T + 3) / 4, L->n);
+    while (c > 1) { /* level: lv[k][i] = cur[2i + 1] cur[2i], an odd last carried over */
+        SSM__TRY(ssm__mm(L, c / 2, 0.0, 0, cur, 1, 2, cur, 0, 2, lv[k], 0, 1));
+        if (c & 1) SSM__TRY(ssm__copy_seq(L, 1, L->n, cur, c - 1, 1, lv[k], c / 2, 1));
+        c = (c + 1) / 2, cur = lv[k], k ^= 1;
+    }
+    return ssm__copy_seq(L, 1, L->n, cur, 0, 1, P, 0, 1);
+}
+
+/* The solve of one phase of a _cp call (see linrec_steps_cp): the backend's split when it takes
+   phase 1, else a whole solve in phase 2 and, where the end state is wanted, in phase 1. */
+static ssm_result ssm__lr_solve_cp(ssm__lr *L, ssm__lr_cp *c, int64_t T, ssm_seq_view A, ssm_seq_view b,
+                                   ssm_seq_view h, ssm_seq_view out, int *written, char *ws) {
+    ssm_ctx *ctx = L->ctx;
+    *written = 0;
+    if (c->phase == 1) {
+        c->fast = 0;
+        if (ctx->backend->linrec_steps_cp && L->G == L->p->S) {
+            ssm_result r = ctx->backend->linrec_steps_cp(ctx, L->p, 1, c->want_end, A, b, h, out, written, ws, &L->st);
+            *written = 0;
+            if (r != SSM__NOT_MINE) {
+                c->fast = 1;
+                return r;
+            }
+        }
+        return c->want_end ? ssm__lr_solve(L, T, A, b, h, out, written, ws) : SSM_OK;
+    }
+    if (c->fast) return ctx->backend->linrec_steps_cp(ctx, L->p, 2, 0, A, b, h, out, written, ws, &L->st);
+    return ssm__lr_solve(L, T, A, b, h, out, written, ws);
+}
+
+/* Between the phases: every rank's maps to every rank, then this rank's carry, folded over the
+   ranks processed before it: x = e_j + P_j x (the adjoint: P_j^T). */
+static ssm_result ssm__lr_cp_exchange(ssm__lr *L, ssm__lr_cp *c, const char *op) {
     const ssm_linrec_plan *p = L->p;
     ssm_ctx *ctx = L->ctx;
-    void *wsp = NULL;
-    char *work, *scratch;
+    const int64_t n = p->n, m = p->m;
+    const size_t es = ssm__esize(p->work);
+    int j;
+    if (c->cp->nranks > 1) {
+        ssm_result r = c->cp->allgather(c->cp->user, c->send, c->recv, c->map_bytes);
+        if (r != SSM_OK) return ssm_ctx_error(ctx, r, "%s: the allgather hook failed (%s)", op, ssm_result_string(r));
+    }
+    for (j = 0; j < c->q; ++j) {
+        char *mp = c->recv + c->map_bytes * (size_t)ssm__cp_place(c->cp, p->reverse, c->adjoint, j), *t;
+        ssm_matrix_batch P, e, x, y;
+        P.ptr = mp, P.dtype = p->work, P.rs = c->adjoint ? 1 : n, P.cs = c->adjoint ? n : 1, P.bs = 0, P.ss = c->stride;
+        e = P, e.ptr = mp + (size_t)(n * n) * es, e.rs = m, e.cs = 1;
+        x.ptr = c->carry, x.dtype = p->work, x.rs = m, x.cs = 1, x.bs = 0, x.ss = n * m;
+        y = x, y.ptr = c->tmp;
+        SSM__TRY(ssm__copy(ctx, p->work, p->S, 1, n, m, e, y, 0));
+        if (j > 0) SSM__TRY(ctx->backend->gemm(ctx, p->work, p->S, 1, n, m, n, 1.0, P, x, 1.0, y));
+        t = c->carry, c->carry = c->tmp, c->tmp = t;
+    }
+    return SSM_OK;
+}
+
+/* cp: NULL for ssm_linrec_forward; else one phase of a _cp call (phase 1 ends with this rank's
+   map in c->send, phase 2 is the whole call from the carry). */
+static ssm_result ssm__lr_forward_generic(ssm__lr *L, const ssm_tensor *A, const ssm_tensor *b,
+                                          const ssm_tensor *h0, ssm_tensor *h, ssm_tensor *hT, ssm_tensor *hin,
+                                          ssm__lr_cp *c, void *wsp) {
+    const ssm_linrec_plan *p = L->p;
+    char *work = p->work_bytes ? (char *)wsp : NULL, *scratch = (char *)wsp + p->work_bytes;
     int64_t s0, T = p->T;
-    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &wsp));
-    work = p->work_bytes ? (char *)wsp : NULL;
-    scratch = (char *)wsp + p->work_bytes;
     for (s0 = 0; s0 < p->S; s0 += p->group) {
         ssm_seq_view Av = ssm__seq_make(A, p->A, s0, p->reverse, T);
         ssm_seq_view bv = ssm__seq_make(b, p->b, s0, p->reverse, T);
         ssm_seq_view hv = ssm__seq_make(h, p->h, s0, p->reverse, T);
-        ssm_seq_view wv = work ? ssm__work_seq(p, work, p->reverse) : hv, out;
+        ssm_seq_view wv = work ? ssm__work_seq(p, work, p->reverse) : hv, out, init;
         int written = 0;
         L->G = SSM__MIN(p->group, p->S - s0);
         memset(&out, 0, sizeof out);
+        memset(&init, 0, sizeof init);
         if (work) out = hv;
+        if (h0) init = ssm__seq_make(h0, p->h0, s0, 0, 1);
+        if (c && c->phase == 2 && c->q > 0) init = ssm__cp_state(L, c->carry, s0, p->n * p->m, 0, p->m);
         SSM__TRY(ssm__copy_seq(L, 1, p->m, bv, 0, 1, wv, 0, 1));
-        if (h0) /* h_0 = A_0 h0 + b_0 */
-            SSM__TRY(ssm__mm(L, 1, 1.0, 1, Av, 0, 1, ssm__seq_make(h0, p->h0, s0, 0, 1), 0, 1, wv, 0, 1));
-        SSM__TRY(ssm__lr_solve(L, T, Av, bv, wv, out, &written, scratch));
+        if (init.ptr) /* h_0 = A_0 h0 + b_0 */
+            SSM__TRY(ssm__mm(L, 1, 1.0, 1, Av, 0, 1, init, 0, 1, wv, 0, 1));
+        if (c && c->phase == 1) { /* this span's map: e = h_{T-1} from the carry so far, P */
+            SSM__TRY(ssm__lr_solve_cp(L, c, T, Av, bv, wv, out, &written, scratch));
+            if (c->want_end)
+                SSM__TRY(ssm__copy_seq(L, 1, p->m, wv, T - 1, 1, ssm__cp_state(L, c->send, s0, c->stride, p->n * p->n, p->m), 0, 1));
+            if (c->need_P) SSM__TRY(ssm__lr_span_product(L, T, Av, c->tree, ssm__cp_state(L, c->send, s0, c->stride, 0, p->n)));
+            continue;
+        }
+        SSM__TRY(c ? ssm__lr_solve_cp(L, c, T, Av, bv, wv, out, &written, scratch)
+                   : ssm__lr_solve(L, T, Av, bv, wv, out, &written, scratch));
         if (work) SSM__TRY(ssm__copy_seq(L, written ? 1 : T, p->m, wv, 0, 1, hv, 0, 1));
         if (hT) SSM__TRY(ssm__copy_seq(L, 1, p->m, wv, T - 1, 1, ssm__seq_make(hT, p->hT, s0, 0, 1), 0, 1));
+        if (hin) { /* the state entering the span: h0's values (zeros without) or the carry */
+            ssm_seq_view d = ssm__seq_make(hin, p->hin, s0, 0, 1);
+            ssm_matrix_batch none;
+            memset(&none, 0, sizeof none);
+            SSM__TRY(ssm__copy(L->ctx, p->work, L->G, 1, p->n, p->m, init.ptr ? ssm__at(init, 0, 1) : none, ssm__at(d, 0, 1), 0));
+        }
     }
+    return SSM_OK;
+}
+
+/* ssm_linrec_forward and ssm_linrec_forward_cp (cp set): validation, the plan, then the
+   backend's whole-op slot or the driver (a _cp call: phase 1, the exchange, phase 2). */
+static ssm_result ssm__lr_forward_call(ssm_ctx *ctx, const char *op, const ssm_linrec_desc *desc,
+                                       const ssm_linrec_cp *cp, const ssm_tensor *A, const ssm_tensor *b,
+                                       const ssm_tensor *h0, ssm_tensor *h, ssm_tensor *hT, ssm_tensor *hin) {
+    ssm_linrec_plan p;
+    ssm__arg args[6];
+    ssm__lr L;
+    ssm__lr_cp c;
+    ssm_result r = SSM__NOT_MINE;
+    size_t base = 0;
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    memset(&p, 0, sizeof p);
+    p.op = SSM_OP_LINREC_FORWARD;
+    SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
+    if (cp) SSM__TRY(ssm__cp_check(ctx, op, cp));
+    if (!A || !b || !h) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, b and h are required", op);
+    if (cp && h0 && ssm__cp_place(cp, desc->reverse, 0, cp->rank) != 0)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: h0 belongs to the rank processed first (rank %d), not rank %d",
+                             op, desc->reverse ? cp->nranks - 1 : 0, cp->rank);
+    SSM__TRY(ssm__lr_shape_of(ctx, op, A, b, &p));
+    SSM__TRY(ssm__state_strides(ctx, op, "b", b, &p, 1, p.b));
+    SSM__TRY(ssm__state_strides(ctx, op, "h", h, &p, 1, p.h));
+    if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, &p, 0, p.h0));
+    if (hT) SSM__TRY(ssm__state_strides(ctx, op, "hT", hT, &p, 0, p.hT));
+    if (hin) SSM__TRY(ssm__state_strides(ctx, op, "hin", hin, &p, 0, p.hin));
+    ssm__arg_set(&args[0], "A", A, 0);
+    ssm__arg_set(&args[1], "b", b, 0);
+    ssm__arg_set(&args[2], "h0", h0, 0);
+    ssm__arg_set(&args[3], "h", h, 1);
+    ssm__arg_set(&args[4], "hT", hT, 1);
+    ssm__arg_set(&args[5], "hin", hin, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
+    SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
+    if (cp && p.S > 0) {
+        base = p.workspace_bytes;
+        p.workspace_bytes = ssm__szadd(p.workspace_bytes, ssm__cp_layout(&p, cp, 0, &c));
+        if (p.workspace_bytes == SIZE_MAX)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+    }
+    ssm__lr_init(&L, ctx, &p);
+    if (p.S > 0) {
+        void *wsp = NULL;
+        if (!cp && ctx->backend->linrec_forward) r = ctx->backend->linrec_forward(ctx, &p, A, b, h0, h, hT);
+        if (r == SSM__NOT_MINE) {
+            SSM__TRY(ssm_ctx_workspace(ctx, p.workspace_bytes, &wsp));
+            if (!cp) r = ssm__lr_forward_generic(&L, A, b, h0, h, hT, NULL, NULL, wsp);
+            else {
+                ssm__cp_place_buffers(&p, &c, (char *)wsp + base);
+                c.phase = 1;
+                SSM__TRY(ssm__lr_forward_generic(&L, A, b, h0, h, hT, hin, &c, wsp));
+                SSM__TRY(ssm__lr_cp_exchange(&L, &c, op));
+                c.phase = 2;
+                r = ssm__lr_forward_generic(&L, A, b, h0, h, hT, hin, &c, wsp);
+            }
+        }
+        SSM__TRY(r);
+    }
+    ssm__lr_stats(&L, desc);
     return SSM_OK;
 }
 
 SSMDEF ssm_result ssm_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_tensor *A,
                                      const ssm_tensor *b, const ssm_tensor *h0, ssm_tensor *h,
                                      ssm_tensor *hT) {
-    static const char *op = "ssm_linrec_forward";
-    ssm_linrec_plan p;
-    ssm__arg args[5];
-    ssm__lr L;
-    ssm_result r = SSM__NOT_MINE;
-    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
-    ctx->message[0] = 0;
-    memset(&p, 0, sizeof p);
-    p.op = SSM_OP_LINREC_FORWARD;
-    SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
-    if (!A || !b || !h) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, b and h are required", op);
-    SSM__TRY(ssm__lr_shape_of(ctx, op, A, b, &p));
-    SSM__TRY(ssm__state_strides(ctx, op, "b", b, &p, 1, p.b));
-    SSM__TRY(ssm__state_strides(ctx, op, "h", h, &p, 1, p.h));
-    if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, &p, 0, p.h0));
-    if (hT) SSM__TRY(ssm__state_strides(ctx, op, "hT", hT, &p, 0, p.hT));
-    ssm__arg_set(&args[0], "A", A, 0);
-    ssm__arg_set(&args[1], "b", b, 0);
-    ssm__arg_set(&args[2], "h0", h0, 0);
-    ssm__arg_set(&args[3], "h", h, 1);
-    ssm__arg_set(&args[4], "hT", hT, 1);
-    SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
-    SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
-    ssm__lr_init(&L, ctx, &p);
-    if (p.S > 0) {
-        if (ctx->backend->linrec_forward) r = ctx->backend->linrec_forward(ctx, &p, A, b, h0, h, hT);
-        if (r == SSM__NOT_MINE) r = ssm__lr_forward_generic(&L, A, b, h0, h, hT);
-        SSM__TRY(r);
-    }
-    ssm__lr_stats(&L, desc);
-    return SSM_OK;
+    return ssm__lr_forward_call(ctx, "ssm_linrec_forward", desc, NULL, A, b, h0, h, hT, NULL);
+}
+SSMDEF ssm_result ssm_linrec_forward_cp(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_linrec_cp *cp,
+                                        const ssm_tensor *A, const ssm_tensor *b, const ssm_tensor *h0,
+                                        ssm_tensor *h, ssm_tensor *hT, ssm_tensor *hin) {
+    if (ctx && !cp) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "ssm_linrec_forward_cp: cp is NULL");
+    return ssm__lr_forward_call(ctx, "ssm_linrec_forward_cp", desc, cp, A, b, h0, h, hT, hin);
 }
 
 /* The adjoint runs the same solver in the opposite direction on transposed transitions:
@@ -2190,16 +2446,12 @@ SSMDEF ssm_result ssm_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *desc, 
    A'_u = A_{T-u}^T, written straight into db (or into the work buffer, then db). */
 static ssm_result ssm__lr_backward_generic(ssm__lr *L, const ssm_tensor *A, const ssm_tensor *h0,
                                            const ssm_tensor *h, const ssm_tensor *dh, const ssm_tensor *dhT,
-                                           ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0) {
+                                           ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0, ssm__lr_cp *c, void *wsp) {
     const ssm_linrec_plan *p = L->p;
     ssm_ctx *ctx = L->ctx;
-    void *wsp = NULL;
-    char *work, *scratch;
+    char *work = p->work_bytes ? (char *)wsp : NULL, *scratch = (char *)wsp + p->work_bytes;
     int64_t s0, T = p->T, n = p->n, m = p->m;
     int rev = !p->reverse;
-    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &wsp));
-    work = p->work_bytes ? (char *)wsp : NULL;
-    scratch = (char *)wsp + p->work_bytes;
     for (s0 = 0; s0 < p->S; s0 += p->group) {
         /* forward-order views (time runs as the forward pass ran it) */
         ssm_seq_view Af = ssm__seq_make(A, p->A, s0, p->reverse, T);
@@ -2221,7 +2473,18 @@ static ssm_result ssm__lr_backward_generic(ssm__lr *L, const ssm_tensor *A, cons
         if (dhT)
             SSM__TRY(ssm__copy(ctx, p->work, L->G, 1, n, m, ssm__at(ssm__seq_make(dhT, p->dhT, s0, 0, 1), 0, 1),
                                ssm__at(g, 0, 1), 1));
-        SSM__TRY(ssm__lr_solve(L, T, At, dhv, g, out, &written, scratch));
+        if (c && c->phase == 2 && c->q > 0) /* the adjoint carry from the spans after this one */
+            SSM__TRY(ssm__copy(ctx, p->work, L->G, 1, n, m, ssm__at(ssm__cp_state(L, c->carry, s0, n * m, 0, m), 0, 1),
+                               ssm__at(g, 0, 1), 1));
+        if (c && c->phase == 1) { /* this span's adjoint map: e = A_0^T g_0 from the carry so far, P */
+            SSM__TRY(ssm__lr_solve_cp(L, c, T, At, dhv, g, out, &written, scratch));
+            if (c->want_end)
+                SSM__TRY(ssm__mm(L, 1, 0.0, 1, ssm__seq_t(Af), 0, 1, gf, 0, 1, ssm__cp_state(L, c->send, s0, c->stride, n * n, m), 0, 1));
+            if (c->need_P) SSM__TRY(ssm__lr_span_product(L, T, Af, c->tree, ssm__cp_state(L, c->send, s0, c->stride, 0, n)));
+            continue;
+        }
+        SSM__TRY(c ? ssm__lr_solve_cp(L, c, T, At, dhv, g, out, &written, scratch)
+                   : ssm__lr_solve(L, T, At, dhv, g, out, &written, scratch));
         if (dA) { /* dA_t = g_t h_{t-1}^T (m-contraction): a batched product with h viewed transposed */
             ssm_seq_view dAf = ssm__seq_make(dA, p->dA, s0, p->reverse, T);
             if (T > 1) {
@@ -2250,27 +2513,30 @@ static ssm_result ssm__lr_backward_generic(ssm__lr *L, const ssm_tensor *A, cons
     return SSM_OK;
 }
 
-SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_tensor *A,
-                                      const ssm_tensor *h0, const ssm_tensor *h, const ssm_tensor *dh,
-                                      const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db,
-                                      ssm_tensor *dh0) {
-    static const char *op = "ssm_linrec_backward";
+/* ssm_linrec_backward and ssm_linrec_backward_cp (cp set; h0 is then the span's hin). */
+static ssm_result ssm__lr_backward_call(ssm_ctx *ctx, const char *op, const ssm_linrec_desc *desc,
+                                        const ssm_linrec_cp *cp, const ssm_tensor *A, const ssm_tensor *h0,
+                                        const ssm_tensor *h, const ssm_tensor *dh, const ssm_tensor *dhT,
+                                        ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0) {
     ssm_linrec_plan p;
     ssm__arg args[8];
     ssm__lr L;
+    ssm__lr_cp c;
     ssm_result r = SSM__NOT_MINE;
+    size_t base = 0;
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
     memset(&p, 0, sizeof p);
     p.op = SSM_OP_LINREC_BACKWARD;
     SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
+    if (cp) SSM__TRY(ssm__cp_check(ctx, op, cp));
     if (!A || !h || !dh || !db)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, h, dh and db are required", op);
     SSM__TRY(ssm__lr_shape_of(ctx, op, A, h, &p));
     SSM__TRY(ssm__state_strides(ctx, op, "h", h, &p, 1, p.h));
     SSM__TRY(ssm__state_strides(ctx, op, "dh", dh, &p, 1, p.dh));
     SSM__TRY(ssm__state_strides(ctx, op, "db", db, &p, 1, p.db));
-    if (h0) SSM__TRY(ssm__state_strides(ctx, op, "h0", h0, &p, 0, p.h0));
+    if (h0) SSM__TRY(ssm__state_strides(ctx, op, cp ? "hin" : "h0", h0, &p, 0, p.h0));
     if (dhT) SSM__TRY(ssm__state_strides(ctx, op, "dhT", dhT, &p, 0, p.dhT));
     if (dh0) SSM__TRY(ssm__state_strides(ctx, op, "dh0", dh0, &p, 0, p.dh0));
     if (dA) {
@@ -2280,7 +2546,7 @@ SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
         p.dA[0] = dA->strides[0], p.dA[1] = dA->strides[1], p.dA[2] = dA->strides[2], p.dA[3] = dA->strides[3];
     }
     ssm__arg_set(&args[0], "A", A, 0);
-    ssm__arg_set(&args[1], "h0", h0, 0);
+    ssm__arg_set(&args[1], cp ? "hin" : "h0", h0, 0);
     ssm__arg_set(&args[2], "h", h, 0);
     ssm__arg_set(&args[3], "dh", dh, 0);
     ssm__arg_set(&args[4], "dhT", dhT, 0);
@@ -2289,14 +2555,46 @@ SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc,
     ssm__arg_set(&args[7], "dh0", dh0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
     SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
+    if (cp && p.S > 0) {
+        base = p.workspace_bytes;
+        p.workspace_bytes = ssm__szadd(p.workspace_bytes, ssm__cp_layout(&p, cp, 1, &c));
+        if (p.workspace_bytes == SIZE_MAX)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+    }
     ssm__lr_init(&L, ctx, &p);
     if (p.S > 0) {
-        if (ctx->backend->linrec_backward) r = ctx->backend->linrec_backward(ctx, &p, A, h0, h, dh, dhT, dA, db, dh0);
-        if (r == SSM__NOT_MINE) r = ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0);
+        void *wsp = NULL;
+        if (!cp && ctx->backend->linrec_backward) r = ctx->backend->linrec_backward(ctx, &p, A, h0, h, dh, dhT, dA, db, dh0);
+        if (r == SSM__NOT_MINE) {
+            SSM__TRY(ssm_ctx_workspace(ctx, p.workspace_bytes, &wsp));
+            if (!cp) r = ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0, NULL, wsp);
+            else {
+                ssm__cp_place_buffers(&p, &c, (char *)wsp + base);
+                c.phase = 1;
+                SSM__TRY(ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0, &c, wsp));
+                SSM__TRY(ssm__lr_cp_exchange(&L, &c, op));
+                c.phase = 2;
+                r = ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0, &c, wsp);
+            }
+        }
         SSM__TRY(r);
     }
     ssm__lr_stats(&L, desc);
     return SSM_OK;
+}
+
+SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_tensor *A,
+                                      const ssm_tensor *h0, const ssm_tensor *h, const ssm_tensor *dh,
+                                      const ssm_tensor *dhT, ssm_tensor *dA, ssm_tensor *db,
+                                      ssm_tensor *dh0) {
+    return ssm__lr_backward_call(ctx, "ssm_linrec_backward", desc, NULL, A, h0, h, dh, dhT, dA, db, dh0);
+}
+SSMDEF ssm_result ssm_linrec_backward_cp(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_linrec_cp *cp,
+                                         const ssm_tensor *A, const ssm_tensor *hin, const ssm_tensor *h,
+                                         const ssm_tensor *dh, const ssm_tensor *dhT, ssm_tensor *dA,
+                                         ssm_tensor *db, ssm_tensor *dh0) {
+    if (ctx && !cp) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "ssm_linrec_backward_cp: cp is NULL");
+    return ssm__lr_backward_call(ctx, "ssm_linrec_backward_cp", desc, cp, A, hin, h, dh, dhT, dA, db, dh0);
 }
 
 /* >>decay ---- decay scan (implementation) ------------------------------------------------- */
@@ -5660,7 +5958,7 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
 static const ssm_backend ssm__reference_backend = {
     "reference", SSM_DEVICE_CPU, NULL, NULL, NULL, NULL, NULL, NULL, ssm__ref_gemm2,
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
 #else
 static const ssm_backend ssm__reference_backend = {
     .name = "reference",

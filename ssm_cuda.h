@@ -243,6 +243,9 @@ SSMDEF ssm_result ssm_cuda_nccl_init(ssm_cuda_nccl *h, ncclComm_t comm, void *st
 SSMDEF void ssm_cuda_nccl_free(ssm_cuda_nccl *h);
 SSMDEF ssm_result ssm_cuda_nccl_allreduce(void *user, double *data, int64_t count);
 SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda_nccl *h, uint64_t checksum);
+/* The allgather hook of ssm_linrec_cp (cp.allgather = ssm_cuda_nccl_allgather, cp.user = &h,
+   cp.rank and cp.nranks from h): ncclAllGather of the bytes on h's stream, the context's. */
+SSMDEF ssm_result ssm_cuda_nccl_allgather(void *user, const void *send, void *recv, size_t bytes);
 #ifdef __cplusplus
 }
 #endif
@@ -2348,10 +2351,14 @@ static int ssm__lrw_ok(ssm__cu_state *st) {
 /* Pass 1 (products, nc > 1), pass 2 (carries), pass 3 (states). The hi/lo split of the running
    product: on for bf16 (8-bit mantissa) and f32 (3xTF32), off for f16 (11 bits: the product's
    rounding stays under the f16 output rounding, bench/results/cuda_linrec_perf.log); the
-   config's linrec_tc_split forces either (for f32, off is plain TF32). */
+   config's linrec_tc_split forces either (for f32, off is plain TF32).
+   Context parallel (linrec_steps_cp): phase 1 runs pass 1, which needs no carry, and with
+   want_end passes 2 and 3 of the last chunk only (the span's end state); phase 2 runs passes 2
+   and 3 from the new h_0 on pass 1's P and E. phase 0: all of it. */
 template <int W, int TR, int BF, int PAD>
 static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
-                                ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
+                                ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws,
+                                int phase, int want_end) {
     typedef ssm__tcg<W, BF> G;
     ssm__cu_state *cs = ssm__cu_st(L->ctx);
     cudaStream_t st = cs->stream;
@@ -2362,7 +2369,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
-    if (nc > 1) {
+    if (nc > 1 && phase != 2) {
         typedef void (*prod_fn)(int64_t, int, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
         /* n < 64: mma.sync skips the zero blocks, wgmma's m64n64 cannot; n > 64 and f32: mma.sync only */
         int w = 0;
@@ -2382,26 +2389,32 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
             SSM__CU_LAUNCHED(L->ctx, w ? "ssm__cu_tc_prodw_kernel" : "ssm__cu_tc_prod_kernel");
         }
     }
+    if (phase == 1 && !want_end) return SSM_OK;
     if (crws) {
         SSM__TRY(ssm__cu_tc_cr_carries(L, nc, P, E, h0, X, crws));
     } else {
         ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(nc, n, P, E, h0, X);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
     }
-    for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
-        dim3 grid((unsigned)nc, SSM__CU_GRID_Y(L->S - s0));
-        ssm__cu_tc_kernel<W, TR, BF, PAD><<<grid, G::T3, sm3, st>>>(s0, T1, Lc, n, A, aos, b, h, X, nc, o);
-        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel");
+    { /* chunks c0.. (phase 1: the last only; its views and carries shifted to start there) */
+        const int64_t c0 = phase == 1 ? nc - 1 : 0;
+        A.off += c0 * A.chs, b.off += c0 * b.chs, h.off += c0 * h.chs, o.off += c0 * o.chs;
+        for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
+            dim3 grid((unsigned)(nc - c0), SSM__CU_GRID_Y(L->S - s0));
+            ssm__cu_tc_kernel<W, TR, BF, PAD><<<grid, G::T3, sm3, st>>>(s0, T1 - c0 * Lc, Lc, n, A, aos, b, h, X + c0 * W, nc, o);
+            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_kernel");
+        }
     }
     return SSM_OK;
 }
 /* the instantiation for the view: tile width, layout (TR), type (BF: 0 f16, 1 bf16, 2 f32 at W <= 64), padding */
 template <int W>
 static ssm_result ssm__cu_tc_run(ssm__cu_lr *L, int tr, int bf, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos,
-                                 ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws) {
-#define SSM__TC_GO(TR_, BF_)                                                                     \
-    (L->n == W ? ssm__cu_tc_go<W, TR_, BF_, 0>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws) \
-               : ssm__cu_tc_go<W, TR_, BF_, 1>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws))
+                                 ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws,
+                                 int phase, int want_end) {
+#define SSM__TC_GO(TR_, BF_)                                                                                      \
+    (L->n == W ? ssm__cu_tc_go<W, TR_, BF_, 0>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws, phase, want_end) \
+               : ssm__cu_tc_go<W, TR_, BF_, 1>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, crws, phase, want_end))
     if constexpr (W <= SSM__TC_N)
         if (bf == 2) return tr ? SSM__TC_GO(1, 2) : SSM__TC_GO(0, 2);
     if (bf) return tr ? SSM__TC_GO(1, 1) : SSM__TC_GO(0, 1);
@@ -2410,9 +2423,11 @@ static ssm_result ssm__cu_tc_run(ssm__cu_lr *L, int tr, int bf, int64_t T1, int 
 }
 
 /* Steps 1..T-1 from h_0 (already in h) on tensor cores; Lc steps per chunk. The caller's
-   output view `out` (when set) is written too: its copy from the f32 work buffer is skipped. */
+   output view `out` (when set) is written too: its copy from the f32 work buffer is skipped.
+   phase, want_end: ssm__cu_tc_go's (0: the whole solve). */
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
-                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr) {
+                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr,
+                                        int phase = 0, int want_end = 0) {
     const int64_t W = ssm__cu_tc_w(L->n);
     int64_t T1 = T - 1, nc, aos;
     ssm__cu_rv Av, bv, hv, h0, ov;
@@ -2429,13 +2444,17 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
     E = P + L->S * (nc - 1) * W * W;
     X = E + L->S * (nc - 1) * W;
     Av = ssm__cu_rv_of(A, 1, Lc), bv = ssm__cu_rv_of(b, 1, Lc), hv = ssm__cu_rv_of(h, 1, Lc), h0 = ssm__cu_rv_of(h, 0, 0);
-    L->st->mat_mat += L->S * (nc - 1) * Lc;
-    L->st->mat_state += L->S * T1 * 2 + L->S * (nc - 1);
+    if (phase != 1) { /* counted once a call */
+        L->st->mat_mat += L->S * (nc - 1) * Lc;
+        L->st->mat_state += L->S * T1 * 2 + L->S * (nc - 1);
+    }
     if (out.ptr) ov = ssm__cu_rv_of(out, 1, Lc), *out_written = 1;
     else memset(&ov, 0, sizeof ov);
-    if (W == SSM__TC_NS) return ssm__cu_tc_run<SSM__TC_NS>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
-    if (W == SSM__TC_N) return ssm__cu_tc_run<SSM__TC_N>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
-    return ssm__cu_tc_run<SSM__TC_NMAX>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws);
+    if (W == SSM__TC_NS)
+        return ssm__cu_tc_run<SSM__TC_NS>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws, phase, want_end);
+    if (W == SSM__TC_N)
+        return ssm__cu_tc_run<SSM__TC_N>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws, phase, want_end);
+    return ssm__cu_tc_run<SSM__TC_NMAX>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws, phase, want_end);
 }
 
 /* ---- Hillis-Steele scan, one fused kernel per level ----------------------------------------
@@ -3194,6 +3213,20 @@ static ssm_result ssm__cu_linrec_steps(ssm_ctx *ctx, const ssm_linrec_plan *p, s
     if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
     if (ssm__cu_tc_ok(&L, A)) return ssm__cu_lr_chunked_tc(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch, 0);
     return ssm__cu_lr_chunked(&L, p->T, A, b, h, p->chunk, (char *)scratch);
+}
+/* The linrec_steps_cp slot: the tensor-core chunked path (chunked, and cyclic reduction's spans
+   on those shapes) splits at its carries; everything else is ssm.h's generic split. */
+static ssm_result ssm__cu_linrec_steps_cp(ssm_ctx *ctx, const ssm_linrec_plan *p, int phase, int want_end, ssm_seq_view A,
+                                          ssm_seq_view b, ssm_seq_view h, ssm_seq_view out, int *out_written,
+                                          void *scratch, ssm_linrec_stats *st) {
+    ssm__cu_device_guard g(ssm__cu_st(ctx)->device);
+    ssm__cu_lr L;
+    const int cr = p->method == SSM_LINREC_CR;
+    L.ctx = ctx, L.p = p, L.S = p->group, L.n = p->n, L.m = p->m, L.st = st;
+    if (!(p->method == SSM_LINREC_CHUNKED || (cr && ssm__cu_cr_takes(ctx, p) && ssm__cu_st(ctx)->knobs.linrec_cr != 2)) ||
+        !ssm__cu_tc_ok(&L, A))
+        return SSM__NOT_MINE;
+    return ssm__cu_lr_chunked_tc(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch, cr, phase, want_end);
 }
 
 /* >>decay ---- decay scan ------------------------------------------------------------------ */
@@ -5873,6 +5906,14 @@ extern "C" SSMDEF ssm_result ssm_cuda_nccl_allreduce(void *user, double *data, i
     if (ncclAllReduce(data, data, (size_t)count, ncclDouble, ncclSum, h->comm, s) != ncclSuccess) return SSM_ERROR_BACKEND;
     if (h->nranks > 1) ssm__nccl_scale_kernel<<<ssm__cu_blocks(count), 256, 0, s>>>(data, count, 1.0 / h->nranks);
     return cudaGetLastError() == cudaSuccess ? SSM_OK : SSM_ERROR_BACKEND;
+}
+
+extern "C" SSMDEF ssm_result ssm_cuda_nccl_allgather(void *user, const void *send, void *recv, size_t bytes) {
+    ssm_cuda_nccl *h = (ssm_cuda_nccl *)user;
+    if (!h || !send || !recv) return SSM_ERROR_NULL_ARGUMENT;
+    ssm__cu_device_guard guard(h->device);
+    return ncclAllGather(send, recv, bytes, ncclUint8, h->comm, (cudaStream_t)h->stream) == ncclSuccess ? SSM_OK
+                                                                                                         : SSM_ERROR_BACKEND;
 }
 
 extern "C" SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda_nccl *h, uint64_t checksum) {
@@ -9521,6 +9562,7 @@ static const ssm_backend ssm__cuda_backend = {
     /* .bell_topology_create = */ ssm__cu_bell_topology_create,
     /* .bell_topology_observe = */ ssm__cu_bell_topology_observe,
     /* .bell_topology_step = */ ssm__cu_bell_topology_step,
+    /* .linrec_steps_cp = */ ssm__cu_linrec_steps_cp,
     /* .reserved = */ {NULL}};
 
 extern "C" SSMDEF const ssm_backend *ssm_cuda_backend(void) { return &ssm__cuda_backend; }

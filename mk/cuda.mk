@@ -36,7 +36,7 @@ DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
 # The programs are built by a make of their own running $(JOBS) compiles at a time, the output
 # of each compile printed together ($(PAR), Makefile); the longest (the implementation object,
 # the library, dev_whole) first.
-CUDA_PROGS := $(CUDA_IMPL) $(BUILD)/libssmh.so $(BUILD)/dev_whole $(if $(NCCL_SO),$(BUILD)/test_nccl) $(BUILD)/test_cuda \
+CUDA_PROGS := $(CUDA_IMPL) $(BUILD)/libssmh.so $(BUILD)/dev_whole $(if $(NCCL_SO),$(BUILD)/cuda_impl_nccl.o $(BUILD)/test_nccl $(BUILD)/cuda_cp_bench) $(BUILD)/test_cuda \
 	$(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta $(filter-out $(BUILD)/dev_whole,$(DEV_CUDA))
 compile-cuda: | $(BUILD)
 	@echo "== CUDA programs: compile and link ($(or $(findstring -j,$(MAKEFLAGS)),$(JOBS)) at a time)"
@@ -61,8 +61,18 @@ test-cuda: $(BUILD)/test_cuda
 NCCL_HOME ?= $(firstword $(foreach d,/usr/local/cuda /usr $(shell python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null),$(if $(wildcard $(d)/include/nccl.h),$(d))))
 NCCL_SO = $(firstword $(wildcard $(addprefix $(NCCL_HOME)/,lib/libnccl.so lib64/libnccl.so lib/x86_64-linux-gnu/libnccl.so lib/libnccl.so.2 lib64/libnccl.so.2 lib/x86_64-linux-gnu/libnccl.so.2)))
 
-$(BUILD)/test_nccl: tests/test_nccl.cu ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_NCCL -I$(NCCL_HOME)/include $< $(CUDALIBS) $(NCCL_SO) -Xlinker -rpath,$(dir $(NCCL_SO)) -o $@
+# The NCCL programs (the 2-GPU test, the context-parallel benchmark) share one implementation
+# object built with the hook.
+NCCL_FLAGS = -DSSM_NCCL -I$(NCCL_HOME)/include
+NCCL_LINK = $(CUDALIBS) $(NCCL_SO) -Xlinker -rpath,$(dir $(NCCL_SO))
+$(BUILD)/cuda_impl_nccl.o: tests/cuda_impl.cu ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) -c $< -o $@
+
+$(BUILD)/test_nccl: tests/test_nccl.cu $(BUILD)/cuda_impl_nccl.o ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) $< $(BUILD)/cuda_impl_nccl.o $(NCCL_LINK) -o $@
+
+$(BUILD)/cuda_cp_bench: bench/cuda_cp.cu bench/cuda_common.h $(BUILD)/cuda_impl_nccl.o ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) $< $(BUILD)/cuda_impl_nccl.o $(NCCL_LINK) -o $@
 
 test-nccl: $(BUILD)/test_nccl
 	$(B)/test_nccl

@@ -1,6 +1,7 @@
 /* Dense linear recurrence: the special-purpose checks. Every method's forward and backward
    against the f64 oracle and finite differences are rows of the case table (tests/cases.h). */
 #include "test.h"
+#include <pthread.h>
 
 /* Product counts, made checkable: CR does ~6x fewer products than the HS scan at T=1024. */
 static void product_counts(void) {
@@ -121,8 +122,267 @@ static void backward_without_dA(void) {
     test_end();
 }
 
+/* ---- context parallelism: ranks as threads, the allgather through a host stage ---------------
+   Every rank has its own context and tensors holding its span; the hook copies each rank's bytes
+   into the stage, waits for all, and copies the stage back (device memory under test_mem). */
+typedef struct cp_world {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int R, arrived, bad;
+    unsigned gen;
+    size_t bytes;
+    unsigned char *stage;
+} cp_world;
+typedef struct cp_rank {
+    cp_world *w;
+    ssm_ctx *ctx;
+    ssm_linrec_cp cp;
+    const ssm_linrec_desc *d;
+    int backward;
+    ssm_tensor *A, *b, *h0, *h, *hT, *hin, *dh, *dhT, *dA, *db, *dh0;
+    ssm_result r;
+    char msg[256];
+} cp_rank;
+
+static void cp_barrier(cp_world *w) {
+    unsigned g;
+    pthread_mutex_lock(&w->mu);
+    g = w->gen;
+    if (++w->arrived == w->R) w->arrived = 0, ++w->gen, pthread_cond_broadcast(&w->cv);
+    else
+        while (g == w->gen) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+static ssm_result cp_allgather(void *user, const void *send, void *recv, size_t bytes) {
+    cp_rank *rk = (cp_rank *)user;
+    cp_world *w = rk->w;
+    pthread_mutex_lock(&w->mu);
+    if (w->bytes != bytes) w->bad = 1; /* every rank exchanges the same size */
+    pthread_mutex_unlock(&w->mu);
+    if (bytes <= w->bytes) {
+        if (test_mem) test_mem->download(w->stage + (size_t)rk->cp.rank * bytes, send, bytes);
+        else memcpy(w->stage + (size_t)rk->cp.rank * bytes, send, bytes);
+    }
+    cp_barrier(w);
+    if (bytes <= w->bytes) {
+        if (test_mem) test_mem->upload(recv, w->stage, bytes * (size_t)w->R);
+        else memcpy(recv, w->stage, bytes * (size_t)w->R);
+    }
+    cp_barrier(w); /* the stage is read before any rank's next call writes it */
+    return SSM_OK;
+}
+static void *cp_rank_main(void *arg) {
+    cp_rank *rk = (cp_rank *)arg;
+    if (!rk->backward)
+        rk->r = ssm_linrec_forward_cp(rk->ctx, rk->d, &rk->cp, rk->A, rk->b, rk->h0, rk->h, rk->hT, rk->hin);
+    else
+        rk->r = ssm_linrec_backward_cp(rk->ctx, rk->d, &rk->cp, rk->A, rk->hin, rk->h, rk->dh, rk->dhT, rk->dA, rk->db, rk->dh0);
+    snprintf(rk->msg, sizeof rk->msg, "%s", ssm_ctx_last_error(rk->ctx));
+    return NULL;
+}
+/* Rows t0 .. t0+len-1 of a logical [S][T][row] array into [S][len][row] (and back with put). */
+static void cp_slice(const double *src, double *dst, int64_t S, int64_t T, int64_t t0, int64_t len, int64_t row, int put) {
+    int64_t s;
+    for (s = 0; s < S; ++s) {
+        if (put) memcpy((double *)src + (s * T + t0) * row, dst + s * len * row, sizeof(double) * (size_t)(len * row));
+        else memcpy(dst + s * len * row, src + (s * T + t0) * row, sizeof(double) * (size_t)(len * row));
+    }
+}
+
+/* One configuration: R ranks on spans `len` of a T-step sequence, forward then backward, against
+   a one-rank call on the whole sequence (same backend and method): h, every rank's hT and hin,
+   dA, db, the first rank's dh0 (of h0) and the others' (of hin: g - dh one step before the span). */
+static void cp_case(ssm_dtype dt, ssm_linrec_method method, int64_t chunk, int reverse, int64_t S, int64_t n, int64_t m,
+                    int R, const int64_t *len, double tol) {
+    int64_t T = 0, t0s[8], r;
+    int64_t sA[4], sb[4], s0[3] = {0, 0, 0};
+    double *vA, *vb, *v0, *vdh, *vdT, *ref_h, *ref_dA, *ref_db, *ref_d0, *got;
+    tbuf wA, wb, w0, wh, wdh, wdT, wdA, wdb, wd0;
+    tbuf rA[8], rb[8], rh[8], rhT[8], rhin[8], rdh[8], rdA[8], rdb[8], rd0[8];
+    cp_world w;
+    cp_rank rk[8];
+    pthread_t th[8];
+    ssm_ctx *ctx = test_ctx();
+    ssm_linrec_desc d = ssm_linrec_desc_init();
+    const int first = reverse ? R - 1 : 0, last = reverse ? 0 : R - 1;
+    int pass;
+    for (r = 0; r < R; ++r) t0s[r] = T, T += len[r];
+    sA[0] = S, sA[1] = T, sA[2] = n, sA[3] = n;
+    sb[0] = S, sb[1] = T, sb[2] = n, sb[3] = m;
+    s0[0] = S, s0[1] = n, s0[2] = m;
+    d.method = method, d.chunk = chunk, d.reverse = reverse;
+    wA = tb_random(dt, 4, sA, LAYOUT_CONTIGUOUS, 1.4 / sqrt((double)n), &vA);
+    wb = tb_random(dt, 4, sb, LAYOUT_CONTIGUOUS, 1.0, &vb);
+    w0 = tb_random(dt, 3, s0, LAYOUT_CONTIGUOUS, 1.0, &v0);
+    wdh = tb_random(dt, 4, sb, LAYOUT_CONTIGUOUS, 1.0, &vdh);
+    wdT = tb_random(dt, 3, s0, LAYOUT_CONTIGUOUS, 1.0, &vdT);
+    wh = tb_new(dt, 4, sb, LAYOUT_CONTIGUOUS), wdA = tb_new(dt, 4, sA, LAYOUT_CONTIGUOUS);
+    wdb = tb_new(dt, 4, sb, LAYOUT_CONTIGUOUS), wd0 = tb_new(dt, 3, s0, LAYOUT_CONTIGUOUS);
+    CHECK_OK(ssm_linrec_forward(ctx, &d, &wA.t, &wb.t, &w0.t, &wh.t, NULL), ctx);
+    CHECK_OK(ssm_linrec_backward(ctx, &d, &wA.t, &w0.t, &wh.t, &wdh.t, &wdT.t, &wdA.t, &wdb.t, &wd0.t), ctx);
+    ref_h = (double *)malloc(sizeof(double) * (size_t)(S * T * n * m));
+    ref_db = (double *)malloc(sizeof(double) * (size_t)(S * T * n * m));
+    ref_dA = (double *)malloc(sizeof(double) * (size_t)(S * T * n * n));
+    ref_d0 = (double *)malloc(sizeof(double) * (size_t)(S * n * m));
+    got = (double *)malloc(sizeof(double) * (size_t)(S * T * n * (n + m)));
+    tb_get(&wh, ref_h), tb_get(&wdb, ref_db), tb_get(&wdA, ref_dA), tb_get(&wd0, ref_d0);
+    memset(&w, 0, sizeof w);
+    pthread_mutex_init(&w.mu, NULL), pthread_cond_init(&w.cv, NULL);
+    w.R = R;
+    /* the exchanged size: a rank's maps in the work dtype (f64 or f32), 256-byte aligned */
+    w.bytes = ((dt.bits == 64 ? 8u : 4u) * (size_t)(S * n * (n + m)) + 255u) & ~(size_t)255u;
+    w.stage = (unsigned char *)malloc(w.bytes * (size_t)R);
+    for (r = 0; r < R; ++r) {
+        int64_t ra[4] = {S, len[r], n, n}, rbs[4] = {S, len[r], n, m};
+        double *tmp = (double *)malloc(sizeof(double) * (size_t)(S * len[r] * n * (n > m ? n : m)));
+        rA[r] = tb_new(dt, 4, ra, r % 2 ? LAYOUT_PADDED : LAYOUT_CONTIGUOUS);
+        cp_slice(vA, tmp, S, T, t0s[r], len[r], n * n, 0), tb_set(&rA[r], tmp);
+        rb[r] = tb_new(dt, 4, rbs, r % 2 ? LAYOUT_CONTIGUOUS : LAYOUT_PADDED);
+        cp_slice(vb, tmp, S, T, t0s[r], len[r], n * m, 0), tb_set(&rb[r], tmp);
+        rdh[r] = tb_new(dt, 4, rbs, LAYOUT_CONTIGUOUS);
+        cp_slice(vdh, tmp, S, T, t0s[r], len[r], n * m, 0), tb_set(&rdh[r], tmp);
+        rh[r] = tb_new(dt, 4, rbs, LAYOUT_CONTIGUOUS), rdb[r] = tb_new(dt, 4, rbs, LAYOUT_PADDED);
+        rdA[r] = tb_new(dt, 4, ra, LAYOUT_CONTIGUOUS);
+        rhT[r] = tb_new(dt, 3, s0, LAYOUT_CONTIGUOUS), rhin[r] = tb_new(dt, 3, s0, LAYOUT_CONTIGUOUS);
+        rd0[r] = tb_new(dt, 3, s0, LAYOUT_CONTIGUOUS);
+        free(tmp);
+        memset(&rk[r], 0, sizeof rk[r]);
+        rk[r].w = &w, rk[r].ctx = r == 0 ? ctx : test_ctx(), rk[r].d = &d;
+        rk[r].cp.rank = (int)r, rk[r].cp.nranks = R, rk[r].cp.allgather = cp_allgather, rk[r].cp.user = &rk[r];
+        rk[r].A = &rA[r].t, rk[r].b = &rb[r].t, rk[r].h0 = r == first ? &w0.t : NULL, rk[r].h = &rh[r].t;
+        rk[r].hT = &rhT[r].t, rk[r].hin = &rhin[r].t, rk[r].dh = &rdh[r].t, rk[r].dhT = r == last ? &wdT.t : NULL;
+        rk[r].dA = &rdA[r].t, rk[r].db = &rdb[r].t, rk[r].dh0 = &rd0[r].t;
+    }
+    for (pass = 0; pass < 2; ++pass) {
+        for (r = 0; r < R; ++r) rk[r].backward = pass, pthread_create(&th[r], NULL, cp_rank_main, &rk[r]);
+        for (r = 0; r < R; ++r) pthread_join(th[r], NULL);
+        for (r = 0; r < R; ++r) CHECK(rk[r].r == SSM_OK, "rank %d %s: %s (%s)", (int)r, pass ? "backward" : "forward",
+                                      ssm_result_string(rk[r].r), rk[r].msg);
+    }
+    CHECK(!w.bad, "the ranks exchanged different sizes");
+    for (r = 0; r < R; ++r) {
+        double *want = (double *)malloc(sizeof(double) * (size_t)(S * len[r] * n * n)), e;
+        const int64_t ts = reverse ? t0s[r] : t0s[r] + len[r] - 1;          /* the span's last processed step */
+        const int64_t tp = reverse ? t0s[r] + len[r] : t0s[r] - 1;          /* the step processed before it */
+        int64_t s;
+        cp_slice(ref_h, want, S, T, t0s[r], len[r], n * m, 0), tb_get(&rh[r], got);
+        e = rel_err(got, want, S * len[r] * n * m);
+        CHECK(e <= tol, "rank %d of %d: h rel err %.3e", (int)r, R, e);
+        cp_slice(ref_h, want, S, T, ts, 1, n * m, 0), tb_get(&rhT[r], got);
+        e = rel_err(got, want, S * n * m);
+        CHECK(e <= tol, "rank %d of %d: hT rel err %.3e", (int)r, R, e);
+        if (r == first) tb_get(&w0, want);
+        else cp_slice(ref_h, want, S, T, tp, 1, n * m, 0);
+        tb_get(&rhin[r], got), e = rel_err(got, want, S * n * m);
+        CHECK(e <= tol, "rank %d of %d: hin rel err %.3e", (int)r, R, e);
+        cp_slice(ref_dA, want, S, T, t0s[r], len[r], n * n, 0), tb_get(&rdA[r], got);
+        e = rel_err(got, want, S * len[r] * n * n);
+        CHECK(e <= tol, "rank %d of %d: dA rel err %.3e", (int)r, R, e);
+        cp_slice(ref_db, want, S, T, t0s[r], len[r], n * m, 0), tb_get(&rdb[r], got);
+        e = rel_err(got, want, S * len[r] * n * m);
+        CHECK(e <= tol, "rank %d of %d: db rel err %.3e", (int)r, R, e);
+        if (r == first) memcpy(want, ref_d0, sizeof(double) * (size_t)(S * n * m));
+        else {
+            double *dhp = (double *)malloc(sizeof(double) * (size_t)(S * n * m));
+            cp_slice(ref_db, want, S, T, tp, 1, n * m, 0), cp_slice(vdh, dhp, S, T, tp, 1, n * m, 0);
+            for (s = 0; s < S * n * m; ++s) want[s] -= dhp[s];
+            free(dhp);
+        }
+        tb_get(&rd0[r], got), e = rel_err(got, want, S * n * m);
+        CHECK(e <= tol, "rank %d of %d: dh0 rel err %.3e", (int)r, R, e);
+        CHECK(tb_outside_untouched(&rh[r]) && tb_outside_untouched(&rdb[r]), "rank %d: writes outside h / db", (int)r);
+        free(want);
+        if (r) ssm_ctx_destroy(rk[r].ctx);
+        tb_free(&rA[r]), tb_free(&rb[r]), tb_free(&rh[r]), tb_free(&rhT[r]), tb_free(&rhin[r]), tb_free(&rdh[r]);
+        tb_free(&rdA[r]), tb_free(&rdb[r]), tb_free(&rd0[r]);
+    }
+    if (test_failures_in_case)
+        printf("  (%s %s chunk %lld reverse %d S %lld n %lld m %lld, %d ranks)\n", dt.bits == 16 ? "16-bit" : "f32/f64",
+               ssm_linrec_method_name(method), (long long)chunk, reverse, (long long)S, (long long)n, (long long)m, R);
+    pthread_mutex_destroy(&w.mu), pthread_cond_destroy(&w.cv);
+    free(w.stage), free(vA), free(vb), free(v0), free(vdh), free(vdT), free(ref_h), free(ref_db), free(ref_dA), free(ref_d0), free(got);
+    tb_free(&wA), tb_free(&wb), tb_free(&w0), tb_free(&wh), tb_free(&wdh), tb_free(&wdT), tb_free(&wdA), tb_free(&wdb), tb_free(&wd0);
+    ssm_ctx_destroy(ctx);
+}
+
+static void context_parallel(void) {
+    static const int64_t spans[4][4] = {{23, 0, 0, 0}, {11, 12, 0, 0}, {1, 13, 9, 0}, {6, 1, 9, 7}};
+    static const int64_t wide[2][3] = {{150, 151, 0}, {100, 1, 200}};
+    const int gpu = test_backend->device_type != SSM_DEVICE_CPU;
+    int mi, R, rev, k;
+    test_begin("linrec context parallel: ranks' spans against one call on the whole sequence, fwd and bwd");
+    for (mi = 0; mi < SSM_LINREC_METHOD_COUNT; ++mi)
+        for (R = 1; R <= 4; ++R)
+            for (rev = 0; rev < 2; ++rev)
+                cp_case(gpu ? SSM_F32 : SSM_F64, (ssm_linrec_method)mi, 5, rev, 2, 3, 2, R, spans[R - 1], gpu ? 2e-5 : 1e-12);
+    /* the tensor-core chunked shapes (n a multiple of 8, m = 1): the split path on a GPU */
+    for (k = 0; k < 2; ++k)
+        for (rev = 0; rev < 2; ++rev) {
+            cp_case(SSM_F32, SSM_LINREC_CHUNKED, 0, rev, 2, 16, 1, k + 2, wide[k], gpu ? 2e-3 : 1e-5);
+            if (gpu) {
+                cp_case(SSM_F16, SSM_LINREC_CHUNKED, 0, rev, 2, 16, 1, k + 2, wide[k], 4e-3);
+                cp_case(SSM_BF16, SSM_LINREC_CR, 0, rev, 3, 24, 1, k + 2, wide[k], 2e-2);
+            }
+        }
+    test_end();
+}
+
+/* Bad _cp arguments answer their codes and write nothing; a failing hook is reported. */
+static ssm_result cp_failing_hook(void *user, const void *send, void *recv, size_t bytes) {
+    (void)user, (void)send, (void)recv, (void)bytes;
+    return SSM_ERROR_BACKEND;
+}
+static void context_parallel_errors(void) {
+    ssm_ctx *ctx = test_ctx();
+    int64_t sA[4] = {1, 7, 2, 2}, sb[4] = {1, 7, 2, 1}, s0[2] = {1, 2};
+    tbuf tA = tb_random(SSM_F32, 4, sA, LAYOUT_CONTIGUOUS, 0.5, NULL), tb = tb_random(SSM_F32, 4, sb, 0, 1.0, NULL);
+    tbuf th = tb_new(SSM_F32, 4, sb, LAYOUT_CONTIGUOUS), th0 = tb_random(SSM_F32, 2, s0, 0, 1.0, NULL);
+    ssm_linrec_desc d = ssm_linrec_desc_init();
+    ssm_linrec_cp cp;
+    size_t bytes = 0;
+    test_begin("linrec context parallel: argument errors write nothing, a failing hook is reported");
+    memset(&cp, 0, sizeof cp);
+    CHECK(ssm_linrec_forward_cp(ctx, &d, NULL, &tA.t, &tb.t, NULL, &th.t, NULL, NULL) == SSM_ERROR_NULL_ARGUMENT, "cp NULL");
+    cp.rank = 2, cp.nranks = 2, cp.allgather = cp_failing_hook;
+    CHECK(ssm_linrec_forward_cp(ctx, &d, &cp, &tA.t, &tb.t, NULL, &th.t, NULL, NULL) == SSM_ERROR_INVALID_VALUE, "rank 2 of 2");
+    cp.rank = 0, cp.allgather = NULL;
+    CHECK(ssm_linrec_forward_cp(ctx, &d, &cp, &tA.t, &tb.t, NULL, &th.t, NULL, NULL) == SSM_ERROR_NULL_ARGUMENT, "no hook");
+    cp.rank = 1, cp.allgather = cp_failing_hook;
+    CHECK(ssm_linrec_forward_cp(ctx, &d, &cp, &tA.t, &tb.t, &th0.t, &th.t, NULL, NULL) == SSM_ERROR_INVALID_VALUE,
+          "h0 on rank 1");
+    CHECK(ssm_linrec_backward_cp(ctx, &d, &cp, &tA.t, NULL, &th.t, &tb.t, NULL, NULL, &th.t, NULL) == SSM_ERROR_ALIASING,
+          "db aliasing h");
+    CHECK(tb_untouched(&th), "a refused call wrote h");
+    CHECK(ssm_linrec_forward_cp(ctx, &d, &cp, &tA.t, &tb.t, NULL, &th.t, NULL, NULL) == SSM_ERROR_BACKEND, "failing hook");
+    CHECK(strstr(ssm_ctx_last_error(ctx), "allgather") != NULL, "message: %s", ssm_ctx_last_error(ctx));
+    CHECK(ssm_linrec_cp_workspace_size(ctx, &d, &cp, SSM_F32, 1, -7, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_SHAPE, "T < 0");
+    cp.nranks = 0;
+    CHECK(ssm_linrec_cp_workspace_size(ctx, &d, &cp, SSM_F32, 1, 7, 2, 1, 0, &bytes) == SSM_ERROR_INVALID_VALUE, "0 ranks");
+    { /* one rank on an exact caller-owned workspace: the call as ssm_linrec_forward */
+        ssm_ctx *own = NULL;
+        ssm_ctx_config cfg = ssm_ctx_config_init();
+        void *buf;
+        cp.rank = 0, cp.nranks = 1, cp.allgather = NULL;
+        CHECK_OK(ssm_linrec_cp_workspace_size(ctx, &d, &cp, SSM_F32, 1, 7, 2, 1, 0, &bytes), ctx);
+        buf = test_mem ? test_mem->alloc(bytes) : malloc(bytes);
+        cfg.backend = test_backend, cfg.backend_config = test_backend_config, cfg.workspace = buf, cfg.workspace_bytes = bytes;
+        CHECK_OK(ssm_ctx_create(&cfg, &own), own);
+        if (own) {
+            CHECK_OK(ssm_linrec_forward_cp(own, &d, &cp, &tA.t, &tb.t, &th0.t, &th.t, NULL, NULL), own);
+            ssm_ctx_destroy(own);
+        }
+        if (test_mem) test_mem->release(buf);
+        else free(buf);
+    }
+    tb_free(&tA), tb_free(&tb), tb_free(&th), tb_free(&th0);
+    ssm_ctx_destroy(ctx);
+    test_end();
+}
+
 void suite_linrec(void) {
     product_counts();
     workspace_queries();
     backward_without_dA();
+    context_parallel();
+    context_parallel_errors();
 }
