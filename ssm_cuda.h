@@ -1318,7 +1318,8 @@ static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A);
 static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m);
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
-                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr);
+                                        int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr,
+                                        int phase = 0, int want_end = 0);
 /* Chunked, fused: (1) every chunk after the first runs from zero and forms P_c, all chunks in
    parallel, while the first chunk runs from h_0; (2) the carry recurrence over chunk ends
    E_c = P_c E_{c-1} + E_c (one kernel); (3) every chunk re-runs from its true carry. */
@@ -2427,7 +2428,7 @@ static ssm_result ssm__cu_tc_run(ssm__cu_lr *L, int tr, int bf, int64_t T1, int 
    phase, want_end: ssm__cu_tc_go's (0: the whole solve). */
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                         int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr,
-                                        int phase = 0, int want_end = 0) {
+                                        int phase, int want_end) {
     const int64_t W = ssm__cu_tc_w(L->n);
     int64_t T1 = T - 1, nc, aos;
     ssm__cu_rv Av, bv, hv, h0, ov;

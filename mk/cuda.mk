@@ -19,7 +19,7 @@ CUDA_IMPL := $(BUILD)/cuda_impl.o
 CUDALIBS  := -lcublas
 CPUTESTS  := $(filter-out tests/test_main.c,$(TESTSRC))
 
-.PHONY: compile-cuda test-cuda test-nccl bench-cuda bench-cuda-bell bench-cuda-delta lib run-cuda fuzz-cuda
+.PHONY: compile-cuda test-cuda test-nccl bench-cuda-cp bench-cuda bench-cuda-bell bench-cuda-delta lib run-cuda fuzz-cuda
 
 ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
 EXTRA_TEST_DEPS += compile-cuda
@@ -72,10 +72,13 @@ $(BUILD)/test_nccl: tests/test_nccl.cu $(BUILD)/cuda_impl_nccl.o ssm.h ssm_cuda.
 	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) $< $(BUILD)/cuda_impl_nccl.o $(NCCL_LINK) -o $@
 
 $(BUILD)/cuda_cp_bench: bench/cuda_cp.cu bench/cuda_common.h $(BUILD)/cuda_impl_nccl.o ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) $< $(BUILD)/cuda_impl_nccl.o $(NCCL_LINK) -o $@
+	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(BUILD)/cuda_impl_nccl.o $(NCCL_LINK) -o $@
 
 test-nccl: $(BUILD)/test_nccl
 	$(B)/test_nccl
+
+bench-cuda-cp: $(BUILD)/cuda_cp_bench
+	$(B)/cuda_cp_bench
 
 # The API fuzzer with CUDA contexts as the second backend (tests/fuzz_api.c, SSM_FUZZ_CUDA):
 # every call's memory mirrored to the device, the same contract checks, results compared with

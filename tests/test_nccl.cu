@@ -1,19 +1,23 @@
-/* The block-ELL topology across two GPUs over NCCL (ssm_cuda.h's SSM_NCCL hook): one process,
-   a thread per rank, ncclCommInitAll. Both ranks start from the same layer and train it on
-   different data (dvalues from ssm_bell_backward, scores by observe, an update every second
-   step). With the hook every rank selects from the averaged scores: identical col_idx and
-   checksums after every update, and ssm_cuda_nccl_check_checksum agrees; without it the
-   topologies diverge and the check reports SSM_ERROR_INVALID_VALUE. Needs 2 GPUs (else it
-   says so and runs nothing). Last line: "N passed, N failed".
-   Build: make build/test_nccl (nvcc -DSSM_NCCL ..., libnccl from NCCL_HOME, see mk/cuda.mk). */
+/* Two GPUs over NCCL (ssm_cuda.h's SSM_NCCL hooks): one process, a thread per rank,
+   ncclCommInitAll. Needs 2 GPUs (else it says so and runs nothing). Last line: "N passed, N
+   failed". Build: make build/test_nccl (nvcc -DSSM_NCCL ..., libnccl from NCCL_HOME, see
+   mk/cuda.mk; the CUDA implementation comes from build/cuda_impl_nccl.o).
+   1. The block-ELL topology: both ranks start from the same layer and train it on different
+      data (dvalues from ssm_bell_backward, scores by observe, an update every second step).
+      With the hook every rank selects from the averaged scores: identical col_idx and
+      checksums after every update, and ssm_cuda_nccl_check_checksum agrees; without it the
+      topologies diverge and the check reports SSM_ERROR_INVALID_VALUE.
+   2. Context parallelism: a recurrence's time axis split across the GPUs
+      (ssm_linrec_forward_cp / backward_cp with ssm_cuda_nccl_allgather) against the 1-GPU
+      call on the whole sequence: h, hT, hin, dA, db, dh0. */
 #ifndef SSM_NCCL
 #define SSM_NCCL
 #endif
 #define SSM_IMPLEMENTATION
-#define SSM_CUDA_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include <cstdio>
 #include <cstring>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -137,6 +141,193 @@ done:
     cudaStreamDestroy(st);
 }
 
+/* ---- context parallelism ----------------------------------------------------------------- */
+static uint64_t g_cp_seed = 0x9E3779B97F4A7C15ull;
+static void *cp_upload(ssm_dtype dt, const std::vector<double> &v) {
+    void *p = NULL;
+    const size_t n = v.size(), es = dt.bits / 8;
+    std::vector<unsigned char> raw(n * es);
+    for (size_t i = 0; i < n; ++i) {
+        if (dt.bits == 32) ((float *)raw.data())[i] = (float)v[i];
+        else if (dt.code == SSM_DTYPE_BFLOAT) ((__nv_bfloat16 *)raw.data())[i] = __float2bfloat16((float)v[i]);
+        else ((__half *)raw.data())[i] = __float2half((float)v[i]);
+    }
+    cudaMalloc(&p, n * es + 1);
+    cudaMemcpy(p, raw.data(), n * es, cudaMemcpyHostToDevice);
+    return p;
+}
+static std::vector<double> cp_download(ssm_dtype dt, const void *p, size_t n) {
+    const size_t es = dt.bits / 8;
+    std::vector<unsigned char> raw(n * es);
+    std::vector<double> v(n);
+    cudaMemcpy(raw.data(), p, n * es, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; ++i) {
+        if (dt.bits == 32) v[i] = ((float *)raw.data())[i];
+        else if (dt.code == SSM_DTYPE_BFLOAT) v[i] = __bfloat162float(((__nv_bfloat16 *)raw.data())[i]);
+        else v[i] = __half2float(((__half *)raw.data())[i]);
+    }
+    return v;
+}
+/* rows t0 .. t0+len-1 of [S][T][row] */
+static std::vector<double> cp_rows(const std::vector<double> &v, int64_t S, int64_t T, int64_t t0, int64_t len, int64_t row) {
+    std::vector<double> o((size_t)(S * len * row));
+    for (int64_t s = 0; s < S; ++s)
+        std::copy(v.begin() + (s * T + t0) * row, v.begin() + (s * T + t0 + len) * row, o.begin() + s * len * row);
+    return o;
+}
+static double cp_relerr(const std::vector<double> &a, const std::vector<double> &b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(a[i])) return INFINITY;
+        num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+    }
+    return std::sqrt(num) / (den > 0 ? std::sqrt(den) : 1.0);
+}
+
+struct cp_case {
+    ssm_dtype dt;
+    ssm_linrec_method method;
+    int64_t S, len[2], n, m;
+    double tol;
+};
+struct cp_data { /* the whole sequence's inputs */
+    std::vector<double> A, b, h0, dh, dhT;
+};
+struct cp_rank_run {
+    int rank;
+    ncclComm_t comm;
+    const cp_case *c;
+    const cp_data *in;
+    std::vector<double> h, hT, hin, dA, db, dh0;
+    int errors;
+};
+
+#define CP_OK(expr)                                                                                      \
+    do {                                                                                                 \
+        ssm_result r_ = (expr);                                                                          \
+        if (r_ != SSM_OK) {                                                                              \
+            printf("rank %d: %s -> %s (%s)\n", rr->rank, #expr, ssm_result_string(r_), ssm_ctx_last_error(ctx)); \
+            ++rr->errors;                                                                                \
+            goto done;                                                                                   \
+        }                                                                                                \
+    } while (0)
+
+static void cp_rank_main(cp_rank_run *rr) {
+    const cp_case &c = *rr->c;
+    const int64_t S = c.S, n = c.n, m = c.m, T = c.len[0] + c.len[1], len = c.len[rr->rank], t0 = rr->rank ? c.len[0] : 0;
+    const ssm_device dev = ssm_cuda_device(rr->rank);
+    const size_t es = c.dt.bits / 8;
+    ssm_ctx *ctx = NULL;
+    ssm_cuda_nccl h;
+    cudaStream_t st = NULL;
+    void *A = NULL, *b = NULL, *dh = NULL, *h0 = NULL, *dhT = NULL, *hh = NULL, *hT = NULL, *hin = NULL, *dA = NULL, *db = NULL, *d0 = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    memset(&h, 0, sizeof h);
+    cudaSetDevice(rr->rank);
+    cudaStreamCreate(&st);
+    cc.device = rr->rank, cc.stream = st;
+    cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
+    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) {
+        ++rr->errors;
+        return;
+    }
+    CP_OK(ssm_cuda_nccl_init(&h, rr->comm, st));
+    A = cp_upload(c.dt, cp_rows(rr->in->A, S, T, t0, len, n * n)), b = cp_upload(c.dt, cp_rows(rr->in->b, S, T, t0, len, n * m));
+    dh = cp_upload(c.dt, cp_rows(rr->in->dh, S, T, t0, len, n * m));
+    if (rr->rank == 0) h0 = cp_upload(c.dt, rr->in->h0);
+    else dhT = cp_upload(c.dt, rr->in->dhT);
+    cudaMalloc(&hh, S * len * n * m * es), cudaMalloc(&db, S * len * n * m * es), cudaMalloc(&dA, S * len * n * n * es);
+    cudaMalloc(&hT, S * n * m * es), cudaMalloc(&hin, S * n * m * es), cudaMalloc(&d0, S * n * m * es);
+    {
+        int64_t sa[4] = {S, len, n, n}, sb[4] = {S, len, n, m}, s0[3] = {S, n, m};
+        ssm_tensor tA = ssm_tensor_make(A, c.dt, dev, 4, sa, NULL), tb = ssm_tensor_make(b, c.dt, dev, 4, sb, NULL);
+        ssm_tensor tdh = ssm_tensor_make(dh, c.dt, dev, 4, sb, NULL), th = ssm_tensor_make(hh, c.dt, dev, 4, sb, NULL);
+        ssm_tensor tdb = ssm_tensor_make(db, c.dt, dev, 4, sb, NULL), tdA = ssm_tensor_make(dA, c.dt, dev, 4, sa, NULL);
+        ssm_tensor th0 = ssm_tensor_make(h0, c.dt, dev, 3, s0, NULL), tdT = ssm_tensor_make(dhT, c.dt, dev, 3, s0, NULL);
+        ssm_tensor thT = ssm_tensor_make(hT, c.dt, dev, 3, s0, NULL), thin = ssm_tensor_make(hin, c.dt, dev, 3, s0, NULL);
+        ssm_tensor td0 = ssm_tensor_make(d0, c.dt, dev, 3, s0, NULL);
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        ssm_linrec_cp cp;
+        d.method = c.method;
+        cp.rank = rr->rank, cp.nranks = 2, cp.allgather = ssm_cuda_nccl_allgather, cp.user = &h;
+        CP_OK(ssm_linrec_forward_cp(ctx, &d, &cp, &tA, &tb, rr->rank == 0 ? &th0 : NULL, &th, &thT, &thin));
+        CP_OK(ssm_linrec_backward_cp(ctx, &d, &cp, &tA, &thin, &th, &tdh, rr->rank == 1 ? &tdT : NULL, &tdA, &tdb, &td0));
+        cudaStreamSynchronize(st);
+        rr->h = cp_download(c.dt, hh, S * len * n * m), rr->hT = cp_download(c.dt, hT, S * n * m);
+        rr->hin = cp_download(c.dt, hin, S * n * m), rr->dA = cp_download(c.dt, dA, S * len * n * n);
+        rr->db = cp_download(c.dt, db, S * len * n * m), rr->dh0 = cp_download(c.dt, d0, S * n * m);
+    }
+done:
+    ssm_cuda_nccl_free(&h);
+    cudaFree(A), cudaFree(b), cudaFree(dh), cudaFree(h0), cudaFree(dhT), cudaFree(hh), cudaFree(hT), cudaFree(hin);
+    cudaFree(dA), cudaFree(db), cudaFree(d0);
+    ssm_ctx_destroy(ctx);
+    cudaStreamDestroy(st);
+}
+
+static void cp_test(ncclComm_t *comms, const cp_case &c) {
+    const int64_t S = c.S, n = c.n, m = c.m, T = c.len[0] + c.len[1];
+    cp_data in;
+    std::vector<double> rh, rdA, rdb, rd0;
+    auto fill = [](std::vector<double> &v, size_t k, double sc) {
+        v.resize(k);
+        for (auto &e : v) e = sc * unif(&g_cp_seed);
+    };
+    fill(in.A, (size_t)(S * T * n * n), 1.4 / std::sqrt((double)n)), fill(in.b, (size_t)(S * T * n * m), 1.0);
+    fill(in.h0, (size_t)(S * n * m), 1.0), fill(in.dh, (size_t)(S * T * n * m), 1.0), fill(in.dhT, (size_t)(S * n * m), 1.0);
+    { /* the 1-GPU call on the whole sequence, on cuda:0 */
+        ssm_ctx *ctx = NULL;
+        ssm_ctx_config cfg = ssm_ctx_config_init();
+        ssm_cuda_config cc = ssm_cuda_config_init();
+        const size_t es = c.dt.bits / 8;
+        const ssm_device dev = ssm_cuda_device(0);
+        int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m}, s0[3] = {S, n, m};
+        void *A, *b, *h0, *dh, *dhT, *h, *dA, *db, *d0;
+        cudaSetDevice(0);
+        cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
+        EXPECT(ssm_ctx_create(&cfg, &ctx) == SSM_OK, "context on cuda:0");
+        A = cp_upload(c.dt, in.A), b = cp_upload(c.dt, in.b), h0 = cp_upload(c.dt, in.h0), dh = cp_upload(c.dt, in.dh);
+        dhT = cp_upload(c.dt, in.dhT);
+        cudaMalloc(&h, S * T * n * m * es), cudaMalloc(&dA, S * T * n * n * es), cudaMalloc(&db, S * T * n * m * es);
+        cudaMalloc(&d0, S * n * m * es);
+        ssm_tensor tA = ssm_tensor_make(A, c.dt, dev, 4, sa, NULL), tb = ssm_tensor_make(b, c.dt, dev, 4, sb, NULL);
+        ssm_tensor th0 = ssm_tensor_make(h0, c.dt, dev, 3, s0, NULL), tdh = ssm_tensor_make(dh, c.dt, dev, 4, sb, NULL);
+        ssm_tensor tdT = ssm_tensor_make(dhT, c.dt, dev, 3, s0, NULL), th = ssm_tensor_make(h, c.dt, dev, 4, sb, NULL);
+        ssm_tensor tdA = ssm_tensor_make(dA, c.dt, dev, 4, sa, NULL), tdb = ssm_tensor_make(db, c.dt, dev, 4, sb, NULL);
+        ssm_tensor td0 = ssm_tensor_make(d0, c.dt, dev, 3, s0, NULL);
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        d.method = c.method;
+        EXPECT(ssm_linrec_forward(ctx, &d, &tA, &tb, &th0, &th, NULL) == SSM_OK, "1-GPU forward: %s", ssm_ctx_last_error(ctx));
+        EXPECT(ssm_linrec_backward(ctx, &d, &tA, &th0, &th, &tdh, &tdT, &tdA, &tdb, &td0) == SSM_OK, "1-GPU backward: %s",
+               ssm_ctx_last_error(ctx));
+        rh = cp_download(c.dt, h, S * T * n * m), rdA = cp_download(c.dt, dA, S * T * n * n);
+        rdb = cp_download(c.dt, db, S * T * n * m), rd0 = cp_download(c.dt, d0, S * n * m);
+        cudaFree(A), cudaFree(b), cudaFree(h0), cudaFree(dh), cudaFree(dhT), cudaFree(h), cudaFree(dA), cudaFree(db), cudaFree(d0);
+        ssm_ctx_destroy(ctx);
+    }
+    cp_rank_run rr[2];
+    for (int r = 0; r < 2; ++r) rr[r].rank = r, rr[r].comm = comms[r], rr[r].c = &c, rr[r].in = &in, rr[r].errors = 0;
+    std::thread t0(cp_rank_main, &rr[0]), t1(cp_rank_main, &rr[1]);
+    t0.join(), t1.join();
+    EXPECT(rr[0].errors == 0 && rr[1].errors == 0, "a rank failed");
+    if (rr[0].errors || rr[1].errors) return;
+    double e[6] = {0, 0, 0, 0, 0, 0};
+    for (int r = 0; r < 2; ++r) {
+        const int64_t t0 = r ? c.len[0] : 0, len = c.len[r];
+        e[0] = std::max(e[0], cp_relerr(rr[r].h, cp_rows(rh, S, T, t0, len, n * m)));
+        e[1] = std::max(e[1], cp_relerr(rr[r].hT, cp_rows(rh, S, T, t0 + len - 1, 1, n * m)));
+        e[2] = std::max(e[2], cp_relerr(rr[r].dA, cp_rows(rdA, S, T, t0, len, n * n)));
+        e[3] = std::max(e[3], cp_relerr(rr[r].db, cp_rows(rdb, S, T, t0, len, n * m)));
+    }
+    e[4] = cp_relerr(rr[1].hin, cp_rows(rh, S, T, c.len[0] - 1, 1, n * m));
+    e[5] = cp_relerr(rr[0].dh0, rd0);
+    printf("cp %s %s S%lld T%lld+%lld n%lld m%lld: rel err against the 1-GPU call: h %.2e hT %.2e dA %.2e db %.2e hin %.2e dh0 %.2e\n",
+           ssm_dtype_name(c.dt), ssm_linrec_method_name(c.method), (long long)S, (long long)c.len[0], (long long)c.len[1],
+           (long long)n, (long long)m, e[0], e[1], e[2], e[3], e[4], e[5]);
+    for (int k = 0; k < 6; ++k) EXPECT(e[k] <= c.tol, "context parallel: quantity %d rel err %.3e > %.1e", k, e[k], c.tol);
+}
+
 int main(void) {
     int n = 0, devs[2] = {0, 1};
     ncclComm_t comms[2];
@@ -177,6 +368,14 @@ int main(void) {
             EXPECT(rr[0].agree == SSM_ERROR_INVALID_VALUE && rr[1].agree == SSM_ERROR_INVALID_VALUE,
                    "the checksum check did not report the divergence");
         }
+    }
+    { /* the tensor-core chunked path (split at its carries) and a generic method (solved twice) */
+        const cp_case cases[] = {{SSM_F16, SSM_LINREC_AUTO, 2, {2049, 2051}, 64, 1, 5e-3},
+                                 {SSM_BF16, SSM_LINREC_CHUNKED, 3, {1000, 1501}, 32, 1, 3e-2},
+                                 {SSM_F32, SSM_LINREC_AUTO, 2, {3001, 999}, 64, 1, 1e-4},
+                                 {SSM_F32, SSM_LINREC_CR, 2, {1, 700}, 128, 1, 1e-4},
+                                 {SSM_F32, SSM_LINREC_CR, 3, {37, 58}, 5, 3, 1e-5}};
+        for (const cp_case &c : cases) cp_test(comms, c);
     }
     ncclCommDestroy(comms[0]), ncclCommDestroy(comms[1]);
     printf("%d passed, %d failed\n", passed, failed);

@@ -1,0 +1,240 @@
+/* Context-parallel scaling (make bench-cuda-cp, 2 GPUs): one long recurrence, its time axis split
+   across cuda:0 and cuda:1 (ssm_linrec_forward_cp / backward_cp over NCCL, a thread per rank),
+   against the 1-GPU call on the whole sequence, same inputs, same run. Each 2-GPU repeat starts
+   both ranks together (a host barrier) and counts the slower rank's CUDA-event time; medians of
+   10. Before timing, the 2-GPU h is checked against the 1-GPU h. The floor column is the bytes
+   read and written once (A, b, h; backward: A, h, dh, dA, db) over the device-to-device copy
+   bandwidth of cuda:0 measured in this run, for the whole sequence on one GPU and for a half on
+   each of two. JSON lines: bench/results/cuda_linrec_cp.jsonl (shape.ranks 1 or 2). */
+#ifndef SSM_NCCL
+#define SSM_NCCL
+#endif
+#define SSM_IMPLEMENTATION
+#include "../ssm_cuda.h"
+#include "cuda_common.h"
+#include <condition_variable>
+#include <mutex>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <thread>
+#include <time.h>
+#include <vector>
+
+#ifndef SSM_BENCH_COMMIT
+#define SSM_BENCH_COMMIT "unknown"
+#endif
+static char g_dev[256], g_date[32];
+static double g_bw; /* bytes/ms */
+
+struct barrier2 { /* two threads */
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    unsigned gen = 0;
+    void wait() {
+        std::unique_lock<std::mutex> l(mu);
+        unsigned g = gen;
+        if (++arrived == 2) arrived = 0, ++gen, cv.notify_all();
+        else cv.wait(l, [&] { return g != gen; });
+    }
+};
+
+struct rank_state {
+    int rank;
+    ncclComm_t comm;
+    ssm_dtype dt;
+    int64_t S, T, n, m; /* T: this rank's span */
+    const void *A0, *b0, *dh0; /* the whole sequence on cuda:0 (copied to this rank's device) */
+    int64_t t0;
+    barrier2 *bar;
+    double fwd_ms[10], bwd_ms[10];
+    double err; /* rank 0: filled by main from the downloaded h */
+    void *h;    /* this rank's h (kept for the check) */
+    int ok;
+};
+
+static void rank_main(rank_state *r) {
+    const int64_t S = r->S, T = r->T, n = r->n, m = r->m;
+    const size_t es = r->dt.bits / 8;
+    const ssm_device dev = ssm_cuda_device(r->rank);
+    ssm_ctx *ctx = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    ssm_cuda_nccl hk;
+    cudaStream_t st;
+    cudaEvent_t a, b;
+    void *A, *bb, *h, *dh, *dA, *db, *hin;
+    r->ok = 0;
+    cudaSetDevice(r->rank);
+    cudaStreamCreate(&st);
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    cc.device = r->rank, cc.stream = st;
+    cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
+    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK || ssm_cuda_nccl_init(&hk, r->comm, st) != SSM_OK) return;
+    cudaMalloc(&A, S * T * n * n * es), cudaMalloc(&bb, S * T * n * m * es), cudaMalloc(&h, S * T * n * m * es);
+    cudaMalloc(&dh, S * T * n * m * es), cudaMalloc(&dA, S * T * n * n * es), cudaMalloc(&db, S * T * n * m * es);
+    cudaMalloc(&hin, S * n * m * es);
+    /* this rank's span of every sequence (S = 1 here: one copy each) */
+    cudaMemcpyPeer(A, r->rank, (const char *)r->A0 + r->t0 * n * n * es, 0, S * T * n * n * es);
+    cudaMemcpyPeer(bb, r->rank, (const char *)r->b0 + r->t0 * n * m * es, 0, S * T * n * m * es);
+    cudaMemcpyPeer(dh, r->rank, (const char *)r->dh0 + r->t0 * n * m * es, 0, S * T * n * m * es);
+    cudaDeviceSynchronize();
+    {
+        int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m}, s0[3] = {S, n, m};
+        ssm_tensor tA = ssm_tensor_make(A, r->dt, dev, 4, sa, NULL), tb = ssm_tensor_make(bb, r->dt, dev, 4, sb, NULL);
+        ssm_tensor th = ssm_tensor_make(h, r->dt, dev, 4, sb, NULL), tdh = ssm_tensor_make(dh, r->dt, dev, 4, sb, NULL);
+        ssm_tensor tdA = ssm_tensor_make(dA, r->dt, dev, 4, sa, NULL), tdb = ssm_tensor_make(db, r->dt, dev, 4, sb, NULL);
+        ssm_tensor thin = ssm_tensor_make(hin, r->dt, dev, 3, s0, NULL);
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        ssm_linrec_cp cp;
+        cp.rank = r->rank, cp.nranks = 2, cp.allgather = ssm_cuda_nccl_allgather, cp.user = &hk;
+        auto fwd = [&] { return ssm_linrec_forward_cp(ctx, &d, &cp, &tA, &tb, NULL, &th, NULL, &thin); };
+        auto bwd = [&] { return ssm_linrec_backward_cp(ctx, &d, &cp, &tA, &thin, &th, &tdh, NULL, &tdA, &tdb, NULL); };
+        for (int w = 0; w < 2; ++w)
+            if (fwd() != SSM_OK || bwd() != SSM_OK) {
+                printf("rank %d: %s\n", r->rank, ssm_ctx_last_error(ctx));
+                goto done; /* the other rank then hangs in NCCL: the run's time limit ends it */
+            }
+        cudaStreamSynchronize(st);
+        for (int k = 0; k < 2; ++k)
+            for (int i = 0; i < 10; ++i) {
+                float ms;
+                r->bar->wait();
+                cudaEventRecord(a, st);
+                k ? bwd() : fwd();
+                cudaEventRecord(b, st);
+                cudaEventSynchronize(b);
+                cudaEventElapsedTime(&ms, a, b);
+                (k ? r->bwd_ms : r->fwd_ms)[i] = ms;
+            }
+        fwd(); /* h for the check */
+        cudaStreamSynchronize(st);
+        r->ok = 1;
+    }
+done:
+    r->h = h;
+    cudaFree(A), cudaFree(bb), cudaFree(dh), cudaFree(dA), cudaFree(db), cudaFree(hin);
+    ssm_cuda_nccl_free(&hk);
+    ssm_ctx_destroy(ctx);
+}
+
+static FILE *g_js;
+static void row(const char *op, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int ranks, double ms, double floor_ms, double speedup) {
+    printf("  %-10s %-4s S%lld T%-6lld n%-3lld %d GPU%s %8.3f ms  floor %7.3f  x%5.2f", op, ssm_dtype_name(dt), (long long)S,
+           (long long)T, (long long)n, ranks, ranks > 1 ? "s" : " ", ms, floor_ms, ms / floor_ms);
+    if (ranks > 1) printf("  speedup %.2fx", speedup);
+    printf("\n");
+    fprintf(g_js, "{\"op\":\"%s\",\"impl\":\"ours:auto\",\"backend\":\"cuda\",\"dtype\":\"%s\",\"shape\":{\"S\":%lld,\"T\":%lld,\"n\":%lld,\"m\":1,\"ranks\":%d},"
+                  "\"ms\":%.5f,\"floor_ms\":%.5f,\"speedup\":%.4f,\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+            op, ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, ranks, ms, floor_ms, speedup, g_dev, g_date, SSM_BENCH_COMMIT);
+    fflush(stdout);
+}
+
+static double median(double *v, int k) {
+    std::vector<double> x(v, v + k);
+    std::sort(x.begin(), x.end());
+    return x[k / 2];
+}
+
+static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n) {
+    const int64_t S = 1, m = 1;
+    const size_t es = dt.bits / 8;
+    cudaSetDevice(0);
+    void *A = dev_random(dt, S * T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n * m, 1.f, 2);
+    void *dh = dev_random(dt, S * T * n * m, 1.f, 4), *h = dev_random(dt, S * T * n * m, 0.f, 3);
+    void *dA = dev_random(dt, S * T * n * n, 0.f, 5), *db = dev_random(dt, S * T * n * m, 0.f, 6);
+    ssm_ctx *ctx = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
+    double fwd1, bwd1, fwd2, bwd2;
+    const double bf = (double)es * (S * T * n * n + 2.0 * S * T * n * m), bb = (double)es * (2.0 * S * T * n * n + 3.0 * S * T * n * m);
+    cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
+    if (!A || !b || !dh || !h || !dA || !db || ssm_ctx_create(&cfg, &ctx) != SSM_OK) {
+        printf("  (skipped %s T%lld n%lld: out of memory)\n", ssm_dtype_name(dt), (long long)T, (long long)n);
+        return;
+    }
+    {
+        const ssm_device dev = ssm_cuda_device(0);
+        ssm_tensor tA = ssm_tensor_make(A, dt, dev, 4, sa, NULL), tb = ssm_tensor_make(b, dt, dev, 4, sb, NULL);
+        ssm_tensor th = ssm_tensor_make(h, dt, dev, 4, sb, NULL), tdh = ssm_tensor_make(dh, dt, dev, 4, sb, NULL);
+        ssm_tensor tdA = ssm_tensor_make(dA, dt, dev, 4, sa, NULL), tdb = ssm_tensor_make(db, dt, dev, 4, sb, NULL);
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        fwd1 = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); });
+        bwd1 = time_ms([&] { ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL); });
+        ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
+        cudaDeviceSynchronize();
+    }
+    barrier2 bar;
+    rank_state rs[2];
+    for (int r = 0; r < 2; ++r) {
+        rs[r].rank = r, rs[r].comm = comms[r], rs[r].dt = dt, rs[r].S = S, rs[r].T = r ? T - T / 2 : T / 2, rs[r].n = n, rs[r].m = m;
+        rs[r].A0 = A, rs[r].b0 = b, rs[r].dh0 = dh, rs[r].t0 = r ? T / 2 : 0, rs[r].bar = &bar, rs[r].h = NULL;
+    }
+    std::thread t0(rank_main, &rs[0]), t1(rank_main, &rs[1]);
+    t0.join(), t1.join();
+    if (rs[0].ok && rs[1].ok) { /* the 2-GPU h against the 1-GPU h (cuda:0) */
+        std::vector<unsigned char> one((size_t)(S * T * n * m * es)), two(one.size());
+        std::vector<double> x(one.size() / es), y(x.size());
+        cudaSetDevice(0);
+        cudaMemcpy(one.data(), h, one.size(), cudaMemcpyDeviceToHost);
+        for (int r = 0; r < 2; ++r) {
+            cudaSetDevice(r);
+            cudaMemcpy(two.data() + rs[r].t0 * n * m * es, rs[r].h, rs[r].T * n * m * es, cudaMemcpyDeviceToHost);
+        }
+        double num = 0, den = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+            double u, v;
+            if (es == 4) u = ((float *)two.data())[i], v = ((float *)one.data())[i];
+            else if (dt.code == SSM_DTYPE_BFLOAT) u = __bfloat162float(((__nv_bfloat16 *)two.data())[i]), v = __bfloat162float(((__nv_bfloat16 *)one.data())[i]);
+            else u = __half2float(((__half *)two.data())[i]), v = __half2float(((__half *)one.data())[i]);
+            num += (u - v) * (u - v), den += v * v;
+        }
+        printf("  %s T%lld n%lld: 2-GPU h against the 1-GPU h: rel err %.2e\n", ssm_dtype_name(dt), (long long)T, (long long)n,
+               sqrt(num / (den > 0 ? den : 1)));
+        double f2[10], b2[10];
+        for (int i = 0; i < 10; ++i) f2[i] = std::max(rs[0].fwd_ms[i], rs[1].fwd_ms[i]), b2[i] = std::max(rs[0].bwd_ms[i], rs[1].bwd_ms[i]);
+        fwd2 = median(f2, 10), bwd2 = median(b2, 10);
+        row("linrec", dt, S, T, n, 1, fwd1, bf / g_bw, 1.0);
+        row("linrec", dt, S, T, n, 2, fwd2, bf / 2 / g_bw, fwd1 / fwd2);
+        row("linrec_bwd", dt, S, T, n, 1, bwd1, bb / g_bw, 1.0);
+        row("linrec_bwd", dt, S, T, n, 2, bwd2, bb / 2 / g_bw, bwd1 / bwd2);
+    } else
+        printf("  %s T%lld n%lld: a rank failed\n", ssm_dtype_name(dt), (long long)T, (long long)n);
+    for (int r = 0; r < 2; ++r) cudaSetDevice(r), cudaFree(rs[r].h);
+    cudaSetDevice(0);
+    cudaFree(A), cudaFree(b), cudaFree(dh), cudaFree(h), cudaFree(dA), cudaFree(db);
+    ssm_ctx_destroy(ctx);
+}
+
+int main(void) {
+    int ndev = 0, devs[2] = {0, 1};
+    ncclComm_t comms[2];
+    cudaDeviceProp prop;
+    time_t now = time(NULL);
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
+        printf("needs 2 GPUs (found %d)\n", ndev);
+        return 1;
+    }
+    cudaGetDeviceProperties(&prop, 0);
+    snprintf(g_dev, sizeof g_dev, "%s", prop.name);
+    strftime(g_date, sizeof g_date, "%Y-%m-%d", gmtime(&now));
+    if (ncclCommInitAll(comms, 2, devs) != ncclSuccess) {
+        printf("ncclCommInitAll failed\n");
+        return 1;
+    }
+    cudaSetDevice(0);
+    g_bw = copy_bandwidth();
+    printf("device %s x2, copy bandwidth %.0f GB/s (cuda:0, 1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
+    if (!(g_js = fopen("bench/results/cuda_linrec_cp.jsonl", "a")) && !(g_js = fopen("cuda_linrec_cp.jsonl", "a"))) return 1;
+    printf("== context parallel: S1, the time axis halved across 2 GPUs (auto: the tensor-core chunked path)\n");
+    cp_rows(comms, SSM_F16, 65536, 64);
+    cp_rows(comms, SSM_BF16, 65536, 64);
+    cp_rows(comms, SSM_F32, 65536, 64);
+    cp_rows(comms, SSM_F16, 262144, 64);
+    cp_rows(comms, SSM_F16, 65536, 128);
+    fclose(g_js);
+    ncclCommDestroy(comms[0]), ncclCommDestroy(comms[1]);
+    return 0;
+}
