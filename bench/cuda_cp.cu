@@ -47,6 +47,8 @@ struct rank_state {
     int64_t S, T, n, m; /* T: this rank's span */
     const void *A0, *b0, *dh0; /* the whole sequence on cuda:0 (copied to this rank's device) */
     int64_t t0;
+    ssm_linrec_method method;
+    int64_t chunk;
     barrier2 *bar;
     double fwd_ms[10], bwd_ms[10];
     double err; /* rank 0: filled by main from the downloaded h */
@@ -88,6 +90,7 @@ static void rank_main(rank_state *r) {
         ssm_tensor thin = ssm_tensor_make(hin, r->dt, dev, 3, s0, NULL);
         ssm_linrec_desc d = ssm_linrec_desc_init();
         ssm_linrec_cp cp;
+        d.method = r->method, d.chunk = r->chunk;
         cp.rank = r->rank, cp.nranks = 2, cp.allgather = ssm_cuda_nccl_allgather, cp.user = &hk;
         auto fwd = [&] { return ssm_linrec_forward_cp(ctx, &d, &cp, &tA, &tb, NULL, &th, NULL, &thin); };
         auto bwd = [&] { return ssm_linrec_backward_cp(ctx, &d, &cp, &tA, &thin, &th, &tdh, NULL, &tdA, &tdb, NULL); };
@@ -120,14 +123,15 @@ done:
 }
 
 static FILE *g_js;
-static void row(const char *op, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int ranks, double ms, double floor_ms, double speedup) {
-    printf("  %-10s %-4s S%lld T%-6lld n%-3lld %d GPU%s %8.3f ms  floor %7.3f  x%5.2f", op, ssm_dtype_name(dt), (long long)S,
+static void row(const char *op, const char *impl, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int ranks, double ms, double floor_ms,
+                double speedup) {
+    printf("  %-10s %-9s %-4s S%lld T%-6lld n%-3lld %d GPU%s %8.3f ms  floor %7.3f  x%5.2f", op, impl, ssm_dtype_name(dt), (long long)S,
            (long long)T, (long long)n, ranks, ranks > 1 ? "s" : " ", ms, floor_ms, ms / floor_ms);
     if (ranks > 1) printf("  speedup %.2fx", speedup);
     printf("\n");
-    fprintf(g_js, "{\"op\":\"%s\",\"impl\":\"ours:auto\",\"backend\":\"cuda\",\"dtype\":\"%s\",\"shape\":{\"S\":%lld,\"T\":%lld,\"n\":%lld,\"m\":1,\"ranks\":%d},"
+    fprintf(g_js, "{\"op\":\"%s\",\"impl\":\"ours:%s\",\"backend\":\"cuda\",\"dtype\":\"%s\",\"shape\":{\"S\":%lld,\"T\":%lld,\"n\":%lld,\"m\":1,\"ranks\":%d},"
                   "\"ms\":%.5f,\"floor_ms\":%.5f,\"speedup\":%.4f,\"relerr\":null,\"device\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
-            op, ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, ranks, ms, floor_ms, speedup, g_dev, g_date, SSM_BENCH_COMMIT);
+            op, impl, ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, ranks, ms, floor_ms, speedup, g_dev, g_date, SSM_BENCH_COMMIT);
     fflush(stdout);
 }
 
@@ -137,7 +141,12 @@ static double median(double *v, int k) {
     return x[k / 2];
 }
 
-static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n) {
+/* method, chunk: the desc's (0 = by shape); the rows' impl is ours:<method>[-c<chunk>] */
+static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n, ssm_linrec_method method = SSM_LINREC_AUTO,
+                    int64_t chunk = 0) {
+    char impl[32];
+    snprintf(impl, sizeof impl, "%s", ssm_linrec_method_name(method));
+    if (chunk) snprintf(impl + strlen(impl), sizeof impl - strlen(impl), "-c%lld", (long long)chunk);
     const int64_t S = 1, m = 1;
     const size_t es = dt.bits / 8;
     cudaSetDevice(0);
@@ -161,6 +170,7 @@ static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n) {
         ssm_tensor th = ssm_tensor_make(h, dt, dev, 4, sb, NULL), tdh = ssm_tensor_make(dh, dt, dev, 4, sb, NULL);
         ssm_tensor tdA = ssm_tensor_make(dA, dt, dev, 4, sa, NULL), tdb = ssm_tensor_make(db, dt, dev, 4, sb, NULL);
         ssm_linrec_desc d = ssm_linrec_desc_init();
+        d.method = method, d.chunk = chunk;
         fwd1 = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); });
         bwd1 = time_ms([&] { ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL); });
         ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
@@ -171,6 +181,7 @@ static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n) {
     for (int r = 0; r < 2; ++r) {
         rs[r].rank = r, rs[r].comm = comms[r], rs[r].dt = dt, rs[r].S = S, rs[r].T = r ? T - T / 2 : T / 2, rs[r].n = n, rs[r].m = m;
         rs[r].A0 = A, rs[r].b0 = b, rs[r].dh0 = dh, rs[r].t0 = r ? T / 2 : 0, rs[r].bar = &bar, rs[r].h = NULL;
+        rs[r].method = method, rs[r].chunk = chunk;
     }
     std::thread t0(rank_main, &rs[0]), t1(rank_main, &rs[1]);
     t0.join(), t1.join();
@@ -196,10 +207,10 @@ static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n) {
         double f2[10], b2[10];
         for (int i = 0; i < 10; ++i) f2[i] = std::max(rs[0].fwd_ms[i], rs[1].fwd_ms[i]), b2[i] = std::max(rs[0].bwd_ms[i], rs[1].bwd_ms[i]);
         fwd2 = median(f2, 10), bwd2 = median(b2, 10);
-        row("linrec", dt, S, T, n, 1, fwd1, bf / g_bw, 1.0);
-        row("linrec", dt, S, T, n, 2, fwd2, bf / 2 / g_bw, fwd1 / fwd2);
-        row("linrec_bwd", dt, S, T, n, 1, bwd1, bb / g_bw, 1.0);
-        row("linrec_bwd", dt, S, T, n, 2, bwd2, bb / 2 / g_bw, bwd1 / bwd2);
+        row("linrec", impl, dt, S, T, n, 1, fwd1, bf / g_bw, 1.0);
+        row("linrec", impl, dt, S, T, n, 2, fwd2, bf / 2 / g_bw, fwd1 / fwd2);
+        row("linrec_bwd", impl, dt, S, T, n, 1, bwd1, bb / g_bw, 1.0);
+        row("linrec_bwd", impl, dt, S, T, n, 2, bwd2, bb / 2 / g_bw, bwd1 / bwd2);
     } else
         printf("  %s T%lld n%lld: a rank failed\n", ssm_dtype_name(dt), (long long)T, (long long)n);
     for (int r = 0; r < 2; ++r) cudaSetDevice(r), cudaFree(rs[r].h);
@@ -229,6 +240,12 @@ int main(void) {
     printf("device %s x2, copy bandwidth %.0f GB/s (cuda:0, 1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
     if (!(g_js = fopen("bench/results/cuda_linrec_cp.jsonl", "a")) && !(g_js = fopen("cuda_linrec_cp.jsonl", "a"))) return 1;
     printf("== context parallel: S1, the time axis halved across 2 GPUs (auto: the tensor-core chunked path)\n");
+    if (getenv("BENCH_CP_VARIANTS")) { /* the methods and chunk lengths at the target row */
+        cp_rows(comms, SSM_F16, 65536, 64, SSM_LINREC_CHUNKED, 128);
+        cp_rows(comms, SSM_F16, 65536, 64, SSM_LINREC_CR);
+        cp_rows(comms, SSM_F16, 65536, 64, SSM_LINREC_CR, 128);
+        cp_rows(comms, SSM_F32, 65536, 64, SSM_LINREC_CR);
+    }
     cp_rows(comms, SSM_F16, 65536, 64);
     cp_rows(comms, SSM_BF16, 65536, 64);
     cp_rows(comms, SSM_F32, 65536, 64);
