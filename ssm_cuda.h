@@ -2245,6 +2245,103 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
     }
 }
 
+/* Pass 2 in two levels, for long chains (few sequences, many chunks: S1 T65536 at 64 steps a
+   chunk is 1023 carries, ~0.4 us each one after the other on one CTA). The chunk maps are taken
+   in groups of SSM__TC_GK: (1) every group's product Q_g and end state F_g from zero, all
+   groups at once (a chain of GK products of W x W, ~1/Lc of pass 1's work); (2) the carries
+   into the groups by ssm__cu_tc_carry_kernel over (Q, F); (3) every group's own carries from
+   its group carry, all groups at once. The chain one CTA walks drops from nc to about
+   nc / GK + 2 GK steps. Entries of P and E past n are read as zeros. */
+#define SSM__TC_GK 16
+static int64_t ssm__tc_groups(int64_t np) { return np > 4 * SSM__TC_GK ? (np + SSM__TC_GK - 1) / SSM__TC_GK : 0; }
+template <int W>
+__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_group_kernel(int64_t np, int64_t ng, int n, const float *P,
+                                                                          const float *E, float *Q, float *F) {
+    constexpr int64_t WW = (int64_t)W * W;
+    constexpr int NT = ssm__tcg<W>::T3, B4 = W / 4; /* 4 x 4 output blocks, B4 a row of them */
+    extern __shared__ __align__(16) float ssm__tg_sm[];
+    float *Qs = ssm__tg_sm, *Ps = Qs + WW, *fs = Ps + WW; /* fs: 2 x W */
+    const int tid = threadIdx.x;
+    const int64_t g = blockIdx.x, s = blockIdx.y, c0 = g * SSM__TC_GK;
+    const int64_t c1 = c0 + SSM__TC_GK < np ? c0 + SSM__TC_GK : np;
+    const float *Pg = P + s * np * WW, *Eg = E + s * np * W;
+    auto load = [&](float *dst, int64_t c) {
+        for (int e = tid; e < W * W; e += NT) {
+            const int i = e / W, j = e % W;
+            dst[e] = i < n && j < n ? Pg[c * WW + e] : 0.f;
+        }
+    };
+    load(Qs, c0);
+    if (tid < W) fs[tid] = tid < n ? Eg[c0 * W + tid] : 0.f;
+    for (int64_t c = c0 + 1; c < c1; ++c) {
+        load(Ps, c);
+        __syncthreads();
+        float acc[(W * W / 16 + NT - 1) / NT][4][4];
+        float fv = 0.f;
+#pragma unroll
+        for (int k = 0; k < (W * W / 16 + NT - 1) / NT; ++k) { /* Q' = P_c Q, a 4 x 4 block a thread and turn */
+            const int blk = tid + k * NT, bi = 4 * (blk / B4), bj = 4 * (blk % B4);
+#pragma unroll
+            for (int a = 0; a < 4; ++a)
+#pragma unroll
+                for (int b = 0; b < 4; ++b) acc[k][a][b] = 0.f;
+            if (blk < B4 * B4)
+                for (int kk = 0; kk < W; ++kk) {
+                    const float4 q = *(const float4 *)(Qs + kk * W + bj);
+#pragma unroll
+                    for (int a = 0; a < 4; ++a) {
+                        const float p = Ps[(bi + a) * W + kk];
+                        acc[k][a][0] += p * q.x, acc[k][a][1] += p * q.y, acc[k][a][2] += p * q.z, acc[k][a][3] += p * q.w;
+                    }
+                }
+        }
+        if (tid < W) { /* F' = P_c F + E_c */
+            fv = tid < n ? Eg[c * W + tid] : 0.f;
+            for (int kk = 0; kk < W; ++kk) fv += Ps[tid * W + kk] * fs[kk];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < (W * W / 16 + NT - 1) / NT; ++k) {
+            const int blk = tid + k * NT, bi = 4 * (blk / B4), bj = 4 * (blk % B4);
+            if (blk < B4 * B4)
+#pragma unroll
+                for (int a = 0; a < 4; ++a) *(float4 *)(Qs + (bi + a) * W + bj) = make_float4(acc[k][a][0], acc[k][a][1], acc[k][a][2], acc[k][a][3]);
+        }
+        if (tid < W) fs[tid] = fv;
+    }
+    __syncthreads();
+    for (int e = tid; e < W * W; e += NT) Q[(s * ng + g) * WW + e] = Qs[e];
+    if (tid < W) F[(s * ng + g) * W + tid] = fs[tid];
+}
+/* (3): X_{c+1} = P_c X_c + E_c for the chunks of group g from X_{g GK} = Y_g; four threads a row */
+template <int W>
+__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_ingroup_kernel(int64_t np, int64_t ng, int n, const float *P,
+                                                                            const float *E, const float *Y, float *X) {
+    constexpr int64_t WW = (int64_t)W * W;
+    __shared__ __align__(16) float xs[2][W];
+    const int tid = threadIdx.x, row = tid >> 2, q = tid & 3;
+    const int64_t g = blockIdx.x, s = blockIdx.y, c0 = g * SSM__TC_GK;
+    const int64_t c1 = c0 + SSM__TC_GK < np ? c0 + SSM__TC_GK : np;
+    float *Xs = X + s * (np + 1) * W;
+    if (tid < W) xs[0][tid] = Y[(s * (ng + 1) + g) * W + tid];
+    if (g == 0 && tid < W) Xs[tid] = xs[0][tid]; /* X_0 = h_0 */
+    __syncthreads();
+    for (int64_t c = c0; c < c1; ++c) {
+        const float *pr = P + (s * np + c) * WW + row * W, *x = xs[(c - c0) & 1];
+        float v = 0.f;
+        if (row < n)
+            for (int j = q; j < n; j += 4) v += pr[j] * x[j];
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        if (q == 0) {
+            v = row < n ? v + E[(s * np + c) * W + row] : 0.f;
+            xs[(c - c0 + 1) & 1][row] = v;
+            Xs[(c + 1) * W + row] = v;
+        }
+        __syncthreads();
+    }
+}
+
 /* Shared memory of pass 3 and of pass 1 on mma.sync, for chunks of Lc steps */
 template <int W, int BF = 0, int TR = 0> static size_t ssm__tc_smem3(int64_t Lc) {
     typedef ssm__tcg<W, BF> G;
@@ -2297,7 +2394,11 @@ static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L, int64_t 
     if (L < 1) L = 1;
     nc = (T - 1) / L + ((T - 1) % L != 0);
     if (nc < 1) nc = 1;
-    return ssm__cu_szmul(ssm__cu_szmul((W * W + 2 * W) * 4u, S), nc); /* saturating */
+    { /* P, E and X, then the two-level carries' Q, F and Y */
+        const int64_t ng = ssm__tc_groups(nc - 1);
+        return ssm__cu_szadd(ssm__cu_szmul(ssm__cu_szmul((W * W + 2 * W) * 4u, S), nc),
+                             ssm__cu_szmul(ssm__cu_szmul(((W * W + 2 * W) * (size_t)ng + W) * 4u, S), 1)); /* saturating */
+    }
 }
 
 /* Pass 2 by cyclic reduction (method CR): X_0 = h_0, then the nc-step recurrence
@@ -2390,9 +2491,26 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
             SSM__CU_LAUNCHED(L->ctx, w ? "ssm__cu_tc_prodw_kernel" : "ssm__cu_tc_prod_kernel");
         }
     }
+    /* the two-level carries (S within one grid's y), their group maps before any carry is known */
+    const int64_t ng = crws || L->S > 65535 ? 0 : ssm__tc_groups(nc - 1);
+    float *Q = X + L->S * nc * W, *F = Q + L->S * ng * W * W, *Y = F + L->S * ng * W;
+    if (ng && phase != 2) {
+        const size_t smg = (2 * (size_t)W * W + 2 * W) * 4u;
+        e = cudaFuncSetAttribute(ssm__cu_tc_group_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smg);
+        if (e != cudaSuccess)
+            return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smg,
+                                 cudaGetErrorString(e));
+        ssm__cu_tc_group_kernel<W><<<dim3((unsigned)ng, (unsigned)L->S), G::T3, smg, st>>>(nc - 1, ng, n, P, E, Q, F);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_group_kernel");
+    }
     if (phase == 1 && !want_end) return SSM_OK;
     if (crws) {
         SSM__TRY(ssm__cu_tc_cr_carries(L, nc, P, E, h0, X, crws));
+    } else if (ng) {
+        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(ng + 1, n, Q, F, h0, Y);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
+        ssm__cu_tc_ingroup_kernel<W><<<dim3((unsigned)ng, (unsigned)L->S), G::T3, 0, st>>>(nc - 1, ng, n, P, E, Y, X);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_ingroup_kernel");
     } else {
         ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(nc, n, P, E, h0, X);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");

@@ -94,6 +94,7 @@ ssm_ctx *test_ctx(void); /* a context on test_backend, with default config */
 /* Suites (one per test file). */
 void suite_core(void);
 void suite_linrec(void);
+void suite_linrec_cp(void); /* context parallelism: in suite_linrec, and on CUDA by tests/test_cuda.cu */
 void suite_decay(void);
 void suite_bell(void);
 void suite_proj(void);

@@ -1059,6 +1059,7 @@ int main(void) {
                      forced (by default wgmma for bf16 on sm_90a, mma.sync for f16), the
                      cyclic-reduction rows with the level kernels forced (tensor-core shapes, n > 64) */
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        if (shard_take()) suite_linrec_cp(); /* ranks as threads on this GPU, the allgather through a host stage */
         cases_variant = SSM_LINREC_CHUNKED;
         cc.linrec_tc_prod = 1;
         cases_label = "tc-mma.sync";

@@ -307,7 +307,7 @@ static void cp_case(ssm_dtype dt, ssm_linrec_method method, int64_t chunk, int r
 
 static void context_parallel(void) {
     static const int64_t spans[4][4] = {{23, 0, 0, 0}, {11, 12, 0, 0}, {1, 13, 9, 0}, {6, 1, 9, 7}};
-    static const int64_t wide[2][3] = {{150, 151, 0}, {100, 1, 200}};
+    static const int64_t wide[2][3] = {{150, 151, 0}, {100, 1, 200}}, longer[2] = {1500, 1100};
     const int gpu = test_backend->device_type != SSM_DEVICE_CPU;
     int mi, R, rev, k;
     test_begin("linrec context parallel: ranks' spans against one call on the whole sequence, fwd and bwd");
@@ -324,6 +324,9 @@ static void context_parallel(void) {
                 cp_case(SSM_BF16, SSM_LINREC_CR, 0, rev, 3, 24, 1, k + 2, wide[k], 2e-2);
             }
         }
+    /* chunks of 16 over long spans: the two-level carries on a GPU, split around the exchange */
+    cp_case(SSM_F32, SSM_LINREC_CHUNKED, 16, 0, 1, 32, 1, 2, longer, gpu ? 2e-3 : 1e-5);
+    if (gpu) cp_case(SSM_F16, SSM_LINREC_AUTO, 16, 1, 2, 64, 1, 2, longer, 4e-3);
     test_end();
 }
 
@@ -379,10 +382,14 @@ static void context_parallel_errors(void) {
     test_end();
 }
 
+void suite_linrec_cp(void) {
+    context_parallel();
+    context_parallel_errors();
+}
+
 void suite_linrec(void) {
     product_counts();
     workspace_queries();
     backward_without_dA();
-    context_parallel();
-    context_parallel_errors();
+    suite_linrec_cp();
 }
