@@ -242,9 +242,13 @@ int main(void) {
     printf("== context parallel: S1, the time axis halved across 2 GPUs (auto: the tensor-core chunked path)\n");
     if (getenv("BENCH_CP_VARIANTS")) { /* the methods and chunk lengths at the target row */
         cp_rows(comms, SSM_F16, 65536, 64, SSM_LINREC_CHUNKED, 128);
+        cp_rows(comms, SSM_F16, 65536, 64, SSM_LINREC_CHUNKED, 32);
+        cp_rows(comms, SSM_F16, 65536, 64, SSM_LINREC_CHUNKED, 16);
+        cp_rows(comms, SSM_F32, 65536, 64, SSM_LINREC_CHUNKED, 64);
+        cp_rows(comms, SSM_F32, 65536, 64, SSM_LINREC_CHUNKED, 32);
+        cp_rows(comms, SSM_F16, 8192, 64, SSM_LINREC_CHUNKED, 32);
+        cp_rows(comms, SSM_F16, 8192, 64);
         cp_rows(comms, SSM_F16, 65536, 64, SSM_LINREC_CR);
-        cp_rows(comms, SSM_F16, 65536, 64, SSM_LINREC_CR, 128);
-        cp_rows(comms, SSM_F32, 65536, 64, SSM_LINREC_CR);
     }
     cp_rows(comms, SSM_F16, 65536, 64);
     cp_rows(comms, SSM_BF16, 65536, 64);
