@@ -293,8 +293,8 @@ typedef struct ssm_linrec_cp {
     int rank, nranks;
     /* Collective: every rank's `bytes` bytes at send, in rank order, into recv (nranks * bytes).
        Device memory on a device context, ordered on the context's stream (ssm_cuda.h's
-       ssm_cuda_nccl_allgather is NCCL's). Called once a call, by every rank, in the same order;
-       may be NULL when nranks = 1. */
+       ssm_cuda_nccl_allgather is NCCL's). Called once a call (not at all when S = 0), by every
+       rank, in the same order; may be NULL when nranks = 1. */
     ssm_result (*allgather)(void *user, const void *send, void *recv, size_t bytes);
     void *user;
 } ssm_linrec_cp;

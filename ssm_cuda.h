@@ -2251,57 +2251,75 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
    groups at once (a chain of GK products of W x W, ~1/Lc of pass 1's work); (2) the carries
    into the groups by ssm__cu_tc_carry_kernel over (Q, F); (3) every group's own carries from
    its group carry, all groups at once. The chain one CTA walks drops from nc to about
-   nc / GK + 2 GK steps. Entries of P and E past n are read as zeros. */
+   nc / GK + 2 GK steps. Entries of P and E past n are read as zeros. From 8 groups (at S1
+   T8192, 127 carries, the one chain was still faster: bench/results/cuda_cp_b6b5235.log). */
 #define SSM__TC_GK 16
-static int64_t ssm__tc_groups(int64_t np) { return np > 4 * SSM__TC_GK ? (np + SSM__TC_GK - 1) / SSM__TC_GK : 0; }
+static int64_t ssm__tc_groups(int64_t np) { return np >= 8 * SSM__TC_GK ? (np + SSM__TC_GK - 1) / SSM__TC_GK : 0; }
 template <int W>
 __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_group_kernel(int64_t np, int64_t ng, int n, const float *P,
                                                                           const float *E, float *Q, float *F) {
     constexpr int64_t WW = (int64_t)W * W;
-    constexpr int NT = ssm__tcg<W>::T3, B4 = W / 4; /* 4 x 4 output blocks, B4 a row of them */
+    constexpr int NT = ssm__tcg<W>::T3, B4 = W / 4, LP = W + 4; /* 4 x 4 output blocks; P^T's padded row */
+    constexpr int NB = (B4 * B4 + NT - 1) / NT, NV = W * W / 4 / NT; /* blocks and P's float4s a thread */
     extern __shared__ __align__(16) float ssm__tg_sm[];
-    float *Qs = ssm__tg_sm, *Ps = Qs + WW, *fs = Ps + WW; /* fs: 2 x W */
+    float *Qs = ssm__tg_sm, *Pt = Qs + WW, *fs = Pt + W * LP; /* Q row-major, P_c transposed, F */
     const int tid = threadIdx.x;
     const int64_t g = blockIdx.x, s = blockIdx.y, c0 = g * SSM__TC_GK;
     const int64_t c1 = c0 + SSM__TC_GK < np ? c0 + SSM__TC_GK : np;
     const float *Pg = P + s * np * WW, *Eg = E + s * np * W;
-    auto load = [&](float *dst, int64_t c) {
-        for (int e = tid; e < W * W; e += NT) {
-            const int i = e / W, j = e % W;
-            dst[e] = i < n && j < n ? Pg[c * WW + e] : 0.f;
-        }
-    };
-    load(Qs, c0);
-    if (tid < W) fs[tid] = tid < n ? Eg[c0 * W + tid] : 0.f;
-    for (int64_t c = c0 + 1; c < c1; ++c) {
-        load(Ps, c);
-        __syncthreads();
-        float acc[(W * W / 16 + NT - 1) / NT][4][4];
-        float fv = 0.f;
+    float4 pv[NV];
+    float ev = 0.f;
+    auto fetch = [&](int64_t c) { /* P_c and E_c into registers, zero past n (the next map, during this product) */
 #pragma unroll
-        for (int k = 0; k < (W * W / 16 + NT - 1) / NT; ++k) { /* Q' = P_c Q, a 4 x 4 block a thread and turn */
+        for (int k = 0; k < NV; ++k) {
+            const int e = 4 * (tid + k * NT), i = e / W, j = e % W;
+            float4 v = *(const float4 *)(Pg + c * WW + e);
+            if (i >= n) v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (j + 0 >= n) v.x = 0.f;
+            if (j + 1 >= n) v.y = 0.f;
+            if (j + 2 >= n) v.z = 0.f;
+            if (j + 3 >= n) v.w = 0.f;
+            pv[k] = v;
+        }
+        ev = tid < n ? Eg[c * W + tid] : 0.f;
+    };
+    fetch(c0);
+#pragma unroll
+    for (int k = 0; k < NV; ++k) *(float4 *)(Qs + 4 * (tid + k * NT)) = pv[k];
+    if (tid < W) fs[tid] = ev;
+    if (c0 + 1 < c1) fetch(c0 + 1);
+    for (int64_t c = c0 + 1; c < c1; ++c) {
+        const float e_c = ev;
+#pragma unroll
+        for (int k = 0; k < NV; ++k) { /* P_c^T into shared */
+            const int e = 4 * (tid + k * NT), i = e / W, j = e % W;
+            Pt[(j + 0) * LP + i] = pv[k].x, Pt[(j + 1) * LP + i] = pv[k].y;
+            Pt[(j + 2) * LP + i] = pv[k].z, Pt[(j + 3) * LP + i] = pv[k].w;
+        }
+        __syncthreads();
+        if (c + 1 < c1) fetch(c + 1);
+        float acc[NB][4][4];
+#pragma unroll
+        for (int k = 0; k < NB; ++k) { /* Q' = P_c Q: rows bi.., columns bj.. of this thread's blocks */
             const int blk = tid + k * NT, bi = 4 * (blk / B4), bj = 4 * (blk % B4);
 #pragma unroll
-            for (int a = 0; a < 4; ++a)
-#pragma unroll
-                for (int b = 0; b < 4; ++b) acc[k][a][b] = 0.f;
+            for (int a = 0; a < 4; ++a) acc[k][a][0] = acc[k][a][1] = acc[k][a][2] = acc[k][a][3] = 0.f;
             if (blk < B4 * B4)
+#pragma unroll 8
                 for (int kk = 0; kk < W; ++kk) {
-                    const float4 q = *(const float4 *)(Qs + kk * W + bj);
+                    const float4 p = *(const float4 *)(Pt + kk * LP + bi), q = *(const float4 *)(Qs + kk * W + bj);
+                    const float pa[4] = {p.x, p.y, p.z, p.w};
 #pragma unroll
-                    for (int a = 0; a < 4; ++a) {
-                        const float p = Ps[(bi + a) * W + kk];
-                        acc[k][a][0] += p * q.x, acc[k][a][1] += p * q.y, acc[k][a][2] += p * q.z, acc[k][a][3] += p * q.w;
-                    }
+                    for (int a = 0; a < 4; ++a)
+                        acc[k][a][0] += pa[a] * q.x, acc[k][a][1] += pa[a] * q.y, acc[k][a][2] += pa[a] * q.z, acc[k][a][3] += pa[a] * q.w;
                 }
         }
-        if (tid < W) { /* F' = P_c F + E_c */
-            fv = tid < n ? Eg[c * W + tid] : 0.f;
-            for (int kk = 0; kk < W; ++kk) fv += Ps[tid * W + kk] * fs[kk];
-        }
+        float fv = e_c; /* F' = P_c F + E_c */
+        if (tid < W)
+            for (int kk = 0; kk < W; ++kk) fv += Pt[kk * LP + tid] * fs[kk];
         __syncthreads();
 #pragma unroll
-        for (int k = 0; k < (W * W / 16 + NT - 1) / NT; ++k) {
+        for (int k = 0; k < NB; ++k) {
             const int blk = tid + k * NT, bi = 4 * (blk / B4), bj = 4 * (blk % B4);
             if (blk < B4 * B4)
 #pragma unroll
@@ -2495,7 +2513,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     const int64_t ng = crws || L->S > 65535 ? 0 : ssm__tc_groups(nc - 1);
     float *Q = X + L->S * nc * W, *F = Q + L->S * ng * W * W, *Y = F + L->S * ng * W;
     if (ng && phase != 2) {
-        const size_t smg = (2 * (size_t)W * W + 2 * W) * 4u;
+        const size_t smg = ((size_t)W * W + (size_t)W * (W + 4) + 2 * W) * 4u;
         e = cudaFuncSetAttribute(ssm__cu_tc_group_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smg);
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smg,

@@ -202,16 +202,6 @@ struct cp_rank_run {
     int errors;
 };
 
-#define CP_OK(expr)                                                                                      \
-    do {                                                                                                 \
-        ssm_result r_ = (expr);                                                                          \
-        if (r_ != SSM_OK) {                                                                              \
-            printf("rank %d: %s -> %s (%s)\n", rr->rank, #expr, ssm_result_string(r_), ssm_ctx_last_error(ctx)); \
-            ++rr->errors;                                                                                \
-            goto done;                                                                                   \
-        }                                                                                                \
-    } while (0)
-
 static void cp_rank_main(cp_rank_run *rr) {
     const cp_case &c = *rr->c;
     const int64_t S = c.S, n = c.n, m = c.m, T = c.len[0] + c.len[1], len = c.len[rr->rank], t0 = rr->rank ? c.len[0] : 0;
@@ -232,7 +222,7 @@ static void cp_rank_main(cp_rank_run *rr) {
         ++rr->errors;
         return;
     }
-    CP_OK(ssm_cuda_nccl_init(&h, rr->comm, st));
+    RK_OK(ssm_cuda_nccl_init(&h, rr->comm, st));
     A = cp_upload(c.dt, cp_rows(rr->in->A, S, T, t0, len, n * n)), b = cp_upload(c.dt, cp_rows(rr->in->b, S, T, t0, len, n * m));
     dh = cp_upload(c.dt, cp_rows(rr->in->dh, S, T, t0, len, n * m));
     if (rr->rank == 0) h0 = cp_upload(c.dt, rr->in->h0);
@@ -251,8 +241,8 @@ static void cp_rank_main(cp_rank_run *rr) {
         ssm_linrec_cp cp;
         d.method = c.method;
         cp.rank = rr->rank, cp.nranks = 2, cp.allgather = ssm_cuda_nccl_allgather, cp.user = &h;
-        CP_OK(ssm_linrec_forward_cp(ctx, &d, &cp, &tA, &tb, rr->rank == 0 ? &th0 : NULL, &th, &thT, &thin));
-        CP_OK(ssm_linrec_backward_cp(ctx, &d, &cp, &tA, &thin, &th, &tdh, rr->rank == 1 ? &tdT : NULL, &tdA, &tdb, &td0));
+        RK_OK(ssm_linrec_forward_cp(ctx, &d, &cp, &tA, &tb, rr->rank == 0 ? &th0 : NULL, &th, &thT, &thin));
+        RK_OK(ssm_linrec_backward_cp(ctx, &d, &cp, &tA, &thin, &th, &tdh, rr->rank == 1 ? &tdT : NULL, &tdA, &tdb, &td0));
         cudaStreamSynchronize(st);
         rr->h = cp_download(c.dt, hh, S * len * n * m), rr->hT = cp_download(c.dt, hT, S * n * m);
         rr->hin = cp_download(c.dt, hin, S * n * m), rr->dA = cp_download(c.dt, dA, S * len * n * n);
