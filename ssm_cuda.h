@@ -502,6 +502,18 @@ static ssm_result ssm__cu_check_tensor(ssm_ctx *ctx, const char *op, const char 
 }
 
 /* >>primitives ---- device helpers, gemm and copy ------------------------------------------ */
+/* Dynamic shared memory past 48 KB needs the kernel's attribute raised, and that attribute is
+   the process's, not the context's: set to each call's own size, it can be lowered by a context
+   in another thread between this call's set and its launch (a launch failure; the threaded
+   context-parallel test met it). So it is raised to the device's whole opt-in, less the
+   kernel's static shared memory: the same value from every call. `bytes` is the launch's. */
+static cudaError_t ssm__cu_smem_allow(const void *kernel, size_t bytes, size_t optin) {
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, kernel);
+    if (e != cudaSuccess) return e;
+    if (fa.sharedSizeBytes + bytes > optin) return cudaErrorInvalidValue;
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(optin - fa.sharedSizeBytes));
+}
 /* ---- device helpers ------------------------------------------------------------------------ */
 
 __device__ __forceinline__ float ssm__cu_ld(const void *p, int dt, int64_t i) {
@@ -1287,7 +1299,7 @@ static ssm_result ssm__cu_rec_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, 
     cudaError_t e;
     if (nchunks <= 0) return SSM_OK;
     if (smem > 48 * 1024) {
-        e = cudaFuncSetAttribute(ssm__cu_rec_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        e = ssm__cu_smem_allow((const void *)ssm__cu_rec_kernel, smem, ssm__cu_st(L->ctx)->smem_optin);
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem,
                                  cudaGetErrorString(e));
@@ -2485,7 +2497,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     const int n = (int)L->n;
     size_t sm3 = ssm__tc_smem3<W, BF, TR>(Lc);
     int split = cs->knobs.linrec_tc_split ? cs->knobs.linrec_tc_split == 2 : BF;
-    cudaError_t e = cudaFuncSetAttribute(ssm__cu_tc_kernel<W, TR, BF, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3);
+    cudaError_t e = ssm__cu_smem_allow((const void *)ssm__cu_tc_kernel<W, TR, BF, PAD>, sm3, cs->smem_optin);
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
@@ -2499,7 +2511,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
             if (w) k = split ? ssm__cu_tc_prodw_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prodw_kernel<TR, BF, 0, PAD>;
         }
         const size_t smp = w ? ssm__tw_smem(Lc) : ssm__tc_smemp<W, BF, TR>(Lc);
-        e = w ? cudaSuccess : cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smp); /* wgmma: set once */
+        e = w ? cudaSuccess : ssm__cu_smem_allow((const void *)k, smp, cs->smem_optin); /* wgmma: set once */
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
                                  cudaGetErrorString(e));
@@ -2921,7 +2933,7 @@ static ssm_result ssm__cu_hs_tc_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
     const int64_t total = a.S * a.ntask, ctas = (total + C::TPC - 1) / C::TPC;
     int occ = 0;
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_tc_kernel<NP, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = ssm__cu_smem_allow((const void *)ssm__cu_hs_tc_kernel<NP, BF>, smem, ssm__cu_st(L->ctx)->smem_optin);
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
     }
@@ -3065,7 +3077,7 @@ static ssm_result ssm__cu_hs_chain_launch(ssm__cu_lr *L, const ssm__hs_args &a) 
     const int64_t nq = (a.T - a.d + a.d - 1) / a.d, nqb = (nq + SSM__HS_CHAIN - 1) / SSM__HS_CHAIN, units = a.S * a.d * nqb;
     int occ = 0;
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_chain_kernel<NP, BF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = ssm__cu_smem_allow((const void *)ssm__cu_hs_chain_kernel<NP, BF>, smem, ssm__cu_st(L->ctx)->smem_optin);
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
     }
@@ -9199,7 +9211,7 @@ static int ssm__dl_pick_vb(int N, int H, int V, int sms) {
 }
 template <class K_> static int ssm__dl_smem_ok(K_ kernel, size_t bytes, int optin) {
     if (bytes > (size_t)optin) return 0;
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) == cudaSuccess;
+    return ssm__cu_smem_allow((const void *)kernel, bytes, (size_t)optin) == cudaSuccess;
 }
 template <class E, int KP>
 static int ssm__dl_prep_go(const ssm__dl_args &a, const ssm__dl_sizes &s, ssm__dl_ws<E> w, int store_t, int optin,
