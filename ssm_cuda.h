@@ -228,7 +228,9 @@ SSMDEF ssm_result ssm_cuda_set_stream(ssm_ctx *ctx, void *stream);
    sum, then times 1/nranks) on that stream, so every rank selects from the same scores and
    picks the same topology. ssm_cuda_nccl_check_checksum gathers every rank's checksum (the
    report's) and answers SSM_ERROR_INVALID_VALUE, with the ranks in ctx's message, when they
-   disagree. Both are collectives: every rank calls them in the same order. */
+   disagree. Both are collectives: every rank calls them in the same order. With several ranks
+   in one process, load every kernel before the first collective (CUDA_MODULE_LOADING=EAGER): a
+   module loaded lazily while an NCCL kernel waits on another rank can deadlock. */
 #ifdef __cplusplus
 extern "C" { /* nccl.h (it includes cuda_fp16.h's C++ operators) stays outside */
 #endif

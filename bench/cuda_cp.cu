@@ -224,6 +224,10 @@ int main(void) {
     ncclComm_t comms[2];
     cudaDeviceProp prop;
     time_t now = time(NULL);
+    /* every kernel loaded before the first collective: a module loaded lazily while an NCCL kernel
+       waits on the other rank can deadlock (NCCL's caveat on CUDA lazy loading; the 55c2bca bench
+       run hung so) */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
         printf("needs 2 GPUs (found %d)\n", ndev);
         return 1;
