@@ -2113,6 +2113,7 @@ typedef struct ssm__lr_cp {
     int adjoint, q, phase, want_end, need_P, fast;
     int64_t stride;                         /* elements of one sequence's map: n n + n m */
     size_t map_bytes;                       /* one rank's maps, as exchanged              */
+    size_t state_bytes;                     /* one [S][n][m] carry buffer                 */
     char *send, *recv, *carry, *tmp, *tree; /* in the workspace past the method's         */
 } ssm__lr_cp;
 
@@ -2134,7 +2135,7 @@ static size_t ssm__ws_align_sat(size_t b) { return b > SIZE_MAX - 255u ? SIZE_MA
 static size_t ssm__cp_layout(const ssm_linrec_plan *p, const ssm_linrec_cp *cp, int adjoint, ssm__lr_cp *c) {
     const size_t es = ssm__esize(p->work);
     const int R = cp->nranks;
-    size_t b, st;
+    size_t b;
     memset(c, 0, sizeof *c);
     c->cp = cp, c->adjoint = adjoint;
     c->q = ssm__cp_place(cp, p->reverse, adjoint, cp->rank);
@@ -2142,21 +2143,29 @@ static size_t ssm__cp_layout(const ssm_linrec_plan *p, const ssm_linrec_cp *cp, 
     c->need_P = c->q > 0 && c->q < R - 1;
     c->stride = p->n * p->n + p->n * p->m;
     c->map_bytes = ssm__ws_align_sat(ssm__szmul(ssm__szmul(ssm__szmul(es, p->S), p->n), p->n + p->m));
-    st = ssm__ws_align_sat(ssm__szmul(ssm__szmul(ssm__szmul(es, p->S), p->n), p->m));
-    b = ssm__szadd(ssm__szmul(c->map_bytes, (int64_t)R + 1), ssm__szmul(st, 2));
+    c->state_bytes = ssm__ws_align_sat(ssm__szmul(ssm__szmul(ssm__szmul(es, p->S), p->n), p->m));
+    b = ssm__szadd(ssm__szmul(c->map_bytes, (int64_t)R + 1), ssm__szmul(c->state_bytes, 2));
     if (c->need_P) /* the span product's two level buffers */
         b = ssm__szadd(b, ssm__szadd(ssm__scratch_bytes(p, p->group, (p->T + 1) / 2, p->n),
                                      ssm__scratch_bytes(p, p->group, (p->T + 3) / 4, p->n)));
     return b;
 }
 /* Points c's buffers into the workspace region at base (laid out as ssm__cp_layout counts). */
-static void ssm__cp_place_buffers(const ssm_linrec_plan *p, ssm__lr_cp *c, char *base) {
-    const size_t st = ssm__ws_align_sat(ssm__esize(p->work) * (size_t)(p->S * p->n * p->m));
+static void ssm__cp_place_buffers(ssm__lr_cp *c, char *base) {
     c->send = base;
     c->recv = c->send + c->map_bytes;
     c->carry = c->recv + c->map_bytes * (size_t)c->cp->nranks;
-    c->tmp = c->carry + st;
-    c->tree = c->tmp + st;
+    c->tmp = c->carry + c->state_bytes;
+    c->tree = c->tmp + c->state_bytes;
+}
+/* A _cp plan: its workspace grows by the exchange's buffers (c laid out, *base = where they start). */
+static ssm_result ssm__cp_plan(ssm_ctx *ctx, const char *op, ssm_linrec_plan *p, const ssm_linrec_cp *cp, int adjoint,
+                               ssm__lr_cp *c, size_t *base) {
+    *base = p->workspace_bytes;
+    p->workspace_bytes = ssm__szadd(p->workspace_bytes, ssm__cp_layout(p, cp, adjoint, c));
+    if (p->workspace_bytes == SIZE_MAX)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+    return SSM_OK;
 }
 
 static ssm_result ssm__lr_workspace_query(const ssm_ctx *cctx, const char *op, const ssm_linrec_desc *desc,
@@ -2183,9 +2192,8 @@ static ssm_result ssm__lr_workspace_query(const ssm_ctx *cctx, const char *op, c
     SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
     if (cp && S > 0) {
         ssm__lr_cp c;
-        p.workspace_bytes = ssm__szadd(p.workspace_bytes, ssm__cp_layout(&p, cp, backward, &c));
-        if (p.workspace_bytes == SIZE_MAX)
-            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+        size_t base;
+        SSM__TRY(ssm__cp_plan(ctx, op, &p, cp, backward, &c, &base));
     }
     *bytes = S > 0 ? p.workspace_bytes : 0;
     return SSM_OK;
@@ -2401,12 +2409,7 @@ static ssm_result ssm__lr_forward_call(ssm_ctx *ctx, const char *op, const ssm_l
     ssm__arg_set(&args[5], "hin", hin, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
     SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
-    if (cp && p.S > 0) {
-        base = p.workspace_bytes;
-        p.workspace_bytes = ssm__szadd(p.workspace_bytes, ssm__cp_layout(&p, cp, 0, &c));
-        if (p.workspace_bytes == SIZE_MAX)
-            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
-    }
+    if (cp && p.S > 0) SSM__TRY(ssm__cp_plan(ctx, op, &p, cp, 0, &c, &base));
     ssm__lr_init(&L, ctx, &p);
     if (p.S > 0) {
         void *wsp = NULL;
@@ -2415,7 +2418,7 @@ static ssm_result ssm__lr_forward_call(ssm_ctx *ctx, const char *op, const ssm_l
             SSM__TRY(ssm_ctx_workspace(ctx, p.workspace_bytes, &wsp));
             if (!cp) r = ssm__lr_forward_generic(&L, A, b, h0, h, hT, NULL, NULL, wsp);
             else {
-                ssm__cp_place_buffers(&p, &c, (char *)wsp + base);
+                ssm__cp_place_buffers(&c, (char *)wsp + base);
                 c.phase = 1;
                 SSM__TRY(ssm__lr_forward_generic(&L, A, b, h0, h, hT, hin, &c, wsp));
                 SSM__TRY(ssm__lr_cp_exchange(&L, &c, op));
@@ -2555,12 +2558,7 @@ static ssm_result ssm__lr_backward_call(ssm_ctx *ctx, const char *op, const ssm_
     ssm__arg_set(&args[7], "dh0", dh0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
     SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
-    if (cp && p.S > 0) {
-        base = p.workspace_bytes;
-        p.workspace_bytes = ssm__szadd(p.workspace_bytes, ssm__cp_layout(&p, cp, 1, &c));
-        if (p.workspace_bytes == SIZE_MAX)
-            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
-    }
+    if (cp && p.S > 0) SSM__TRY(ssm__cp_plan(ctx, op, &p, cp, 1, &c, &base));
     ssm__lr_init(&L, ctx, &p);
     if (p.S > 0) {
         void *wsp = NULL;
@@ -2569,7 +2567,7 @@ static ssm_result ssm__lr_backward_call(ssm_ctx *ctx, const char *op, const ssm_
             SSM__TRY(ssm_ctx_workspace(ctx, p.workspace_bytes, &wsp));
             if (!cp) r = ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0, NULL, wsp);
             else {
-                ssm__cp_place_buffers(&p, &c, (char *)wsp + base);
+                ssm__cp_place_buffers(&c, (char *)wsp + base);
                 c.phase = 1;
                 SSM__TRY(ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0, &c, wsp));
                 SSM__TRY(ssm__lr_cp_exchange(&L, &c, op));
