@@ -1563,7 +1563,8 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
 
 /* ---- chunked recurrence on tensor cores (f16 / bf16, n = 16..128 by 8; f32, n = 16..64; m = 1) -
    Three passes over chunks of L steps of the steps 1..T-1 (h_0 is given):
-   (1) one CTA per chunk (all but the last) streams its A_u through a cp.async ring in shared
+   (1) one CTA per chunk (all but the last, unless a span's end is wanted: ssm__cu_tc_go)
+       streams its A_u through a cp.async ring in shared
        memory and forms the chunk product P_c = A_last ... A_first with mma.sync m16n8k16 or,
        on Hopper, wgmma m64n64k16 (f32 accumulation; for bf16 the running product is split into
        hi + lo halves of the input type, so the product keeps ~f32 accuracy although the tensor
@@ -2029,7 +2030,8 @@ template <int LO, int HI, class F> __device__ __forceinline__ void ssm__tc_with(
    barrier is needed for the product itself, only for the tile ring. */
 template <int W, int TR, int BF, int SPLIT, int PAD>
 __global__ void __launch_bounds__(ssm__tcg<W, BF>::PT) ssm__cu_tc_prod_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
-                                                                         ssm__cu_rv b, int64_t nc, float *P, float *E) {
+                                                                         ssm__cu_rv b, int64_t nc, float *P, float *E,
+                                                                         int Llast, float *PL, float *EL) {
     extern __shared__ __align__(16) unsigned char ssm__tp_sm[];
     typedef ssm__tcg<W, BF> G;
     typedef typename G::E Et;
@@ -2039,7 +2041,9 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::PT) ssm__cu_tc_prod_kernel(in
     float *bs = (float *)(As + G::PNST * TILE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
-    const int len = Lc;
+    const int len = c == nc - 1 ? Llast : Lc; /* chunk nc - 1: launched for a span's end only (PL) */
+    float *Pd = c == nc - 1 ? PL + s * (int64_t)(W * W) : P + (s * (nc - 1) + c) * (int64_t)(W * W);
+    float *Ed = c == nc - 1 ? EL + s * W : E + (s * (nc - 1) + c) * W;
     const Et *Ag = (const Et *)A.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
     const int isE = warp == G::PW, nk = PAD ? (n + 15) >> 4 : W / 16; /* the k-slabs and column blocks that hold n */
@@ -2079,8 +2083,8 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::PT) ssm__cu_tc_prod_kernel(in
     }
     if (!isE) {
 #pragma unroll
-        for (int mb = 0; mb < MB; ++mb) ssm__tc_put_q<W>(P + (s * (nc - 1) + c) * (int64_t)(W * W), acc[mb], r0 + mb * 16, lane);
-    } else ssm__tc_put_e<W>(E + (s * (nc - 1) + c) * W, acc[0], lane);
+        for (int mb = 0; mb < MB; ++mb) ssm__tc_put_q<W>(Pd, acc[mb], r0 + mb * 16, lane);
+    } else ssm__tc_put_e<W>(Ed, acc[0], lane);
 }
 
 /* On wgmma (sm_90a): one warpgroup holds Q, each warp 16 rows as wgmma's register A operand;
@@ -2097,7 +2101,8 @@ static size_t ssm__tw_smem(int Lc) { /* ring, b of the chunk, e x 2, TR's partia
 }
 template <int TR, int BF, int SPLIT, int PAD>
 __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64_t s0, int Lc, int n, ssm__cu_rv A, int64_t aos,
-                                                                           ssm__cu_rv b, int64_t nc, float *P, float *E) {
+                                                                           ssm__cu_rv b, int64_t nc, float *P, float *E,
+                                                                           int Llast, float *PL, float *EL) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) && defined(SSM__SM90_HAVE)
     extern __shared__ __align__(16) unsigned char ssm__tw_sm[];
     __shared__ volatile int ssm__tw_real; /* static shared memory (volatile: kept): the sm_90a kernel, not the stub */
@@ -2106,7 +2111,7 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
     float *bs = (float *)(As + SSM__TW_NST * SSM__TW_TILE), *es = bs + (size_t)Lc * SSM__TC_N; /* b of the chunk; e x 2, then TR's partial sums */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, r = tid >> 1, half = tid & 1;
     const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
-    const int len = Lc;
+    const int len = c == nc - 1 ? Llast : Lc; /* as ssm__cu_tc_prod_kernel's */
     const u16 *Ag = (const u16 *)A.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
     float acc[8][4], ev = 0.f;
@@ -2188,8 +2193,10 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
                 if (SPLIT) ssm__sm90_ra(al[kk][z]);
             }
     }
-    ssm__tc_put_q<SSM__TC_N>(P + (s * (nc - 1) + c) * (int64_t)(SSM__TC_N * SSM__TC_N), acc, warp * 16, lane);
-    if (TR ? tid < SSM__TC_N : !half) E[(s * (nc - 1) + c) * SSM__TC_N + (TR ? tid : r)] = ev;
+    float *Pd = c == nc - 1 ? PL + s * (int64_t)SSM__TW_TILE : P + (s * (nc - 1) + c) * (int64_t)SSM__TW_TILE;
+    float *Ed = c == nc - 1 ? EL + s * SSM__TC_N : E + (s * (nc - 1) + c) * SSM__TC_N;
+    ssm__tc_put_q<SSM__TC_N>(Pd, acc, warp * 16, lane);
+    if (TR ? tid < SSM__TC_N : !half) Ed[TR ? tid : r] = ev;
 #endif
 }
 
@@ -2374,6 +2381,26 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_ingroup_kernel(int
     }
 }
 
+/* A span's end for the context-parallel exchange: h_{T-1} = P_l x + e_l, one mat-vec from x,
+   the carry into the last chunk (xss floats a sequence; rows past n read as zeros), with that
+   chunk's map from pass 1, into step t of h; four threads a row, a CTA a sequence. */
+template <int W>
+__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_end_kernel(int n, const float *x, int64_t xss, const float *PL,
+                                                                        const float *EL, ssm__cu_rv h, int64_t t) {
+    __shared__ float xs[W];
+    const int tid = threadIdx.x, row = tid >> 2, q = tid & 3;
+    const int64_t s = blockIdx.x;
+    if (tid < W) xs[tid] = tid < n ? x[s * xss + tid] : 0.f;
+    __syncthreads();
+    const float *pr = PL + (s * W + row) * W;
+    float v = 0.f;
+    if (row < n)
+        for (int j = q; j < n; j += 4) v += pr[j] * xs[j];
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    if (q == 0 && row < n) ssm__cu_stv(h.p, h.dt, h.off + s * h.ss + t * h.ts + row * h.rs, v + EL[s * W + row]);
+}
+
 /* Shared memory of pass 3 and of pass 1 on mma.sync, for chunks of Lc steps */
 template <int W, int BF = 0, int TR = 0> static size_t ssm__tc_smem3(int64_t Lc) {
     typedef ssm__tcg<W, BF> G;
@@ -2426,7 +2453,8 @@ static size_t ssm__cu_tc_scratch_bytes(int64_t S, int64_t T, int64_t L, int64_t 
     if (L < 1) L = 1;
     nc = (T - 1) / L + ((T - 1) % L != 0);
     if (nc < 1) nc = 1;
-    { /* P, E and X, then the two-level carries' Q, F and Y */
+    { /* P, E (nc - 1 maps) and X (nc carries), the two-level carries' Q, F and Y, then the last
+         chunk's map for a span's end (PL, EL: ssm__cu_tc_go) */
         const int64_t ng = ssm__tc_groups(nc - 1);
         return ssm__cu_szadd(ssm__cu_szmul(ssm__cu_szmul((W * W + 2 * W) * 4u, S), nc),
                              ssm__cu_szmul(ssm__cu_szmul(((W * W + 2 * W) * (size_t)ng + W) * 4u, S), 1)); /* saturating */
@@ -2486,9 +2514,11 @@ static int ssm__lrw_ok(ssm__cu_state *st) {
    product: on for bf16 (8-bit mantissa) and f32 (3xTF32), off for f16 (11 bits: the product's
    rounding stays under the f16 output rounding, bench/results/cuda_linrec_perf.log); the
    config's linrec_tc_split forces either (for f32, off is plain TF32).
-   Context parallel (linrec_steps_cp): phase 1 runs pass 1, which needs no carry, and with
-   want_end passes 2 and 3 of the last chunk only (the span's end state); phase 2 runs passes 2
-   and 3 from the new h_0 on pass 1's P and E. phase 0: all of it. */
+   Context parallel (linrec_steps_cp): phase 1 runs pass 1, which needs no carry; with want_end
+   pass 1 also forms the last chunk's map (PL, EL), the carries run up to that chunk and its map
+   gives the span's end state: one mat-vec where that chunk's pass 3 (a CTA walking up to Lc
+   steps) was on the next rank's critical path. Phase 2 runs passes 2 and 3 from the new h_0 on
+   pass 1's P and E. phase 0: all of it. */
 template <int W, int TR, int BF, int PAD>
 static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos, ssm__cu_rv b,
                                 ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *crws,
@@ -2503,8 +2533,12 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
+    const int endmap = phase == 1 && want_end && nc > 1; /* the end from the last chunk's map */
+    const int64_t ng = crws || L->S > 65535 ? 0 : ssm__tc_groups(nc - 1); /* two-level carries (S within one grid's y) */
+    float *Q = X + L->S * nc * W, *F = Q + L->S * ng * W * W, *Y = F + L->S * ng * W, *PL = Y + L->S * (ng + 1) * W;
+    float *EL = PL + L->S * W * W;
     if (nc > 1 && phase != 2) {
-        typedef void (*prod_fn)(int64_t, int, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *);
+        typedef void (*prod_fn)(int64_t, int, int, ssm__cu_rv, int64_t, ssm__cu_rv, int64_t, float *, float *, int, float *, float *);
         /* n < 64: mma.sync skips the zero blocks, wgmma's m64n64 cannot; n > 64 and f32: mma.sync only */
         int w = 0;
         prod_fn k = split ? ssm__cu_tc_prod_kernel<W, TR, BF, 1, PAD> : ssm__cu_tc_prod_kernel<W, TR, BF, 0, PAD>;
@@ -2518,14 +2552,12 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smp,
                                  cudaGetErrorString(e));
         for (int64_t s0 = 0; s0 < L->S; s0 += 65535) { /* grid y stops at 65535 sequences a launch */
-            dim3 grid((unsigned)(nc - 1), SSM__CU_GRID_Y(L->S - s0));
-            k<<<grid, w ? SSM__TW_THREADS : G::PT, smp, st>>>(s0, Lc, n, A, aos, b, nc, P, E);
+            dim3 grid((unsigned)(nc - 1 + endmap), SSM__CU_GRID_Y(L->S - s0));
+            k<<<grid, w ? SSM__TW_THREADS : G::PT, smp, st>>>(s0, Lc, n, A, aos, b, nc, P, E, (int)(T1 - (nc - 1) * Lc), PL, EL);
             SSM__CU_LAUNCHED(L->ctx, w ? "ssm__cu_tc_prodw_kernel" : "ssm__cu_tc_prod_kernel");
         }
     }
-    /* the two-level carries (S within one grid's y), their group maps before any carry is known */
-    const int64_t ng = crws || L->S > 65535 ? 0 : ssm__tc_groups(nc - 1);
-    float *Q = X + L->S * nc * W, *F = Q + L->S * ng * W * W, *Y = F + L->S * ng * W;
+    /* the two-level carries' group maps, before any carry is known */
     if (ng && phase != 2) {
         const size_t smg = ((size_t)W * W + (size_t)W * (W + 4) + 2 * W) * 4u;
         e = cudaFuncSetAttribute(ssm__cu_tc_group_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smg);
@@ -2541,13 +2573,22 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     } else if (ng) {
         ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(ng + 1, n, Q, F, h0, Y);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
-        ssm__cu_tc_ingroup_kernel<W><<<dim3((unsigned)ng, (unsigned)L->S), G::T3, 0, st>>>(nc - 1, ng, n, P, E, Y, X);
-        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_ingroup_kernel");
+        if (!endmap) { /* the end needs Y_ng only, the carry into the last chunk */
+            ssm__cu_tc_ingroup_kernel<W><<<dim3((unsigned)ng, (unsigned)L->S), G::T3, 0, st>>>(nc - 1, ng, n, P, E, Y, X);
+            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_ingroup_kernel");
+        }
     } else {
         ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(nc, n, P, E, h0, X);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
     }
-    { /* chunks c0.. (phase 1: the last only; its views and carries shifted to start there) */
+    if (endmap) {
+        const int two = ng && !crws;
+        ssm__cu_tc_end_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(n, two ? Y + ng * W : X + (nc - 1) * W, (two ? ng + 1 : nc) * W,
+                                                                   PL, EL, h, T1 - 1);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_end_kernel");
+        return SSM_OK;
+    }
+    { /* chunks c0.. (phase 1, a single chunk: that one; its views and carries shifted to start there) */
         const int64_t c0 = phase == 1 ? nc - 1 : 0;
         A.off += c0 * A.chs, b.off += c0 * b.chs, h.off += c0 * h.chs, o.off += c0 * o.chs;
         for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {

@@ -51,10 +51,26 @@ struct rank_state {
     int64_t chunk;
     barrier2 *bar;
     double fwd_ms[10], bwd_ms[10];
+    double ph[2][3][10]; /* [fwd, bwd][before the exchange, the exchange, after it][repeat] */
     double err; /* rank 0: filled by main from the downloaded h */
     void *h;    /* this rank's h (kept for the check) */
     int ok;
 };
+
+/* The NCCL hook with CUDA events around it: splits a call's time at its exchange (the phase
+   before, the allgather with its wait for the other rank, the phase after). */
+struct timed_hook {
+    ssm_cuda_nccl *hk;
+    cudaStream_t st;
+    cudaEvent_t in, out;
+};
+static ssm_result timed_allgather(void *user, const void *send, void *recv, size_t bytes) {
+    timed_hook *t = (timed_hook *)user;
+    cudaEventRecord(t->in, t->st);
+    ssm_result r = ssm_cuda_nccl_allgather(t->hk, send, recv, bytes);
+    cudaEventRecord(t->out, t->st);
+    return r;
+}
 
 static void rank_main(rank_state *r) {
     const int64_t S = r->S, T = r->T, n = r->n, m = r->m;
@@ -71,6 +87,8 @@ static void rank_main(rank_state *r) {
     cudaSetDevice(r->rank);
     cudaStreamCreate(&st);
     cudaEventCreate(&a), cudaEventCreate(&b);
+    timed_hook th_ = {&hk, st, NULL, NULL};
+    cudaEventCreate(&th_.in), cudaEventCreate(&th_.out);
     cc.device = r->rank, cc.stream = st;
     cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
     if (ssm_ctx_create(&cfg, &ctx) != SSM_OK || ssm_cuda_nccl_init(&hk, r->comm, st) != SSM_OK) return;
@@ -91,7 +109,7 @@ static void rank_main(rank_state *r) {
         ssm_linrec_desc d = ssm_linrec_desc_init();
         ssm_linrec_cp cp;
         d.method = r->method, d.chunk = r->chunk;
-        cp.rank = r->rank, cp.nranks = 2, cp.allgather = ssm_cuda_nccl_allgather, cp.user = &hk;
+        cp.rank = r->rank, cp.nranks = 2, cp.allgather = timed_allgather, cp.user = &th_;
         auto fwd = [&] { return ssm_linrec_forward_cp(ctx, &d, &cp, &tA, &tb, NULL, &th, NULL, &thin); };
         auto bwd = [&] { return ssm_linrec_backward_cp(ctx, &d, &cp, &tA, &thin, &th, &tdh, NULL, &tdA, &tdb, NULL); };
         for (int w = 0; w < 2; ++w)
@@ -110,6 +128,9 @@ static void rank_main(rank_state *r) {
                 cudaEventSynchronize(b);
                 cudaEventElapsedTime(&ms, a, b);
                 (k ? r->bwd_ms : r->fwd_ms)[i] = ms;
+                cudaEventElapsedTime(&ms, a, th_.in), r->ph[k][0][i] = ms;
+                cudaEventElapsedTime(&ms, th_.in, th_.out), r->ph[k][1][i] = ms;
+                cudaEventElapsedTime(&ms, th_.out, b), r->ph[k][2][i] = ms;
             }
         fwd(); /* h for the check */
         cudaStreamSynchronize(st);
@@ -118,6 +139,7 @@ static void rank_main(rank_state *r) {
 done:
     r->h = h;
     cudaFree(A), cudaFree(bb), cudaFree(dh), cudaFree(dA), cudaFree(db), cudaFree(hin);
+    cudaEventDestroy(a), cudaEventDestroy(b), cudaEventDestroy(th_.in), cudaEventDestroy(th_.out);
     ssm_cuda_nccl_free(&hk);
     ssm_ctx_destroy(ctx);
 }
@@ -211,6 +233,10 @@ static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n, ssm_l
         row("linrec", impl, dt, S, T, n, 2, fwd2, bf / 2 / g_bw, fwd1 / fwd2);
         row("linrec_bwd", impl, dt, S, T, n, 1, bwd1, bb / g_bw, 1.0);
         row("linrec_bwd", impl, dt, S, T, n, 2, bwd2, bb / 2 / g_bw, bwd1 / bwd2);
+        for (int k = 0; k < 2; ++k) /* where the 2-GPU time goes (each rank's medians) */
+            printf("    %s phases, ms (before the exchange / the allgather incl. its wait / after): rank 0 %.3f / %.3f / %.3f, rank 1 %.3f / %.3f / %.3f\n",
+                   k ? "bwd" : "fwd", median(rs[0].ph[k][0], 10), median(rs[0].ph[k][1], 10), median(rs[0].ph[k][2], 10),
+                   median(rs[1].ph[k][0], 10), median(rs[1].ph[k][1], 10), median(rs[1].ph[k][2], 10));
     } else
         printf("  %s T%lld n%lld: a rank failed\n", ssm_dtype_name(dt), (long long)T, (long long)n);
     for (int r = 0; r < 2; ++r) cudaSetDevice(r), cudaFree(rs[r].h);
