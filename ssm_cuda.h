@@ -230,7 +230,9 @@ SSMDEF ssm_result ssm_cuda_set_stream(ssm_ctx *ctx, void *stream);
    report's) and answers SSM_ERROR_INVALID_VALUE, with the ranks in ctx's message, when they
    disagree. Both are collectives: every rank calls them in the same order. With several ranks
    in one process, load every kernel before the first collective (CUDA_MODULE_LOADING=EAGER): a
-   module loaded lazily while an NCCL kernel waits on another rank can deadlock. */
+   module loaded lazily while an NCCL kernel waits on another rank can deadlock. So can a call
+   that waits for all of a device's work (cudaMemcpyPeer, cudaDeviceSynchronize) made by one
+   rank while another rank's collective is pending on that device. */
 #ifdef __cplusplus
 extern "C" { /* nccl.h (it includes cuda_fp16.h's C++ operators) stays outside */
 #endif

@@ -100,6 +100,10 @@ static void rank_main(rank_state *r) {
     cudaMemcpyPeer(bb, r->rank, (const char *)r->b0 + r->t0 * n * m * es, 0, S * T * n * m * es);
     cudaMemcpyPeer(dh, r->rank, (const char *)r->dh0 + r->t0 * n * m * es, 0, S * T * n * m * es);
     cudaDeviceSynchronize();
+    /* no collective before both ranks' copies are done: a peer copy from cuda:0 waits for all of
+       cuda:0's work, so it would wait for rank 0's allgather, which waits for this rank (the
+       hangs at 55c2bca and bd2b3f2, at whichever row the other rank ran ahead) */
+    r->bar->wait();
     {
         int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m}, s0[3] = {S, n, m};
         ssm_tensor tA = ssm_tensor_make(A, r->dt, dev, 4, sa, NULL), tb = ssm_tensor_make(bb, r->dt, dev, 4, sb, NULL);
@@ -251,9 +255,9 @@ int main(void) {
     cudaDeviceProp prop;
     time_t now = time(NULL);
     /* every kernel loaded before the first collective: a module loaded lazily while an NCCL kernel
-       waits on the other rank can deadlock (NCCL's caveat on CUDA lazy loading; the 55c2bca bench
-       run hung so) */
+       waits on the other rank can deadlock (NCCL's caveat on CUDA lazy loading) */
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a rank's error line survives the time limit that ends a hung run */
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
         printf("needs 2 GPUs (found %d)\n", ndev);
         return 1;

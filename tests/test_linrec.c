@@ -309,6 +309,7 @@ static void context_parallel(void) {
     static const int64_t spans[4][4] = {{23, 0, 0, 0}, {11, 12, 0, 0}, {1, 13, 9, 0}, {6, 1, 9, 7}};
     static const int64_t wide[2][3] = {{150, 151, 0}, {100, 1, 200}}, longer[2] = {2300, 2100};
     static const int64_t full[2] = {2065, 977}; /* whole last chunks of 16 (2064 and 976 steps past the first), each way */
+    static const int64_t halves[2] = {4096, 4096};
     const int gpu = test_backend->device_type != SSM_DEVICE_CPU;
     int mi, R, rev, k;
     test_begin("linrec context parallel: ranks' spans against one call on the whole sequence, fwd and bwd");
@@ -331,6 +332,7 @@ static void context_parallel(void) {
     /* a span's end from its last chunk's map, that chunk whole (above, it is cut short) */
     cp_case(SSM_F32, SSM_LINREC_CHUNKED, 16, 0, 1, 32, 1, 2, full, gpu ? 2e-3 : 1e-5);
     if (gpu) cp_case(SSM_BF16, SSM_LINREC_AUTO, 16, 0, 2, 64, 1, 2, full, 2e-2);
+    if (gpu) cp_case(SSM_F16, SSM_LINREC_CHUNKED, 32, 0, 1, 64, 1, 2, halves, 4e-3); /* bench/cuda_cp's T8192 row */
     test_end();
 }
 

@@ -323,8 +323,7 @@ int main(void) {
     int n = 0, devs[2] = {0, 1};
     ncclComm_t comms[2];
     /* every kernel loaded before the first collective: a module loaded lazily while an NCCL kernel
-       waits on the other rank can deadlock (NCCL's caveat on CUDA lazy loading; the 55c2bca bench
-       run hung so) */
+       waits on the other rank can deadlock (NCCL's caveat on CUDA lazy loading) */
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
         printf("needs 2 GPUs (found %d): not run\n0 passed, 0 failed\n", n);
