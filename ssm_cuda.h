@@ -2203,21 +2203,23 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
 }
 
 /* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 4 W threads per
-   sequence. Thread (row, q) keeps its quarter of the row, the 16-byte pieces j = q mod 4, of the
+   sequence (blockIdx.x). With seg < nc - 1 the chain is cut into segments of seg maps, one CTA
+   each (blockIdx.y = g), segment g starting from its own state at h + g h.chs (the two-level
+   carries' in-group pass: ssm__cu_tc_go); X_0 is written by segment 0 only. Thread (row, q) keeps its quarter of the row, the 16-byte pieces j = q mod 4, of the
    next CD P_c in registers: the four threads of a row read 64 contiguous bytes a load (with the
    row cut into four contiguous quarters, a warp's load touched 32 cache lines, 16 bytes each,
    and the kernel ran L1-bound: H200, n = 128, 4.2 us a carry). */
 template <int W>
-__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64_t nc, int n, const float *P, const float *E,
-                                                                          ssm__cu_rv h, float *X) {
+__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64_t nc, int64_t seg, int n, const float *P,
+                                                                          const float *E, ssm__cu_rv h, float *X) {
     constexpr int D = ssm__tcg<W>::CD, Q4 = W / 16; /* float4s of a row-quarter */
     constexpr int64_t WW = (int64_t)W * W;
     __shared__ __align__(16) float xs[2][W];
     const int tid = threadIdx.x, row = tid >> 2, q = tid & 3;
-    const int64_t s = blockIdx.x, np = nc - 1;
-    const float *Ps = P + s * np * WW + row * W + 4 * q;
-    const float *Es = E + s * np * W + row;
-    float *Xs = X + s * nc * W;
+    const int64_t s = blockIdx.x, g = blockIdx.y, c0 = g * seg, np = nc - 1 - c0 < seg ? nc - 1 - c0 : seg;
+    const float *Ps = P + (s * (nc - 1) + c0) * WW + row * W + 4 * q; /* this segment's maps, from 0 */
+    const float *Es = E + (s * (nc - 1) + c0) * W + row;
+    float *Xs = X + (s * nc + c0) * W;
     float4 pr[D][Q4];
     float er[D];
     auto fetch = [&](int d, int64_t c) { /* P_c's row piece and e_c's element into ring slot d */
@@ -2227,9 +2229,9 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
         er[d] = Es[c * W];
     };
     if (tid < W) {
-        float v = tid < n ? ssm__cu_ld(h.p, h.dt, h.off + s * h.ss + tid * h.rs) : 0.f;
+        float v = tid < n ? ssm__cu_ld(h.p, h.dt, h.off + s * h.ss + g * h.chs + tid * h.rs) : 0.f;
         xs[0][tid] = v;
-        Xs[tid] = v;
+        if (g == 0) Xs[tid] = v;
     }
 #pragma unroll
     for (int d = 0; d < D; ++d)
@@ -2273,11 +2275,18 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
    in groups of SSM__TC_GK: (1) every group's product Q_g and end state F_g from zero, all
    groups at once (a chain of GK products of W x W, ~1/Lc of pass 1's work); (2) the carries
    into the groups by ssm__cu_tc_carry_kernel over (Q, F); (3) every group's own carries from
-   its group carry, all groups at once. The chain one CTA walks drops from nc to about
-   nc / GK + 2 GK steps. Entries of P and E past n are read as zeros. From 8 groups (at S1
-   T8192, 127 carries, the one chain was still faster: bench/results/cuda_cp_b6b5235.log). */
-#define SSM__TC_GK 16
-static int64_t ssm__tc_groups(int64_t np) { return np >= 8 * SSM__TC_GK ? (np + SSM__TC_GK - 1) / SSM__TC_GK : 0; }
+   its group carry, all groups at once, on the same kernel cut into segments. The chain one CTA
+   walks drops from nc to about nc / GK + 2 GK steps. Entries of P and E past n are read as
+   zeros. The product chain costs ~3.8 us a map and a carry ~0.4 us (H200, W = 64, ncu at
+   7eb2473: the group kernel took 60 us at GK = 16 whatever the number of groups), so GK = 8
+   (about sqrt(0.1 nc)). From 128 maps (at S1 T8192, 127 carries, the one chain was still faster
+   at GK = 16: bench/results/cuda_cp_b6b5235.log). Group counts past a grid's y are left to the
+   one chain. */
+#define SSM__TC_GK 8
+static int64_t ssm__tc_groups(int64_t np) {
+    const int64_t ng = (np + SSM__TC_GK - 1) / SSM__TC_GK;
+    return np >= 128 && ng <= 65535 ? ng : 0;
+}
 template <int W>
 __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_group_kernel(int64_t np, int64_t ng, int n, const float *P,
                                                                           const float *E, float *Q, float *F) {
@@ -2354,35 +2363,6 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_group_kernel(int64
     for (int e = tid; e < W * W; e += NT) Q[(s * ng + g) * WW + e] = Qs[e];
     if (tid < W) F[(s * ng + g) * W + tid] = fs[tid];
 }
-/* (3): X_{c+1} = P_c X_c + E_c for the chunks of group g from X_{g GK} = Y_g; four threads a row */
-template <int W>
-__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_ingroup_kernel(int64_t np, int64_t ng, int n, const float *P,
-                                                                            const float *E, const float *Y, float *X) {
-    constexpr int64_t WW = (int64_t)W * W;
-    __shared__ __align__(16) float xs[2][W];
-    const int tid = threadIdx.x, row = tid >> 2, q = tid & 3;
-    const int64_t g = blockIdx.x, s = blockIdx.y, c0 = g * SSM__TC_GK;
-    const int64_t c1 = c0 + SSM__TC_GK < np ? c0 + SSM__TC_GK : np;
-    float *Xs = X + s * (np + 1) * W;
-    if (tid < W) xs[0][tid] = Y[(s * (ng + 1) + g) * W + tid];
-    if (g == 0 && tid < W) Xs[tid] = xs[0][tid]; /* X_0 = h_0 */
-    __syncthreads();
-    for (int64_t c = c0; c < c1; ++c) {
-        const float *pr = P + (s * np + c) * WW + row * W, *x = xs[(c - c0) & 1];
-        float v = 0.f;
-        if (row < n)
-            for (int j = q; j < n; j += 4) v += pr[j] * x[j];
-        v += __shfl_xor_sync(0xffffffffu, v, 1);
-        v += __shfl_xor_sync(0xffffffffu, v, 2);
-        if (q == 0) {
-            v = row < n ? v + E[(s * np + c) * W + row] : 0.f;
-            xs[(c - c0 + 1) & 1][row] = v;
-            Xs[(c + 1) * W + row] = v;
-        }
-        __syncthreads();
-    }
-}
-
 /* A span's end for the context-parallel exchange: h_{T-1} = P_l x + e_l, one mat-vec from x,
    the carry into the last chunk (xss floats a sequence; rows past n read as zeros), with that
    chunk's map from pass 1, into step t of h; four threads a row, a CTA a sequence. */
@@ -2573,14 +2553,17 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     if (crws) {
         SSM__TRY(ssm__cu_tc_cr_carries(L, nc, P, E, h0, X, crws));
     } else if (ng) {
-        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(ng + 1, n, Q, F, h0, Y);
+        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(ng + 1, ng, n, Q, F, h0, Y);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
-        if (!endmap) { /* the end needs Y_ng only, the carry into the last chunk */
-            ssm__cu_tc_ingroup_kernel<W><<<dim3((unsigned)ng, (unsigned)L->S), G::T3, 0, st>>>(nc - 1, ng, n, P, E, Y, X);
-            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_ingroup_kernel");
+        if (!endmap) { /* every group's own carries from Y_g (the end needs Y_ng only, the carry into the last chunk) */
+            ssm__cu_rv yv;
+            memset(&yv, 0, sizeof yv);
+            yv.p = Y, yv.dt = 0, yv.rs = 1, yv.ss = (ng + 1) * W, yv.chs = W;
+            ssm__cu_tc_carry_kernel<W><<<dim3((unsigned)L->S, (unsigned)ng), G::T3, 0, st>>>(nc, SSM__TC_GK, n, P, E, yv, X);
+            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
         }
     } else {
-        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(nc, n, P, E, h0, X);
+        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(nc, nc - 1, n, P, E, h0, X);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
     }
     if (endmap) {

@@ -258,6 +258,34 @@ int main(void) {
        waits on the other rank can deadlock (NCCL's caveat on CUDA lazy loading) */
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     setvbuf(stdout, NULL, _IOLBF, 0); /* a rank's error line survives the time limit that ends a hung run */
+    if (const char *one = getenv("BENCH_CP_ONE")) { /* for a profiler: the 1-GPU calls alone, S1 T<one> n64 f16, no NCCL */
+        const int64_t T = atoll(one), n = 64, sa[4] = {1, T, n, n}, sb[4] = {1, T, n, 1};
+        const ssm_dtype dt = SSM_F16;
+        void *A = dev_random(dt, T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, T * n, 1.f, 2);
+        void *dh = dev_random(dt, T * n, 1.f, 4), *h = dev_random(dt, T * n, 0.f, 3);
+        void *dA = dev_random(dt, T * n * n, 0.f, 5), *db = dev_random(dt, T * n, 0.f, 6);
+        ssm_ctx *ctx = NULL;
+        ssm_ctx_config cfg = ssm_ctx_config_init();
+        ssm_cuda_config cc = ssm_cuda_config_init();
+        const ssm_device dev = ssm_cuda_device(0);
+        cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
+        if (!A || !b || !dh || !h || !dA || !db || ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
+        ssm_tensor tA = ssm_tensor_make(A, dt, dev, 4, sa, NULL), tb = ssm_tensor_make(b, dt, dev, 4, sb, NULL);
+        ssm_tensor th = ssm_tensor_make(h, dt, dev, 4, sb, NULL), tdh = ssm_tensor_make(dh, dt, dev, 4, sb, NULL);
+        ssm_tensor tdA = ssm_tensor_make(dA, dt, dev, 4, sa, NULL), tdb = ssm_tensor_make(db, dt, dev, 4, sb, NULL);
+        ssm_linrec_desc d = ssm_linrec_desc_init();
+        for (int i = 0; i < 3; ++i)
+            if (ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL) != SSM_OK ||
+                ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL) != SSM_OK) {
+                printf("%s\n", ssm_ctx_last_error(ctx));
+                return 1;
+            }
+        cudaDeviceSynchronize();
+        printf("S1 T%lld n64 f16: forward and backward, 3 calls each\n", (long long)T);
+        ssm_ctx_destroy(ctx);
+        cudaFree(A), cudaFree(b), cudaFree(dh), cudaFree(h), cudaFree(dA), cudaFree(db);
+        return 0;
+    }
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
         printf("needs 2 GPUs (found %d)\n", ndev);
         return 1;
