@@ -2272,23 +2272,30 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
 
 /* Pass 2 in two levels, for long chains (few sequences, many chunks: S1 T65536 at 64 steps a
    chunk is 1023 carries, ~0.4 us each one after the other on one CTA). The chunk maps are taken
-   in groups of SSM__TC_GK: (1) every group's product Q_g and end state F_g from zero, all
+   in groups of GK (ssm__tc_gk): (1) every group's product Q_g and end state F_g from zero, all
    groups at once (a chain of GK products of W x W, ~1/Lc of pass 1's work); (2) the carries
    into the groups by ssm__cu_tc_carry_kernel over (Q, F); (3) every group's own carries from
    its group carry, all groups at once, on the same kernel cut into segments. The chain one CTA
    walks drops from nc to about nc / GK + 2 GK steps. Entries of P and E past n are read as
    zeros. The product chain costs ~3.8 us a map and a carry ~0.4 us (H200, W = 64, ncu at
-   7eb2473: the group kernel took 60 us at GK = 16 whatever the number of groups), so GK = 8
-   (about sqrt(0.1 nc)). From 128 maps (at S1 T8192, 127 carries, the one chain was still faster
-   at GK = 16: bench/results/cuda_cp_b6b5235.log). Group counts past a grid's y are left to the
-   one chain. */
-#define SSM__TC_GK 8
+   7eb2473: the group kernel took 60 us at GK = 16 whatever the number of groups), so the time
+   is about GK 4.2 us + (nc / GK) 0.4 us, least near GK = sqrt(nc / 10): the power of two from 8
+   (S1 T65536 at 64 steps a chunk, 1023 maps) nearest it, in the geometric sense (16 from 1280
+   maps, 32 from 5120: at 4095 maps GK = 8 made the chain over 512 groups the larger part,
+   bench/results/cuda_cp_7d5003b.log). Measured at W = 64 only. From 128 maps (at S1 T8192, 127
+   carries, the one chain was still faster at GK = 16: bench/results/cuda_cp_b6b5235.log).
+   Group counts past a grid's y are left to the one chain. */
+static int64_t ssm__tc_gk(int64_t np) {
+    int64_t gk = 8;
+    while (gk < 256 && gk * (2 * gk) * 10 <= np) gk *= 2;
+    return gk;
+}
 static int64_t ssm__tc_groups(int64_t np) {
-    const int64_t ng = (np + SSM__TC_GK - 1) / SSM__TC_GK;
+    const int64_t gk = ssm__tc_gk(np), ng = (np + gk - 1) / gk;
     return np >= 128 && ng <= 65535 ? ng : 0;
 }
 template <int W>
-__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_group_kernel(int64_t np, int64_t ng, int n, const float *P,
+__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_group_kernel(int64_t np, int64_t gk, int n, const float *P,
                                                                           const float *E, float *Q, float *F) {
     constexpr int64_t WW = (int64_t)W * W;
     constexpr int NT = ssm__tcg<W>::T3, B4 = W / 4, LP = W + 4; /* 4 x 4 output blocks; P^T's padded row */
@@ -2296,8 +2303,8 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_group_kernel(int64
     extern __shared__ __align__(16) float ssm__tg_sm[];
     float *Qs = ssm__tg_sm, *Pt = Qs + WW, *fs = Pt + W * LP; /* Q row-major, P_c transposed, F */
     const int tid = threadIdx.x;
-    const int64_t g = blockIdx.x, s = blockIdx.y, c0 = g * SSM__TC_GK;
-    const int64_t c1 = c0 + SSM__TC_GK < np ? c0 + SSM__TC_GK : np;
+    const int64_t g = blockIdx.x, s = blockIdx.y, ng = gridDim.x, c0 = g * gk;
+    const int64_t c1 = c0 + gk < np ? c0 + gk : np;
     const float *Pg = P + s * np * WW, *Eg = E + s * np * W;
     float4 pv[NV];
     float ev = 0.f;
@@ -2546,7 +2553,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smg,
                                  cudaGetErrorString(e));
-        ssm__cu_tc_group_kernel<W><<<dim3((unsigned)ng, (unsigned)L->S), G::T3, smg, st>>>(nc - 1, ng, n, P, E, Q, F);
+        ssm__cu_tc_group_kernel<W><<<dim3((unsigned)ng, (unsigned)L->S), G::T3, smg, st>>>(nc - 1, ssm__tc_gk(nc - 1), n, P, E, Q, F);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_group_kernel");
     }
     if (phase == 1 && !want_end) return SSM_OK;
@@ -2559,7 +2566,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
             ssm__cu_rv yv;
             memset(&yv, 0, sizeof yv);
             yv.p = Y, yv.dt = 0, yv.rs = 1, yv.ss = (ng + 1) * W, yv.chs = W;
-            ssm__cu_tc_carry_kernel<W><<<dim3((unsigned)L->S, (unsigned)ng), G::T3, 0, st>>>(nc, SSM__TC_GK, n, P, E, yv, X);
+            ssm__cu_tc_carry_kernel<W><<<dim3((unsigned)L->S, (unsigned)ng), G::T3, 0, st>>>(nc, ssm__tc_gk(nc - 1), n, P, E, yv, X);
             SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
         }
     } else {

@@ -1304,7 +1304,7 @@ static void build(void) {
         lr_tc_sweep(Nw, 8, 16, CASE_F16, CASE_BF16);
         lr_tc_sweep(Nf, 7, 14, CASE_F32, CASE_F32); /* f32 (3xTF32) up to n = 64 */
     }
-    /* the tensor-core path's two-level carries (from 128 chunk maps a sequence, in groups of 8;
+    /* the tensor-core path's two-level carries (from 128 chunk maps a sequence, in groups of 8 up to 1279;
        the last group partial: 140 maps at T = 2250, chunks of 16; or a single map: 137 at
        T = 2200, 129 at T = 8300 with the default 64), every tile width, forward and backward */
     lr_row(CASE_FWD, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_CHUNKED, 2, 2200, 64, 1, 16, 0.9, CASE_H0 | CASE_HT);
@@ -1314,6 +1314,8 @@ static void build(void) {
     lr_row(CASE_FWD, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_CHUNKED, 3, 2200, 32, 1, 16, 0.9, CASE_H0 | CASE_HT);
     lr_row(CASE_BWD, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 2, 2250, 56, 1, 16, 0.9, CASE_HT | CASE_REVERSE);
     lr_row(CASE_FWD, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 1, 8300, 64, 1, 0, 0.9, CASE_H0 | CASE_HT);
+    /* groups of 16 from 1280 maps: 1287 at T = 20600, chunks of 16, the last group 7 maps */
+    lr_row(CASE_FWD, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 1, 20600, 64, 1, 16, 0.9, CASE_HT);
     /* more than 65535 sequences (the CUDA grid's y limit) in every kernel family: seq,
        chunked, cr, the tensor-core path */
     for (v = 0; v < 2; ++v) {
