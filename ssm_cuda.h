@@ -2205,10 +2205,11 @@ __global__ void __launch_bounds__(SSM__TW_THREADS) ssm__cu_tc_prodw_kernel(int64
 /* Pass 2: X_0 = h_0, X_{c+1} = P_c X_c + e_c for c < nc-1; one CTA of 4 W threads per
    sequence (blockIdx.x). With seg < nc - 1 the chain is cut into segments of seg maps, one CTA
    each (blockIdx.y = g), segment g starting from its own state at h + g h.chs (the two-level
-   carries' in-group pass: ssm__cu_tc_go); X_0 is written by segment 0 only. Thread (row, q) keeps its quarter of the row, the 16-byte pieces j = q mod 4, of the
-   next CD P_c in registers: the four threads of a row read 64 contiguous bytes a load (with the
-   row cut into four contiguous quarters, a warp's load touched 32 cache lines, 16 bytes each,
-   and the kernel ran L1-bound: H200, n = 128, 4.2 us a carry). */
+   carries' in-group pass: ssm__cu_tc_go); X_0 is written by segment 0 only. Thread (row, q)
+   keeps its quarter of the row, the 16-byte pieces j = q mod 4, of the next CD P_c in
+   registers: the four threads of a row read 64 contiguous bytes a load (with the row cut into
+   four contiguous quarters, a warp's load touched 32 cache lines, 16 bytes each, and the kernel
+   ran L1-bound: H200, n = 128, 4.2 us a carry). */
 template <int W>
 __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64_t nc, int64_t seg, int n, const float *P,
                                                                           const float *E, ssm__cu_rv h, float *X) {
