@@ -165,6 +165,8 @@ typedef struct fcall {
     ssm_dtype dt;
     /* op parameters */
     ssm_linrec_desc lr;
+    ssm_linrec_cp cp; /* with cp_mode: 1 the _cp entry point on cp (one rank, or bad), 2 with cp NULL */
+    int cp_mode;
     ssm_decay_desc dk;
     ssm_proj_desc pj;
     ssm_outchain_desc oc;
@@ -608,11 +610,17 @@ static int out_alias_planned(fcall *c) { return c->mut_kind == M_ALIAS; }
 
 /* linrec */
 static ssm_result run_lr_fwd(ssm_ctx *x, fcall *c) {
-    return ssm_linrec_forward(x, c->p[7] ? NULL : &c->lr, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4));
+    const ssm_linrec_desc *d = c->p[7] ? NULL : &c->lr;
+    if (c->cp_mode)
+        return ssm_linrec_forward_cp(x, d, c->cp_mode == 2 ? NULL : &c->cp, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), NULL);
+    return ssm_linrec_forward(x, d, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4));
 }
-static ssm_result run_lr_bwd(ssm_ctx *x, fcall *c) {
-    return ssm_linrec_backward(x, c->p[7] ? NULL : &c->lr, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), P(c, 5),
-                               P(c, 6), P(c, 7));
+static ssm_result run_lr_bwd(ssm_ctx *x, fcall *c) { /* the _cp backward takes hin where h0 was */
+    const ssm_linrec_desc *d = c->p[7] ? NULL : &c->lr;
+    if (c->cp_mode)
+        return ssm_linrec_backward_cp(x, d, c->cp_mode == 2 ? NULL : &c->cp, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4),
+                                      P(c, 5), P(c, 6), P(c, 7));
+    return ssm_linrec_backward(x, d, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), P(c, 5), P(c, 6), P(c, 7));
 }
 static void lr_desc(fcall *c) {
     c->lr = ssm_linrec_desc_init();
@@ -629,6 +637,25 @@ static void lr_desc(fcall *c) {
         }
     }
 }
+/* the context-parallel entry points, sometimes: one rank (the whole call), or a bad cp. Its own
+   draws (a hash of the seed and iteration), so the calls it leaves alone draw as before */
+static void lr_cp(fcall *c) {
+    uint64_t h = mix64(run_seed ^ mix64(cur_iter ^ 0x9e3779b97f4a7c15ull));
+    c->cp_mode = 0;
+    if (h % 100 >= 15) return;
+    h = mix64(h);
+    memset(&c->cp, 0, sizeof c->cp);
+    c->cp.nranks = 1, c->cp_mode = 1;
+    if (h % 100 < 30) {
+        switch ((h >> 8) % 4) {
+        case 0: c->cp_mode = 2; break;                         /* cp NULL */
+        case 1: c->cp.nranks = 2; break;                       /* two ranks, no allgather hook */
+        case 2: c->cp.rank = (h >> 16) & 1 ? -1 : 1; break;    /* a rank out of range */
+        default: c->cp.nranks = 0; break;
+        }
+        c->impossible = 1;
+    }
+}
 static void gen_linrec(fcall *c, int backward) {
     int64_t S = dim(c, 3), T = dim(c, 17), n = dim_small(6), m = dim_small(4), shA[4], shB[4], sh0[3];
     int vec = m == 1 && chance(40), o;
@@ -636,6 +663,7 @@ static void gen_linrec(fcall *c, int backward) {
     if (m == 0) m = 1;
     c->dt = pick_dt();
     lr_desc(c);
+    lr_cp(c);
     shA[0] = S, shA[1] = T, shA[2] = n, shA[3] = n;
     shB[0] = S, shB[1] = T, shB[2] = n, shB[3] = m;
     sh0[0] = S, sh0[1] = n, sh0[2] = m;
