@@ -2524,7 +2524,8 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", sm3,
                              cudaGetErrorString(e));
     const int endmap = phase == 1 && want_end && nc > 1; /* the end from the last chunk's map */
-    const int64_t ng = crws || L->S > 65535 ? 0 : ssm__tc_groups(nc - 1); /* two-level carries (S within one grid's y) */
+    /* two-level carries (S within one grid's y; none under CR's carries), groups of gk maps */
+    const int64_t ng = crws || L->S > 65535 ? 0 : ssm__tc_groups(nc - 1), gk = ssm__tc_gk(nc - 1);
     float *Q = X + L->S * nc * W, *F = Q + L->S * ng * W * W, *Y = F + L->S * ng * W, *PL = Y + L->S * (ng + 1) * W;
     float *EL = PL + L->S * W * W;
     if (nc > 1 && phase != 2) {
@@ -2554,7 +2555,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smg,
                                  cudaGetErrorString(e));
-        ssm__cu_tc_group_kernel<W><<<dim3((unsigned)ng, (unsigned)L->S), G::T3, smg, st>>>(nc - 1, ssm__tc_gk(nc - 1), n, P, E, Q, F);
+        ssm__cu_tc_group_kernel<W><<<dim3((unsigned)ng, (unsigned)L->S), G::T3, smg, st>>>(nc - 1, gk, n, P, E, Q, F);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_group_kernel");
     }
     if (phase == 1 && !want_end) return SSM_OK;
@@ -2567,7 +2568,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
             ssm__cu_rv yv;
             memset(&yv, 0, sizeof yv);
             yv.p = Y, yv.dt = 0, yv.rs = 1, yv.ss = (ng + 1) * W, yv.chs = W;
-            ssm__cu_tc_carry_kernel<W><<<dim3((unsigned)L->S, (unsigned)ng), G::T3, 0, st>>>(nc, ssm__tc_gk(nc - 1), n, P, E, yv, X);
+            ssm__cu_tc_carry_kernel<W><<<dim3((unsigned)L->S, (unsigned)ng), G::T3, 0, st>>>(nc, gk, n, P, E, yv, X);
             SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
         }
     } else {
@@ -2575,8 +2576,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
     }
     if (endmap) {
-        const int two = ng && !crws;
-        ssm__cu_tc_end_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(n, two ? Y + ng * W : X + (nc - 1) * W, (two ? ng + 1 : nc) * W,
+        ssm__cu_tc_end_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(n, ng ? Y + ng * W : X + (nc - 1) * W, (ng ? ng + 1 : nc) * W,
                                                                    PL, EL, h, T1 - 1);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_end_kernel");
         return SSM_OK;
