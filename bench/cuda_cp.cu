@@ -167,6 +167,39 @@ static double median(double *v, int k) {
     return x[k / 2];
 }
 
+/* The whole S1 sequence on cuda:0 (A, b, dh random; h, dA, db outputs) with a context and its
+   tensors: the 1-GPU side of a row, and BENCH_CP_ONE's calls. */
+struct whole_seq {
+    void *A, *b, *dh, *h, *dA, *db;
+    ssm_ctx *ctx;
+    ssm_tensor tA, tb, th, tdh, tdA, tdb;
+};
+static void whole_free(whole_seq *w) {
+    cudaSetDevice(0);
+    cudaFree(w->A), cudaFree(w->b), cudaFree(w->dh), cudaFree(w->h), cudaFree(w->dA), cudaFree(w->db);
+    ssm_ctx_destroy(w->ctx);
+}
+static int whole_make(whole_seq *w, ssm_dtype dt, int64_t T, int64_t n) { /* 0: out of memory (nothing held) */
+    const int64_t sa[4] = {1, T, n, n}, sb[4] = {1, T, n, 1};
+    const ssm_device dev = ssm_cuda_device(0);
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    cudaSetDevice(0);
+    w->A = dev_random(dt, T * n * n, 0.9f / sqrtf((float)n), 1), w->b = dev_random(dt, T * n, 1.f, 2);
+    w->dh = dev_random(dt, T * n, 1.f, 4), w->h = dev_random(dt, T * n, 0.f, 3);
+    w->dA = dev_random(dt, T * n * n, 0.f, 5), w->db = dev_random(dt, T * n, 0.f, 6);
+    w->ctx = NULL;
+    cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
+    if (!w->A || !w->b || !w->dh || !w->h || !w->dA || !w->db || ssm_ctx_create(&cfg, &w->ctx) != SSM_OK) {
+        whole_free(w);
+        return 0;
+    }
+    w->tA = ssm_tensor_make(w->A, dt, dev, 4, sa, NULL), w->tb = ssm_tensor_make(w->b, dt, dev, 4, sb, NULL);
+    w->th = ssm_tensor_make(w->h, dt, dev, 4, sb, NULL), w->tdh = ssm_tensor_make(w->dh, dt, dev, 4, sb, NULL);
+    w->tdA = ssm_tensor_make(w->dA, dt, dev, 4, sa, NULL), w->tdb = ssm_tensor_make(w->db, dt, dev, 4, sb, NULL);
+    return 1;
+}
+
 /* method, chunk: the desc's (0 = by shape); the rows' impl is ours:<method>[-c<chunk>] */
 static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n, ssm_linrec_method method = SSM_LINREC_AUTO,
                     int64_t chunk = 0) {
@@ -175,38 +208,26 @@ static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n, ssm_l
     if (chunk) snprintf(impl + strlen(impl), sizeof impl - strlen(impl), "-c%lld", (long long)chunk);
     const int64_t S = 1, m = 1;
     const size_t es = dt.bits / 8;
-    cudaSetDevice(0);
-    void *A = dev_random(dt, S * T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n * m, 1.f, 2);
-    void *dh = dev_random(dt, S * T * n * m, 1.f, 4), *h = dev_random(dt, S * T * n * m, 0.f, 3);
-    void *dA = dev_random(dt, S * T * n * n, 0.f, 5), *db = dev_random(dt, S * T * n * m, 0.f, 6);
-    ssm_ctx *ctx = NULL;
-    ssm_ctx_config cfg = ssm_ctx_config_init();
-    ssm_cuda_config cc = ssm_cuda_config_init();
-    int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
+    whole_seq w;
     double fwd1, bwd1, fwd2, bwd2;
     const double bf = (double)es * (S * T * n * n + 2.0 * S * T * n * m), bb = (double)es * (2.0 * S * T * n * n + 3.0 * S * T * n * m);
-    cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
-    if (!A || !b || !dh || !h || !dA || !db || ssm_ctx_create(&cfg, &ctx) != SSM_OK) {
+    if (!whole_make(&w, dt, T, n)) {
         printf("  (skipped %s T%lld n%lld: out of memory)\n", ssm_dtype_name(dt), (long long)T, (long long)n);
         return;
     }
     {
-        const ssm_device dev = ssm_cuda_device(0);
-        ssm_tensor tA = ssm_tensor_make(A, dt, dev, 4, sa, NULL), tb = ssm_tensor_make(b, dt, dev, 4, sb, NULL);
-        ssm_tensor th = ssm_tensor_make(h, dt, dev, 4, sb, NULL), tdh = ssm_tensor_make(dh, dt, dev, 4, sb, NULL);
-        ssm_tensor tdA = ssm_tensor_make(dA, dt, dev, 4, sa, NULL), tdb = ssm_tensor_make(db, dt, dev, 4, sb, NULL);
         ssm_linrec_desc d = ssm_linrec_desc_init();
         d.method = method, d.chunk = chunk;
-        fwd1 = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); });
-        bwd1 = time_ms([&] { ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL); });
-        ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
+        fwd1 = time_ms([&] { ssm_linrec_forward(w.ctx, &d, &w.tA, &w.tb, NULL, &w.th, NULL); });
+        bwd1 = time_ms([&] { ssm_linrec_backward(w.ctx, &d, &w.tA, NULL, &w.th, &w.tdh, NULL, &w.tdA, &w.tdb, NULL); });
+        ssm_linrec_forward(w.ctx, &d, &w.tA, &w.tb, NULL, &w.th, NULL);
         cudaDeviceSynchronize();
     }
     barrier2 bar;
     rank_state rs[2];
     for (int r = 0; r < 2; ++r) {
         rs[r].rank = r, rs[r].comm = comms[r], rs[r].dt = dt, rs[r].S = S, rs[r].T = r ? T - T / 2 : T / 2, rs[r].n = n, rs[r].m = m;
-        rs[r].A0 = A, rs[r].b0 = b, rs[r].dh0 = dh, rs[r].t0 = r ? T / 2 : 0, rs[r].bar = &bar, rs[r].h = NULL;
+        rs[r].A0 = w.A, rs[r].b0 = w.b, rs[r].dh0 = w.dh, rs[r].t0 = r ? T / 2 : 0, rs[r].bar = &bar, rs[r].h = NULL;
         rs[r].method = method, rs[r].chunk = chunk;
     }
     std::thread t0(rank_main, &rs[0]), t1(rank_main, &rs[1]);
@@ -215,7 +236,7 @@ static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n, ssm_l
         std::vector<unsigned char> one((size_t)(S * T * n * m * es)), two(one.size());
         std::vector<double> x(one.size() / es), y(x.size());
         cudaSetDevice(0);
-        cudaMemcpy(one.data(), h, one.size(), cudaMemcpyDeviceToHost);
+        cudaMemcpy(one.data(), w.h, one.size(), cudaMemcpyDeviceToHost);
         for (int r = 0; r < 2; ++r) {
             cudaSetDevice(r);
             cudaMemcpy(two.data() + rs[r].t0 * n * m * es, rs[r].h, rs[r].T * n * m * es, cudaMemcpyDeviceToHost);
@@ -244,9 +265,7 @@ static void cp_rows(ncclComm_t *comms, ssm_dtype dt, int64_t T, int64_t n, ssm_l
     } else
         printf("  %s T%lld n%lld: a rank failed\n", ssm_dtype_name(dt), (long long)T, (long long)n);
     for (int r = 0; r < 2; ++r) cudaSetDevice(r), cudaFree(rs[r].h);
-    cudaSetDevice(0);
-    cudaFree(A), cudaFree(b), cudaFree(dh), cudaFree(h), cudaFree(dA), cudaFree(db);
-    ssm_ctx_destroy(ctx);
+    whole_free(&w);
 }
 
 int main(void) {
@@ -259,32 +278,23 @@ int main(void) {
     setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     setvbuf(stdout, NULL, _IOLBF, 0); /* a rank's error line survives the time limit that ends a hung run */
     if (const char *one = getenv("BENCH_CP_ONE")) { /* for a profiler: the 1-GPU calls alone, S1 T<one> n64 f16, no NCCL */
-        const int64_t T = atoll(one), n = 64, sa[4] = {1, T, n, n}, sb[4] = {1, T, n, 1};
-        const ssm_dtype dt = SSM_F16;
-        void *A = dev_random(dt, T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, T * n, 1.f, 2);
-        void *dh = dev_random(dt, T * n, 1.f, 4), *h = dev_random(dt, T * n, 0.f, 3);
-        void *dA = dev_random(dt, T * n * n, 0.f, 5), *db = dev_random(dt, T * n, 0.f, 6);
-        ssm_ctx *ctx = NULL;
-        ssm_ctx_config cfg = ssm_ctx_config_init();
-        ssm_cuda_config cc = ssm_cuda_config_init();
-        const ssm_device dev = ssm_cuda_device(0);
-        cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
-        if (!A || !b || !dh || !h || !dA || !db || ssm_ctx_create(&cfg, &ctx) != SSM_OK) return 1;
-        ssm_tensor tA = ssm_tensor_make(A, dt, dev, 4, sa, NULL), tb = ssm_tensor_make(b, dt, dev, 4, sb, NULL);
-        ssm_tensor th = ssm_tensor_make(h, dt, dev, 4, sb, NULL), tdh = ssm_tensor_make(dh, dt, dev, 4, sb, NULL);
-        ssm_tensor tdA = ssm_tensor_make(dA, dt, dev, 4, sa, NULL), tdb = ssm_tensor_make(db, dt, dev, 4, sb, NULL);
+        const int64_t T = atoll(one);
         ssm_linrec_desc d = ssm_linrec_desc_init();
-        for (int i = 0; i < 3; ++i)
-            if (ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL) != SSM_OK ||
-                ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL) != SSM_OK) {
-                printf("%s\n", ssm_ctx_last_error(ctx));
-                return 1;
+        whole_seq w;
+        int ok = 1;
+        if (!whole_make(&w, SSM_F16, T, 64)) return 1;
+        for (int i = 0; ok && i < 3; ++i)
+            if (ssm_linrec_forward(w.ctx, &d, &w.tA, &w.tb, NULL, &w.th, NULL) != SSM_OK ||
+                ssm_linrec_backward(w.ctx, &d, &w.tA, NULL, &w.th, &w.tdh, NULL, &w.tdA, &w.tdb, NULL) != SSM_OK) {
+                printf("%s\n", ssm_ctx_last_error(w.ctx));
+                ok = 0;
             }
-        cudaDeviceSynchronize();
-        printf("S1 T%lld n64 f16: forward and backward, 3 calls each\n", (long long)T);
-        ssm_ctx_destroy(ctx);
-        cudaFree(A), cudaFree(b), cudaFree(dh), cudaFree(h), cudaFree(dA), cudaFree(db);
-        return 0;
+        if (ok) {
+            cudaDeviceSynchronize();
+            printf("S1 T%lld n64 f16: forward and backward, 3 calls each\n", (long long)T);
+        }
+        whole_free(&w);
+        return ok ? 0 : 1;
     }
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
         printf("needs 2 GPUs (found %d)\n", ndev);
