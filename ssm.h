@@ -355,6 +355,36 @@ SSMDEF ssm_result ssm_decay_workspace_size(const ssm_ctx *ctx, const ssm_decay_d
                                            ssm_dtype dtype, int64_t B, int64_t T, int64_t R,
                                            int64_t C, int backward, size_t *bytes);
 
+/* Context parallelism, as ssm_linrec_*_cp (the same ssm_linrec_cp: rank, nranks, allgather):
+   every rank passes its own contiguous span of steps (any length >= 1; B, R, C and the dtype
+   the same on every rank; rank 0 the first span). Cumulative log decays restart at each span:
+   a rank's cA_t sums a over its span up to t (a per-rank cumsum). A rank reduces its span to
+   its map (the product of its decays, exp(sum a), and its end state from a zero carry), the
+   ranks exchange the maps once through `allgather` (maps of B R (C + 1) f32, f64 for f64
+   data), and each runs its span from its true carry. The result is a one-rank call's on the
+   whole sequence, up to rounding. Each rank reads its x twice (the map, then the scan), so two
+   ranks take at best 3/4 of one rank's time on the whole sequence.
+   h0: the whole sequence's initial state, on rank 0 only. hT: the state at the end of this
+   rank's span. hin (optional out): the state entering it (h0 or zeros on rank 0), the h0 its
+   backward takes. */
+SSMDEF ssm_result ssm_decay_forward_cp(ssm_ctx *ctx, const ssm_decay_desc *desc,
+                                       const ssm_linrec_cp *cp, const ssm_tensor *log_decay,
+                                       const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out,
+                                       ssm_tensor *hT, ssm_tensor *hin);
+/* The adjoint across the same ranks (carries flow from the last span to the first). hin: the
+   forward's hin (NULL = zeros); dhT: the gradient of this rank's hT (any rank, optional); dh0:
+   the gradient of hin (on rank 0, of h0). dx, dlog_decay as ssm_decay_backward's. */
+SSMDEF ssm_result ssm_decay_backward_cp(ssm_ctx *ctx, const ssm_decay_desc *desc,
+                                        const ssm_linrec_cp *cp, const ssm_tensor *log_decay,
+                                        const ssm_tensor *hin, const ssm_tensor *out,
+                                        const ssm_tensor *dout, const ssm_tensor *dhT,
+                                        ssm_tensor *dx, ssm_tensor *dlog_decay, ssm_tensor *dh0);
+/* Workspace bytes of a _cp call of this rank (T: its span's length). */
+SSMDEF ssm_result ssm_decay_cp_workspace_size(const ssm_ctx *ctx, const ssm_decay_desc *desc,
+                                              const ssm_linrec_cp *cp, ssm_dtype dtype, int64_t B,
+                                              int64_t T, int64_t R, int64_t C, int backward,
+                                              size_t *bytes);
+
 /* >>bell ---- block-ELL sparse linear layer ------------------------------------------------ */
 /* ------------------------------------------------------------------------------------------
    Block-ELL sparse linear layer (dynamic sparse training, RigL, Evci et al. 2020):  y = x W^T (+ bias)
@@ -839,6 +869,7 @@ typedef struct ssm_decay_plan {
     ssm_dtype dtype;
     int64_t B, T, R, C;
     ssm_decay_input input;
+    int span;        /* a _cp call: the workspace also covers the decay_span slot */
     size_t workspace_bytes;
 } ssm_decay_plan;
 
@@ -1050,7 +1081,17 @@ struct ssm_backend {
     ssm_result (*linrec_steps_cp)(ssm_ctx *ctx, const ssm_linrec_plan *p, int phase, int want_end,
                                   ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, ssm_seq_view out,
                                   int *out_written, void *scratch, ssm_linrec_stats *st);
-    void *reserved[15];
+    /* decay, context parallel (ssm_decay_*_cp): this span's map into `map` (device memory on a
+       device backend), in f32 (f64 for f64 data): [B][R][C] the state at the span's end from
+       init (h0; NULL = zeros) through x (adjoint = 1: the gradient of the state entering the
+       span from dout, passed as x, and init = dhT), then [B][R] P = exp(sum of the span's a_t).
+       Its scratch is inside the plan's workspace figure (plan->span set). NULL = host loops
+       (CPU backends). The decay_forward / decay_backward slots then take h0 / dhT in that
+       dtype from a _cp call (the carry). */
+    ssm_result (*decay_span)(ssm_ctx *ctx, const ssm_decay_plan *p, int adjoint,
+                             const ssm_tensor *log_decay, const ssm_tensor *x,
+                             const ssm_tensor *init, void *map);
+    void *reserved[14];
 };
 
 /* For backends: the state the backend's init returned, the config's thread count, an
@@ -2688,6 +2729,41 @@ static ssm_result ssm__dk_backward_generic(ssm_ctx *ctx, const ssm_decay_desc *d
     return SSM_OK;
 }
 
+/* A span's map on the host (the decay_span slot's contract): the end state from init through
+   x, or (adjoint) u = exp(a_0) g_0 with g_t = x_t + exp(a_{t+1}) g_{t+1} from g_{T-1} = x + init;
+   then P = exp(cA_{T-1}) or exp(sum a_t). The map is in the data's dtype (f32 or f64 here). */
+static ssm_result ssm__dk_span_generic(ssm_ctx *ctx, const ssm_decay_desc *d, const ssm_tensor *ld,
+                                       const ssm_tensor *x, const ssm_tensor *init, int adjoint, void *map,
+                                       const ssm__dk_shape *s) {
+    size_t es = ssm__esize(x->dtype);
+    ssm_dtype dt = x->dtype;
+    char *e = (char *)map, *P = e + (size_t)(s->B * s->R * s->C) * es;
+    double *state;
+    int64_t b, t, r, c, u;
+    SSM__TRY(ssm_ctx_workspace(ctx, sizeof(double) * (size_t)(s->R * s->C), (void **)&state));
+    for (b = 0; b < s->B; ++b) {
+        for (r = 0; r < s->R; ++r)
+            for (c = 0; c < s->C; ++c) state[r * s->C + c] = init ? SSM__LOAD(dt, SSM__PTR3(init, b, r, c)) : 0.0;
+        for (u = 0; u < s->T; ++u)
+            for (r = 0; r < s->R; ++r) {
+                t = adjoint ? s->T - 1 - u : u;
+                double f = adjoint ? (t + 1 < s->T ? exp(ssm__dk_step(d, ld, es, b, t + 1, r)) : 1.0)
+                                   : exp(ssm__dk_step(d, ld, es, b, t, r)), *st = state + r * s->C;
+                for (c = 0; c < s->C; ++c) st[c] = f * st[c] + SSM__LOAD(dt, SSM__PTR4(x, b, t, r, c));
+            }
+        for (r = 0; r < s->R; ++r) {
+            double f0 = adjoint ? exp(ssm__dk_step(d, ld, es, b, 0, r)) : 1.0, D = 0.0;
+            for (c = 0; c < s->C; ++c)
+                SSM__STORE(dt, e + (size_t)((b * s->R + r) * s->C + c) * es, f0 * state[r * s->C + c]);
+            if (d->input == SSM_DECAY_CUMULATIVE) D = SSM__LOAD(dt, SSM__PTR3(ld, b, s->T - 1, r));
+            else
+                for (t = 0; t < s->T; ++t) D += SSM__LOAD(dt, SSM__PTR3(ld, b, t, r));
+            SSM__STORE(dt, P + (size_t)(b * s->R + r) * es, exp(D));
+        }
+    }
+    return SSM_OK;
+}
+
 /* Cumulative decays must be finite (their differences are taken); per-step decays may be
    -inf (a full reset) but never NaN or +inf. */
 static ssm_result ssm__dk_check_finite(ssm_ctx *ctx, const char *op, const ssm_decay_desc *d,
@@ -2723,15 +2799,17 @@ static ssm_result ssm__dk_validate(ssm_ctx *ctx, const char *op, const ssm_decay
 }
 
 /* The plan: sizes, the backend's support and its workspace (the generic scan keeps one
-   f64 state row of R x C per batch entry: host loops, so only a CPU backend runs it). */
+   f64 state row of R x C per batch entry: host loops, so only a CPU backend runs it). span: a
+   _cp call (the backend's figure covers its decay_span slot too). */
 static ssm_result ssm__dk_plan(ssm_ctx *ctx, const char *op, ssm_op which, const ssm_decay_desc *d, ssm_dtype dt,
-                               const ssm__dk_shape *s, ssm_decay_plan *p) {
+                               const ssm__dk_shape *s, int span, ssm_decay_plan *p) {
     ssm_result r = SSM__NOT_MINE;
     memset(p, 0, sizeof *p);
     p->op = which;
     p->dtype = dt;
     p->B = s->B, p->T = s->T, p->R = s->R, p->C = s->C;
     p->input = d->input;
+    p->span = span;
     SSM__TRY(ssm__supported(ctx, op, which, p));
     if (ctx->backend->workspace_size) r = ctx->backend->workspace_size(ctx, which, p, &p->workspace_bytes);
     if (r == SSM__NOT_MINE) {
@@ -2744,10 +2822,91 @@ static ssm_result ssm__dk_plan(ssm_ctx *ctx, const char *op, ssm_op which, const
     return SSM_OK;
 }
 
-SSMDEF ssm_result ssm_decay_workspace_size(const ssm_ctx *cctx, const ssm_decay_desc *desc, ssm_dtype dtype,
-                                           int64_t B, int64_t T, int64_t R, int64_t C, int backward,
-                                           size_t *bytes) {
-    static const char *op = "ssm_decay_workspace_size";
+/* ---- decay scan: context parallelism ----------------------------------------------------------
+   A span's map is [B][R][C] e then [B][R] P in the work dtype (f64 for f64 data, else f32): the
+   forward's x_end = P x_in + e, the adjoint's g_in = P g_end + e. The ranks fold the maps of the
+   ranks processed before them (ssm__cp_place: the adjoint runs from the last rank). */
+typedef struct ssm__dk_cp {
+    const ssm_linrec_cp *cp;
+    int q;                  /* this rank's place in processing order            */
+    ssm_dtype work;
+    size_t map_bytes;       /* one rank's map, as exchanged (256-byte aligned)  */
+    size_t state_bytes;     /* one [B][R][C] carry buffer                       */
+    char *send, *recv, *carry, *tmp;
+} ssm__dk_cp;
+
+/* c's sizes for plan p; returns the bytes it takes past the plan's workspace (SIZE_MAX: too many). */
+static size_t ssm__dk_cp_layout(const ssm_decay_plan *p, const ssm_linrec_cp *cp, int adjoint, ssm__dk_cp *c) {
+    size_t es;
+    memset(c, 0, sizeof *c);
+    c->cp = cp;
+    c->q = ssm__cp_place(cp, 0, adjoint, cp->rank);
+    c->work = p->dtype.bits == 64 ? SSM_F64 : SSM_F32;
+    es = ssm__esize(c->work);
+    c->state_bytes = ssm__ws_align_sat(ssm__szmul(ssm__szmul(ssm__szmul(es, p->B), p->R), p->C));
+    c->map_bytes = ssm__ws_align_sat(ssm__szmul(ssm__szmul(ssm__szmul(es, p->B), p->R), p->C + 1));
+    return ssm__szadd(ssm__szmul(c->map_bytes, (int64_t)cp->nranks + 1), ssm__szmul(c->state_bytes, 2));
+}
+
+/* The compact [B][R][C] buffer buf as B x R rows of C (outer b, batch r), and as a tensor. */
+static ssm_matrix_batch ssm__dk_rows(const ssm_decay_plan *p, ssm_dtype work, void *buf) {
+    ssm_matrix_batch m;
+    m.ptr = buf, m.dtype = work, m.rs = p->C, m.cs = 1, m.bs = p->C, m.ss = p->R * p->C;
+    return m;
+}
+static ssm_matrix_batch ssm__dk_rows_of(const ssm_tensor *t) {
+    ssm_matrix_batch m;
+    memset(&m, 0, sizeof m);
+    if (!t) return m;
+    m.ptr = t->data, m.dtype = t->dtype, m.rs = 0, m.cs = t->strides[2], m.bs = t->strides[1], m.ss = t->strides[0];
+    return m;
+}
+
+/* Between the phases: every rank's map to every rank, then this rank's carry folded over the
+   ranks processed before it, x = e_j + P_j x (a 1 x 1 times 1 x C product per row). */
+static ssm_result ssm__dk_cp_exchange(ssm_ctx *ctx, const char *op, const ssm_decay_plan *p, ssm__dk_cp *c,
+                                      int adjoint) {
+    const int64_t BR = p->B * p->R;
+    const size_t es = ssm__esize(c->work);
+    int j;
+    if (c->cp->nranks > 1) {
+        ssm_result r = c->cp->allgather(c->cp->user, c->send, c->recv, c->map_bytes);
+        if (r != SSM_OK) return ssm_ctx_error(ctx, r, "%s: the allgather hook failed (%s)", op, ssm_result_string(r));
+    }
+    for (j = 0; j < c->q; ++j) {
+        char *mp = c->recv + c->map_bytes * (size_t)ssm__cp_place(c->cp, 0, adjoint, j), *t;
+        ssm_matrix_batch e = ssm__dk_rows(p, c->work, mp), P = e, x = ssm__dk_rows(p, c->work, c->carry), y = x;
+        P.ptr = mp + (size_t)(BR * p->C) * es, P.rs = 1, P.bs = 1, P.ss = p->R;
+        y.ptr = c->tmp;
+        SSM__TRY(ssm__copy(ctx, c->work, 1, BR, 1, p->C, e, y, 0));
+        if (j > 0) SSM__TRY(ctx->backend->gemm(ctx, c->work, 1, BR, 1, p->C, 1, 1.0, P, x, 1.0, y));
+        t = c->carry, c->carry = c->tmp, c->tmp = t;
+    }
+    return SSM_OK;
+}
+
+/* Phase 1 of a _cp call: this rank's map into c->send (the rank processed last sends none). */
+static ssm_result ssm__dk_cp_span(ssm_ctx *ctx, const ssm_decay_plan *p, const ssm_decay_desc *d, ssm__dk_cp *c,
+                                  int adjoint, const ssm_tensor *ld, const ssm_tensor *x, const ssm_tensor *init,
+                                  const ssm__dk_shape *s) {
+    ssm_result r = SSM__NOT_MINE;
+    if (c->q == c->cp->nranks - 1) return SSM_OK;
+    if (ctx->backend->decay_span) r = ctx->backend->decay_span(ctx, p, adjoint, ld, x, init, c->send);
+    if (r != SSM__NOT_MINE) return r;
+    return ssm__dk_span_generic(ctx, d, ld, x, init, adjoint, c->send, s);
+}
+
+/* The carry as a [B,R,C] tensor of the work dtype (what the decay slots take from a _cp call). */
+static ssm_tensor ssm__dk_carry_tensor(const ssm_decay_plan *p, const ssm__dk_cp *c, ssm_device dev) {
+    int64_t sh[3];
+    sh[0] = p->B, sh[1] = p->R, sh[2] = p->C;
+    return ssm_tensor_make(c->carry, c->work, dev, 3, sh, NULL);
+}
+
+/* ssm_decay_workspace_size and ssm_decay_cp_workspace_size (cp set). */
+static ssm_result ssm__dk_workspace_query(const ssm_ctx *cctx, const char *op, const ssm_decay_desc *desc,
+                                          const ssm_linrec_cp *cp, ssm_dtype dtype, int64_t B, int64_t T, int64_t R,
+                                          int64_t C, int backward, size_t *bytes) {
     ssm_ctx *ctx = (ssm_ctx *)cctx; /* only its message is written */
     ssm__dk_shape s;
     ssm_decay_plan p;
@@ -2757,62 +2916,153 @@ SSMDEF ssm_result ssm_decay_workspace_size(const ssm_ctx *cctx, const ssm_decay_
     *bytes = 0;
     if (desc->input != SSM_DECAY_CUMULATIVE && desc->input != SSM_DECAY_PER_STEP)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: unknown decay input kind %d", op, (int)desc->input);
+    if (cp) SSM__TRY(ssm__cp_check(ctx, op, cp));
     memset(&probe, 0, sizeof probe);
     probe.dtype = dtype;
     SSM__TRY(ssm__check_float_dtype(ctx, op, &probe));
     if (B < 0 || T < 1 || R < 1 || C < 1)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: need B >= 0 and T, R, C >= 1", op);
     s.B = B, s.T = T, s.R = R, s.C = C;
-    SSM__TRY(ssm__dk_plan(ctx, op, backward ? SSM_OP_DECAY_BACKWARD : SSM_OP_DECAY_FORWARD, desc, dtype, &s, &p));
+    SSM__TRY(ssm__dk_plan(ctx, op, backward ? SSM_OP_DECAY_BACKWARD : SSM_OP_DECAY_FORWARD, desc, dtype, &s, cp != NULL, &p));
+    if (cp) {
+        ssm__dk_cp c;
+        p.workspace_bytes = ssm__szadd(p.workspace_bytes, ssm__dk_cp_layout(&p, cp, backward, &c));
+        if (p.workspace_bytes == SIZE_MAX)
+            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+    }
     *bytes = B > 0 ? p.workspace_bytes : 0;
     return SSM_OK;
 }
+SSMDEF ssm_result ssm_decay_workspace_size(const ssm_ctx *ctx, const ssm_decay_desc *desc, ssm_dtype dtype,
+                                           int64_t B, int64_t T, int64_t R, int64_t C, int backward,
+                                           size_t *bytes) {
+    return ssm__dk_workspace_query(ctx, "ssm_decay_workspace_size", desc, NULL, dtype, B, T, R, C, backward, bytes);
+}
+SSMDEF ssm_result ssm_decay_cp_workspace_size(const ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_linrec_cp *cp,
+                                              ssm_dtype dtype, int64_t B, int64_t T, int64_t R, int64_t C,
+                                              int backward, size_t *bytes) {
+    if (ctx && !cp) {
+        ((ssm_ctx *)ctx)->message[0] = 0;
+        return ssm_ctx_error((ssm_ctx *)ctx, SSM_ERROR_NULL_ARGUMENT, "ssm_decay_cp_workspace_size: cp is NULL");
+    }
+    return ssm__dk_workspace_query(ctx, "ssm_decay_cp_workspace_size", desc, cp, dtype, B, T, R, C, backward, bytes);
+}
 
-SSMDEF ssm_result ssm_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_tensor *log_decay,
-                                    const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out,
-                                    ssm_tensor *hT) {
-    static const char *op = "ssm_decay_forward";
+/* The plan of a call, and with cp its exchange buffers placed past the plan's workspace (the
+   whole workspace taken once, so the slots' own ssm_ctx_workspace calls return the same base). */
+static ssm_result ssm__dk_cp_setup(ssm_ctx *ctx, const char *op, ssm_decay_plan *p, const ssm_linrec_cp *cp, int adjoint,
+                                   ssm__dk_cp *c) {
+    size_t base = p->workspace_bytes;
+    void *wsp;
+    p->workspace_bytes = ssm__szadd(p->workspace_bytes, ssm__dk_cp_layout(p, cp, adjoint, c));
+    if (p->workspace_bytes == SIZE_MAX)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+    SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &wsp));
+    c->send = (char *)wsp + base;
+    c->recv = c->send + c->map_bytes;
+    c->carry = c->recv + c->map_bytes * (size_t)cp->nranks;
+    c->tmp = c->carry + c->state_bytes;
+    return SSM_OK;
+}
+
+/* The backend's scan slot, else the host loops (after the finite check). */
+static ssm_result ssm__dk_run_forward(ssm_ctx *ctx, const char *op, const ssm_decay_plan *p, const ssm_decay_desc *d,
+                                      const ssm_tensor *ld, const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out,
+                                      ssm_tensor *hT, const ssm__dk_shape *s) {
+    ssm_result r = SSM__NOT_MINE;
+    if (ctx->backend->decay_forward) r = ctx->backend->decay_forward(ctx, p, ld, x, h0, out, hT);
+    if (r != SSM__NOT_MINE) return r;
+    SSM__TRY(ssm__dk_check_finite(ctx, op, d, ld, s));
+    return ssm__dk_forward_generic(ctx, d, ld, x, h0, out, hT, s);
+}
+static ssm_result ssm__dk_run_backward(ssm_ctx *ctx, const char *op, const ssm_decay_plan *p, const ssm_decay_desc *d,
+                                       const ssm_tensor *ld, const ssm_tensor *h0, const ssm_tensor *out,
+                                       const ssm_tensor *dout, const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dld,
+                                       ssm_tensor *dh0, const ssm__dk_shape *s) {
+    ssm_result r = SSM__NOT_MINE;
+    if (ctx->backend->decay_backward) r = ctx->backend->decay_backward(ctx, p, ld, h0, out, dout, dhT, dx, dld, dh0);
+    if (r != SSM__NOT_MINE) return r;
+    SSM__TRY(ssm__dk_check_finite(ctx, op, d, ld, s));
+    return ssm__dk_backward_generic(ctx, d, ld, h0, out, dout, dhT, dx, dld, dh0, s);
+}
+
+/* ssm_decay_forward and ssm_decay_forward_cp (cp set: the span's map, the exchange, then the
+   scan from the carry). */
+static ssm_result ssm__dk_forward_call(ssm_ctx *ctx, const char *op, const ssm_decay_desc *desc, const ssm_linrec_cp *cp,
+                                       const ssm_tensor *log_decay, const ssm_tensor *x, const ssm_tensor *h0,
+                                       ssm_tensor *out, ssm_tensor *hT, ssm_tensor *hin) {
     ssm__dk_shape s;
     ssm_decay_plan p;
-    ssm_result r = SSM__NOT_MINE;
+    ssm__dk_cp c;
+    ssm_tensor carry;
     int64_t sh3[3], sh4[4];
-    ssm__arg args[5];
+    ssm__arg args[6];
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
+    if (cp) SSM__TRY(ssm__cp_check(ctx, op, cp));
     if (!log_decay || !x || !out)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: log_decay, x and out are required", op);
+    if (cp && h0 && cp->rank != 0)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: h0 belongs to rank 0, not rank %d", op, cp->rank);
     SSM__TRY(ssm__dk_validate(ctx, op, desc, log_decay, x, &s));
     sh4[0] = s.B, sh4[1] = s.T, sh4[2] = s.R, sh4[3] = s.C;
     sh3[0] = s.B, sh3[1] = s.R, sh3[2] = s.C;
     SSM__TRY(ssm__check(ctx, op, "out", out, x->dtype, 4, 4, sh4));
     if (h0) SSM__TRY(ssm__check(ctx, op, "h0", h0, x->dtype, 3, 3, sh3));
     if (hT) SSM__TRY(ssm__check(ctx, op, "hT", hT, x->dtype, 3, 3, sh3));
+    if (hin) SSM__TRY(ssm__check(ctx, op, "hin", hin, x->dtype, 3, 3, sh3));
     ssm__arg_set(&args[0], "log_decay", log_decay, 0);
     ssm__arg_set(&args[1], "x", x, 0);
     ssm__arg_set(&args[2], "h0", h0, 0);
     ssm__arg_set(&args[3], "out", out, 1);
     ssm__arg_set(&args[4], "hT", hT, 1);
-    SSM__TRY(ssm__check_aliasing(ctx, op, args, 5));
-    SSM__TRY(ssm__dk_plan(ctx, op, SSM_OP_DECAY_FORWARD, desc, x->dtype, &s, &p));
+    ssm__arg_set(&args[5], "hin", hin, 1);
+    SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
+    SSM__TRY(ssm__dk_plan(ctx, op, SSM_OP_DECAY_FORWARD, desc, x->dtype, &s, cp != NULL, &p));
     if (s.B == 0) return SSM_OK;
-    if (ctx->backend->decay_forward) r = ctx->backend->decay_forward(ctx, &p, log_decay, x, h0, out, hT);
-    if (r != SSM__NOT_MINE) return r;
-    SSM__TRY(ssm__dk_check_finite(ctx, op, desc, log_decay, &s));
-    return ssm__dk_forward_generic(ctx, desc, log_decay, x, h0, out, hT, &s);
+    if (!cp) return ssm__dk_run_forward(ctx, op, &p, desc, log_decay, x, h0, out, hT, &s);
+    SSM__TRY(ssm__dk_cp_setup(ctx, op, &p, cp, 0, &c));
+    if (ctx->backend->device_type == SSM_DEVICE_CPU) SSM__TRY(ssm__dk_check_finite(ctx, op, desc, log_decay, &s));
+    SSM__TRY(ssm__dk_cp_span(ctx, &p, desc, &c, 0, log_decay, x, h0, &s));
+    SSM__TRY(ssm__dk_cp_exchange(ctx, op, &p, &c, 0));
+    carry = ssm__dk_carry_tensor(&p, &c, x->device);
+    if (c.q > 0) h0 = &carry;
+    SSM__TRY(ssm__dk_run_forward(ctx, op, &p, desc, log_decay, x, h0, out, hT, &s));
+    if (hin) /* the state entering the span: h0's values (zeros without) or the carry */
+        SSM__TRY(ssm__copy(ctx, c.work, s.B, s.R, 1, s.C, ssm__dk_rows_of(h0), ssm__dk_rows_of(hin), 0));
+    return SSM_OK;
 }
 
-SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_tensor *log_decay,
-                                     const ssm_tensor *h0, const ssm_tensor *out, const ssm_tensor *dout,
-                                     const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dlog_decay,
-                                     ssm_tensor *dh0) {
-    static const char *op = "ssm_decay_backward";
+SSMDEF ssm_result ssm_decay_forward(ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_tensor *log_decay,
+                                    const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out,
+                                    ssm_tensor *hT) {
+    return ssm__dk_forward_call(ctx, "ssm_decay_forward", desc, NULL, log_decay, x, h0, out, hT, NULL);
+}
+SSMDEF ssm_result ssm_decay_forward_cp(ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_linrec_cp *cp,
+                                       const ssm_tensor *log_decay, const ssm_tensor *x, const ssm_tensor *h0,
+                                       ssm_tensor *out, ssm_tensor *hT, ssm_tensor *hin) {
+    if (ctx && !cp) {
+        ctx->message[0] = 0;
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "ssm_decay_forward_cp: cp is NULL");
+    }
+    return ssm__dk_forward_call(ctx, "ssm_decay_forward_cp", desc, cp, log_decay, x, h0, out, hT, hin);
+}
+
+/* ssm_decay_backward and ssm_decay_backward_cp (cp set; h0 is then the span's hin). */
+static ssm_result ssm__dk_backward_call(ssm_ctx *ctx, const char *op, const ssm_decay_desc *desc, const ssm_linrec_cp *cp,
+                                        const ssm_tensor *log_decay, const ssm_tensor *h0, const ssm_tensor *out,
+                                        const ssm_tensor *dout, const ssm_tensor *dhT, ssm_tensor *dx,
+                                        ssm_tensor *dlog_decay, ssm_tensor *dh0) {
+    const char *h0_name = cp ? "hin" : "h0";
     ssm__dk_shape s;
     ssm_decay_plan p;
-    ssm_result r = SSM__NOT_MINE;
+    ssm__dk_cp c;
+    ssm_tensor carry;
     int64_t sh3[3], sh4[4], shl[3];
     ssm__arg args[8];
     if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
     ctx->message[0] = 0;
+    if (cp) SSM__TRY(ssm__cp_check(ctx, op, cp));
     if (!log_decay || !out || !dout || !dx || !dlog_decay)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: log_decay, out, dout, dx and dlog_decay are required", op);
     SSM__TRY(ssm__dk_validate(ctx, op, desc, log_decay, out, &s));
@@ -2822,11 +3072,11 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, c
     SSM__TRY(ssm__check(ctx, op, "dout", dout, out->dtype, 4, 4, sh4));
     SSM__TRY(ssm__check(ctx, op, "dx", dx, out->dtype, 4, 4, sh4));
     SSM__TRY(ssm__check(ctx, op, "dlog_decay", dlog_decay, out->dtype, 3, 3, shl));
-    if (h0) SSM__TRY(ssm__check(ctx, op, "h0", h0, out->dtype, 3, 3, sh3));
+    if (h0) SSM__TRY(ssm__check(ctx, op, h0_name, h0, out->dtype, 3, 3, sh3));
     if (dhT) SSM__TRY(ssm__check(ctx, op, "dhT", dhT, out->dtype, 3, 3, sh3));
     if (dh0) SSM__TRY(ssm__check(ctx, op, "dh0", dh0, out->dtype, 3, 3, sh3));
     ssm__arg_set(&args[0], "log_decay", log_decay, 0);
-    ssm__arg_set(&args[1], "h0", h0, 0);
+    ssm__arg_set(&args[1], h0_name, h0, 0);
     ssm__arg_set(&args[2], "out", out, 0);
     ssm__arg_set(&args[3], "dout", dout, 0);
     ssm__arg_set(&args[4], "dhT", dhT, 0);
@@ -2834,13 +3084,36 @@ SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, c
     ssm__arg_set(&args[6], "dlog_decay", dlog_decay, 1);
     ssm__arg_set(&args[7], "dh0", dh0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
-    SSM__TRY(ssm__dk_plan(ctx, op, SSM_OP_DECAY_BACKWARD, desc, out->dtype, &s, &p));
+    SSM__TRY(ssm__dk_plan(ctx, op, SSM_OP_DECAY_BACKWARD, desc, out->dtype, &s, cp != NULL, &p));
     if (s.B == 0) return SSM_OK;
-    if (ctx->backend->decay_backward)
-        r = ctx->backend->decay_backward(ctx, &p, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0);
-    if (r != SSM__NOT_MINE) return r;
-    SSM__TRY(ssm__dk_check_finite(ctx, op, desc, log_decay, &s));
-    return ssm__dk_backward_generic(ctx, desc, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0, &s);
+    if (!cp) return ssm__dk_run_backward(ctx, op, &p, desc, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0, &s);
+    SSM__TRY(ssm__dk_cp_setup(ctx, op, &p, cp, 1, &c));
+    if (ctx->backend->device_type == SSM_DEVICE_CPU) SSM__TRY(ssm__dk_check_finite(ctx, op, desc, log_decay, &s));
+    SSM__TRY(ssm__dk_cp_span(ctx, &p, desc, &c, 1, log_decay, dout, dhT, &s));
+    SSM__TRY(ssm__dk_cp_exchange(ctx, op, &p, &c, 1));
+    carry = ssm__dk_carry_tensor(&p, &c, out->device);
+    if (c.q > 0) { /* the gradient of the span's end: its own dhT and the spans' after it */
+        if (dhT) SSM__TRY(ssm__copy(ctx, c.work, s.B, s.R, 1, s.C, ssm__dk_rows_of(dhT), ssm__dk_rows_of(&carry), 1));
+        dhT = &carry;
+    }
+    return ssm__dk_run_backward(ctx, op, &p, desc, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0, &s);
+}
+
+SSMDEF ssm_result ssm_decay_backward(ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_tensor *log_decay,
+                                     const ssm_tensor *h0, const ssm_tensor *out, const ssm_tensor *dout,
+                                     const ssm_tensor *dhT, ssm_tensor *dx, ssm_tensor *dlog_decay,
+                                     ssm_tensor *dh0) {
+    return ssm__dk_backward_call(ctx, "ssm_decay_backward", desc, NULL, log_decay, h0, out, dout, dhT, dx, dlog_decay, dh0);
+}
+SSMDEF ssm_result ssm_decay_backward_cp(ssm_ctx *ctx, const ssm_decay_desc *desc, const ssm_linrec_cp *cp,
+                                        const ssm_tensor *log_decay, const ssm_tensor *hin, const ssm_tensor *out,
+                                        const ssm_tensor *dout, const ssm_tensor *dhT, ssm_tensor *dx,
+                                        ssm_tensor *dlog_decay, ssm_tensor *dh0) {
+    if (ctx && !cp) {
+        ctx->message[0] = 0;
+        return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "ssm_decay_backward_cp: cp is NULL");
+    }
+    return ssm__dk_backward_call(ctx, "ssm_decay_backward_cp", desc, cp, log_decay, hin, out, dout, dhT, dx, dlog_decay, dh0);
 }
 
 /* >>bell ---- block-ELL sparse linear layer (implementation) ------------------------------- */

@@ -247,8 +247,9 @@ SSMDEF ssm_result ssm_cuda_nccl_init(ssm_cuda_nccl *h, ncclComm_t comm, void *st
 SSMDEF void ssm_cuda_nccl_free(ssm_cuda_nccl *h);
 SSMDEF ssm_result ssm_cuda_nccl_allreduce(void *user, double *data, int64_t count);
 SSMDEF ssm_result ssm_cuda_nccl_check_checksum(ssm_ctx *ctx, ssm_cuda_nccl *h, uint64_t checksum);
-/* The allgather hook of ssm_linrec_cp (cp.allgather = ssm_cuda_nccl_allgather, cp.user = &h,
-   cp.rank and cp.nranks from h): ncclAllGather of the bytes on h's stream, the context's. */
+/* The allgather hook of ssm_linrec_cp, for ssm_linrec_*_cp and ssm_decay_*_cp (cp.allgather =
+   ssm_cuda_nccl_allgather, cp.user = &h, cp.rank and cp.nranks from h): ncclAllGather of the
+   bytes on h's stream, the context's. */
 SSMDEF ssm_result ssm_cuda_nccl_allgather(void *user, const void *send, void *recv, size_t bytes);
 #ifdef __cplusplus
 }
@@ -3427,6 +3428,7 @@ static ssm_result ssm__cu_linrec_steps_cp(ssm_ctx *ctx, const ssm_linrec_plan *p
 typedef struct ssm__cu_dkv {
     const void *p;
     int64_t s0, s1, s2, s3; /* element strides (b, t, r, c) or (b, r, c) */
+    int f32;                /* f32 elements whatever the call's dtype (a _cp call's carry) */
 } ssm__cu_dkv;
 
 template <typename T> struct ssm__cu_vec;
@@ -3444,6 +3446,16 @@ template <> struct ssm__cu_vec<__nv_bfloat16> {
 };
 
 template <typename T, int V> struct alignas(sizeof(T) * V) ssm__cu_pack { T v[V]; };
+
+/* V columns from c of an initial state [b][r][c] (h0 or dhT: the call's dtype, or f32). */
+template <typename T, int V>
+__device__ __forceinline__ void ssm__cu_dk_init(const ssm__cu_dkv &init, int64_t b, int64_t r, int64_t c, float *carry) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const int64_t i = b * init.s0 + r * init.s1 + (c + v) * init.s2;
+        carry[v] = init.f32 ? ((const float *)init.p)[i] : ssm__cu_vec<T>::get(((const T *)init.p)[i]);
+    }
+}
 
 /* a_t (per-step log decay at time t) read from either form; 0 outside [0, T). */
 template <typename T>
@@ -3505,11 +3517,7 @@ __global__ void __launch_bounds__(SSM__DK_THREADS) ssm__cu_dk_scan_kernel(
 #pragma unroll
     for (int v = 0; v < V; ++v) carry[v] = 0.f;
     if (k == 0) {
-        if (init.p && valid) {
-            const T *ip = (const T *)init.p + b * init.s0 + r * init.s1;
-#pragma unroll
-            for (int v = 0; v < V; ++v) carry[v] = ssm__cu_vec<T>::get(ip[(c + v) * init.s2]);
-        }
+        if (init.p && valid) ssm__cu_dk_init<T, V>(init, b, r, c, carry);
     } else {
         if (valid) {
 #pragma unroll
@@ -3626,6 +3634,7 @@ static ssm__cu_dkv ssm__cu_dkv_of(const ssm_tensor *t) {
     v.p = t->data;
     v.s0 = t->strides[0], v.s1 = t->strides[1], v.s2 = t->strides[2];
     v.s3 = t->ndim > 3 ? t->strides[3] : 0;
+    v.f32 = t->dtype.bits == 32;
     return v;
 }
 
@@ -3858,11 +3867,7 @@ __global__ void __launch_bounds__(SSM__DKT_THREADS, (TS == 4 && !BWD) ? 3 : 2) s
     float carry[V];
 #pragma unroll
     for (int v = 0; v < V; ++v) carry[v] = 0.f;
-    if (init.p && valid) {
-        const T *ip = (const T *)init.p + b * init.s0 + r * init.s1;
-#pragma unroll
-        for (int v = 0; v < V; ++v) carry[v] = ssm__cu_vec<T>::get(ip[(cc + v) * init.s2]);
-    }
+    if (init.p && valid) ssm__cu_dk_init<T, V>(init, b, r, cc, carry);
     int buf = 0;
     typedef typename io::raw raw;
     constexpr int CP = PF && !BWD && V > 1, RB = (int)sizeof(raw), NDQ = 32768 / (TS * NT * RB);
@@ -4116,6 +4121,152 @@ static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B
 #undef SSM__DKT_GO
 }
 
+/* ---- decay scan: a span's map (the decay_span slot, context parallel) ---------------------------
+   Two kernels. A thread reduces V columns of one row over a chunk of SSM__DKS_L steps from zero:
+   forward h = f_t h + x_t (the chunk's end state), adjoint h += (f_t0 ... f_t) x_t (what the state
+   entering the chunk receives), with the chunk's product of decays. Then a warp per V columns folds
+   the chunks in order, its lanes over runs of chunks, then a shuffle tree (a fixed order). */
+#define SSM__DKS_L 64
+
+/* (h, P) of the steps before, then (hn, Pn) of the steps after. */
+template <int V, int BWD>
+__device__ __forceinline__ void ssm__cu_dks_join(float *h, float &P, const float *hn, float Pn) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) h[v] = BWD ? fmaf(P, hn[v], h[v]) : fmaf(Pn, h[v], hn[v]);
+    P *= Pn;
+}
+
+template <typename T, int V, int BWD>
+__global__ void __launch_bounds__(256) ssm__cu_dks_chunk_kernel(int64_t Tn, int64_t R, int64_t C, int64_t slices,
+                                                                int64_t nchunks, int per_step, ssm__cu_dkv ld,
+                                                                ssm__cu_dkv x, float *part) {
+    const int tid = threadIdx.x;
+    const int64_t id = blockIdx.x, k = id % nchunks, bs = id / nchunks, slice = bs % slices, b = bs / slices;
+    const int64_t e0 = (slice * 256 + tid) * V;
+    const bool valid = e0 < R * C;
+    const int64_t r = valid ? e0 / C : 0, c = valid ? e0 % C : 0;
+    const T *ldp = (const T *)ld.p, *xp = (const T *)x.p + b * x.s0 + r * x.s2 + c * x.s3;
+    const int64_t ldb = b * ld.s0 + r * ld.s2, t0 = k * SSM__DKS_L, t1 = min(Tn, t0 + SSM__DKS_L);
+    float h[V], P = 1.f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) h[v] = 0.f;
+    if (valid) {
+#pragma unroll 8
+        for (int64_t t = t0; t < t1; ++t) {
+            const float f = expf(ssm__cu_dk_step(ldp, ldb, ld.s1, t, Tn, per_step));
+            float xv[V];
+            if (V > 1) {
+                const ssm__cu_pack<T, V> pk = *(const ssm__cu_pack<T, V> *)(xp + t * x.s1);
+#pragma unroll
+                for (int v = 0; v < V; ++v) xv[v] = ssm__cu_vec<T>::get(pk.v[v]);
+            } else {
+                xv[0] = ssm__cu_vec<T>::get(xp[t * x.s1]);
+            }
+            ssm__cu_dks_join<V, BWD>(h, P, xv, f);
+        }
+    }
+    float *o = part + (bs * nchunks + k) * (V + 1) * 256 + tid;
+#pragma unroll
+    for (int v = 0; v < V; ++v) o[v * 256] = h[v];
+    o[V * 256] = P;
+}
+
+template <typename T, int V, int BWD>
+__global__ void __launch_bounds__(256) ssm__cu_dks_fold_kernel(int64_t B, int64_t R, int64_t C, int64_t slices,
+                                                               int64_t nchunks, ssm__cu_dkv init, const float *part,
+                                                               float *map) {
+    const int lane = threadIdx.x & 31;
+    const int64_t wid = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; /* (b, slice, thread of the chunk kernel) */
+    if (wid >= B * slices * 256) return;
+    const int64_t tid = wid % 256, bs = wid / 256, b = bs / slices, e0 = ((bs % slices) * 256 + tid) * V;
+    if (e0 >= R * C) return;
+    const int64_t r = e0 / C, c = e0 % C, per = (nchunks + 31) / 32;
+    const int64_t k0 = min(nchunks, lane * per), k1 = min(nchunks, k0 + per);
+    float h[V], P = 1.f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) h[v] = 0.f;
+    for (int64_t k = k0; k < k1; ++k) {
+        const float *q = part + (bs * nchunks + k) * (V + 1) * 256 + tid;
+        float hk[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) hk[v] = __ldcg(q + v * 256);
+        ssm__cu_dks_join<V, BWD>(h, P, hk, __ldcg(q + V * 256));
+    }
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        float hn[V];
+        const float Pn = __shfl_down_sync(0xffffffffu, P, o);
+#pragma unroll
+        for (int v = 0; v < V; ++v) hn[v] = __shfl_down_sync(0xffffffffu, h[v], o);
+        if ((lane & (2 * o - 1)) == 0) ssm__cu_dks_join<V, BWD>(h, P, hn, Pn);
+    }
+    if (lane == 0) {
+        float in[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) in[v] = 0.f;
+        if (init.p) ssm__cu_dk_init<T, V>(init, b, r, c, in);
+#pragma unroll
+        for (int v = 0; v < V; ++v) map[(b * R + r) * C + c + v] = fmaf(P, in[v], h[v]);
+        if (c == 0) map[B * R * C + b * R + r] = P;
+    }
+}
+
+typedef struct ssm__cu_dks_plan {
+    int V;
+    int64_t slices, nchunks, blocks;
+    size_t bytes;
+} ssm__cu_dks_plan;
+
+static ssm__cu_dks_plan ssm__cu_dks_plan_of(ssm_dtype dt, int64_t B, int64_t T, int64_t R, int64_t C, int vec) {
+    ssm__cu_dks_plan p;
+    p.V = vec ? (int)(16 / ssm__cu_esize(dt)) : 1;
+    p.slices = (R * C + 256 * (int64_t)p.V - 1) / (256 * (int64_t)p.V);
+    p.nchunks = (T + SSM__DKS_L - 1) / SSM__DKS_L;
+    p.blocks = B * p.slices * p.nchunks;
+    p.bytes = (size_t)p.blocks * (size_t)(p.V + 1) * 256u * 4u;
+    return p;
+}
+
+template <typename T, int V, int BWD>
+static void ssm__cu_dks_go3(const ssm__cu_dks_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
+                            int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv init, float *part, float *map) {
+    ssm__cu_dks_chunk_kernel<T, V, BWD><<<(unsigned)p->blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, per_step,
+                                                                           ld, x, part);
+    ssm__cu_dks_fold_kernel<T, V, BWD><<<ssm__cu_blocks(B * p->slices * 256 * 32), 256, 0, st>>>(
+        B, R, C, p->slices, p->nchunks, init, part, map);
+}
+template <typename T, int BWD>
+static void ssm__cu_dks_go(const ssm__cu_dks_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
+                           int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv init, float *part, float *map) {
+    if (p->V > 1) ssm__cu_dks_go3<T, 16 / sizeof(T), BWD>(p, st, B, Tn, R, C, per_step, ld, x, init, part, map);
+    else ssm__cu_dks_go3<T, 1, BWD>(p, st, B, Tn, R, C, per_step, ld, x, init, part, map);
+}
+
+static ssm_result ssm__cu_decay_span(ssm_ctx *ctx, const ssm_decay_plan *d, int adjoint, const ssm_tensor *ld,
+                                     const ssm_tensor *x, const ssm_tensor *init, void *map) {
+    ssm__cu_state *st = ssm__cu_st(ctx);
+    ssm__cu_device_guard guard(st->device);
+    const ssm_tensor *vt[1] = {x};
+    const int64_t B = d->B, T = d->T, R = d->R, C = d->C;
+    const ssm_dtype dt = x->dtype;
+    const int ps = d->input == SSM_DECAY_PER_STEP;
+    ssm__cu_dks_plan p = ssm__cu_dks_plan_of(dt, B, T, R, C, ssm__cu_dk_vec_ok(dt, C, vt, 1));
+    ssm__cu_dkv vl = ssm__cu_dkv_of(ld), vx = ssm__cu_dkv_of(x), vi = ssm__cu_dkv_of(init);
+    void *ws;
+    if (p.blocks > 2147483647 || B * p.slices * 256 * 32 > 1048576LL * 256)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "decay scan (context parallel): too many blocks");
+    SSM__TRY(ssm_ctx_workspace(ctx, p.bytes, &ws));
+#define SSM__DKS_GO(TT)                                                                                                   \
+    (adjoint ? ssm__cu_dks_go<TT, 1>(&p, st->stream, B, T, R, C, ps, vl, vx, vi, (float *)ws, (float *)map)              \
+             : ssm__cu_dks_go<TT, 0>(&p, st->stream, B, T, R, C, ps, vl, vx, vi, (float *)ws, (float *)map))
+    if (dt.bits == 32) SSM__DKS_GO(float);
+    else if (dt.code == SSM_DTYPE_BFLOAT) SSM__DKS_GO(__nv_bfloat16);
+    else SSM__DKS_GO(__half);
+#undef SSM__DKS_GO
+    SSM__CU_LAUNCHED(ctx, "ssm__cu_dks_chunk_kernel / fold");
+    return SSM_OK;
+}
+
 /* Device bytes of a decay call: an upper bound over both kernels and both vector widths (the
    choice depends on the data's alignment, unknown to a size query). */
 static size_t ssm__cu_decay_ws(const ssm_decay_plan *d) {
@@ -4127,6 +4278,12 @@ static size_t ssm__cu_decay_ws(const ssm_decay_plan *d) {
         size_t rows = (size_t)(d->B * d->T * d->R), t2 = rows * (size_t)((d->C + 7) / 8) * 4u;
         w = ((w + 255) & ~(size_t)255) + rows * 4u;
         if (t2 > w) w = t2;
+    }
+    if (d->span) { /* a _cp call's map: the chunk partials, at either vector width */
+        ssm__cu_dks_plan s1 = ssm__cu_dks_plan_of(d->dtype, d->B, d->T, d->R, d->C, 1);
+        ssm__cu_dks_plan s0 = ssm__cu_dks_plan_of(d->dtype, d->B, d->T, d->R, d->C, 0);
+        if (s1.bytes > w) w = s1.bytes;
+        if (s0.bytes > w) w = s0.bytes;
     }
     return w;
 }
@@ -9748,6 +9905,7 @@ static const ssm_backend ssm__cuda_backend = {
     /* .bell_topology_observe = */ ssm__cu_bell_topology_observe,
     /* .bell_topology_step = */ ssm__cu_bell_topology_step,
     /* .linrec_steps_cp = */ ssm__cu_linrec_steps_cp,
+    /* .decay_span = */ ssm__cu_decay_span,
     /* .reserved = */ {NULL}};
 
 extern "C" SSMDEF const ssm_backend *ssm_cuda_backend(void) { return &ssm__cuda_backend; }

@@ -637,9 +637,10 @@ static void lr_desc(fcall *c) {
         }
     }
 }
-/* the context-parallel entry points, sometimes: one rank (the whole call), or a bad cp. Its own
-   draws (a hash of the seed and iteration), so the calls it leaves alone draw as before */
-static void lr_cp(fcall *c) {
+/* the context-parallel entry points (linrec, decay), sometimes: one rank (the whole call), or a
+   bad cp. Its own draws (a hash of the seed and iteration), so the calls it leaves alone draw as
+   before */
+static void cp_draw(fcall *c) {
     uint64_t h = mix64(run_seed ^ mix64(cur_iter ^ 0x9e3779b97f4a7c15ull));
     c->cp_mode = 0;
     if (h % 100 >= 15) return;
@@ -663,7 +664,7 @@ static void gen_linrec(fcall *c, int backward) {
     if (m == 0) m = 1;
     c->dt = pick_dt();
     lr_desc(c);
-    lr_cp(c);
+    cp_draw(c);
     shA[0] = S, shA[1] = T, shA[2] = n, shA[3] = n;
     shB[0] = S, shB[1] = T, shB[2] = n, shB[3] = m;
     sh0[0] = S, sh0[1] = n, sh0[2] = m;
@@ -706,11 +707,17 @@ static void gen_linrec(fcall *c, int backward) {
 
 /* decay */
 static ssm_result run_dk_fwd(ssm_ctx *x, fcall *c) {
-    return ssm_decay_forward(x, c->p[7] ? NULL : &c->dk, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4));
+    const ssm_decay_desc *d = c->p[7] ? NULL : &c->dk;
+    if (c->cp_mode)
+        return ssm_decay_forward_cp(x, d, c->cp_mode == 2 ? NULL : &c->cp, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), NULL);
+    return ssm_decay_forward(x, d, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4));
 }
-static ssm_result run_dk_bwd(ssm_ctx *x, fcall *c) {
-    return ssm_decay_backward(x, c->p[7] ? NULL : &c->dk, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), P(c, 5),
-                              P(c, 6), P(c, 7));
+static ssm_result run_dk_bwd(ssm_ctx *x, fcall *c) { /* the _cp backward takes hin where h0 was */
+    const ssm_decay_desc *d = c->p[7] ? NULL : &c->dk;
+    if (c->cp_mode)
+        return ssm_decay_backward_cp(x, d, c->cp_mode == 2 ? NULL : &c->cp, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4),
+                                     P(c, 5), P(c, 6), P(c, 7));
+    return ssm_decay_backward(x, d, P(c, 0), P(c, 1), P(c, 2), P(c, 3), P(c, 4), P(c, 5), P(c, 6), P(c, 7));
 }
 static void fill_float(farg *a, double lo, double hi) {
     int64_t i, N;
@@ -734,6 +741,7 @@ static void gen_decay(fcall *c, int backward) {
     c->p[7] = 0;
     if (chance(5)) c->dk.input = (ssm_decay_input)7;
     if (chance(3)) c->p[7] = 1;
+    cp_draw(c);
     sh4[0] = B, sh4[1] = T, sh4[2] = R, sh4[3] = C;
     sh3[0] = B, sh3[1] = T, sh3[2] = R;
     shh[0] = B, shh[1] = R, shh[2] = C;

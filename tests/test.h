@@ -8,6 +8,7 @@
 
 #include "../ssm.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +92,33 @@ double rel_err(const double *a, const double *b, int64_t n);
 
 ssm_ctx *test_ctx(void); /* a context on test_backend, with default config */
 
+/* Context parallelism: ranks as threads, each with its own context and tensors holding its span.
+   cp_allgather (an ssm_linrec_cp's hook, user = the rank's cp_peer) copies each rank's bytes into
+   the world's host stage, waits for all, and copies the stage back (device memory under test_mem);
+   a size other than the world's marks it bad. */
+typedef struct cp_world {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int R, arrived, bad;
+    unsigned gen;
+    size_t bytes;
+    unsigned char *stage;
+} cp_world;
+typedef struct cp_peer {
+    cp_world *w;
+    int rank;
+} cp_peer;
+void cp_world_init(cp_world *w, int R, size_t bytes);
+void cp_world_free(cp_world *w);
+ssm_result cp_allgather(void *user, const void *send, void *recv, size_t bytes);
+/* Rows t0 .. t0+len-1 of a logical [S][T][row] array into [S][len][row] (and back with put). */
+void cp_slice(const double *src, double *dst, int64_t S, int64_t T, int64_t t0, int64_t len, int64_t row, int put);
+
 /* Suites (one per test file). */
 void suite_core(void);
 void suite_linrec(void);
 void suite_linrec_cp(void); /* context parallelism: in suite_linrec, and on CUDA by tests/test_cuda.cu */
+void suite_decay_cp(void);  /* the same for the decay scan */
 void suite_decay(void);
 void suite_bell(void);
 void suite_proj(void);

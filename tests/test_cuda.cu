@@ -1054,6 +1054,10 @@ int main(void) {
         cases_run(CASE_CUDA_DTYPES, CASE_DECAY);
         cases_label = NULL;
         force_decay_kernel(&cc, 0);
+        if (shard_take()) suite_decay_cp(); /* ranks as threads on this GPU, the allgather through a host stage */
+        force_decay_kernel(&cc, 2);          /* and the scan from the carry on the tiled kernel */
+        if (shard_take()) suite_decay_cp();
+        force_decay_kernel(&cc, 0);
     }
     if (linrec) { /* then the chunked rows with each kind of the tensor-core path's chunk products
                      forced (by default wgmma for bf16 on sm_90a, mma.sync for f16), the

@@ -1,7 +1,6 @@
 /* Dense linear recurrence: the special-purpose checks. Every method's forward and backward
    against the f64 oracle and finite differences are rows of the case table (tests/cases.h). */
 #include "test.h"
-#include <pthread.h>
 
 /* Product counts, made checkable: CR does ~6x fewer products than the HS scan at T=1024. */
 static void product_counts(void) {
@@ -122,19 +121,9 @@ static void backward_without_dA(void) {
     test_end();
 }
 
-/* ---- context parallelism: ranks as threads, the allgather through a host stage ---------------
-   Every rank has its own context and tensors holding its span; the hook copies each rank's bytes
-   into the stage, waits for all, and copies the stage back (device memory under test_mem). */
-typedef struct cp_world {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int R, arrived, bad;
-    unsigned gen;
-    size_t bytes;
-    unsigned char *stage;
-} cp_world;
+/* ---- context parallelism: ranks as threads (tests/test.h's cp_world) ------------------------- */
 typedef struct cp_rank {
-    cp_world *w;
+    cp_peer peer;
     ssm_ctx *ctx;
     ssm_linrec_cp cp;
     const ssm_linrec_desc *d;
@@ -144,33 +133,6 @@ typedef struct cp_rank {
     char msg[256];
 } cp_rank;
 
-static void cp_barrier(cp_world *w) {
-    unsigned g;
-    pthread_mutex_lock(&w->mu);
-    g = w->gen;
-    if (++w->arrived == w->R) w->arrived = 0, ++w->gen, pthread_cond_broadcast(&w->cv);
-    else
-        while (g == w->gen) pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
-}
-static ssm_result cp_allgather(void *user, const void *send, void *recv, size_t bytes) {
-    cp_rank *rk = (cp_rank *)user;
-    cp_world *w = rk->w;
-    pthread_mutex_lock(&w->mu);
-    if (w->bytes != bytes) w->bad = 1; /* every rank exchanges the same size */
-    pthread_mutex_unlock(&w->mu);
-    if (bytes <= w->bytes) {
-        if (test_mem) test_mem->download(w->stage + (size_t)rk->cp.rank * bytes, send, bytes);
-        else memcpy(w->stage + (size_t)rk->cp.rank * bytes, send, bytes);
-    }
-    cp_barrier(w);
-    if (bytes <= w->bytes) {
-        if (test_mem) test_mem->upload(recv, w->stage, bytes * (size_t)w->R);
-        else memcpy(recv, w->stage, bytes * (size_t)w->R);
-    }
-    cp_barrier(w); /* the stage is read before any rank's next call writes it */
-    return SSM_OK;
-}
 static void *cp_rank_main(void *arg) {
     cp_rank *rk = (cp_rank *)arg;
     if (!rk->backward)
@@ -180,15 +142,6 @@ static void *cp_rank_main(void *arg) {
     snprintf(rk->msg, sizeof rk->msg, "%s", ssm_ctx_last_error(rk->ctx));
     return NULL;
 }
-/* Rows t0 .. t0+len-1 of a logical [S][T][row] array into [S][len][row] (and back with put). */
-static void cp_slice(const double *src, double *dst, int64_t S, int64_t T, int64_t t0, int64_t len, int64_t row, int put) {
-    int64_t s;
-    for (s = 0; s < S; ++s) {
-        if (put) memcpy((double *)src + (s * T + t0) * row, dst + s * len * row, sizeof(double) * (size_t)(len * row));
-        else memcpy(dst + s * len * row, src + (s * T + t0) * row, sizeof(double) * (size_t)(len * row));
-    }
-}
-
 /* One configuration: R ranks on spans `len` of a T-step sequence, forward then backward, against
    a one-rank call on the whole sequence (same backend and method): h, every rank's hT and hin,
    dA, db, the first rank's dh0 (of h0) and the others' (of hin: g - dh one step before the span). */
@@ -226,12 +179,8 @@ static void cp_case(ssm_dtype dt, ssm_linrec_method method, int64_t chunk, int r
     ref_d0 = (double *)malloc(sizeof(double) * (size_t)(S * n * m));
     got = (double *)malloc(sizeof(double) * (size_t)(S * T * n * (n + m)));
     tb_get(&wh, ref_h), tb_get(&wdb, ref_db), tb_get(&wdA, ref_dA), tb_get(&wd0, ref_d0);
-    memset(&w, 0, sizeof w);
-    pthread_mutex_init(&w.mu, NULL), pthread_cond_init(&w.cv, NULL);
-    w.R = R;
     /* the exchanged size: a rank's maps in the work dtype (f64 or f32), 256-byte aligned */
-    w.bytes = ((dt.bits == 64 ? 8u : 4u) * (size_t)(S * n * (n + m)) + 255u) & ~(size_t)255u;
-    w.stage = (unsigned char *)malloc(w.bytes * (size_t)R);
+    cp_world_init(&w, R, ((dt.bits == 64 ? 8u : 4u) * (size_t)(S * n * (n + m)) + 255u) & ~(size_t)255u);
     for (r = 0; r < R; ++r) {
         int64_t ra[4] = {S, len[r], n, n}, rbs[4] = {S, len[r], n, m};
         double *tmp = (double *)malloc(sizeof(double) * (size_t)(S * len[r] * n * (n > m ? n : m)));
@@ -247,8 +196,8 @@ static void cp_case(ssm_dtype dt, ssm_linrec_method method, int64_t chunk, int r
         rd0[r] = tb_new(dt, 3, s0, LAYOUT_CONTIGUOUS);
         free(tmp);
         memset(&rk[r], 0, sizeof rk[r]);
-        rk[r].w = &w, rk[r].ctx = r == 0 ? ctx : test_ctx(), rk[r].d = &d;
-        rk[r].cp.rank = (int)r, rk[r].cp.nranks = R, rk[r].cp.allgather = cp_allgather, rk[r].cp.user = &rk[r];
+        rk[r].peer.w = &w, rk[r].peer.rank = (int)r, rk[r].ctx = r == 0 ? ctx : test_ctx(), rk[r].d = &d;
+        rk[r].cp.rank = (int)r, rk[r].cp.nranks = R, rk[r].cp.allgather = cp_allgather, rk[r].cp.user = &rk[r].peer;
         rk[r].A = &rA[r].t, rk[r].b = &rb[r].t, rk[r].h0 = r == first ? &w0.t : NULL, rk[r].h = &rh[r].t;
         rk[r].hT = &rhT[r].t, rk[r].hin = &rhin[r].t, rk[r].dh = &rdh[r].t, rk[r].dhT = r == last ? &wdT.t : NULL;
         rk[r].dA = &rdA[r].t, rk[r].db = &rdb[r].t, rk[r].dh0 = &rd0[r].t;
@@ -299,8 +248,8 @@ static void cp_case(ssm_dtype dt, ssm_linrec_method method, int64_t chunk, int r
     if (test_failures_in_case)
         printf("  (%s %s chunk %lld reverse %d S %lld n %lld m %lld, %d ranks)\n", dt.bits == 16 ? "16-bit" : "f32/f64",
                ssm_linrec_method_name(method), (long long)chunk, reverse, (long long)S, (long long)n, (long long)m, R);
-    pthread_mutex_destroy(&w.mu), pthread_cond_destroy(&w.cv);
-    free(w.stage), free(vA), free(vb), free(v0), free(vdh), free(vdT), free(ref_h), free(ref_db), free(ref_dA), free(ref_d0), free(got);
+    cp_world_free(&w);
+    free(vA), free(vb), free(v0), free(vdh), free(vdT), free(ref_h), free(ref_db), free(ref_dA), free(ref_d0), free(got);
     tb_free(&wA), tb_free(&wb), tb_free(&w0), tb_free(&wh), tb_free(&wdh), tb_free(&wdT), tb_free(&wdA), tb_free(&wdb), tb_free(&wd0);
     ssm_ctx_destroy(ctx);
 }

@@ -293,3 +293,49 @@ int main(void) {
     printf("%d passed, %d failed\n", test_passed, test_failed);
     return test_failed ? 1 : 0;
 }
+
+/* ---- context parallelism: ranks as threads ------------------------------------------------- */
+void cp_world_init(cp_world *w, int R, size_t bytes) {
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL), pthread_cond_init(&w->cv, NULL);
+    w->R = R, w->bytes = bytes;
+    w->stage = (unsigned char *)malloc(bytes * (size_t)R);
+}
+void cp_world_free(cp_world *w) {
+    pthread_mutex_destroy(&w->mu), pthread_cond_destroy(&w->cv);
+    free(w->stage);
+}
+static void cp_barrier(cp_world *w) {
+    unsigned g;
+    pthread_mutex_lock(&w->mu);
+    g = w->gen;
+    if (++w->arrived == w->R) w->arrived = 0, ++w->gen, pthread_cond_broadcast(&w->cv);
+    else
+        while (g == w->gen) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+ssm_result cp_allgather(void *user, const void *send, void *recv, size_t bytes) {
+    const cp_peer *pe = (const cp_peer *)user;
+    cp_world *w = pe->w;
+    pthread_mutex_lock(&w->mu);
+    if (w->bytes != bytes) w->bad = 1; /* every rank exchanges the same size */
+    pthread_mutex_unlock(&w->mu);
+    if (bytes <= w->bytes) {
+        if (test_mem) test_mem->download(w->stage + (size_t)pe->rank * bytes, send, bytes);
+        else memcpy(w->stage + (size_t)pe->rank * bytes, send, bytes);
+    }
+    cp_barrier(w);
+    if (bytes <= w->bytes) {
+        if (test_mem) test_mem->upload(recv, w->stage, bytes * (size_t)w->R);
+        else memcpy(recv, w->stage, bytes * (size_t)w->R);
+    }
+    cp_barrier(w); /* the stage is read before any rank's next call writes it */
+    return SSM_OK;
+}
+void cp_slice(const double *src, double *dst, int64_t S, int64_t T, int64_t t0, int64_t len, int64_t row, int put) {
+    int64_t s;
+    for (s = 0; s < S; ++s) {
+        if (put) memcpy((double *)src + (s * T + t0) * row, dst + s * len * row, sizeof(double) * (size_t)(len * row));
+        else memcpy(dst + s * len * row, src + (s * T + t0) * row, sizeof(double) * (size_t)(len * row));
+    }
+}

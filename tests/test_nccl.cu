@@ -9,7 +9,9 @@
       topologies diverge and the check reports SSM_ERROR_INVALID_VALUE.
    2. Context parallelism: a recurrence's time axis split across the GPUs
       (ssm_linrec_forward_cp / backward_cp with ssm_cuda_nccl_allgather) against the 1-GPU
-      call on the whole sequence: h, hT, hin, dA, db, dh0. */
+      call on the whole sequence: h, hT, hin, dA, db, dh0.
+   3. The same for the decay scan (ssm_decay_forward_cp / backward_cp): out, hT, hin, dx,
+      dlog_decay, dh0, per-step and cumulative log decays (a rank's cumsum of its span). */
 #ifndef SSM_NCCL
 #define SSM_NCCL
 #endif
@@ -60,6 +62,18 @@ static float unif(uint64_t *s) { return (float)((double)(xs(s) >> 11) * (1.0 / 9
             goto done;                                                                                   \
         }                                                                                                \
     } while (0)
+
+/* A context on cuda:rank on a stream of its own (*st; NULL context: it failed, *st still made). */
+static ssm_ctx *rank_ctx(int rank, cudaStream_t *st) {
+    ssm_ctx *ctx = NULL;
+    ssm_ctx_config cfg = ssm_ctx_config_init();
+    ssm_cuda_config cc = ssm_cuda_config_init();
+    cudaSetDevice(rank);
+    cudaStreamCreate(st);
+    cc.device = rank, cc.stream = *st;
+    cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
+    return ssm_ctx_create(&cfg, &ctx) == SSM_OK ? ctx : NULL;
+}
 
 static void run_rank(rank_run *rr) {
     ssm_ctx *ctx = NULL, *cpu = NULL;
@@ -208,19 +222,14 @@ static void cp_rank_main(cp_rank_run *rr) {
     const int64_t S = c.S, n = c.n, m = c.m, T = c.len[0] + c.len[1], len = c.len[rr->rank], t0 = rr->rank ? c.len[0] : 0;
     const ssm_device dev = ssm_cuda_device(rr->rank);
     const size_t es = c.dt.bits / 8;
-    ssm_ctx *ctx = NULL;
     ssm_cuda_nccl h;
     cudaStream_t st = NULL;
     void *A = NULL, *b = NULL, *dh = NULL, *h0 = NULL, *dhT = NULL, *hh = NULL, *hT = NULL, *hin = NULL, *dA = NULL, *db = NULL, *d0 = NULL;
-    ssm_ctx_config cfg = ssm_ctx_config_init();
-    ssm_cuda_config cc = ssm_cuda_config_init();
+    ssm_ctx *ctx = rank_ctx(rr->rank, &st);
     memset(&h, 0, sizeof h);
-    cudaSetDevice(rr->rank);
-    cudaStreamCreate(&st);
-    cc.device = rr->rank, cc.stream = st;
-    cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
-    if (ssm_ctx_create(&cfg, &ctx) != SSM_OK) {
+    if (!ctx) {
         ++rr->errors;
+        cudaStreamDestroy(st);
         return;
     }
     RK_OK(ssm_cuda_nccl_init(&h, rr->comm, st));
@@ -268,16 +277,13 @@ static void cp_test(ncclComm_t *comms, const cp_case &c) {
     fill(in.A, (size_t)(S * T * n * n), 1.4 / std::sqrt((double)n)), fill(in.b, (size_t)(S * T * n * m), 1.0);
     fill(in.h0, (size_t)(S * n * m), 1.0), fill(in.dh, (size_t)(S * T * n * m), 1.0), fill(in.dhT, (size_t)(S * n * m), 1.0);
     { /* the 1-GPU call on the whole sequence, on cuda:0 */
-        ssm_ctx *ctx = NULL;
-        ssm_ctx_config cfg = ssm_ctx_config_init();
-        ssm_cuda_config cc = ssm_cuda_config_init();
         const size_t es = c.dt.bits / 8;
         const ssm_device dev = ssm_cuda_device(0);
         int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m}, s0[3] = {S, n, m};
         void *A, *b, *h0, *dh, *dhT, *h, *dA, *db, *d0;
-        cudaSetDevice(0);
-        cfg.backend = ssm_cuda_backend(), cfg.backend_config = &cc;
-        EXPECT(ssm_ctx_create(&cfg, &ctx) == SSM_OK, "context on cuda:0");
+        cudaStream_t st = NULL;
+        ssm_ctx *ctx = rank_ctx(0, &st);
+        EXPECT(ctx != NULL, "context on cuda:0");
         A = cp_upload(c.dt, in.A), b = cp_upload(c.dt, in.b), h0 = cp_upload(c.dt, in.h0), dh = cp_upload(c.dt, in.dh);
         dhT = cp_upload(c.dt, in.dhT);
         cudaMalloc(&h, S * T * n * m * es), cudaMalloc(&dA, S * T * n * n * es), cudaMalloc(&db, S * T * n * m * es);
@@ -296,6 +302,7 @@ static void cp_test(ncclComm_t *comms, const cp_case &c) {
         rdb = cp_download(c.dt, db, S * T * n * m), rd0 = cp_download(c.dt, d0, S * n * m);
         cudaFree(A), cudaFree(b), cudaFree(h0), cudaFree(dh), cudaFree(dhT), cudaFree(h), cudaFree(dA), cudaFree(db), cudaFree(d0);
         ssm_ctx_destroy(ctx);
+        cudaStreamDestroy(st);
     }
     cp_rank_run rr[2];
     for (int r = 0; r < 2; ++r) rr[r].rank = r, rr[r].comm = comms[r], rr[r].c = &c, rr[r].in = &in, rr[r].errors = 0;
@@ -317,6 +324,159 @@ static void cp_test(ncclComm_t *comms, const cp_case &c) {
            ssm_dtype_name(c.dt), ssm_linrec_method_name(c.method), (long long)S, (long long)c.len[0], (long long)c.len[1],
            (long long)n, (long long)m, e[0], e[1], e[2], e[3], e[4], e[5]);
     for (int k = 0; k < 6; ++k) EXPECT(e[k] <= c.tol, "context parallel: quantity %d rel err %.3e > %.1e", k, e[k], c.tol);
+}
+
+/* ---- the decay scan across the GPUs -------------------------------------------------------- */
+struct dk_case {
+    ssm_dtype dt;
+    ssm_decay_input input;
+    int64_t B, len[2], R, C;
+    double tol;
+};
+struct dk_data { /* the whole sequence: per-step log decays, x, h0, dout, and rank 1's dhT */
+    std::vector<double> a, x, h0, dout, dhT;
+};
+struct dk_rank_run {
+    int rank;
+    ncclComm_t comm;
+    const dk_case *c;
+    const dk_data *in;
+    std::vector<double> out, hT, hin, dx, dld, dh0;
+    int errors;
+};
+
+static void dk_rank_main(dk_rank_run *rr) {
+    const dk_case &c = *rr->c;
+    const int64_t B = c.B, Rw = c.R, C = c.C, T = c.len[0] + c.len[1], len = c.len[rr->rank], t0 = rr->rank ? c.len[0] : 0;
+    const ssm_device dev = ssm_cuda_device(rr->rank);
+    const size_t es = c.dt.bits / 8;
+    ssm_cuda_nccl h;
+    cudaStream_t st = NULL;
+    void *ld = NULL, *x = NULL, *dout = NULL, *h0 = NULL, *dhT = NULL, *out = NULL, *hT = NULL, *hin = NULL, *dx = NULL,
+         *dld = NULL, *d0 = NULL;
+    std::vector<double> a = cp_rows(rr->in->a, B, T, t0, len, Rw);
+    ssm_ctx *ctx = rank_ctx(rr->rank, &st);
+    memset(&h, 0, sizeof h);
+    if (!ctx) {
+        ++rr->errors;
+        cudaStreamDestroy(st);
+        return;
+    }
+    if (c.input == SSM_DECAY_CUMULATIVE) /* this span's own cumsum */
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 1; t < len; ++t)
+                for (int64_t j = 0; j < Rw; ++j) a[(b * len + t) * Rw + j] += a[(b * len + t - 1) * Rw + j];
+    RK_OK(ssm_cuda_nccl_init(&h, rr->comm, st));
+    ld = cp_upload(c.dt, a), x = cp_upload(c.dt, cp_rows(rr->in->x, B, T, t0, len, Rw * C));
+    dout = cp_upload(c.dt, cp_rows(rr->in->dout, B, T, t0, len, Rw * C));
+    if (rr->rank == 0) h0 = cp_upload(c.dt, rr->in->h0);
+    else dhT = cp_upload(c.dt, rr->in->dhT);
+    cudaMalloc(&out, B * len * Rw * C * es), cudaMalloc(&dx, B * len * Rw * C * es), cudaMalloc(&dld, B * len * Rw * es);
+    cudaMalloc(&hT, B * Rw * C * es), cudaMalloc(&hin, B * Rw * C * es), cudaMalloc(&d0, B * Rw * C * es);
+    {
+        int64_t sx[4] = {B, len, Rw, C}, sl[3] = {B, len, Rw}, s0[3] = {B, Rw, C};
+        ssm_tensor tl = ssm_tensor_make(ld, c.dt, dev, 3, sl, NULL), tx = ssm_tensor_make(x, c.dt, dev, 4, sx, NULL);
+        ssm_tensor tdo = ssm_tensor_make(dout, c.dt, dev, 4, sx, NULL), to = ssm_tensor_make(out, c.dt, dev, 4, sx, NULL);
+        ssm_tensor tdx = ssm_tensor_make(dx, c.dt, dev, 4, sx, NULL), tdl = ssm_tensor_make(dld, c.dt, dev, 3, sl, NULL);
+        ssm_tensor th0 = ssm_tensor_make(h0, c.dt, dev, 3, s0, NULL), tdT = ssm_tensor_make(dhT, c.dt, dev, 3, s0, NULL);
+        ssm_tensor thT = ssm_tensor_make(hT, c.dt, dev, 3, s0, NULL), thin = ssm_tensor_make(hin, c.dt, dev, 3, s0, NULL);
+        ssm_tensor td0 = ssm_tensor_make(d0, c.dt, dev, 3, s0, NULL);
+        ssm_decay_desc d = ssm_decay_desc_init();
+        ssm_linrec_cp cp;
+        d.input = c.input;
+        cp.rank = rr->rank, cp.nranks = 2, cp.allgather = ssm_cuda_nccl_allgather, cp.user = &h;
+        RK_OK(ssm_decay_forward_cp(ctx, &d, &cp, &tl, &tx, rr->rank == 0 ? &th0 : NULL, &to, &thT, &thin));
+        RK_OK(ssm_decay_backward_cp(ctx, &d, &cp, &tl, &thin, &to, &tdo, rr->rank == 1 ? &tdT : NULL, &tdx, &tdl, &td0));
+        cudaStreamSynchronize(st);
+        rr->out = cp_download(c.dt, out, B * len * Rw * C), rr->hT = cp_download(c.dt, hT, B * Rw * C);
+        rr->hin = cp_download(c.dt, hin, B * Rw * C), rr->dx = cp_download(c.dt, dx, B * len * Rw * C);
+        rr->dld = cp_download(c.dt, dld, B * len * Rw), rr->dh0 = cp_download(c.dt, d0, B * Rw * C);
+    }
+done:
+    ssm_cuda_nccl_free(&h);
+    cudaFree(ld), cudaFree(x), cudaFree(dout), cudaFree(h0), cudaFree(dhT), cudaFree(out), cudaFree(hT), cudaFree(hin);
+    cudaFree(dx), cudaFree(dld), cudaFree(d0);
+    ssm_ctx_destroy(ctx);
+    cudaStreamDestroy(st);
+}
+
+static void dk_test(ncclComm_t *comms, const dk_case &c) {
+    const int64_t B = c.B, Rw = c.R, C = c.C, T = c.len[0] + c.len[1], row = Rw * C;
+    dk_data in;
+    std::vector<double> rout, rdx, rda, rd0;
+    auto fill = [](std::vector<double> &v, size_t k, double lo, double hi) {
+        v.resize(k);
+        for (auto &e : v) e = lo + (hi - lo) * 0.5 * (1.0 + unif(&g_cp_seed));
+    };
+    fill(in.a, (size_t)(B * T * Rw), -0.3, 0.05), fill(in.x, (size_t)(B * T * row), -1, 1), fill(in.h0, (size_t)(B * row), -1, 1);
+    fill(in.dout, (size_t)(B * T * row), -1, 1), fill(in.dhT, (size_t)(B * row), -1, 1);
+    { /* the log decays as the dtype stores them */
+        void *stored = cp_upload(c.dt, in.a);
+        in.a = cp_download(c.dt, stored, in.a.size());
+        cudaFree(stored);
+    }
+    { /* the 1-GPU per-step call on the whole sequence, on cuda:0 */
+        const size_t es = c.dt.bits / 8;
+        const ssm_device dev = ssm_cuda_device(0);
+        int64_t sx[4] = {B, T, Rw, C}, sl[3] = {B, T, Rw}, s0[3] = {B, Rw, C};
+        void *ld, *x, *h0, *dout, *dhT, *out, *dx, *dld, *d0;
+        cudaStream_t st = NULL;
+        ssm_ctx *ctx = rank_ctx(0, &st);
+        EXPECT(ctx != NULL, "context on cuda:0");
+        ld = cp_upload(c.dt, in.a), x = cp_upload(c.dt, in.x), h0 = cp_upload(c.dt, in.h0), dout = cp_upload(c.dt, in.dout);
+        dhT = cp_upload(c.dt, in.dhT);
+        cudaMalloc(&out, B * T * row * es), cudaMalloc(&dx, B * T * row * es), cudaMalloc(&dld, B * T * Rw * es);
+        cudaMalloc(&d0, B * row * es);
+        ssm_tensor tl = ssm_tensor_make(ld, c.dt, dev, 3, sl, NULL), tx = ssm_tensor_make(x, c.dt, dev, 4, sx, NULL);
+        ssm_tensor th0 = ssm_tensor_make(h0, c.dt, dev, 3, s0, NULL), tdo = ssm_tensor_make(dout, c.dt, dev, 4, sx, NULL);
+        ssm_tensor tdT = ssm_tensor_make(dhT, c.dt, dev, 3, s0, NULL), to = ssm_tensor_make(out, c.dt, dev, 4, sx, NULL);
+        ssm_tensor tdx = ssm_tensor_make(dx, c.dt, dev, 4, sx, NULL), tdl = ssm_tensor_make(dld, c.dt, dev, 3, sl, NULL);
+        ssm_tensor td0 = ssm_tensor_make(d0, c.dt, dev, 3, s0, NULL);
+        ssm_decay_desc d = ssm_decay_desc_init();
+        d.input = SSM_DECAY_PER_STEP;
+        EXPECT(ssm_decay_forward(ctx, &d, &tl, &tx, &th0, &to, NULL) == SSM_OK, "1-GPU forward: %s", ssm_ctx_last_error(ctx));
+        EXPECT(ssm_decay_backward(ctx, &d, &tl, &th0, &to, &tdo, &tdT, &tdx, &tdl, &td0) == SSM_OK, "1-GPU backward: %s",
+               ssm_ctx_last_error(ctx));
+        rout = cp_download(c.dt, out, B * T * row), rdx = cp_download(c.dt, dx, B * T * row);
+        rda = cp_download(c.dt, dld, B * T * Rw), rd0 = cp_download(c.dt, d0, B * row);
+        cudaFree(ld), cudaFree(x), cudaFree(h0), cudaFree(dout), cudaFree(dhT), cudaFree(out), cudaFree(dx), cudaFree(dld);
+        cudaFree(d0);
+        ssm_ctx_destroy(ctx);
+        cudaStreamDestroy(st);
+    }
+    dk_rank_run rr[2];
+    for (int r = 0; r < 2; ++r) rr[r].rank = r, rr[r].comm = comms[r], rr[r].c = &c, rr[r].in = &in, rr[r].errors = 0;
+    std::thread t0(dk_rank_main, &rr[0]), t1(dk_rank_main, &rr[1]);
+    t0.join(), t1.join();
+    EXPECT(rr[0].errors == 0 && rr[1].errors == 0, "a rank failed");
+    if (rr[0].errors || rr[1].errors) return;
+    double e[7] = {0, 0, 0, 0, 0, 0, 0};
+    for (int r = 0; r < 2; ++r) {
+        const int64_t t0 = r ? c.len[0] : 0, len = c.len[r];
+        std::vector<double> da = cp_rows(rda, B, T, t0, len, Rw);
+        if (c.input == SSM_DECAY_CUMULATIVE) /* the gradient of the span's own cumsum */
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t t = 0; t + 1 < len; ++t)
+                    for (int64_t j = 0; j < Rw; ++j) da[(b * len + t) * Rw + j] -= da[(b * len + t + 1) * Rw + j];
+        e[0] = std::max(e[0], cp_relerr(rr[r].out, cp_rows(rout, B, T, t0, len, row)));
+        e[1] = std::max(e[1], cp_relerr(rr[r].hT, cp_rows(rout, B, T, t0 + len - 1, 1, row)));
+        e[2] = std::max(e[2], cp_relerr(rr[r].dx, cp_rows(rdx, B, T, t0, len, row)));
+        e[3] = std::max(e[3], cp_relerr(rr[r].dld, da));
+    }
+    e[4] = cp_relerr(rr[1].hin, cp_rows(rout, B, T, c.len[0] - 1, 1, row));
+    e[5] = cp_relerr(rr[0].dh0, rd0);
+    { /* rank 1's dh0: the gradient of the state entering its span, exp(a_t0) dx_t0 */
+        std::vector<double> want((size_t)(B * row));
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t i = 0; i < row; ++i)
+                want[b * row + i] = std::exp(in.a[(b * T + c.len[0]) * Rw + i / C]) * rdx[(b * T + c.len[0]) * row + i];
+        e[6] = cp_relerr(rr[1].dh0, want);
+    }
+    printf("cp decay %s %s B%lld T%lld+%lld R%lld C%lld: rel err against the 1-GPU call: out %.2e hT %.2e dx %.2e dlog %.2e "
+           "hin %.2e dh0 %.2e %.2e\n",
+           ssm_dtype_name(c.dt), c.input == SSM_DECAY_CUMULATIVE ? "cumulative" : "per-step", (long long)B, (long long)c.len[0],
+           (long long)c.len[1], (long long)Rw, (long long)C, e[0], e[1], e[2], e[3], e[4], e[5], e[6]);
+    for (int k = 0; k < 7; ++k) EXPECT(e[k] <= c.tol, "decay context parallel: quantity %d rel err %.3e > %.1e", k, e[k], c.tol);
 }
 
 int main(void) {
@@ -370,6 +530,13 @@ int main(void) {
                                  {SSM_F32, SSM_LINREC_CR, 2, {1, 700}, 128, 1, 1e-4},
                                  {SSM_F32, SSM_LINREC_CR, 3, {37, 58}, 5, 3, 1e-5}};
         for (const cp_case &c : cases) cp_test(comms, c);
+    }
+    { /* the decay scan: 16-byte rows (the vector map kernels) and odd rows (element access) */
+        const dk_case cases[] = {{SSM_F32, SSM_DECAY_PER_STEP, 2, {3001, 999}, 4, 64, 2e-5},
+                                 {SSM_F32, SSM_DECAY_CUMULATIVE, 1, {70, 131}, 3, 5, 2e-5}, /* short: a span's cumsum rounds to f32 */
+                                 {SSM_F16, SSM_DECAY_PER_STEP, 2, {2049, 2051}, 2, 64, 5e-3},
+                                 {SSM_BF16, SSM_DECAY_PER_STEP, 1, {1, 999}, 3, 24, 3e-2}};
+        for (const dk_case &c : cases) dk_test(comms, c);
     }
     ncclCommDestroy(comms[0]), ncclCommDestroy(comms[1]);
     printf("%d passed, %d failed\n", passed, failed);
