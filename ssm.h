@@ -6229,7 +6229,7 @@ SSMDEF ssm_result ssm_delta_step(ssm_ctx *ctx, const ssm_delta_desc *desc, const
 static const ssm_backend ssm__reference_backend = {
     "reference", SSM_DEVICE_CPU, NULL, NULL, NULL, NULL, NULL, NULL, ssm__ref_gemm2,
     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, {NULL}};
 #else
 static const ssm_backend ssm__reference_backend = {
     .name = "reference",
