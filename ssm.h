@@ -362,8 +362,9 @@ SSMDEF ssm_result ssm_decay_workspace_size(const ssm_ctx *ctx, const ssm_decay_d
    its map (the product of its decays, exp(sum a), and its end state from a zero carry), the
    ranks exchange the maps once through `allgather` (maps of B R (C + 1) f32, f64 for f64
    data), and each runs its span from its true carry. The result is a one-rank call's on the
-   whole sequence, up to rounding. Each rank reads its x twice (the map, then the scan), so two
-   ranks take at best 3/4 of one rank's time on the whole sequence.
+   whole sequence, up to rounding. On CUDA the map is the first stage of the chunked scan, which
+   the scan then continues after the exchange (the ranks share the one-rank work); the CPU
+   backends read the span once more for it.
    h0: the whole sequence's initial state, on rank 0 only. hT: the state at the end of this
    rank's span. hin (optional out): the state entering it (h0 or zeros on rank 0), the h0 its
    backward takes. */
@@ -869,7 +870,9 @@ typedef struct ssm_decay_plan {
     ssm_dtype dtype;
     int64_t B, T, R, C;
     ssm_decay_input input;
-    int span;        /* a _cp call: the workspace also covers the decay_span slot */
+    int span;        /* a _cp call: 1, its workspace figure covering the decay_span slot;
+                        2 once that slot ran on this plan and these tensors (the scan slots
+                        may start from what it left in the workspace) */
     size_t workspace_bytes;
 } ssm_decay_plan;
 
@@ -1081,13 +1084,15 @@ struct ssm_backend {
     ssm_result (*linrec_steps_cp)(ssm_ctx *ctx, const ssm_linrec_plan *p, int phase, int want_end,
                                   ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, ssm_seq_view out,
                                   int *out_written, void *scratch, ssm_linrec_stats *st);
-    /* decay, context parallel (ssm_decay_*_cp): this span's map into `map` (device memory on a
-       device backend), in f32 (f64 for f64 data): [B][R][C] the state at the span's end from
-       init (h0; NULL = zeros) through x (adjoint = 1: the gradient of the state entering the
-       span from dout, passed as x, and init = dhT), then [B][R] P = exp(sum of the span's a_t).
-       Its scratch is inside the plan's workspace figure (plan->span set). NULL = host loops
-       (CPU backends). The decay_forward / decay_backward slots then take h0 / dhT in that
-       dtype from a _cp call (the carry). */
+    /* decay, context parallel (ssm_decay_*_cp), before the exchange: this span's map into
+       `map` (device memory on a device backend), in f32 (f64 for f64 data): [B][R][C] the
+       state at the span's end from init (h0; NULL = zeros) through x (adjoint = 1: the
+       gradient of the state entering the span from dout, passed as x, and init = dhT), then
+       [B][R] P = exp(sum of the span's a_t); map NULL (the rank processed last): only work
+       that needs no carry, if any. Its scratch is inside the plan's workspace figure. After
+       SSM_OK the decay_forward / decay_backward slot of the same call sees plan->span = 2 and
+       the workspace as this slot left it; they take h0 / dhT in the map's dtype from a _cp
+       call (the carry). NULL or SSM__NOT_MINE = host loops (CPU backends). */
     ssm_result (*decay_span)(ssm_ctx *ctx, const ssm_decay_plan *p, int adjoint,
                              const ssm_tensor *log_decay, const ssm_tensor *x,
                              const ssm_tensor *init, void *map);
@@ -2848,7 +2853,7 @@ static size_t ssm__dk_cp_layout(const ssm_decay_plan *p, const ssm_linrec_cp *cp
     return ssm__szadd(ssm__szmul(c->map_bytes, (int64_t)cp->nranks + 1), ssm__szmul(c->state_bytes, 2));
 }
 
-/* The compact [B][R][C] buffer buf as B x R rows of C (outer b, batch r), and as a tensor. */
+/* The compact [B][R][C] buffer buf, and a [B,R,C] tensor, as B x R rows of C (outer b, batch r). */
 static ssm_matrix_batch ssm__dk_rows(const ssm_decay_plan *p, ssm_dtype work, void *buf) {
     ssm_matrix_batch m;
     m.ptr = buf, m.dtype = work, m.rs = p->C, m.cs = 1, m.bs = p->C, m.ss = p->R * p->C;
@@ -2885,15 +2890,17 @@ static ssm_result ssm__dk_cp_exchange(ssm_ctx *ctx, const char *op, const ssm_de
     return SSM_OK;
 }
 
-/* Phase 1 of a _cp call: this rank's map into c->send (the rank processed last sends none). */
-static ssm_result ssm__dk_cp_span(ssm_ctx *ctx, const ssm_decay_plan *p, const ssm_decay_desc *d, ssm__dk_cp *c,
-                                  int adjoint, const ssm_tensor *ld, const ssm_tensor *x, const ssm_tensor *init,
+/* Phase 1 of a _cp call: this rank's map into c->send (the rank processed last sends none, but
+   its backend may start on the work that needs no carry); p->span = 2 once the slot ran. */
+static ssm_result ssm__dk_cp_span(ssm_ctx *ctx, ssm_decay_plan *p, const ssm_decay_desc *d, ssm__dk_cp *c, int adjoint,
+                                  const ssm_tensor *ld, const ssm_tensor *x, const ssm_tensor *init,
                                   const ssm__dk_shape *s) {
+    void *map = c->q == c->cp->nranks - 1 ? NULL : c->send;
     ssm_result r = SSM__NOT_MINE;
-    if (c->q == c->cp->nranks - 1) return SSM_OK;
-    if (ctx->backend->decay_span) r = ctx->backend->decay_span(ctx, p, adjoint, ld, x, init, c->send);
+    if (ctx->backend->decay_span) r = ctx->backend->decay_span(ctx, p, adjoint, ld, x, init, map);
+    if (r == SSM_OK) p->span = 2;
     if (r != SSM__NOT_MINE) return r;
-    return ssm__dk_span_generic(ctx, d, ld, x, init, adjoint, c->send, s);
+    return map ? ssm__dk_span_generic(ctx, d, ld, x, init, adjoint, map, s) : SSM_OK;
 }
 
 /* The carry as a [B,R,C] tensor of the work dtype (what the decay slots take from a _cp call). */

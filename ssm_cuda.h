@@ -171,7 +171,8 @@ typedef struct ssm_cuda_config {
     /* Kernel choices, 0 = by shape (the measured defaults). Other values force a variant, for
        the kernel-variant harnesses in dev/cuda/ and the tests; results never depend on them. */
     int decay_kernel;     /* 1 = look-back (time split across blocks), 2 = tiled (whole time
-                             axis per block; needs B*R*ceil(C/cols) < 2^31)                   */
+                             axis per block; needs B*R*ceil(C/cols) < 2^31), 3 = chunked
+                             (reduce, carries, rescan: x read twice, no chunk waits)          */
     int decay_tile_cols;  /* tiled: threads per row segment, 4, 8 or 16 (vector loads only)   */
     int decay_tile_steps; /* tiled: steps per thread and tile, 4 or 8 (vector loads only)     */
     int decay_tile_vec;   /* tiled, 16-bit: 4 = 8-byte vectors instead of 16-byte ones         */
@@ -348,7 +349,7 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: allocator needs both alloc and free");
     if (cc.workspace_bytes > 0 && !cc.workspace)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "ssm_cuda: workspace_bytes without workspace");
-    if (cc.decay_kernel < 0 || cc.decay_kernel > 2 || (cc.decay_tile_cols && cc.decay_tile_cols != 4 &&
+    if (cc.decay_kernel < 0 || cc.decay_kernel > 3 || (cc.decay_tile_cols && cc.decay_tile_cols != 4 &&
         cc.decay_tile_cols != 8 && cc.decay_tile_cols != 16) || (cc.decay_tile_steps && cc.decay_tile_steps != 4 &&
         cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
         cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
@@ -3678,31 +3679,76 @@ static ssm_result ssm__cu_dk_scan(ssm_ctx *ctx, const ssm__cu_dk_plan *p, ssm_dt
     return SSM_OK;
 }
 
-/* da_t = exp(a_t) sum_c g_t h_{t-1} (one warp per (b, t, r)), written to f32 scratch; and
-   dh0 = exp(a_0) g_0. Then dlog_decay = da (per-step) or da_t - da_{t+1} (cumulative). */
-template <typename T>
-__global__ void ssm__cu_dk_da_kernel(int64_t B, int64_t Tn, int64_t R, int64_t C, int per_step, ssm__cu_dkv ld,
-                                     ssm__cu_dkv g, ssm__cu_dkv out, ssm__cu_dkv h0, ssm__cu_dkv dh0, float *da) {
-    const int lane = threadIdx.x & 31;
-    const int64_t step = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; row < B * Tn * R; row += step) {
-        const int64_t r = row % R, t = (row / R) % Tn, b = row / (R * Tn);
-        const T *ldp = (const T *)ld.p;
-        const float a = ssm__cu_dk_step(ldp, b * ld.s0 + r * ld.s2, ld.s1, t, Tn, per_step);
-        const float f = expf(a);
-        const T *gp = (const T *)g.p + b * g.s0 + t * g.s1 + r * g.s2;
-        float acc = 0.f;
-        for (int64_t c = lane; c < C; c += 32) {
-            float gv = ssm__cu_vec<T>::get(gp[c * g.s3]), prev;
-            if (t > 0) prev = ssm__cu_vec<T>::get(((const T *)out.p)[b * out.s0 + (t - 1) * out.s1 + r * out.s2 + c * out.s3]);
-            else prev = h0.p ? ssm__cu_vec<T>::get(((const T *)h0.p)[b * h0.s0 + r * h0.s1 + c * h0.s2]) : 0.f;
-            acc += gv * prev;
-            if (t == 0 && dh0.p) ((T *)dh0.p)[b * dh0.s0 + r * dh0.s1 + c * dh0.s2] = ssm__cu_vec<T>::put(f * gv);
+/* da_t = exp(a_t) sum_c g_t h_{t-1}, written to f32 scratch, and dh0 = exp(a_0) g_0. A group of
+   G lanes per (b, t, r) row, V columns a lane (16-byte loads of g and out when their rows allow
+   them), the group's sum by shuffles; a warp's 32 / G rows advance together. Then dlog_decay = da
+   (per-step) or da_t - da_{t+1} (cumulative). */
+/* V consecutive elements at p (one 16-byte load when V > 1), as floats. */
+template <typename T, int V>
+__device__ __forceinline__ void ssm__cu_dk_loadv(const T *p, float *f) {
+    if (V > 1) {
+        const ssm__cu_pack<T, V> pk = *(const ssm__cu_pack<T, V> *)p;
+#pragma unroll
+        for (int v = 0; v < V; ++v) f[v] = ssm__cu_vec<T>::get(pk.v[v]);
+    } else {
+        f[0] = ssm__cu_vec<T>::get(p[0]);
+    }
+}
+template <typename T, int V, int G>
+__global__ void __launch_bounds__(256) ssm__cu_dk_da_kernel(int64_t B, int64_t Tn, int64_t R, int64_t C, int per_step,
+                                                            ssm__cu_dkv ld, ssm__cu_dkv g, ssm__cu_dkv out, ssm__cu_dkv h0,
+                                                            ssm__cu_dkv dh0, float *da) {
+    const int lane = threadIdx.x & 31, gl = lane % G;
+    const int64_t rows = B * Tn * R, warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int64_t step = (((int64_t)gridDim.x * blockDim.x) >> 5) * (32 / G);
+    for (int64_t row = warp * (32 / G) + lane / G;; row += step) {
+        if (__all_sync(0xffffffffu, row >= rows)) break; /* the warp's rows advance together */
+        float acc = 0.f, f = 0.f;
+        if (row < rows) {
+            const int64_t r = row % R, t = (row / R) % Tn, b = row / (R * Tn);
+            f = expf(ssm__cu_dk_step((const T *)ld.p, b * ld.s0 + r * ld.s2, ld.s1, t, Tn, per_step));
+            const T *gp = (const T *)g.p + b * g.s0 + t * g.s1 + r * g.s2;
+            const T *op = t > 0 ? (const T *)out.p + b * out.s0 + (t - 1) * out.s1 + r * out.s2 : NULL;
+            for (int64_t c = gl * V; c < C; c += G * V) {
+                float gv[V], pv[V];
+                ssm__cu_dk_loadv<T, V>(gp + c * g.s3, gv);
+                if (op) {
+                    ssm__cu_dk_loadv<T, V>(op + c * out.s3, pv);
+                } else {
+#pragma unroll
+                    for (int v = 0; v < V; ++v)
+                        pv[v] = h0.p ? ssm__cu_vec<T>::get(((const T *)h0.p)[b * h0.s0 + r * h0.s1 + (c + v) * h0.s2]) : 0.f;
+                }
+#pragma unroll
+                for (int v = 0; v < V; ++v) {
+                    acc = fmaf(gv[v], pv[v], acc);
+                    if (t == 0 && dh0.p) ((T *)dh0.p)[b * dh0.s0 + r * dh0.s1 + (c + v) * dh0.s2] = ssm__cu_vec<T>::put(f * gv[v]);
+                }
+            }
         }
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        if (lane == 0) da[row] = f == 0.f ? 0.f : f * acc;
+        for (int o = G / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (gl == 0 && row < rows) da[row] = f == 0.f ? 0.f : f * acc;
     }
+}
+/* The da kernel for a call: V-wide when g and out allow it, G = the lanes that cover a row (8, 16
+   or 32). */
+template <typename T>
+static void ssm__cu_dk_da_go(cudaStream_t st, int vec, int64_t B, int64_t Tn, int64_t R, int64_t C, int per_step,
+                             ssm__cu_dkv ld, ssm__cu_dkv g, ssm__cu_dkv out, ssm__cu_dkv h0, ssm__cu_dkv dh0, float *da) {
+    constexpr int VV = 16 / sizeof(T);
+    const int64_t lanes = vec ? (C + VV - 1) / VV : C;
+    const int G = lanes <= 8 ? 8 : lanes <= 16 ? 16 : 32;
+    const unsigned blocks = ssm__cu_blocks(B * Tn * R * G);
+#define SSM__DA_GO(v)                                                                                                   \
+    do {                                                                                                                \
+        if (G == 8) ssm__cu_dk_da_kernel<T, v, 8><<<blocks, 256, 0, st>>>(B, Tn, R, C, per_step, ld, g, out, h0, dh0, da);  \
+        else if (G == 16) ssm__cu_dk_da_kernel<T, v, 16><<<blocks, 256, 0, st>>>(B, Tn, R, C, per_step, ld, g, out, h0, dh0, da); \
+        else ssm__cu_dk_da_kernel<T, v, 32><<<blocks, 256, 0, st>>>(B, Tn, R, C, per_step, ld, g, out, h0, dh0, da);     \
+    } while (0)
+    if (vec) SSM__DA_GO(VV);
+    else SSM__DA_GO(1);
+#undef SSM__DA_GO
 }
 
 template <typename T>
@@ -4078,7 +4124,7 @@ static ssm__cu_dkt_plan ssm__cu_dkt_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
     p.blocks = B * R * p.ncb;
     /* too few columns to fill the GPU (long T, small B*R*C): split time (look-back kernel) */
     p.use = p.blocks >= (int64_t)sms && p.blocks <= 2147483647;
-    if (k->decay_kernel == 1) p.use = 0;
+    if (k->decay_kernel == 1 || k->decay_kernel == 3) p.use = 0;
     if (k->decay_kernel == 2) p.use = p.blocks <= 2147483647;
     return p;
 }
@@ -4121,100 +4167,178 @@ static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B
 #undef SSM__DKT_GO
 }
 
-/* ---- decay scan: a span's map (the decay_span slot, context parallel) ---------------------------
-   Two kernels. A thread reduces V columns of one row over a chunk of SSM__DKS_L steps from zero:
-   forward h = f_t h + x_t (the chunk's end state), adjoint h += (f_t0 ... f_t) x_t (what the state
-   entering the chunk receives), with the chunk's product of decays. Then a warp per V columns folds
-   the chunks in order, its lanes over runs of chunks, then a shuffle tree (a fixed order). */
+/* ---- decay scan, chunked: reduce, carries, rescan ------------------------------------------------
+   For sequences whose few columns leave the tiled kernel too few blocks and the look-back a long
+   chain of chunk hand-offs (its time is that chain's latency, not bandwidth). Three kernels:
+   (1) every chunk of SSM__DKS_L steps of V columns of one row reduced from zero, in processing
+   order (REV: time reversed with the factor exp(a_{t+1}): the backward's g_t = dout_t +
+   exp(a_{t+1}) g_{t+1}), to its end state and its product of decays; (2) a warp per V columns
+   turns those into every chunk's entering state from init, in order (lanes over runs of chunks,
+   then a shuffle scan: a fixed order, deterministic), and the end state; (3) every chunk scanned
+   again from its entering state, writing out. x is read twice; no chunk waits for another. A
+   context-parallel call splits them around the exchange: (1) and the span's map from (2) need
+   no carry (the decay_span slot), (2) from the true carry and (3) come after, on the partials
+   (1) left in the workspace. */
 #define SSM__DKS_L 64
+enum { SSM__DKS_REDUCE = 1, SSM__DKS_CARRY = 2, SSM__DKS_RESCAN = 4, SSM__DKS_MAP = 8 };
 
 /* (h, P) of the steps before, then (hn, Pn) of the steps after. */
-template <int V, int BWD>
+template <int V>
 __device__ __forceinline__ void ssm__cu_dks_join(float *h, float &P, const float *hn, float Pn) {
 #pragma unroll
-    for (int v = 0; v < V; ++v) h[v] = BWD ? fmaf(P, hn[v], h[v]) : fmaf(Pn, h[v], hn[v]);
+    for (int v = 0; v < V; ++v) h[v] = fmaf(Pn, h[v], hn[v]);
     P *= Pn;
 }
 
-template <typename T, int V, int BWD>
-__global__ void __launch_bounds__(256) ssm__cu_dks_chunk_kernel(int64_t Tn, int64_t R, int64_t C, int64_t slices,
-                                                                int64_t nchunks, int per_step, ssm__cu_dkv ld,
-                                                                ssm__cu_dkv x, float *part) {
-    const int tid = threadIdx.x;
-    const int64_t id = blockIdx.x, k = id % nchunks, bs = id / nchunks, slice = bs % slices, b = bs / slices;
-    const int64_t e0 = (slice * 256 + tid) * V;
-    const bool valid = e0 < R * C;
-    const int64_t r = valid ? e0 / C : 0, c = valid ? e0 % C : 0;
-    const T *ldp = (const T *)ld.p, *xp = (const T *)x.p + b * x.s0 + r * x.s2 + c * x.s3;
-    const int64_t ldb = b * ld.s0 + r * ld.s2, t0 = k * SSM__DKS_L, t1 = min(Tn, t0 + SSM__DKS_L);
-    float h[V], P = 1.f;
-#pragma unroll
-    for (int v = 0; v < V; ++v) h[v] = 0.f;
-    if (valid) {
-#pragma unroll 8
-        for (int64_t t = t0; t < t1; ++t) {
-            const float f = expf(ssm__cu_dk_step(ldp, ldb, ld.s1, t, Tn, per_step));
-            float xv[V];
-            if (V > 1) {
-                const ssm__cu_pack<T, V> pk = *(const ssm__cu_pack<T, V> *)(xp + t * x.s1);
-#pragma unroll
-                for (int v = 0; v < V; ++v) xv[v] = ssm__cu_vec<T>::get(pk.v[v]);
-            } else {
-                xv[0] = ssm__cu_vec<T>::get(xp[t * x.s1]);
-            }
-            ssm__cu_dks_join<V, BWD>(h, P, xv, f);
-        }
-    }
-    float *o = part + (bs * nchunks + k) * (V + 1) * 256 + tid;
-#pragma unroll
-    for (int v = 0; v < V; ++v) o[v * 256] = h[v];
-    o[V * 256] = P;
+/* A thread's place: (b, slice) pair bs, its row r and first column c (valid: inside R C). */
+struct ssm__cu_dks_at {
+    int64_t bs, b, r, c;
+    bool valid;
+};
+template <int V>
+__device__ __forceinline__ ssm__cu_dks_at ssm__cu_dks_place(int64_t bs, int64_t slices, int64_t tid, int64_t R, int64_t C) {
+    ssm__cu_dks_at a;
+    const int64_t e0 = ((bs % slices) * 256 + tid) * V;
+    a.bs = bs, a.b = bs / slices, a.valid = e0 < R * C;
+    a.r = a.valid ? e0 / C : 0, a.c = a.valid ? e0 % C : 0;
+    return a;
 }
 
-template <typename T, int V, int BWD>
-__global__ void __launch_bounds__(256) ssm__cu_dks_fold_kernel(int64_t B, int64_t R, int64_t C, int64_t slices,
-                                                               int64_t nchunks, ssm__cu_dkv init, const float *part,
-                                                               float *map) {
-    const int lane = threadIdx.x & 31;
-    const int64_t wid = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; /* (b, slice, thread of the chunk kernel) */
-    if (wid >= B * slices * 256) return;
-    const int64_t tid = wid % 256, bs = wid / 256, b = bs / slices, e0 = ((bs % slices) * 256 + tid) * V;
-    if (e0 >= R * C) return;
-    const int64_t r = e0 / C, c = e0 % C, per = (nchunks + 31) / 32;
-    const int64_t k0 = min(nchunks, lane * per), k1 = min(nchunks, k0 + per);
+/* The steps of chunk k from state h (zero: the reduce; the entering state: the rescan), in
+   processing order; with out, each state stored (a V-wide store when ovec). */
+template <typename T, int V, int REV, int STORE>
+__device__ __forceinline__ void ssm__cu_dks_steps(const ssm__cu_dks_at &a, int64_t k, int64_t Tn, int per_step,
+                                                  const ssm__cu_dkv &ld, const ssm__cu_dkv &x, const ssm__cu_dkv &out,
+                                                  int ovec, float *h, float &P) {
+    const T *ldp = (const T *)ld.p, *xp = (const T *)x.p + a.b * x.s0 + a.r * x.s2 + a.c * x.s3;
+    T *op = STORE ? (T *)out.p + a.b * out.s0 + a.r * out.s2 + a.c * out.s3 : NULL;
+    const int64_t ldb = a.b * ld.s0 + a.r * ld.s2, u0 = k * SSM__DKS_L, u1 = min(Tn, u0 + SSM__DKS_L);
+#pragma unroll 8
+    for (int64_t u = u0; u < u1; ++u) {
+        const int64_t t = REV ? Tn - 1 - u : u;
+        const float f = expf(ssm__cu_dk_step(ldp, ldb, ld.s1, REV ? t + 1 : t, Tn, per_step));
+        float xv[V];
+        ssm__cu_dk_loadv<T, V>(xp + t * x.s1, xv);
+        ssm__cu_dks_join<V>(h, P, xv, f);
+        if (STORE) {
+            if (V > 1 && ovec) {
+                ssm__cu_pack<T, V> pk;
+#pragma unroll
+                for (int v = 0; v < V; ++v) pk.v[v] = ssm__cu_vec<T>::put(h[v]);
+                *(ssm__cu_pack<T, V> *)(op + t * out.s1) = pk;
+            } else {
+#pragma unroll
+                for (int v = 0; v < V; ++v) op[t * out.s1 + v * out.s3] = ssm__cu_vec<T>::put(h[v]);
+            }
+        }
+    }
+}
+
+/* Partials: per (b, slice) pair and chunk, V + 1 floats a thread (the state, then the product). */
+__device__ __forceinline__ float *ssm__cu_dks_slot(float *part, int64_t bs, int64_t k, int64_t nchunks, int V, int64_t tid) {
+    return part + (bs * nchunks + k) * (V + 1) * 256 + tid;
+}
+
+/* (1) reduce (RESCAN = 0) or (3) rescan (RESCAN = 1): a block per (b, slice, chunk). */
+template <typename T, int V, int REV, int RESCAN>
+__global__ void __launch_bounds__(256) ssm__cu_dks_chunk_kernel(int64_t Tn, int64_t R, int64_t C, int64_t slices,
+                                                                int64_t nchunks, int per_step, ssm__cu_dkv ld, ssm__cu_dkv x,
+                                                                ssm__cu_dkv out, int ovec, float *part) {
+    const int64_t id = blockIdx.x, k = id % nchunks;
+    const ssm__cu_dks_at a = ssm__cu_dks_place<V>(id / nchunks, slices, threadIdx.x, R, C);
+    float *q = ssm__cu_dks_slot(part, a.bs, k, nchunks, V, threadIdx.x);
     float h[V], P = 1.f;
 #pragma unroll
-    for (int v = 0; v < V; ++v) h[v] = 0.f;
-    for (int64_t k = k0; k < k1; ++k) {
-        const float *q = part + (bs * nchunks + k) * (V + 1) * 256 + tid;
+    for (int v = 0; v < V; ++v) h[v] = RESCAN ? q[v * 256] : 0.f;
+    if (a.valid) ssm__cu_dks_steps<T, V, REV, RESCAN>(a, k, Tn, per_step, ld, x, out, ovec, h, P);
+    if (!RESCAN) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) q[v * 256] = h[v];
+        q[V * 256] = P;
+    }
+}
+
+/* (2) a warp per V columns: with CARRY each chunk's state slot becomes the state entering it
+   from init, and fin (the call's dtype) gets the end state; with MAP, map (f32) gets the end state
+   and the product of every step's decay, both times exp(a_0) when REV (the adjoint's map: what
+   the state entering the span receives). */
+template <typename T, int V, int REV>
+__device__ __forceinline__ void ssm__cu_dks_carry(int64_t wid, int64_t B, int64_t Tn, int64_t R, int64_t C, int64_t slices,
+                                                  int64_t nchunks, int per_step, const ssm__cu_dkv &ld,
+                                                  const ssm__cu_dkv &init, int carries, const ssm__cu_dkv &fin, float *map,
+                                                  float *part) {
+    const int lane = threadIdx.x & 31;
+    const int64_t tid = wid % 256;
+    const ssm__cu_dks_at a = ssm__cu_dks_place<V>(wid / 256, slices, tid, R, C);
+    if (!a.valid) return;
+    const int64_t per = (nchunks + 31) / 32, k0 = min(nchunks, lane * per), k1 = min(nchunks, k0 + per);
+    float h[V], P = 1.f, in[V], eh[V], eP;
+#pragma unroll
+    for (int v = 0; v < V; ++v) h[v] = 0.f, in[v] = 0.f;
+    for (int64_t k = k0; k < k1; ++k) { /* this lane's run */
+        const float *q = ssm__cu_dks_slot(part, a.bs, k, nchunks, V, tid);
         float hk[V];
 #pragma unroll
         for (int v = 0; v < V; ++v) hk[v] = __ldcg(q + v * 256);
-        ssm__cu_dks_join<V, BWD>(h, P, hk, __ldcg(q + V * 256));
+        ssm__cu_dks_join<V>(h, P, hk, __ldcg(q + V * 256));
     }
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
+    for (int o = 1; o < 32; o <<= 1) { /* inclusive scan over the lanes' runs */
         float hn[V];
-        const float Pn = __shfl_down_sync(0xffffffffu, P, o);
+        const float Pn = __shfl_up_sync(0xffffffffu, P, o);
 #pragma unroll
-        for (int v = 0; v < V; ++v) hn[v] = __shfl_down_sync(0xffffffffu, h[v], o);
-        if ((lane & (2 * o - 1)) == 0) ssm__cu_dks_join<V, BWD>(h, P, hn, Pn);
+        for (int v = 0; v < V; ++v) hn[v] = __shfl_up_sync(0xffffffffu, h[v], o);
+        if (lane >= o) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) h[v] = fmaf(P, hn[v], h[v]);
+            P *= Pn;
+        }
     }
-    if (lane == 0) {
-        float in[V];
+    eP = __shfl_up_sync(0xffffffffu, P, 1);
 #pragma unroll
-        for (int v = 0; v < V; ++v) in[v] = 0.f;
-        if (init.p) ssm__cu_dk_init<T, V>(init, b, r, c, in);
+    for (int v = 0; v < V; ++v) eh[v] = __shfl_up_sync(0xffffffffu, h[v], 1);
+    if (init.p) ssm__cu_dk_init<T, V>(init, a.b, a.r, a.c, in);
+    if (carries) {
+        float st[V]; /* the state entering this lane's run */
 #pragma unroll
-        for (int v = 0; v < V; ++v) map[(b * R + r) * C + c + v] = fmaf(P, in[v], h[v]);
-        if (c == 0) map[B * R * C + b * R + r] = P;
+        for (int v = 0; v < V; ++v) st[v] = lane ? fmaf(eP, in[v], eh[v]) : in[v];
+        for (int64_t k = k0; k < k1; ++k) {
+            float *q = ssm__cu_dks_slot(part, a.bs, k, nchunks, V, tid), hk[V], unused = 1.f;
+            const float Pk = q[V * 256];
+#pragma unroll
+            for (int v = 0; v < V; ++v) hk[v] = q[v * 256], q[v * 256] = st[v];
+            ssm__cu_dks_join<V>(st, unused, hk, Pk);
+        }
     }
+    if (lane == 31) { /* the inclusive total: the end state from init */
+        const float sc = REV ? expf(ssm__cu_dk_step((const T *)ld.p, a.b * ld.s0 + a.r * ld.s2, ld.s1, 0, Tn, per_step)) : 1.f;
+        if (carries && fin.p) {
+            T *fp = (T *)fin.p + a.b * fin.s0 + a.r * fin.s1;
+#pragma unroll
+            for (int v = 0; v < V; ++v) fp[(a.c + v) * fin.s2] = ssm__cu_vec<T>::put(sc * fmaf(P, in[v], h[v]));
+        }
+        if (map) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) map[(a.b * R + a.r) * C + a.c + v] = sc * fmaf(P, in[v], h[v]);
+            if (a.c == 0) map[B * R * C + a.b * R + a.r] = sc * P;
+        }
+    }
+}
+template <typename T, int V, int REV>
+__global__ void __launch_bounds__(256) ssm__cu_dks_carry_kernel(int64_t B, int64_t Tn, int64_t R, int64_t C, int64_t slices,
+                                                                int64_t nchunks, int per_step, ssm__cu_dkv ld,
+                                                                ssm__cu_dkv init, int carries, ssm__cu_dkv fin, float *map,
+                                                                float *part) {
+    const int64_t step = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    /* wid: (b, slice, thread of a chunk block), the same for a warp's lanes */
+    for (int64_t wid = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; wid < B * slices * 256; wid += step)
+        ssm__cu_dks_carry<T, V, REV>(wid, B, Tn, R, C, slices, nchunks, per_step, ld, init, carries, fin, map, part);
 }
 
 typedef struct ssm__cu_dks_plan {
     int V;
-    int64_t slices, nchunks, blocks;
-    size_t bytes;
+    int64_t slices, nchunks, blocks, warps;
+    size_t bytes; /* the partials */
 } ssm__cu_dks_plan;
 
 static ssm__cu_dks_plan ssm__cu_dks_plan_of(ssm_dtype dt, int64_t B, int64_t T, int64_t R, int64_t C, int vec) {
@@ -4223,48 +4347,73 @@ static ssm__cu_dks_plan ssm__cu_dks_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
     p.slices = (R * C + 256 * (int64_t)p.V - 1) / (256 * (int64_t)p.V);
     p.nchunks = (T + SSM__DKS_L - 1) / SSM__DKS_L;
     p.blocks = B * p.slices * p.nchunks;
+    p.warps = B * p.slices * 256;
     p.bytes = (size_t)p.blocks * (size_t)(p.V + 1) * 256u * 4u;
     return p;
 }
 
-template <typename T, int V, int BWD>
-static void ssm__cu_dks_go3(const ssm__cu_dks_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
-                            int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv init, float *part, float *map) {
-    ssm__cu_dks_chunk_kernel<T, V, BWD><<<(unsigned)p->blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, per_step,
-                                                                           ld, x, part);
-    ssm__cu_dks_fold_kernel<T, V, BWD><<<ssm__cu_blocks(B * p->slices * 256 * 32), 256, 0, st>>>(
-        B, R, C, p->slices, p->nchunks, init, part, map);
+template <typename T, int V, int REV>
+static void ssm__cu_dks_go3(const ssm__cu_dks_plan *p, cudaStream_t st, int stages, int64_t B, int64_t Tn, int64_t R,
+                            int64_t C, int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv out, int ovec,
+                            ssm__cu_dkv init, ssm__cu_dkv fin, float *map, float *part) {
+    const unsigned blocks = (unsigned)p->blocks;
+    if (stages & SSM__DKS_REDUCE)
+        ssm__cu_dks_chunk_kernel<T, V, REV, 0><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, per_step, ld, x, out,
+                                                                        ovec, part);
+    if (stages & (SSM__DKS_CARRY | SSM__DKS_MAP))
+        ssm__cu_dks_carry_kernel<T, V, REV><<<ssm__cu_blocks(p->warps * 32), 256, 0, st>>>(
+            B, Tn, R, C, p->slices, p->nchunks, per_step, ld, init, (stages & SSM__DKS_CARRY) != 0, fin,
+            (stages & SSM__DKS_MAP) ? map : NULL, part);
+    if (stages & SSM__DKS_RESCAN)
+        ssm__cu_dks_chunk_kernel<T, V, REV, 1><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, per_step, ld, x, out,
+                                                                        ovec, part);
 }
-template <typename T, int BWD>
-static void ssm__cu_dks_go(const ssm__cu_dks_plan *p, cudaStream_t st, int64_t B, int64_t Tn, int64_t R, int64_t C,
-                           int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv init, float *part, float *map) {
-    if (p->V > 1) ssm__cu_dks_go3<T, 16 / sizeof(T), BWD>(p, st, B, Tn, R, C, per_step, ld, x, init, part, map);
-    else ssm__cu_dks_go3<T, 1, BWD>(p, st, B, Tn, R, C, per_step, ld, x, init, part, map);
+template <typename T, int REV>
+static void ssm__cu_dks_go(const ssm__cu_dks_plan *p, cudaStream_t st, int stages, int64_t B, int64_t Tn, int64_t R,
+                           int64_t C, int per_step, ssm__cu_dkv ld, ssm__cu_dkv x, ssm__cu_dkv out, int ovec,
+                           ssm__cu_dkv init, ssm__cu_dkv fin, float *map, float *part) {
+    if (p->V > 1)
+        ssm__cu_dks_go3<T, 16 / sizeof(T), REV>(p, st, stages, B, Tn, R, C, per_step, ld, x, out, ovec, init, fin, map, part);
+    else ssm__cu_dks_go3<T, 1, REV>(p, st, stages, B, Tn, R, C, per_step, ld, x, out, ovec, init, fin, map, part);
 }
 
-static ssm_result ssm__cu_decay_span(ssm_ctx *ctx, const ssm_decay_plan *d, int adjoint, const ssm_tensor *ld,
-                                     const ssm_tensor *x, const ssm_tensor *init, void *map) {
-    ssm__cu_state *st = ssm__cu_st(ctx);
-    ssm__cu_device_guard guard(st->device);
-    const ssm_tensor *vt[1] = {x};
-    const int64_t B = d->B, T = d->T, R = d->R, C = d->C;
-    const ssm_dtype dt = x->dtype;
-    const int ps = d->input == SSM_DECAY_PER_STEP;
-    ssm__cu_dks_plan p = ssm__cu_dks_plan_of(dt, B, T, R, C, ssm__cu_dk_vec_ok(dt, C, vt, 1));
-    ssm__cu_dkv vl = ssm__cu_dkv_of(ld), vx = ssm__cu_dkv_of(x), vi = ssm__cu_dkv_of(init);
-    void *ws;
-    if (p.blocks > 2147483647 || B * p.slices * 256 * 32 > 1048576LL * 256)
-        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "decay scan (context parallel): too many blocks");
-    SSM__TRY(ssm_ctx_workspace(ctx, p.bytes, &ws));
-#define SSM__DKS_GO(TT)                                                                                                   \
-    (adjoint ? ssm__cu_dks_go<TT, 1>(&p, st->stream, B, T, R, C, ps, vl, vx, vi, (float *)ws, (float *)map)              \
-             : ssm__cu_dks_go<TT, 0>(&p, st->stream, B, T, R, C, ps, vl, vx, vi, (float *)ws, (float *)map))
+/* The chunked scan's stages (SSM__DKS_*) on the partials at part: x into out (forward), or
+   rev = 1 dout into dx (the backward's g); out's 16-byte stores when its rows allow them. */
+static ssm_result ssm__cu_dks_run(ssm_ctx *ctx, const ssm__cu_dks_plan *p, ssm_dtype dt, int rev, int stages,
+                                  const ssm_decay_plan *d, const ssm_tensor *ld, const ssm_tensor *x, const ssm_tensor *out,
+                                  const ssm_tensor *init, const ssm_tensor *fin, float *map, float *part) {
+    cudaStream_t st = ssm__cu_st(ctx)->stream;
+    const ssm_tensor *vo[1] = {out};
+    const int ps = d->input == SSM_DECAY_PER_STEP, ovec = out && p->V > 1 && ssm__cu_dk_vec_ok(dt, d->C, vo, 1);
+    ssm__cu_dkv vl = ssm__cu_dkv_of(ld), vx = ssm__cu_dkv_of(x), vout = ssm__cu_dkv_of(out);
+    ssm__cu_dkv vi = ssm__cu_dkv_of(init), vf = ssm__cu_dkv_of(fin);
+    if (p->blocks > 2147483647)
+        return ssm_ctx_error(ctx, SSM_ERROR_UNSUPPORTED, "decay scan (chunked): too many blocks");
+#define SSM__DKS_GO(TT)                                                                                                  \
+    (rev ? ssm__cu_dks_go<TT, 1>(p, st, stages, d->B, d->T, d->R, d->C, ps, vl, vx, vout, ovec, vi, vf, map, part)      \
+         : ssm__cu_dks_go<TT, 0>(p, st, stages, d->B, d->T, d->R, d->C, ps, vl, vx, vout, ovec, vi, vf, map, part))
     if (dt.bits == 32) SSM__DKS_GO(float);
     else if (dt.code == SSM_DTYPE_BFLOAT) SSM__DKS_GO(__nv_bfloat16);
     else SSM__DKS_GO(__half);
 #undef SSM__DKS_GO
-    SSM__CU_LAUNCHED(ctx, "ssm__cu_dks_chunk_kernel / fold");
+    SSM__CU_LAUNCHED(ctx, "ssm__cu_dks_chunk_kernel / carry");
     return SSM_OK;
+}
+static ssm__cu_dks_plan ssm__cu_dks_plan_for(const ssm_decay_plan *d, const ssm_tensor *x) {
+    const ssm_tensor *vt[1] = {x};
+    return ssm__cu_dks_plan_of(x->dtype, d->B, d->T, d->R, d->C, ssm__cu_dk_vec_ok(x->dtype, d->C, vt, 1));
+}
+
+/* The decay_span slot: the reduce and, with a map, the span's map (the adjoint's from dout);
+   the scan slots then start from the partials (plan->span = 2). */
+static ssm_result ssm__cu_decay_span(ssm_ctx *ctx, const ssm_decay_plan *d, int adjoint, const ssm_tensor *ld,
+                                     const ssm_tensor *x, const ssm_tensor *init, void *map) {
+    ssm__cu_device_guard guard(ssm__cu_st(ctx)->device);
+    const ssm__cu_dks_plan p = ssm__cu_dks_plan_for(d, x);
+    void *ws;
+    SSM__TRY(ssm_ctx_workspace(ctx, p.bytes, &ws));
+    return ssm__cu_dks_run(ctx, &p, x->dtype, adjoint, SSM__DKS_REDUCE | (map ? SSM__DKS_MAP : 0), d, ld, x, NULL, init,
+                           NULL, (float *)map, (float *)ws);
 }
 
 /* Device bytes of a decay call: an upper bound over both kernels and both vector widths (the
@@ -4272,18 +4421,16 @@ static ssm_result ssm__cu_decay_span(ssm_ctx *ctx, const ssm_decay_plan *d, int 
 static size_t ssm__cu_decay_ws(const ssm_decay_plan *d) {
     ssm__cu_dk_plan p = ssm__cu_dk_plan_of(d->dtype, d->B, d->T, d->R, d->C, 1);
     ssm__cu_dk_plan q = ssm__cu_dk_plan_of(d->dtype, d->B, d->T, d->R, d->C, 0);
+    ssm__cu_dks_plan c1 = ssm__cu_dks_plan_of(d->dtype, d->B, d->T, d->R, d->C, 1);
+    ssm__cu_dks_plan c0 = ssm__cu_dks_plan_of(d->dtype, d->B, d->T, d->R, d->C, 0);
     size_t a = ssm__cu_dk_plan_bytes(&p), b2 = ssm__cu_dk_plan_bytes(&q), w = a > b2 ? a : b2;
+    if (c1.bytes > w) w = c1.bytes; /* the chunked scan's partials */
+    if (c0.bytes > w) w = c0.bytes;
     if (d->op == SSM_OP_DECAY_BACKWARD) {
-        /* the look-back path's da rows; the tiled kernel's partials: <= ceil(C / 8) column blocks per row */
+        /* the scans' da rows after them; the tiled kernel's partials: <= ceil(C / 8) column blocks per row */
         size_t rows = (size_t)(d->B * d->T * d->R), t2 = rows * (size_t)((d->C + 7) / 8) * 4u;
         w = ((w + 255) & ~(size_t)255) + rows * 4u;
         if (t2 > w) w = t2;
-    }
-    if (d->span) { /* a _cp call's map: the chunk partials, at either vector width */
-        ssm__cu_dks_plan s1 = ssm__cu_dks_plan_of(d->dtype, d->B, d->T, d->R, d->C, 1);
-        ssm__cu_dks_plan s0 = ssm__cu_dks_plan_of(d->dtype, d->B, d->T, d->R, d->C, 0);
-        if (s1.bytes > w) w = s1.bytes;
-        if (s0.bytes > w) w = s0.bytes;
     }
     return w;
 }
@@ -4347,6 +4494,13 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
     return SSM__NOT_MINE;
 }
 
+/* Which scan a call takes: the tiled kernel where its blocks fill the GPU, else the chunked scan
+   (the look-back when the config asks for it); a _cp call always the chunked one, whose first
+   stage ran before the exchange (plan->span = 2) or runs now. */
+static int ssm__cu_dk_chunked(const ssm_decay_plan *d, const ssm__cu_dkt_plan *tp, const ssm_cuda_config *k) {
+    return d->span || (!tp->use && k->decay_kernel != 1);
+}
+
 static ssm_result ssm__cu_decay_forward(ssm_ctx *ctx, const ssm_decay_plan *d, const ssm_tensor *ld,
                                         const ssm_tensor *x, const ssm_tensor *h0, ssm_tensor *out, ssm_tensor *hT) {
     ssm__cu_state *st = ssm__cu_st(ctx);
@@ -4357,6 +4511,12 @@ static ssm_result ssm__cu_decay_forward(ssm_ctx *ctx, const ssm_decay_plan *d, c
     ssm__cu_dk_plan p = ssm__cu_dk_plan_of(x->dtype, B, T, R, C, vec);
     ssm__cu_dkt_plan tp = ssm__cu_dkt_plan_of(x->dtype, B, T, R, C, vec, 0, st->sms, &st->knobs);
     void *ws;
+    if (ssm__cu_dk_chunked(d, &tp, &st->knobs)) {
+        const ssm__cu_dks_plan cp = ssm__cu_dks_plan_for(d, x);
+        SSM__TRY(ssm_ctx_workspace(ctx, cp.bytes, &ws));
+        return ssm__cu_dks_run(ctx, &cp, x->dtype, 0, (d->span == 2 ? 0 : SSM__DKS_REDUCE) | SSM__DKS_CARRY | SSM__DKS_RESCAN,
+                               d, ld, x, out, h0, hT, NULL, (float *)ws);
+    }
     if (tp.use) {
         ssm__cu_dkv vl = ssm__cu_dkv_of(ld), vx = ssm__cu_dkv_of(x), vo = ssm__cu_dkv_of(out);
         ssm__cu_dkv vi = ssm__cu_dkv_of(h0), vf = ssm__cu_dkv_of(hT), vn = ssm__cu_dkv_of(NULL);
@@ -4393,41 +4553,43 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_plan *d, 
     ssm__cu_dkv vl = ssm__cu_dkv_of(ld), vg = ssm__cu_dkv_of(dx), vo = ssm__cu_dkv_of(out), v0 = ssm__cu_dkv_of(h0);
     ssm__cu_dkv vd0 = ssm__cu_dkv_of(dh0), vdl = ssm__cu_dkv_of(dld);
     const unsigned blocks = ssm__cu_blocks(rows);
-    {
-        const ssm_tensor *vt3[3] = {dout, dx, out};
-        ssm__cu_dkt_plan tp = ssm__cu_dkt_plan_of(dt, B, T, R, C, ssm__cu_dk_vec_ok(dt, C, vt3, 3), 1, st->sms, &st->knobs);
-        if (tp.use) {
-            ssm__cu_dkv vdo = ssm__cu_dkv_of(dout), vdT = ssm__cu_dkv_of(dhT);
-            SSM__TRY(ssm_ctx_workspace(ctx, (size_t)rows * (size_t)tp.ncb * 4u, &wsp));
-            da = (float *)wsp;
-            if (dt.bits == 32) {
-                ssm__cu_dkt_go<float, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
-                ssm__cu_dkt_dld_kernel<float><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
-            } else if (dt.code == SSM_DTYPE_BFLOAT) {
-                ssm__cu_dkt_go<__nv_bfloat16, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
-                ssm__cu_dkt_dld_kernel<__nv_bfloat16><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
-            } else {
-                ssm__cu_dkt_go<__half, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
-                ssm__cu_dkt_dld_kernel<__half><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
-            }
-            SSM__CU_LAUNCHED(ctx, "ssm__cu_dkt_kernel (backward)");
-            return SSM_OK;
+    const ssm_tensor *vt3[3] = {dout, dx, out};
+    ssm__cu_dkt_plan tp = ssm__cu_dkt_plan_of(dt, B, T, R, C, ssm__cu_dk_vec_ok(dt, C, vt3, 3), 1, st->sms, &st->knobs);
+    const int chunked = ssm__cu_dk_chunked(d, &tp, &st->knobs);
+    const ssm__cu_dks_plan cp = ssm__cu_dks_plan_for(d, dout);
+    if (!chunked && tp.use) {
+        ssm__cu_dkv vdo = ssm__cu_dkv_of(dout), vdT = ssm__cu_dkv_of(dhT);
+        SSM__TRY(ssm_ctx_workspace(ctx, (size_t)rows * (size_t)tp.ncb * 4u, &wsp));
+        da = (float *)wsp;
+        if (dt.bits == 32) {
+            ssm__cu_dkt_go<float, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
+            ssm__cu_dkt_dld_kernel<float><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
+        } else if (dt.code == SSM_DTYPE_BFLOAT) {
+            ssm__cu_dkt_go<__nv_bfloat16, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
+            ssm__cu_dkt_dld_kernel<__nv_bfloat16><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
+        } else {
+            ssm__cu_dkt_go<__half, 1>(&tp, st->stream, B, T, R, C, per_step, vl, vdo, vg, vdT, vd0, vo, v0, da);
+            ssm__cu_dkt_dld_kernel<__half><<<blocks, 256, 0, st->stream>>>(B, T, R, tp.ncb, per_step, da, vdl);
         }
+        SSM__CU_LAUNCHED(ctx, "ssm__cu_dkt_kernel (backward)");
+        return SSM_OK;
     }
+    if (chunked) scan_bytes = (cp.bytes + 255) & ~(size_t)255;
     SSM__TRY(ssm_ctx_workspace(ctx, scan_bytes + (size_t)rows * 4u, &wsp));
     ws = (char *)wsp;
     da = (float *)(ws + scan_bytes);
     /* g_t = dout_t + exp(a_{t+1}) g_{t+1}, g_{T-1} = dout + dhT: a reverse scan into dx */
-    SSM__TRY(ssm__cu_dk_scan(ctx, &p, dt, B, T, R, C, 1, per_step, ld, dout, dx, dhT, NULL, ws));
+    if (chunked)
+        SSM__TRY(ssm__cu_dks_run(ctx, &cp, dt, 1, (d->span == 2 ? 0 : SSM__DKS_REDUCE) | SSM__DKS_CARRY | SSM__DKS_RESCAN, d, ld,
+                                 dout, dx, dhT, NULL, NULL, (float *)ws));
+    else SSM__TRY(ssm__cu_dk_scan(ctx, &p, dt, B, T, R, C, 1, per_step, ld, dout, dx, dhT, NULL, ws));
     {
-        const unsigned wblocks = ssm__cu_blocks(rows * 32);
-        if (dt.bits == 32)
-            ssm__cu_dk_da_kernel<float><<<wblocks, 256, 0, st->stream>>>(B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
+        const ssm_tensor *gv[2] = {dx, out};
+        const int dvec = ssm__cu_dk_vec_ok(dt, C, gv, 2);
+        if (dt.bits == 32) ssm__cu_dk_da_go<float>(st->stream, dvec, B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
         else if (dt.code == SSM_DTYPE_BFLOAT)
-            ssm__cu_dk_da_kernel<__nv_bfloat16><<<wblocks, 256, 0, st->stream>>>(B, T, R, C, per_step, vl, vg, vo, v0, vd0,
-                                                                                 da);
-        else
-            ssm__cu_dk_da_kernel<__half><<<wblocks, 256, 0, st->stream>>>(B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
+            ssm__cu_dk_da_go<__nv_bfloat16>(st->stream, dvec, B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
+        else ssm__cu_dk_da_go<__half>(st->stream, dvec, B, T, R, C, per_step, vl, vg, vo, v0, vd0, da);
         SSM__CU_LAUNCHED(ctx, "ssm__cu_dk_da_kernel");
         if (dt.bits == 32)
             ssm__cu_dk_dld_kernel<float><<<blocks, 256, 0, st->stream>>>(B, T, R, per_step, da, vdl);

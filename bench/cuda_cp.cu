@@ -438,7 +438,7 @@ int main(void) {
     cp_rows(comms, SSM_F32, 65536, 64);
     cp_rows(comms, SSM_F16, 262144, 64);
     cp_rows(comms, SSM_F16, 65536, 128);
-    printf("== the decay scan: B1 [T, D, D], the time axis halved across 2 GPUs (each rank reads its x twice)\n");
+    printf("== the decay scan: B1 [T, D, D], the time axis halved across 2 GPUs\n");
     decay_rows(comms, SSM_F16, 65536, 64);
     decay_rows(comms, SSM_F32, 65536, 64);
     decay_rows(comms, SSM_BF16, 262144, 64);

@@ -35,7 +35,7 @@ static void cu_download(void *dst, const void *src, size_t n) {
 }
 static const test_memory cuda_memory = {{SSM_DEVICE_CUDA, 0}, cu_alloc, cu_release, cu_upload, cu_download};
 
-/* The decay scan's kernel: 0 = by shape, 1 = look-back, 2 = tiled (contexts made after). */
+/* The decay scan's kernel: 0 = by shape, 1 = look-back, 2 = tiled, 3 = chunked (contexts made after). */
 static void force_decay_kernel(ssm_cuda_config *cc, int kernel) { cc->decay_kernel = kernel; }
 
 /* ---- block-ELL layer ---- */
@@ -845,7 +845,7 @@ static void suite_cuda_errors(ssm_ctx *cu) {
             int *knob[11] = {&cc.decay_kernel, &cc.decay_tile_cols, &cc.decay_tile_steps, &cc.decay_tile_vec,
                              &cc.decay_prefetch, &cc.linrec_tc_split, &cc.proj_kernel, &cc.linrec_cr, &cc.bell_kernel,
                              &cc.linrec_tc_prod, &cc.linrec_scan};
-            *knob[f] = f == 6 ? 4 : f == 1 ? 5 : 3;
+            *knob[f] = f == 6 || f == 0 ? 4 : f == 1 ? 5 : 3;
             cfg.backend = ssm_cuda_backend();
             cfg.backend_config = &cc;
             r = ssm_ctx_create(&cfg, &c2);
@@ -1042,8 +1042,8 @@ int main(void) {
         if (shard_take()) suite_cuda_workspace(cu);
         ssm_ctx_destroy(cu);
     }
-    /* the decay scan's two kernels: by shape (mostly look-back at these sizes), then the
-       tiled kernel forced on every row */
+    /* the decay scan's kernels: by shape, then the tiled, look-back and chunked scans forced on
+       every row */
     if (decay) {
         cases_run(CASE_CUDA_DTYPES, CASE_DECAY);
         force_decay_kernel(&cc, 2);
@@ -1052,10 +1052,15 @@ int main(void) {
         force_decay_kernel(&cc, 1);
         cases_label = "look-back";
         cases_run(CASE_CUDA_DTYPES, CASE_DECAY);
+        force_decay_kernel(&cc, 3);
+        cases_label = "chunked";
+        cases_run(CASE_CUDA_DTYPES, CASE_DECAY);
         cases_label = NULL;
         force_decay_kernel(&cc, 0);
-        if (shard_take()) suite_decay_cp(); /* ranks as threads on this GPU, the allgather through a host stage */
-        force_decay_kernel(&cc, 2);          /* and the scan from the carry on the tiled kernel */
+        /* ranks as threads on this GPU, the allgather through a host stage (a _cp call runs the
+           chunked scan); the one-rank references by shape, then on the look-back kernel */
+        if (shard_take()) suite_decay_cp();
+        force_decay_kernel(&cc, 1);
         if (shard_take()) suite_decay_cp();
         force_decay_kernel(&cc, 0);
     }

@@ -122,7 +122,9 @@ def main():
     # m columns of the state (default 1; m = n: matrix states, as `cuda_bench cr` runs them)
     only = [tuple(x if i == 3 else int(x) for i, x in enumerate(f.split(":"))) for f in os.environ.get("PEER_LINREC", "").split(",") if f]
     only = [o if len(o) == 5 else o + (1,) for o in only]
-    for (S, T, n, dt, m) in only or [(16, 4096, 64, "f16", 1), (1, 8192, 64, "f16", 1), (128, 1024, 32, "f16", 1), (32, 1024, 64, "f16", 1), (8, 1024, 128, "f16", 1)]:
+    # PEER_DECAY=1: the decay rows alone (beside `cuda_bench decay`)
+    decay_only = os.environ.get("PEER_DECAY") == "1"
+    for (S, T, n, dt, m) in only or ([] if decay_only else [(16, 4096, 64, "f16", 1), (1, 8192, 64, "f16", 1), (128, 1024, 32, "f16", 1), (32, 1024, 64, "f16", 1), (8, 1024, 128, "f16", 1)]):
         A = (torch.rand(S, T, n, n, device=dev) - 0.5).mul(1.8 / n ** 0.5).to(DT[dt]); b = torch.randn(S, T, n, m, device=dev, dtype=DT[dt])
         shape = dict(S=S, T=T, n=n, m=m)
         for name, fn in [("torch_cr", lr_cr), ("torch_blelloch", lr_blelloch), ("torch_scan_hs", lr_hs), ("torch_seq", lr_seq)]:
@@ -132,7 +134,8 @@ def main():
             except torch.OutOfMemoryError:
                 print(f"  peer {name} {shape}: out of memory"); torch.cuda.empty_cache()
         del A, b; torch.cuda.empty_cache()
-    for (B, T, D, dt) in [] if only else [(8, 4096, 64, "f32"), (2, 1024, 64, "f32"), (8, 4096, 64, "f16"), (2, 1024, 64, "bf16")]:
+    for (B, T, D, dt) in [] if only else [(8, 4096, 64, "f32"), (2, 1024, 64, "f32"), (8, 4096, 64, "f16"), (2, 1024, 64, "bf16"),
+                                          (1, 65536, 64, "f16"), (1, 65536, 64, "f32")]:
         x = torch.randn(B, T, D, D, device=dev, dtype=DT[dt]); cA = torch.cumsum(-0.05 * torch.rand(B, T, D, device=dev), 1).to(DT[dt])
         shape = dict(B=B, T=T, D=D)
         for name, fn in [("torch_chunked", dk_chunked), ("nanossm_einsum", dk_einsum)]:

@@ -1,9 +1,10 @@
 /* Decay-scan kernel variants side by side (dev harness for ssm_cuda.h's decay scan): the
-   look-back kernel against the tiled kernel in several configurations (each forced through the
-   kernel-choice fields of ssm_cuda_config, one context per variant), forward and backward, on
-   the bench's four decay rows. Each variant's outputs are compared on the GPU with the
-   look-back kernel's (max |diff| / max |ref|).
-     build/dev_decay_variants               look-back and auto only
+   look-back kernel against the chunked scan and the tiled kernel in several configurations
+   (each forced through the kernel-choice fields of ssm_cuda_config, one context per variant),
+   forward and backward, on the bench's four decay rows and long sequences with few columns
+   (B1 T65536 / T8192 D64, B4 T4096 D16). Each variant's outputs are compared on the GPU with
+   the look-back kernel's (max |diff| / max |ref|).
+     build/dev_decay_variants               look-back, chunked and auto only
      build/dev_decay_variants full          every variant
      build/dev_decay_variants NAME...       the variants whose names contain NAME (e.g. "cw16")
    nvcc -O3 -arch=sm_90 -I. -std=c++17 dev/cuda/decay_variants.cu tests/cuda_impl.cu -lcublas \
@@ -57,7 +58,7 @@ static ssm_ctx *ctx_for(const variant &v) {
 static void shape(ssm_dtype dt, int64_t B, int64_t T, int64_t D, const std::vector<variant> &vs) {
     int64_t sx[4] = {B, T, D, D}, sl[3] = {B, T, D}, n = B * T * D * D;
     size_t es = dt.bits / 8;
-    void *x = dev_random(dt, n, 1.f, 7), *ld = dev_random(dt, B * T * D, 0.05f, 8), *o = dev_random(dt, n, 0, 9);
+    void *x = dev_random(dt, n, 1.f, 7), *ld = dev_random(dt, B * T * D, T > 8192 ? 0.01f : 0.05f, 8), *o = dev_random(dt, n, 0, 9);
     void *dout = dev_random(dt, n, 1.f, 10), *dx = dev_random(dt, n, 0, 11), *dl = dev_random(dt, B * T * D, 0, 12);
     void *o0 = dev_random(dt, n, 0, 13), *dx0 = dev_random(dt, n, 0, 14), *dl0 = dev_random(dt, B * T * D, 0, 15);
     ssm_device dev = ssm_cuda_device(0);
@@ -106,12 +107,12 @@ int main(int argc, char **argv) {
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) { printf("no CUDA device\n"); return 1; }
     g_bw = copy_bandwidth(15, 1e30);
     printf("device %s, %d SMs, copy bandwidth %.0f GB/s\n", prop.name, prop.multiProcessorCount, g_bw * 1e-6);
-    std::vector<variant> v32 = {{"lookback", 1, 0, 0, 0, 0},       {"auto", 0, 0, 0, 0, 0},
+    std::vector<variant> v32 = {{"lookback", 1, 0, 0, 0, 0},       {"chunked", 3, 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, 0},
                                 {"tile cw8 ts4", 2, 8, 4, 0, 1},   {"tile cw8 ts4 pf", 2, 8, 4, 0, 2},
                                 {"tile cw4 ts4 pf", 2, 4, 4, 0, 2}, {"tile cw16 ts4 pf", 2, 16, 4, 0, 2},
                                 {"tile cw8 ts8 pf", 2, 8, 8, 0, 2}, {"tile cw16 ts8", 2, 16, 8, 0, 1},
                                 {"tile cw16 ts8 pf", 2, 16, 8, 0, 2}, {"tile cw4 ts8 pf", 2, 4, 8, 0, 2}};
-    std::vector<variant> v16 = {{"lookback", 1, 0, 0, 0, 0},          {"auto", 0, 0, 0, 0, 0},
+    std::vector<variant> v16 = {{"lookback", 1, 0, 0, 0, 0},          {"chunked", 3, 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, 0},
                                 {"tile v8 cw8 ts8", 2, 8, 8, 8, 1},    {"tile v8 cw8 ts8 pf", 2, 8, 8, 8, 2},
                                 {"tile v8 cw4 ts8 pf", 2, 4, 8, 8, 2}, {"tile v8 cw4 ts4", 2, 4, 4, 8, 1},
                                 {"tile v8 cw4 ts4 pf", 2, 4, 4, 8, 2}, {"tile v8 cw8 ts4 pf", 2, 8, 4, 8, 2},
@@ -126,12 +127,16 @@ int main(int argc, char **argv) {
         };
         pick(v32), pick(v16);
     } else if (!full) {
-        v32 = {{"lookback", 1, 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, 0}}, v16 = v32;
+        v32 = {{"lookback", 1, 0, 0, 0, 0}, {"chunked", 3, 0, 0, 0, 0}, {"auto", 0, 0, 0, 0, 0}}, v16 = v32;
     }
     printf("== variants (fwd: x + out; bwd: out + dout + dx; x = time / floor)\n");
     shape(SSM_F32, 8, 4096, 64, v32);
     shape(SSM_F32, 2, 1024, 64, v32);
     shape(SSM_F16, 8, 4096, 64, v16);
     shape(SSM_BF16, 2, 1024, 64, v16);
+    shape(SSM_F16, 1, 65536, 64, v16); /* long sequences, few columns: the look-back's chain of hand-offs */
+    shape(SSM_F32, 1, 65536, 64, v32);
+    shape(SSM_F16, 1, 8192, 64, v16);
+    shape(SSM_F32, 4, 4096, 16, v32);
     return 0;
 }
