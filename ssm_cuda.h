@@ -4170,7 +4170,7 @@ static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B
 /* ---- decay scan, chunked: reduce, carries, rescan ------------------------------------------------
    For sequences whose few columns leave the tiled kernel too few blocks and the look-back a long
    chain of chunk hand-offs (its time is that chain's latency, not bandwidth). Three kernels:
-   (1) every chunk of SSM__DKS_L steps of V columns of one row reduced from zero, in processing
+   (1) every chunk of L steps of V columns of one row reduced from zero, in processing
    order (REV: time reversed with the factor exp(a_{t+1}): the backward's g_t = dout_t +
    exp(a_{t+1}) g_{t+1}), to its end state and its product of decays; (2) a warp per V columns
    turns those into every chunk's entering state from init, in order (lanes over runs of chunks,
@@ -4178,7 +4178,8 @@ static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B
    again from its entering state, writing out. x is read twice; no chunk waits for another. A
    context-parallel call splits them around the exchange: (1) and the span's map from (2) need
    no carry (the decay_span slot), (2) from the true carry and (3) come after, on the partials
-   (1) left in the workspace. */
+   (1) left in the workspace. L is 64 steps, or a multiple of 64 that keeps the chunks of a
+   sequence <= 256 (8 a lane in (2): its walks over its chunks are latency chains). */
 #define SSM__DKS_L 64
 enum { SSM__DKS_REDUCE = 1, SSM__DKS_CARRY = 2, SSM__DKS_RESCAN = 4, SSM__DKS_MAP = 8 };
 
@@ -4207,12 +4208,12 @@ __device__ __forceinline__ ssm__cu_dks_at ssm__cu_dks_place(int64_t bs, int64_t 
 /* The steps of chunk k from state h (zero: the reduce; the entering state: the rescan), in
    processing order; with out, each state stored (a V-wide store when ovec). */
 template <typename T, int V, int REV, int STORE>
-__device__ __forceinline__ void ssm__cu_dks_steps(const ssm__cu_dks_at &a, int64_t k, int64_t Tn, int per_step,
+__device__ __forceinline__ void ssm__cu_dks_steps(const ssm__cu_dks_at &a, int64_t k, int64_t L, int64_t Tn, int per_step,
                                                   const ssm__cu_dkv &ld, const ssm__cu_dkv &x, const ssm__cu_dkv &out,
                                                   int ovec, float *h, float &P) {
     const T *ldp = (const T *)ld.p, *xp = (const T *)x.p + a.b * x.s0 + a.r * x.s2 + a.c * x.s3;
     T *op = STORE ? (T *)out.p + a.b * out.s0 + a.r * out.s2 + a.c * out.s3 : NULL;
-    const int64_t ldb = a.b * ld.s0 + a.r * ld.s2, u0 = k * SSM__DKS_L, u1 = min(Tn, u0 + SSM__DKS_L);
+    const int64_t ldb = a.b * ld.s0 + a.r * ld.s2, u0 = k * L, u1 = min(Tn, u0 + L);
 #pragma unroll 8
     for (int64_t u = u0; u < u1; ++u) {
         const int64_t t = REV ? Tn - 1 - u : u;
@@ -4239,18 +4240,31 @@ __device__ __forceinline__ float *ssm__cu_dks_slot(float *part, int64_t bs, int6
     return part + (bs * nchunks + k) * (V + 1) * 256 + tid;
 }
 
+/* Chunks k .. k+3 (those below k1) of a thread's partials, loaded before any is used. */
+template <int V>
+__device__ __forceinline__ void ssm__cu_dks_batch(float *part, int64_t bs, int64_t k, int64_t k1, int64_t nchunks,
+                                                  int64_t tid, float (*hk)[V], float *Pk) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float *q = ssm__cu_dks_slot(part, bs, k + j < k1 ? k + j : k, nchunks, V, tid);
+#pragma unroll
+        for (int v = 0; v < V; ++v) hk[j][v] = __ldcg(q + v * 256);
+        Pk[j] = __ldcg(q + V * 256);
+    }
+}
+
 /* (1) reduce (RESCAN = 0) or (3) rescan (RESCAN = 1): a block per (b, slice, chunk). */
 template <typename T, int V, int REV, int RESCAN>
 __global__ void __launch_bounds__(256) ssm__cu_dks_chunk_kernel(int64_t Tn, int64_t R, int64_t C, int64_t slices,
-                                                                int64_t nchunks, int per_step, ssm__cu_dkv ld, ssm__cu_dkv x,
-                                                                ssm__cu_dkv out, int ovec, float *part) {
+                                                                int64_t nchunks, int64_t L, int per_step, ssm__cu_dkv ld,
+                                                                ssm__cu_dkv x, ssm__cu_dkv out, int ovec, float *part) {
     const int64_t id = blockIdx.x, k = id % nchunks;
     const ssm__cu_dks_at a = ssm__cu_dks_place<V>(id / nchunks, slices, threadIdx.x, R, C);
     float *q = ssm__cu_dks_slot(part, a.bs, k, nchunks, V, threadIdx.x);
     float h[V], P = 1.f;
 #pragma unroll
     for (int v = 0; v < V; ++v) h[v] = RESCAN ? q[v * 256] : 0.f;
-    if (a.valid) ssm__cu_dks_steps<T, V, REV, RESCAN>(a, k, Tn, per_step, ld, x, out, ovec, h, P);
+    if (a.valid) ssm__cu_dks_steps<T, V, REV, RESCAN>(a, k, L, Tn, per_step, ld, x, out, ovec, h, P);
     if (!RESCAN) {
 #pragma unroll
         for (int v = 0; v < V; ++v) q[v * 256] = h[v];
@@ -4275,12 +4289,12 @@ __device__ __forceinline__ void ssm__cu_dks_carry(int64_t wid, int64_t B, int64_
     float h[V], P = 1.f, in[V], eh[V], eP;
 #pragma unroll
     for (int v = 0; v < V; ++v) h[v] = 0.f, in[v] = 0.f;
-    for (int64_t k = k0; k < k1; ++k) { /* this lane's run */
-        const float *q = ssm__cu_dks_slot(part, a.bs, k, nchunks, V, tid);
-        float hk[V];
+    for (int64_t k = k0; k < k1; k += 4) { /* this lane's run, four chunks' loads at a time */
+        float hk[4][V], Pk[4];
+        ssm__cu_dks_batch<V>(part, a.bs, k, k1, nchunks, tid, hk, Pk);
 #pragma unroll
-        for (int v = 0; v < V; ++v) hk[v] = __ldcg(q + v * 256);
-        ssm__cu_dks_join<V>(h, P, hk, __ldcg(q + V * 256));
+        for (int j = 0; j < 4; ++j)
+            if (k + j < k1) ssm__cu_dks_join<V>(h, P, hk[j], Pk[j]);
     }
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) { /* inclusive scan over the lanes' runs */
@@ -4302,12 +4316,17 @@ __device__ __forceinline__ void ssm__cu_dks_carry(int64_t wid, int64_t B, int64_
         float st[V]; /* the state entering this lane's run */
 #pragma unroll
         for (int v = 0; v < V; ++v) st[v] = lane ? fmaf(eP, in[v], eh[v]) : in[v];
-        for (int64_t k = k0; k < k1; ++k) {
-            float *q = ssm__cu_dks_slot(part, a.bs, k, nchunks, V, tid), hk[V], unused = 1.f;
-            const float Pk = q[V * 256];
+        for (int64_t k = k0; k < k1; k += 4) {
+            float hk[4][V], Pk[4], unused = 1.f;
+            ssm__cu_dks_batch<V>(part, a.bs, k, k1, nchunks, tid, hk, Pk);
 #pragma unroll
-            for (int v = 0; v < V; ++v) hk[v] = q[v * 256], q[v * 256] = st[v];
-            ssm__cu_dks_join<V>(st, unused, hk, Pk);
+            for (int j = 0; j < 4; ++j)
+                if (k + j < k1) {
+                    float *q = ssm__cu_dks_slot(part, a.bs, k + j, nchunks, V, tid);
+#pragma unroll
+                    for (int v = 0; v < V; ++v) q[v * 256] = st[v];
+                    ssm__cu_dks_join<V>(st, unused, hk[j], Pk[j]);
+                }
         }
     }
     if (lane == 31) { /* the inclusive total: the end state from init */
@@ -4337,7 +4356,7 @@ __global__ void __launch_bounds__(256) ssm__cu_dks_carry_kernel(int64_t B, int64
 
 typedef struct ssm__cu_dks_plan {
     int V;
-    int64_t slices, nchunks, blocks, warps;
+    int64_t L, slices, nchunks, blocks, warps;
     size_t bytes; /* the partials */
 } ssm__cu_dks_plan;
 
@@ -4345,7 +4364,8 @@ static ssm__cu_dks_plan ssm__cu_dks_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
     ssm__cu_dks_plan p;
     p.V = vec ? (int)(16 / ssm__cu_esize(dt)) : 1;
     p.slices = (R * C + 256 * (int64_t)p.V - 1) / (256 * (int64_t)p.V);
-    p.nchunks = (T + SSM__DKS_L - 1) / SSM__DKS_L;
+    p.L = SSM__DKS_L * (((T + SSM__DKS_L - 1) / SSM__DKS_L + 255) / 256); /* <= 256 chunks */
+    p.nchunks = (T + p.L - 1) / p.L;
     p.blocks = B * p.slices * p.nchunks;
     p.warps = B * p.slices * 256;
     p.bytes = (size_t)p.blocks * (size_t)(p.V + 1) * 256u * 4u;
@@ -4358,15 +4378,15 @@ static void ssm__cu_dks_go3(const ssm__cu_dks_plan *p, cudaStream_t st, int stag
                             ssm__cu_dkv init, ssm__cu_dkv fin, float *map, float *part) {
     const unsigned blocks = (unsigned)p->blocks;
     if (stages & SSM__DKS_REDUCE)
-        ssm__cu_dks_chunk_kernel<T, V, REV, 0><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, per_step, ld, x, out,
-                                                                        ovec, part);
+        ssm__cu_dks_chunk_kernel<T, V, REV, 0><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, p->L, per_step, ld,
+                                                                        x, out, ovec, part);
     if (stages & (SSM__DKS_CARRY | SSM__DKS_MAP))
         ssm__cu_dks_carry_kernel<T, V, REV><<<ssm__cu_blocks(p->warps * 32), 256, 0, st>>>(
             B, Tn, R, C, p->slices, p->nchunks, per_step, ld, init, (stages & SSM__DKS_CARRY) != 0, fin,
             (stages & SSM__DKS_MAP) ? map : NULL, part);
     if (stages & SSM__DKS_RESCAN)
-        ssm__cu_dks_chunk_kernel<T, V, REV, 1><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, per_step, ld, x, out,
-                                                                        ovec, part);
+        ssm__cu_dks_chunk_kernel<T, V, REV, 1><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, p->L, per_step, ld,
+                                                                        x, out, ovec, part);
 }
 template <typename T, int REV>
 static void ssm__cu_dks_go(const ssm__cu_dks_plan *p, cudaStream_t st, int stages, int64_t B, int64_t Tn, int64_t R,
