@@ -4170,16 +4170,15 @@ static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B
 /* ---- decay scan, chunked: reduce, carries, rescan ------------------------------------------------
    For sequences whose few columns leave the tiled kernel too few blocks and the look-back a long
    chain of chunk hand-offs (its time is that chain's latency, not bandwidth). Three kernels:
-   (1) every chunk of L steps of V columns of one row reduced from zero, in processing
+   (1) every chunk of SSM__DKS_L steps of V columns of one row reduced from zero, in processing
    order (REV: time reversed with the factor exp(a_{t+1}): the backward's g_t = dout_t +
-   exp(a_{t+1}) g_{t+1}), to its end state and its product of decays; (2) a warp per V columns
-   turns those into every chunk's entering state from init, in order (lanes over runs of chunks,
-   then a shuffle scan: a fixed order, deterministic), and the end state; (3) every chunk scanned
-   again from its entering state, writing out. x is read twice; no chunk waits for another. A
-   context-parallel call splits them around the exchange: (1) and the span's map from (2) need
-   no carry (the decay_span slot), (2) from the true carry and (3) come after, on the partials
-   (1) left in the workspace. L is 64 steps, or a multiple of 64 that keeps the chunks of a
-   sequence <= 256 (8 a lane in (2): its walks over its chunks are latency chains). */
+   exp(a_{t+1}) g_{t+1}), to its end state and its product of decays; (2) those turned into every
+   chunk's entering state from init, in order (32 warps on segments of the chunks of 32 adjacent
+   column groups, the segments folded through shared memory: a fixed order, deterministic), and
+   the end state; (3) every chunk scanned again from its entering state, writing out. x is read
+   twice; no chunk waits for another. A context-parallel call splits them around the exchange:
+   (1) and the span's map from (2) need no carry (the decay_span slot), (2) from the true carry
+   and (3) come after, on the partials (1) left in the workspace. */
 #define SSM__DKS_L 64
 enum { SSM__DKS_REDUCE = 1, SSM__DKS_CARRY = 2, SSM__DKS_RESCAN = 4, SSM__DKS_MAP = 8 };
 
@@ -4272,91 +4271,79 @@ __global__ void __launch_bounds__(256) ssm__cu_dks_chunk_kernel(int64_t Tn, int6
     }
 }
 
-/* (2) a warp per V columns: with CARRY each chunk's state slot becomes the state entering it
-   from init, and fin (the call's dtype) gets the end state; with MAP, map (f32) gets the end state
-   and the product of every step's decay, both times exp(a_0) when REV (the adjoint's map: what
-   the state entering the span receives). */
+/* (2) with CARRY each chunk's state slot becomes the state entering it from init, and fin (the
+   call's dtype) gets the end state; with MAP, map (f32) gets the end state and the product of every
+   step's decay, both times exp(a_0) when REV (the adjoint's map: what the state entering the span
+   receives). A block of 32 warps per 32 adjacent column groups (threads of a chunk block) of one
+   (b, slice): lane = column group, so every load is coalesced; warp w takes the w-th of 32
+   segments of the chunks, reduces it, and starts its walk from the segments before it, folded in
+   order through shared memory (a fixed order: deterministic). */
 template <typename T, int V, int REV>
-__device__ __forceinline__ void ssm__cu_dks_carry(int64_t wid, int64_t B, int64_t Tn, int64_t R, int64_t C, int64_t slices,
-                                                  int64_t nchunks, int per_step, const ssm__cu_dkv &ld,
-                                                  const ssm__cu_dkv &init, int carries, const ssm__cu_dkv &fin, float *map,
-                                                  float *part) {
-    const int lane = threadIdx.x & 31;
-    const int64_t tid = wid % 256;
-    const ssm__cu_dks_at a = ssm__cu_dks_place<V>(wid / 256, slices, tid, R, C);
-    if (!a.valid) return;
-    const int64_t per = (nchunks + 31) / 32, k0 = min(nchunks, lane * per), k1 = min(nchunks, k0 + per);
-    float h[V], P = 1.f, in[V], eh[V], eP;
+__global__ void __launch_bounds__(1024) ssm__cu_dks_carry_kernel(int64_t B, int64_t Tn, int64_t R, int64_t C, int64_t slices,
+                                                                 int64_t nchunks, int per_step, ssm__cu_dkv ld,
+                                                                 ssm__cu_dkv init, int carries, ssm__cu_dkv fin, float *map,
+                                                                 float *part) {
+    __shared__ float s_seg[32][32][V + 1]; /* [segment][lane]: its state from zero, then its product */
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t per = (nchunks + 31) / 32, k0 = min(nchunks, w * per), k1 = min(nchunks, k0 + per);
+    for (int64_t g = blockIdx.x; g < B * slices * 8; g += gridDim.x) { /* 8 groups of 32 lanes a (b, slice) */
+        const int64_t tid = (g % 8) * 32 + lane;
+        const ssm__cu_dks_at a = ssm__cu_dks_place<V>(g / 8, slices, tid, R, C);
+        float h[V], P = 1.f, st[V], unused = 1.f;
 #pragma unroll
-    for (int v = 0; v < V; ++v) h[v] = 0.f, in[v] = 0.f;
-    for (int64_t k = k0; k < k1; k += 4) { /* this lane's run, four chunks' loads at a time */
-        float hk[4][V], Pk[4];
-        ssm__cu_dks_batch<V>(part, a.bs, k, k1, nchunks, tid, hk, Pk);
+        for (int v = 0; v < V; ++v) h[v] = 0.f, st[v] = 0.f;
+        if (a.valid)
+            for (int64_t k = k0; k < k1; k += 4) { /* this warp's segment, four chunks' loads at a time */
+                float hk[4][V], Pk[4];
+                ssm__cu_dks_batch<V>(part, a.bs, k, k1, nchunks, tid, hk, Pk);
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-            if (k + j < k1) ssm__cu_dks_join<V>(h, P, hk[j], Pk[j]);
-    }
+                for (int j = 0; j < 4; ++j)
+                    if (k + j < k1) ssm__cu_dks_join<V>(h, P, hk[j], Pk[j]);
+            }
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) { /* inclusive scan over the lanes' runs */
-        float hn[V];
-        const float Pn = __shfl_up_sync(0xffffffffu, P, o);
+        for (int v = 0; v < V; ++v) s_seg[w][lane][v] = h[v];
+        s_seg[w][lane][V] = P;
+        __syncthreads();
+        if (a.valid) {
+            if (init.p) ssm__cu_dk_init<T, V>(init, a.b, a.r, a.c, st);
+            for (int j = 0; j < w; ++j) ssm__cu_dks_join<V>(st, unused, s_seg[j][lane], s_seg[j][lane][V]);
+            if (w == 31) { /* the end state: the last segment from the state entering it */
+                const float sc = REV ? expf(ssm__cu_dk_step((const T *)ld.p, a.b * ld.s0 + a.r * ld.s2, ld.s1, 0, Tn, per_step))
+                                     : 1.f;
+                float Ptot = P;
+                for (int j = 0; j < 31; ++j) Ptot *= s_seg[j][lane][V];
+                if (carries && fin.p) {
+                    T *fp = (T *)fin.p + a.b * fin.s0 + a.r * fin.s1;
 #pragma unroll
-        for (int v = 0; v < V; ++v) hn[v] = __shfl_up_sync(0xffffffffu, h[v], o);
-        if (lane >= o) {
+                    for (int v = 0; v < V; ++v) fp[(a.c + v) * fin.s2] = ssm__cu_vec<T>::put(sc * fmaf(P, st[v], h[v]));
+                }
+                if (map) {
 #pragma unroll
-            for (int v = 0; v < V; ++v) h[v] = fmaf(P, hn[v], h[v]);
-            P *= Pn;
-        }
-    }
-    eP = __shfl_up_sync(0xffffffffu, P, 1);
+                    for (int v = 0; v < V; ++v) map[(a.b * R + a.r) * C + a.c + v] = sc * fmaf(P, st[v], h[v]);
+                    if (a.c == 0) map[B * R * C + a.b * R + a.r] = sc * Ptot;
+                }
+            }
+            if (carries)
+                for (int64_t k = k0; k < k1; k += 4) {
+                    float hk[4][V], Pk[4];
+                    ssm__cu_dks_batch<V>(part, a.bs, k, k1, nchunks, tid, hk, Pk);
 #pragma unroll
-    for (int v = 0; v < V; ++v) eh[v] = __shfl_up_sync(0xffffffffu, h[v], 1);
-    if (init.p) ssm__cu_dk_init<T, V>(init, a.b, a.r, a.c, in);
-    if (carries) {
-        float st[V]; /* the state entering this lane's run */
+                    for (int j = 0; j < 4; ++j)
+                        if (k + j < k1) {
+                            float *q = ssm__cu_dks_slot(part, a.bs, k + j, nchunks, V, tid);
 #pragma unroll
-        for (int v = 0; v < V; ++v) st[v] = lane ? fmaf(eP, in[v], eh[v]) : in[v];
-        for (int64_t k = k0; k < k1; k += 4) {
-            float hk[4][V], Pk[4], unused = 1.f;
-            ssm__cu_dks_batch<V>(part, a.bs, k, k1, nchunks, tid, hk, Pk);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                if (k + j < k1) {
-                    float *q = ssm__cu_dks_slot(part, a.bs, k + j, nchunks, V, tid);
-#pragma unroll
-                    for (int v = 0; v < V; ++v) q[v * 256] = st[v];
-                    ssm__cu_dks_join<V>(st, unused, hk[j], Pk[j]);
+                            for (int v = 0; v < V; ++v) q[v * 256] = st[v];
+                            ssm__cu_dks_join<V>(st, unused, hk[j], Pk[j]);
+                        }
                 }
         }
+        __syncthreads(); /* s_seg is rewritten for the next group */
     }
-    if (lane == 31) { /* the inclusive total: the end state from init */
-        const float sc = REV ? expf(ssm__cu_dk_step((const T *)ld.p, a.b * ld.s0 + a.r * ld.s2, ld.s1, 0, Tn, per_step)) : 1.f;
-        if (carries && fin.p) {
-            T *fp = (T *)fin.p + a.b * fin.s0 + a.r * fin.s1;
-#pragma unroll
-            for (int v = 0; v < V; ++v) fp[(a.c + v) * fin.s2] = ssm__cu_vec<T>::put(sc * fmaf(P, in[v], h[v]));
-        }
-        if (map) {
-#pragma unroll
-            for (int v = 0; v < V; ++v) map[(a.b * R + a.r) * C + a.c + v] = sc * fmaf(P, in[v], h[v]);
-            if (a.c == 0) map[B * R * C + a.b * R + a.r] = sc * P;
-        }
-    }
-}
-template <typename T, int V, int REV>
-__global__ void __launch_bounds__(256) ssm__cu_dks_carry_kernel(int64_t B, int64_t Tn, int64_t R, int64_t C, int64_t slices,
-                                                                int64_t nchunks, int per_step, ssm__cu_dkv ld,
-                                                                ssm__cu_dkv init, int carries, ssm__cu_dkv fin, float *map,
-                                                                float *part) {
-    const int64_t step = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    /* wid: (b, slice, thread of a chunk block), the same for a warp's lanes */
-    for (int64_t wid = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; wid < B * slices * 256; wid += step)
-        ssm__cu_dks_carry<T, V, REV>(wid, B, Tn, R, C, slices, nchunks, per_step, ld, init, carries, fin, map, part);
 }
 
 typedef struct ssm__cu_dks_plan {
     int V;
-    int64_t L, slices, nchunks, blocks, warps;
+    int64_t L, slices, nchunks, blocks, groups; /* groups: the carry kernel's (32 column groups each) */
     size_t bytes; /* the partials */
 } ssm__cu_dks_plan;
 
@@ -4364,10 +4351,10 @@ static ssm__cu_dks_plan ssm__cu_dks_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
     ssm__cu_dks_plan p;
     p.V = vec ? (int)(16 / ssm__cu_esize(dt)) : 1;
     p.slices = (R * C + 256 * (int64_t)p.V - 1) / (256 * (int64_t)p.V);
-    p.L = SSM__DKS_L * (((T + SSM__DKS_L - 1) / SSM__DKS_L + 255) / 256); /* <= 256 chunks */
+    p.L = SSM__DKS_L;
     p.nchunks = (T + p.L - 1) / p.L;
     p.blocks = B * p.slices * p.nchunks;
-    p.warps = B * p.slices * 256;
+    p.groups = B * p.slices * 8;
     p.bytes = (size_t)p.blocks * (size_t)(p.V + 1) * 256u * 4u;
     return p;
 }
@@ -4381,7 +4368,7 @@ static void ssm__cu_dks_go3(const ssm__cu_dks_plan *p, cudaStream_t st, int stag
         ssm__cu_dks_chunk_kernel<T, V, REV, 0><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, p->L, per_step, ld,
                                                                         x, out, ovec, part);
     if (stages & (SSM__DKS_CARRY | SSM__DKS_MAP))
-        ssm__cu_dks_carry_kernel<T, V, REV><<<ssm__cu_blocks(p->warps * 32), 256, 0, st>>>(
+        ssm__cu_dks_carry_kernel<T, V, REV><<<(unsigned)(p->groups < 1048576 ? p->groups : 1048576), 1024, 0, st>>>(
             B, Tn, R, C, p->slices, p->nchunks, per_step, ld, init, (stages & SSM__DKS_CARRY) != 0, fin,
             (stages & SSM__DKS_MAP) ? map : NULL, part);
     if (stages & SSM__DKS_RESCAN)
