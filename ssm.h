@@ -2176,6 +2176,14 @@ static int ssm__cp_place(const ssm_linrec_cp *cp, int reverse, int adjoint, int 
     const int q = reverse ? cp->nranks - 1 - rank : rank;
     return adjoint ? cp->nranks - 1 - q : q;
 }
+/* The exchange of a _cp call: every rank's maps to every rank (no hook call for one rank). */
+static ssm_result ssm__cp_allgather(ssm_ctx *ctx, const char *op, const ssm_linrec_cp *cp, const void *send, void *recv,
+                                    size_t bytes) {
+    ssm_result r;
+    if (cp->nranks == 1) return SSM_OK;
+    r = cp->allgather(cp->user, send, recv, bytes);
+    return r == SSM_OK ? SSM_OK : ssm_ctx_error(ctx, r, "%s: the allgather hook failed (%s)", op, ssm_result_string(r));
+}
 static size_t ssm__ws_align_sat(size_t b) { return b > SIZE_MAX - 255u ? SIZE_MAX : SSM__WS_ALIGN(b); }
 /* Fills c's sizes and flags for plan p; returns the bytes it takes past the method's workspace. */
 static size_t ssm__cp_layout(const ssm_linrec_plan *p, const ssm_linrec_cp *cp, int adjoint, ssm__lr_cp *c) {
@@ -2358,10 +2366,7 @@ static ssm_result ssm__lr_cp_exchange(ssm__lr *L, ssm__lr_cp *c, const char *op)
     const int64_t n = p->n, m = p->m;
     const size_t es = ssm__esize(p->work);
     int j;
-    if (c->cp->nranks > 1) {
-        ssm_result r = c->cp->allgather(c->cp->user, c->send, c->recv, c->map_bytes);
-        if (r != SSM_OK) return ssm_ctx_error(ctx, r, "%s: the allgather hook failed (%s)", op, ssm_result_string(r));
-    }
+    SSM__TRY(ssm__cp_allgather(ctx, op, c->cp, c->send, c->recv, c->map_bytes));
     for (j = 0; j < c->q; ++j) {
         char *mp = c->recv + c->map_bytes * (size_t)ssm__cp_place(c->cp, p->reverse, c->adjoint, j), *t;
         ssm_matrix_batch P, e, x, y;
@@ -2853,6 +2858,15 @@ static size_t ssm__dk_cp_layout(const ssm_decay_plan *p, const ssm_linrec_cp *cp
     return ssm__szadd(ssm__szmul(c->map_bytes, (int64_t)cp->nranks + 1), ssm__szmul(c->state_bytes, 2));
 }
 
+/* A _cp plan: its workspace grows by the exchange's buffers (c laid out). */
+static ssm_result ssm__dk_cp_plan(ssm_ctx *ctx, const char *op, ssm_decay_plan *p, const ssm_linrec_cp *cp, int adjoint,
+                                  ssm__dk_cp *c) {
+    p->workspace_bytes = ssm__szadd(p->workspace_bytes, ssm__dk_cp_layout(p, cp, adjoint, c));
+    if (p->workspace_bytes == SIZE_MAX)
+        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+    return SSM_OK;
+}
+
 /* The compact [B][R][C] buffer buf, and a [B,R,C] tensor, as B x R rows of C (outer b, batch r). */
 static ssm_matrix_batch ssm__dk_rows(const ssm_decay_plan *p, ssm_dtype work, void *buf) {
     ssm_matrix_batch m;
@@ -2874,10 +2888,7 @@ static ssm_result ssm__dk_cp_exchange(ssm_ctx *ctx, const char *op, const ssm_de
     const int64_t BR = p->B * p->R;
     const size_t es = ssm__esize(c->work);
     int j;
-    if (c->cp->nranks > 1) {
-        ssm_result r = c->cp->allgather(c->cp->user, c->send, c->recv, c->map_bytes);
-        if (r != SSM_OK) return ssm_ctx_error(ctx, r, "%s: the allgather hook failed (%s)", op, ssm_result_string(r));
-    }
+    SSM__TRY(ssm__cp_allgather(ctx, op, c->cp, c->send, c->recv, c->map_bytes));
     for (j = 0; j < c->q; ++j) {
         char *mp = c->recv + c->map_bytes * (size_t)ssm__cp_place(c->cp, 0, adjoint, j), *t;
         ssm_matrix_batch e = ssm__dk_rows(p, c->work, mp), P = e, x = ssm__dk_rows(p, c->work, c->carry), y = x;
@@ -2933,9 +2944,7 @@ static ssm_result ssm__dk_workspace_query(const ssm_ctx *cctx, const char *op, c
     SSM__TRY(ssm__dk_plan(ctx, op, backward ? SSM_OP_DECAY_BACKWARD : SSM_OP_DECAY_FORWARD, desc, dtype, &s, cp != NULL, &p));
     if (cp) {
         ssm__dk_cp c;
-        p.workspace_bytes = ssm__szadd(p.workspace_bytes, ssm__dk_cp_layout(&p, cp, backward, &c));
-        if (p.workspace_bytes == SIZE_MAX)
-            return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+        SSM__TRY(ssm__dk_cp_plan(ctx, op, &p, cp, backward, &c));
     }
     *bytes = B > 0 ? p.workspace_bytes : 0;
     return SSM_OK;
@@ -2961,9 +2970,7 @@ static ssm_result ssm__dk_cp_setup(ssm_ctx *ctx, const char *op, ssm_decay_plan 
                                    ssm__dk_cp *c) {
     size_t base = p->workspace_bytes;
     void *wsp;
-    p->workspace_bytes = ssm__szadd(p->workspace_bytes, ssm__dk_cp_layout(p, cp, adjoint, c));
-    if (p->workspace_bytes == SIZE_MAX)
-        return ssm_ctx_error(ctx, SSM_ERROR_INVALID_SHAPE, "%s: these sizes need more workspace than size_t counts", op);
+    SSM__TRY(ssm__dk_cp_plan(ctx, op, p, cp, adjoint, c));
     SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &wsp));
     c->send = (char *)wsp + base;
     c->recv = c->send + c->map_bytes;
