@@ -208,6 +208,10 @@ typedef struct ssm_cuda_config {
                              by default wgmma for the hi/lo split products (bf16) at n = 64
                              where it runs, mma.sync for the plain ones (f16) and for n < 64
                              (it skips the zero blocks), as measured faster                   */
+    int linrec_mat;       /* sequential and chunked recurrences with m >= 8 state columns:
+                             1 = the f32 CUDA-core kernel; by default the tensor-core kernel
+                             (16-bit A, n = 8..128 by 8; f32 A on 3xTF32, n = 8..64 by 4;
+                             rows or columns of A contiguous and 16-byte aligned)             */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -354,7 +358,8 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
         cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
         cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 2 || cc.linrec_scan < 0 || cc.linrec_scan > 2 ||
-        cc.bell_kernel < 0 || cc.bell_kernel > 2 || cc.linrec_tc_prod < 0 || cc.linrec_tc_prod > 2)
+        cc.bell_kernel < 0 || cc.bell_kernel > 2 || cc.linrec_tc_prod < 0 || cc.linrec_tc_prod > 2 ||
+        cc.linrec_mat < 0 || cc.linrec_mat > 1)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -1299,11 +1304,21 @@ static ssm__cu_op ssm__cu_op_at(ssm_seq_view v, int64_t t) {
     return o;
 }
 
+static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A);
+static ssm_result ssm__cu_tcm_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last, ssm__cu_rv A,
+                                     ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P);
+/* The fused recurrence over nchunks chunks: on the tensor cores where ssm__cu_tcm_fits (matrix
+   states), else ssm__cu_rec_kernel. */
 static ssm_result ssm__cu_rec_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last,
                                      ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P) {
     size_t smem = ssm__cu_rec_smem(L->n, L->m, P != NULL);
     cudaError_t e;
     if (nchunks <= 0) return SSM_OK;
+    if (ssm__cu_tcm_fits(L, A)) {
+        SSM__TRY(ssm__cu_tcm_launch(L, nchunks, T, Lc, skip_last, A, b, h, init, P));
+        L->st->mat_state += L->S * T;
+        return SSM_OK;
+    }
     if (smem > 48 * 1024) {
         e = ssm__cu_smem_allow((const void *)ssm__cu_rec_kernel, smem, ssm__cu_st(L->ctx)->smem_optin);
         if (e != cudaSuccess)
@@ -1322,12 +1337,18 @@ static ssm_result ssm__cu_rec_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, 
 static int ssm__cu_rec_fits(const ssm__cu_lr *L, int withP) {
     return ssm__cu_rec_smem(L->n, L->m, withP) <= ssm__cu_st(L->ctx)->smem_optin;
 }
+/* The sequential (withP 0) and chunked (1) methods run: every launch takes one of the two kernels
+   (the chunked carries, A = P in f32, may take the CUDA cores' without P). */
+static int ssm__cu_rec_runs(const ssm__cu_lr *L, int withP, ssm_seq_view A) {
+    const ssm__cu_rv a = ssm__cu_rv_of(A, 0, 0);
+    return ssm__cu_rec_fits(L, withP) || (ssm__cu_tcm_fits(L, a) && ssm__cu_rec_fits(L, 0));
+}
 
 /* Sequential: steps 1..T-1 (h_0 given) in one fused kernel. */
 static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h) {
     ssm__cu_rv init;
     if (T <= 1) return SSM_OK;
-    if (!ssm__cu_rec_fits(L, 0)) return SSM__NOT_MINE;
+    if (!ssm__cu_rec_runs(L, 0, A)) return SSM__NOT_MINE;
     init = ssm__cu_rv_of(h, 0, 0);
     return ssm__cu_rec_launch(L, 1, T - 1, T, 0, ssm__cu_rv_of(A, 1, 0), ssm__cu_rv_of(b, 1, 0), ssm__cu_rv_of(h, 1, 0),
                               init, NULL);
@@ -1347,7 +1368,7 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     ssm_seq_view P, E;
     ssm__cu_rv none;
     if (C >= T) return ssm__cu_lr_sequential(L, T, A, b, h);
-    if (!ssm__cu_rec_fits(L, 1)) return SSM__NOT_MINE;
+    if (!ssm__cu_rec_runs(L, 1, A)) return SSM__NOT_MINE;
     memset(&none, 0, sizeof none);
     nc = (T - 1) / C, nfull = (T - C) / C, tail = (T - C) % C;
     P.ptr = ws, P.dtype = SSM_F32, P.off = 0, P.ts = L->n * L->n, P.rs = L->n, P.cs = 1, P.ss = nc * L->n * L->n;
@@ -2644,6 +2665,185 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
     return ssm__cu_tc_run<SSM__TC_NMAX>(L, tr, bf, T1, (int)Lc, nc, Av, aos, bv, hv, h0, X, P, E, ov, crws, phase, want_end);
 }
 
+/* ---- matrix states on tensor cores: the fused recurrence for m >= 8 -------------------------
+   ssm__cu_rec_kernel's contract (chunk c of sequence s from init, steps 0..len-1; with P the
+   chunk product P = A_{len-1} ... A_0) for states of m >= 8 columns, on mma.sync. The state is
+   kept transposed as pass 1 keeps its product, H^T <- H^T A_u^T + b_u^T: 16 state columns are
+   an MMA A operand that stays in registers from step to step (the f32 accumulator fragment of
+   one step is the hi / lo 16-bit fragment pair of the next, so the state keeps ~f32 accuracy;
+   f32 A: 3xTF32), and A_u^T is the B operand, read from a cp.async ring of tiles
+   (ssm__tc_prod_step). State columns are independent, so a warp owns G::MB blocks of 16, a CTA
+   SSM__TCM_WARPS warps, and grid z covers the m columns of h, then (with P) the n columns of
+   P^T, which start from the identity and take no b. A reads from L2 for every CTA of a
+   (chunk, sequence) after the first. b_u is loaded at the end of step u - 1, so its latency
+   hides behind step u's MMAs; h_u is stored from the accumulators. */
+#define SSM__TCM_WARPS 4
+template <int W, int TR, int BF, int PAD>
+__global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_t s0, int64_t T, int64_t Lc, int skip_last,
+                                                                         int n, int m, ssm__cu_rv A, int64_t aos,
+                                                                         ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init,
+                                                                         float *P, int64_t nchunks) {
+    extern __shared__ __align__(16) unsigned char ssm__tm_sm[];
+    typedef ssm__tcg<W, BF> G;
+    typedef typename G::E Et;
+    constexpr int NT = 32 * SSM__TCM_WARPS, NST = G::PNST, MB = G::MB;
+    constexpr int NKLO = !PAD ? W / 16 : W == 128 ? 5 : 1; /* k-slabs inside n: n >= 72 at W = 128 */
+    constexpr int LD = G::template ld<1, TR>(), TILE = W * LD, KS = G::F32 ? W / 8 : W / 16;
+    Et *As = (Et *)ssm__tm_sm;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, lr = lane >> 2, lc = 2 * (lane & 3);
+    const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
+    int64_t len64 = T - c * Lc;
+    if (len64 > Lc) len64 = Lc;
+    if (skip_last) --len64;
+    if (len64 <= 0) return;
+    const int len = (int)len64, hb = (m + 15) >> 4, nb = hb + (P ? (n + 15) >> 4 : 0);
+    const int rb0 = ((int)blockIdx.z * SSM__TCM_WARPS + warp) * MB; /* this warp's first 16-column block */
+    const int mbn = min(MB, max(0, nb - rb0)), nk = PAD ? (n + 15) >> 4 : W / 16;
+    const Et *Ag = (const Et *)A.p;
+    const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
+    const int64_t hbase = h.off + s * h.ss + c * h.chs;
+    float acc[MB][W / 8][4], bu[MB][W / 8][4];
+    unsigned af[MB][KS][4], al[MB][KS][4];
+    ssm__tc_zero_ring<PAD>((unsigned short *)As, NST * TILE * (int)sizeof(Et) / 2, tid, NT);
+#pragma unroll
+    for (int u = 0; u < NST - 1; ++u) {
+        if (u < len) ssm__tc_load_tile<W, NT, 0, PAD, LD>(As + u * TILE, Ag + abase + u * A.ts, aos, n, tid);
+        ssm__tc_commit();
+    }
+    /* the state's element (t, z) of block mb: state column j (of h, or of P) = row0 + lr + 8 (z >> 1),
+       row i = 8 t + lc + (z & 1) */
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) {
+        const int rb = rb0 + mb, row0 = 16 * (rb < hb ? rb : rb - hb);
+        if (rb >= hb) ssm__tc_eye<W>(acc[mb], row0, lane);
+#pragma unroll
+        for (int t = 0; t < W / 8; ++t)
+#pragma unroll
+            for (int z = 0; z < 4; ++z) {
+                const int i = 8 * t + lc + (z & 1), j = row0 + lr + 8 * (z >> 1);
+                const bool in = mb < mbn && rb < hb && i < n && j < m;
+                if (rb < hb)
+                    acc[mb][t][z] = in && init.p ? ssm__cu_ld(init.p, init.dt, init.off + s * init.ss + c * init.chs +
+                                                                              i * init.rs + j * init.cs)
+                                                 : 0.f;
+                bu[mb][t][z] = in ? ssm__cu_ld(b.p, b.dt, bbase + i * b.rs + j * b.cs) : 0.f;
+            }
+    }
+    for (int u = 0; u < len; ++u) {
+        ssm__tc_wait<NST - 2>();
+        __syncthreads();
+        {
+            const int un = u + NST - 1;
+            if (un < len) ssm__tc_load_tile<W, NT, 0, PAD, LD>(As + (un % NST) * TILE, Ag + abase + un * A.ts, aos, n, tid);
+            ssm__tc_commit();
+        }
+        const Et *At = As + (u % NST) * TILE;
+        if (mbn == 0) continue; /* a warp past the columns only loads tiles */
+        ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) {
+            if constexpr (G::F32) ssm__tc_prod_step32<W, TR, 1, decltype(K)::value, LD>(acc, af, al, At, lane, mbn);
+            else ssm__tc_prod_step<W, TR, BF, 1, decltype(K)::value>(acc, af, al, At, lane, mbn);
+        });
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb) {
+            const int rb = rb0 + mb, j0 = 16 * rb + lr;
+            if (mb >= mbn || rb >= hb) continue;
+#pragma unroll
+            for (int t = 0; t < W / 8; ++t)
+#pragma unroll
+                for (int z = 0; z < 4; ++z) {
+                    const int i = 8 * t + lc + (z & 1), j = j0 + 8 * (z >> 1);
+                    acc[mb][t][z] += bu[mb][t][z];
+                    if (i < n && j < m) {
+                        ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + i * h.rs + j * h.cs, acc[mb][t][z]);
+                        if (u + 1 < len) bu[mb][t][z] = ssm__cu_ld(b.p, b.dt, bbase + (u + 1) * b.ts + i * b.rs + j * b.cs);
+                    }
+                }
+        }
+    }
+    if (P) { /* P = (P^T)^T, [n][n] row-major per chunk */
+        float *dst = P + (s * nchunks + c) * (int64_t)n * n;
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb) {
+            const int rb = rb0 + mb;
+            if (mb >= mbn || rb < hb) continue;
+#pragma unroll
+            for (int t = 0; t < W / 8; ++t)
+#pragma unroll
+                for (int z = 0; z < 4; ++z) {
+                    const int i = 8 * t + lc + (z & 1), j = 16 * (rb - hb) + lr + 8 * (z >> 1);
+                    if (i < n && j < n) dst[(int64_t)i * n + j] = acc[mb][t][z];
+                }
+        }
+    }
+}
+template <int W, int TR, int BF> static size_t ssm__tcm_smem() {
+    return (size_t)ssm__tcg<W, BF>::PNST * W * ssm__tcg<W, BF>::template ld<1, TR>() * sizeof(typename ssm__tcg<W, BF>::E);
+}
+/* 1 when the matrix-state kernel takes a ssm__cu_rec_launch: m >= 8 (narrower states leave
+   most of a 16-column block idle), unless linrec_mat = 1; 16-bit A with n a multiple of 8 up to
+   128, or f32 A with n a multiple of 4 up to 64; rows (or columns: the adjoint's transposed
+   view) of A contiguous, 16-byte aligned, at 16-byte multiples apart in every direction. */
+/* The matrix-state shapes (the plan's choice of method, before the views are known). */
+static int ssm__cu_tcm_shape(ssm_dtype dt, int64_t n, int64_t m) {
+    return m >= 8 && m <= 65535 * 16 && n >= 8 &&
+           ((dt.bits == 16 && n % 8 == 0 && n <= SSM__TC_NMAX) || (dt.bits == 32 && n % 4 == 0 && n <= SSM__TC_N));
+}
+static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A) {
+    const int f32 = A.dt == 0;
+    const int64_t al = f32 ? 3 : 7, n = L->n, os = A.cs == 1 ? A.rs : A.rs == 1 ? A.cs : 0;
+    const ssm__cu_state *cs = ssm__cu_st(L->ctx);
+    size_t smem;
+    if (cs->knobs.linrec_mat == 1 || (A.dt != 0 && A.dt != 1 && A.dt != 2) ||
+        !ssm__cu_tcm_shape(f32 ? SSM_F32 : SSM_F16, n, L->m))
+        return 0;
+    if (!os || ((uintptr_t)A.p & 15) || (A.off & al) || (A.ts & al) || (A.ss & al) || (A.chs & al) || (os & al)) return 0;
+    {
+        const int w = ssm__cu_tc_w(n), tr = A.cs != 1;
+        if (f32) smem = w == SSM__TC_NS ? (tr ? ssm__tcm_smem<SSM__TC_NS, 1, 2>() : ssm__tcm_smem<SSM__TC_NS, 0, 2>())
+                                         : (tr ? ssm__tcm_smem<SSM__TC_N, 1, 2>() : ssm__tcm_smem<SSM__TC_N, 0, 2>());
+        else smem = w == SSM__TC_NS ? ssm__tcm_smem<SSM__TC_NS, 0, 0>() : w == SSM__TC_N ? ssm__tcm_smem<SSM__TC_N, 0, 0>()
+                                                                                         : ssm__tcm_smem<SSM__TC_NMAX, 0, 0>();
+    }
+    return smem <= cs->smem_optin;
+}
+template <int W, int TR, int BF, int PAD>
+static ssm_result ssm__cu_tcm_go(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last, ssm__cu_rv A,
+                                 int64_t aos, ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P) {
+    const size_t smem = ssm__tcm_smem<W, TR, BF>();
+    const int64_t nb = (L->m + 15) / 16 + (P ? (L->n + 15) / 16 : 0), per = (int64_t)SSM__TCM_WARPS * ssm__tcg<W, BF>::MB;
+    cudaError_t e = ssm__cu_smem_allow((const void *)ssm__cu_tcm_kernel<W, TR, BF, PAD>, smem, ssm__cu_st(L->ctx)->smem_optin);
+    if (e != cudaSuccess)
+        return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
+    for (int64_t s0 = 0; s0 < L->S; s0 += 65535) { /* grid y stops at 65535 sequences a launch */
+        dim3 grid((unsigned)nchunks, SSM__CU_GRID_Y(L->S - s0), (unsigned)((nb + per - 1) / per));
+        ssm__cu_tcm_kernel<W, TR, BF, PAD><<<grid, 32 * SSM__TCM_WARPS, smem, ssm__cu_st(L->ctx)->stream>>>(
+            s0, T, Lc, skip_last, (int)L->n, (int)L->m, A, aos, b, h, init, P, nchunks);
+        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tcm_kernel");
+    }
+    return SSM_OK;
+}
+/* ssm__cu_rec_launch's tensor-core form (the caller checked ssm__cu_tcm_fits). */
+static ssm_result ssm__cu_tcm_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last, ssm__cu_rv A,
+                                     ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P) {
+    const int w = ssm__cu_tc_w(L->n), tr = A.cs != 1, pad = L->n != w, bf = A.dt == 0 ? 2 : A.dt == 2;
+    const int64_t aos = tr ? A.cs : A.rs;
+#define SSM__TCM_GO(W_, TR_, BF_)                                                                         \
+    (pad ? ssm__cu_tcm_go<W_, TR_, BF_, 1>(L, nchunks, T, Lc, skip_last, A, aos, b, h, init, P)            \
+         : ssm__cu_tcm_go<W_, TR_, BF_, 0>(L, nchunks, T, Lc, skip_last, A, aos, b, h, init, P))
+#define SSM__TCM_W(W_)                                                                                    \
+    (bf == 0 ? (tr ? SSM__TCM_GO(W_, 1, 0) : SSM__TCM_GO(W_, 0, 0))                                       \
+             : tr ? SSM__TCM_GO(W_, 1, 1) : SSM__TCM_GO(W_, 0, 1))
+    if (bf == 2) {
+        if (w == SSM__TC_NS) return tr ? SSM__TCM_GO(SSM__TC_NS, 1, 2) : SSM__TCM_GO(SSM__TC_NS, 0, 2);
+        return tr ? SSM__TCM_GO(SSM__TC_N, 1, 2) : SSM__TCM_GO(SSM__TC_N, 0, 2);
+    }
+    if (w == SSM__TC_NS) return SSM__TCM_W(SSM__TC_NS);
+    if (w == SSM__TC_N) return SSM__TCM_W(SSM__TC_N);
+    return SSM__TCM_W(SSM__TC_NMAX);
+#undef SSM__TCM_W
+#undef SSM__TCM_GO
+}
+
 /* ---- Hillis-Steele scan, one fused kernel per level ----------------------------------------
    Level d (d = 1, 2, 4, ... < T) over every t >= d of every sequence, in one pass:
    v'_t = M_t v_{t-d} + v_t and, where a later level reads it, M'_t = M_t M_{t-d}; the few
@@ -3344,6 +3544,7 @@ static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
 static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const int64_t sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
     const int tc = ssm__cu_tc_shape(p->dtype, p->n, p->m);
+    const int mat = ctx && ssm__cu_st(ctx) && ssm__cu_st(ctx)->knobs.linrec_mat != 1 && ssm__cu_tcm_shape(p->dtype, p->n, p->m);
     p->group = p->S;
     p->work = SSM_F32;
     if (!p->chunk) {
@@ -3356,7 +3557,8 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     }
     if (p->method != SSM_LINREC_AUTO) return;
     if (tc && p->T > 64) p->method = SSM_LINREC_CHUNKED;
-    else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
+    else if (p->T <= 64 || p->S >= 2 * sms || (mat && p->S * ((p->m + 15) / 16) >= 8 * sms)) p->method = SSM_LINREC_SEQUENTIAL;
+    else if (mat) p->method = SSM_LINREC_CHUNKED;
     else if (p->S * 8 <= sms || (p->m >= p->n && p->n >= 16 && p->n <= 64)) p->method = SSM_LINREC_CR;
     else p->method = SSM_LINREC_CHUNKED;
 }

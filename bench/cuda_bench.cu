@@ -8,7 +8,8 @@
    forced (ours:cr-levels) and ssm.h's generic levels on cuBLAS (ours:cr-generic) side by side,
    with chunked, auto and the scans at the target shapes. `cuda_bench scan` runs the scans
    (Hillis-Steele, Blelloch) alone, ours against ssm.h's generic levels; `cuda_bench decay` the
-   decay-scan rows alone. */
+   decay-scan rows alone; `cuda_bench mat` the matrix-state grid (m = n, every T and dtype,
+   forward and backward; BENCH_MAT_N / _T / _DT pick one shape, BENCH_CHUNK sets the chunk). */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
@@ -58,6 +59,7 @@ static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t
         size_t ws = 0;
         d.method = meth;
         d.stats = &st;
+        if (getenv("BENCH_CHUNK")) d.chunk = atoll(getenv("BENCH_CHUNK")); /* the chunk (span) length, by shape when unset */
         ssm_linrec_workspace_size(ctx, &d, dt, S, T, n, m, 0, &ws);
         ssm_result r = ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
         if (r != SSM_OK) { printf("  %s: %s\n", ssm_linrec_method_name(meth), ssm_ctx_last_error(ctx)); continue; }
@@ -264,6 +266,29 @@ int main(int argc, char **argv) {
         }
         fclose(jl), fclose(jd);
         ssm_ctx_destroy(lev), ssm_ctx_destroy(gen), ssm_ctx_destroy(ctx);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "mat")) { /* matrix states (m = n): the issue's grid, every method that runs them fast */
+        ssm_ctx *cores = ctx_with([](ssm_cuda_config &c) { c.linrec_mat = 1; });
+        if (!cores) return 1;
+        std::vector<ssm_linrec_method> ms = {SSM_LINREC_AUTO, SSM_LINREC_SEQUENTIAL, SSM_LINREC_CHUNKED, SSM_LINREC_CR};
+        std::vector<ssm_linrec_method> chunked = {SSM_LINREC_CHUNKED};
+        const int64_t ns[3] = {32, 64, 128}, Ts[4] = {1024, 2048, 4096, 8192};
+        printf("== matrix states, m = n (S so that A >= 256 MB); fwd and bwd\n");
+        for (int di = 0; di < 3; ++di) {
+            ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+            for (int ni = 0; ni < 3; ++ni)
+                for (int ti = 0; ti < 4; ++ti) {
+                    int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
+                    if (getenv("BENCH_MAT_N") && atoll(getenv("BENCH_MAT_N")) != n) continue; /* one shape (profiles) */
+                    if (getenv("BENCH_MAT_T") && atoll(getenv("BENCH_MAT_T")) != T) continue;
+                    if (getenv("BENCH_MAT_DT") && atoi(getenv("BENCH_MAT_DT")) != di) continue;
+                    linrec_rows(ctx, jl, dt, S, T, n, n, ms, 1);
+                    if (ti == 0) linrec_rows(cores, jl, dt, S, T, n, n, chunked, 1, "cudacores"); /* the CUDA-core kernel beside it */
+                }
+        }
+        fclose(jl), fclose(jd);
+        ssm_ctx_destroy(cores), ssm_ctx_destroy(ctx);
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "narrow")) { /* the tensor-core path below n = 64 (padded tiles) */

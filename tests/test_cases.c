@@ -1304,6 +1304,25 @@ static void build(void) {
         lr_tc_sweep(Nw, 8, 16, CASE_F16, CASE_BF16);
         lr_tc_sweep(Nf, 7, 14, CASE_F32, CASE_F32); /* f32 (3xTF32) up to n = 64 */
     }
+    /* matrix states (m >= 8) on CUDA's tensor-core recurrence kernel: 16-bit n = 8..128 by 8
+       (tiles of 32, 64 and 128 columns, zero-filled past n), f32 n = 8..64 by 4 (3xTF32), m from
+       8 to past one CTA's columns, the chunk products in the same kernel; sequential, chunked
+       and auto, forward and backward (the adjoint's transposed A). Odd n and m stay on the CUDA
+       cores (rows above). */
+    {
+        static const int64_t n16[8] = {64, 8, 24, 128, 40, 96, 16, 72}, n32[5] = {32, 12, 64, 44, 8};
+        static const int64_t ms[5] = {8, 16, 0 /* m = n */, 21, 136}, Tm[5] = {65, 300, 2, 1000, 129}, Cm[3] = {0, 16, 37};
+        static const int methods[4] = {SSM_LINREC_CHUNKED, SSM_LINREC_SEQUENTIAL, SSM_LINREC_AUTO, SSM_LINREC_CHUNKED};
+        for (k = 0; k < 30; ++k) {
+            const unsigned dt = k % 3 == 0 ? CASE_F16 : k % 3 == 1 ? CASE_BF16 : CASE_F32;
+            const int64_t n = dt == CASE_F32 ? n32[k % 5] : n16[k % 8], m = ms[k % 5] ? ms[k % 5] : n;
+            const int64_t T = n * m > 64 * 64 && Tm[(k / 2) % 5] > 300 ? 129 : Tm[(k / 2) % 5];
+            const unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 5 != 1 ? CASE_HT : 0) | (k % 7 >= 4 ? CASE_REVERSE : 0);
+            const int layout = k % 6 == 5 ? LAYOUT_REVERSED : LAYOUT_CONTIGUOUS;
+            lr_row(CASE_FWD, dt, layout, methods[k % 4], 1 + k % 3, T, n, m, Cm[(k / 4) % 3], 0.9, flags);
+            if (T <= 300) lr_row(CASE_BWD, dt, layout, methods[(k + 1) % 4], 1 + k % 3, T, n, m, Cm[(k / 3) % 3], 0.9, flags);
+        }
+    }
     /* the tensor-core path's two-level carries (from 128 chunk maps a sequence, in groups of 8 up to 1279;
        the last group partial: 140 maps at T = 2250, chunks of 16; or a single map: 137 at
        T = 2200, 129 at T = 8300 with the default 64), every tile width, forward and backward */

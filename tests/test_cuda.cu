@@ -838,13 +838,13 @@ static void suite_cuda_errors(ssm_ctx *cu) {
             r = ssm_ctx_create(&cfg, &c2);
             CHECK(r == SSM_ERROR_INVALID_DEVICE && c2 == NULL, "context on device 99 -> %s", ssm_result_string(r));
         }
-        for (int f = 0; f < 11; ++f) { /* each kernel-choice field one past its range */
+        for (int f = 0; f < 12; ++f) { /* each kernel-choice field one past its range */
             ssm_ctx *c2 = NULL;
             ssm_ctx_config cfg = ssm_ctx_config_init();
             ssm_cuda_config cc = ssm_cuda_config_init();
-            int *knob[11] = {&cc.decay_kernel, &cc.decay_tile_cols, &cc.decay_tile_steps, &cc.decay_tile_vec,
+            int *knob[12] = {&cc.decay_kernel, &cc.decay_tile_cols, &cc.decay_tile_steps, &cc.decay_tile_vec,
                              &cc.decay_prefetch, &cc.linrec_tc_split, &cc.proj_kernel, &cc.linrec_cr, &cc.bell_kernel,
-                             &cc.linrec_tc_prod, &cc.linrec_scan};
+                             &cc.linrec_tc_prod, &cc.linrec_scan, &cc.linrec_mat};
             *knob[f] = f == 6 || f == 0 ? 4 : f == 1 ? 5 : 3;
             cfg.backend = ssm_cuda_backend();
             cfg.backend_config = &cc;
@@ -1090,6 +1090,13 @@ int main(void) {
         cases_label = "scan-pertask";
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         cc.linrec_scan = 0;
+        cc.linrec_mat = 1; /* matrix states on the CUDA-core kernel instead of the tensor-core one */
+        cases_label = "mat-cuda-cores";
+        cases_variant = SSM_LINREC_SEQUENTIAL;
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cases_variant = SSM_LINREC_CHUNKED;
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_mat = 0;
         cases_variant = -1;
         cases_label = NULL;
     }
