@@ -1304,7 +1304,7 @@ static ssm__cu_op ssm__cu_op_at(ssm_seq_view v, int64_t t) {
     return o;
 }
 
-static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A);
+static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A, const ssm__cu_rv &b);
 static ssm_result ssm__cu_tcm_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last, ssm__cu_rv A,
                                      ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P);
 /* The fused recurrence over nchunks chunks: on the tensor cores where ssm__cu_tcm_fits (matrix
@@ -1314,7 +1314,7 @@ static ssm_result ssm__cu_rec_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, 
     size_t smem = ssm__cu_rec_smem(L->n, L->m, P != NULL);
     cudaError_t e;
     if (nchunks <= 0) return SSM_OK;
-    if (ssm__cu_tcm_fits(L, A)) {
+    if (ssm__cu_tcm_fits(L, A, b)) {
         SSM__TRY(ssm__cu_tcm_launch(L, nchunks, T, Lc, skip_last, A, b, h, init, P));
         L->st->mat_state += L->S * T;
         return SSM_OK;
@@ -1337,18 +1337,20 @@ static ssm_result ssm__cu_rec_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, 
 static int ssm__cu_rec_fits(const ssm__cu_lr *L, int withP) {
     return ssm__cu_rec_smem(L->n, L->m, withP) <= ssm__cu_st(L->ctx)->smem_optin;
 }
-/* The sequential (withP 0) and chunked (1) methods run: every launch takes one of the two kernels
-   (the chunked carries, A = P in f32, may take the CUDA cores' without P). */
-static int ssm__cu_rec_runs(const ssm__cu_lr *L, int withP, ssm_seq_view A) {
-    const ssm__cu_rv a = ssm__cu_rv_of(A, 0, 0);
-    return ssm__cu_rec_fits(L, withP) || (ssm__cu_tcm_fits(L, a) && ssm__cu_rec_fits(L, 0));
+/* The sequential (withP 0) and chunked (1) methods run: every launch takes one of the two
+   kernels (the chunked carries, A = P in f32: the tensor cores' up to n = 64, else the CUDA
+   cores' without P). */
+static int ssm__cu_rec_runs(const ssm__cu_lr *L, int withP, ssm_seq_view A, ssm_seq_view b) {
+    if (ssm__cu_rec_fits(L, withP)) return 1;
+    if (!ssm__cu_tcm_fits(L, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0))) return 0;
+    return !withP || L->n <= 64 || ssm__cu_rec_fits(L, 0); /* SSM__TC_N */
 }
 
 /* Sequential: steps 1..T-1 (h_0 given) in one fused kernel. */
 static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h) {
     ssm__cu_rv init;
     if (T <= 1) return SSM_OK;
-    if (!ssm__cu_rec_runs(L, 0, A)) return SSM__NOT_MINE;
+    if (!ssm__cu_rec_runs(L, 0, A, b)) return SSM__NOT_MINE;
     init = ssm__cu_rv_of(h, 0, 0);
     return ssm__cu_rec_launch(L, 1, T - 1, T, 0, ssm__cu_rv_of(A, 1, 0), ssm__cu_rv_of(b, 1, 0), ssm__cu_rv_of(h, 1, 0),
                               init, NULL);
@@ -1368,7 +1370,7 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     ssm_seq_view P, E;
     ssm__cu_rv none;
     if (C >= T) return ssm__cu_lr_sequential(L, T, A, b, h);
-    if (!ssm__cu_rec_runs(L, 1, A)) return SSM__NOT_MINE;
+    if (!ssm__cu_rec_runs(L, 1, A, b)) return SSM__NOT_MINE;
     memset(&none, 0, sizeof none);
     nc = (T - 1) / C, nfull = (T - C) / C, tail = (T - C) % C;
     P.ptr = ws, P.dtype = SSM_F32, P.off = 0, P.ts = L->n * L->n, P.rs = L->n, P.cs = 1, P.ss = nc * L->n * L->n;
@@ -1948,13 +1950,12 @@ template <int W> __device__ __forceinline__ void ssm__tc_put_e(float *dst, const
 /* The product warps' step, Q <- Q A_u^T, over the first NK k-slabs and 16-column blocks (NK =
    W / 16 at n = W; for n < W the rest are zero products) and this warp's first mbn 16-row
    blocks (a block past n keeps its rows of Q = I: P is 1 on its diagonal past n, which the
-   carries multiply by states that are zero there). NK is a template argument: guards inside
+   carries multiply by states that are zero there); MB blocks a warp, pass 1's by default. NK is a template argument: guards inside
    the unrolled loops cost the loads their overlap with the MMAs (n = 48 ran 9% slower than
    with no skipping at all). */
-template <int W, int TR, int BF, int SPLIT, int NK>
+template <int W, int TR, int BF, int SPLIT, int NK, int MB = ssm__tcg<W>::MB>
 __device__ __forceinline__ void ssm__tc_prod_step(float (*acc)[W / 8][4], unsigned (*af)[W / 16][4],
                                                   unsigned (*al)[W / 16][4], const unsigned short *At, int lane, int mbn) {
-    constexpr int MB = ssm__tcg<W>::MB;
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb)
         if (mb < mbn) ssm__tc_frag<BF, SPLIT, NK>(af[mb], al[mb], acc[mb]);
@@ -2672,152 +2673,195 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
    an MMA A operand that stays in registers from step to step (the f32 accumulator fragment of
    one step is the hi / lo 16-bit fragment pair of the next, so the state keeps ~f32 accuracy;
    f32 A: 3xTF32), and A_u^T is the B operand, read from a cp.async ring of tiles
-   (ssm__tc_prod_step). State columns are independent, so a warp owns G::MB blocks of 16, a CTA
-   SSM__TCM_WARPS warps, and grid z covers the m columns of h, then (with P) the n columns of
-   P^T, which start from the identity and take no b. A reads from L2 for every CTA of a
-   (chunk, sequence) after the first. b_u is loaded at the end of step u - 1, so its latency
-   hides behind step u's MMAs; h_u is stored from the accumulators. */
+   (ssm__tc_prod_step). State columns are independent: a warp owns 16, a CTA SSM__TCM_WARPS
+   warps, and grid z covers the m columns of h, then (with P) the n columns of P^T, which start
+   from the identity and take no b. A step is a few hundred instructions a warp and one warp a
+   scheduler runs it latency-bound (ncu, d9b5258: 1226 instructions a step at 24 cycles each
+   when b and h went element by element through global memory), so the per-step I/O is kept
+   short: b_u (16-bit, rows contiguous and 16-byte aligned) arrives in the same cp.async ring as
+   A_u, h_u (f32, rows contiguous) goes through a per-warp shared-memory stage as 16-byte
+   stores, and with P (the chunked method's pass 1, whose states only the chunk's end is read
+   of) only the last step is stored. Other layouts load and store element by element. */
 #define SSM__TCM_WARPS 4
+template <int W, int BF> struct ssm__tcm { /* the kernel's shared memory */
+    typedef ssm__tcg<W, BF> G;
+    static constexpr int NST = W == 128 ? 3 : 4;    /* ring depth, A and b tiles */
+    static constexpr int CW = 16 * SSM__TCM_WARPS; /* state columns a CTA */
+    static constexpr int LDB = CW + 8;             /* a 16-bit b tile's row: conflict-free column reads */
+    static constexpr int LDH = 20;                 /* a warp's h stage row (floats): conflict-free stores */
+    template <int TR> static constexpr size_t smem() {
+        return (size_t)NST * W * G::template ld<1, TR>() * sizeof(typename G::E) + (G::F32 ? 0 : (size_t)NST * W * LDB * 2) +
+               (size_t)SSM__TCM_WARPS * W * LDH * 4;
+    }
+};
+template <int BF> __device__ __forceinline__ float ssm__tcm_f(unsigned short v) {
+    return BF ? __bfloat162float(__ushort_as_bfloat16(v)) : __half2float(__ushort_as_half(v));
+}
+/* fast: 1 = b by the ring (16-bit), 2 = h by the stage */
 template <int W, int TR, int BF, int PAD>
 __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_t s0, int64_t T, int64_t Lc, int skip_last,
                                                                          int n, int m, ssm__cu_rv A, int64_t aos,
                                                                          ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init,
-                                                                         float *P, int64_t nchunks) {
+                                                                         float *P, int64_t nchunks, int fast) {
     extern __shared__ __align__(16) unsigned char ssm__tm_sm[];
     typedef ssm__tcg<W, BF> G;
+    typedef ssm__tcm<W, BF> M;
     typedef typename G::E Et;
-    constexpr int NT = 32 * SSM__TCM_WARPS, NST = G::PNST, MB = G::MB;
+    constexpr int NW = SSM__TCM_WARPS, NT = 32 * NW, NST = M::NST, CW = M::CW, LDB = M::LDB, LDH = M::LDH;
     constexpr int NKLO = !PAD ? W / 16 : W == 128 ? 5 : 1; /* k-slabs inside n: n >= 72 at W = 128 */
     constexpr int LD = G::template ld<1, TR>(), TILE = W * LD, KS = G::F32 ? W / 8 : W / 16;
-    Et *As = (Et *)ssm__tm_sm;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, lr = lane >> 2, lc = 2 * (lane & 3);
+    Et *As = (Et *)ssm__tm_sm;
+    unsigned short *Bs = (unsigned short *)(As + NST * TILE);
+    float *Hs = (float *)(Bs + (G::F32 ? 0 : NST * W * LDB)) + warp * W * LDH;
     const int64_t c = blockIdx.x, s = s0 + blockIdx.y;
     int64_t len64 = T - c * Lc;
     if (len64 > Lc) len64 = Lc;
     if (skip_last) --len64;
     if (len64 <= 0) return;
     const int len = (int)len64, hb = (m + 15) >> 4, nb = hb + (P ? (n + 15) >> 4 : 0);
-    const int rb0 = ((int)blockIdx.z * SSM__TCM_WARPS + warp) * MB; /* this warp's first 16-column block */
-    const int mbn = min(MB, max(0, nb - rb0)), nk = PAD ? (n + 15) >> 4 : W / 16;
+    const int rb = (int)blockIdx.z * NW + warp, mbn = rb < nb, isH = rb < hb; /* this warp's 16-column block */
+    const int cj0 = (int)blockIdx.z * CW, jw = 16 * rb, nk = PAD ? (n + 15) >> 4 : W / 16;
+    const int bvec = !G::F32 && (fast & 1) && cj0 < m, hvec = fast & 2, bw = min(CW, m - cj0); /* bw: b columns here */
     const Et *Ag = (const Et *)A.p;
+    const unsigned short *Bg = (const unsigned short *)b.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
     const int64_t hbase = h.off + s * h.ss + c * h.chs;
-    float acc[MB][W / 8][4], bu[MB][W / 8][4];
-    unsigned af[MB][KS][4], al[MB][KS][4];
-    ssm__tc_zero_ring<PAD>((unsigned short *)As, NST * TILE * (int)sizeof(Et) / 2, tid, NT);
+    float acc[1][W / 8][4];
+    unsigned af[1][KS][4], al[1][KS][4];
+    /* tile u of A and (bvec) rows < n, columns [cj0, cj0 + bw) of b_u; zero past them, set once below */
+    auto load = [&](int u) {
+        ssm__tc_load_tile<W, NT, 0, PAD, LD>(As + (u % NST) * TILE, Ag + abase + u * A.ts, aos, n, tid);
+        if (bvec) {
+            unsigned short *dst = Bs + (u % NST) * W * LDB;
+            constexpr int CPR = CW / 8; /* 16-byte chunks a row */
+#pragma unroll
+            for (int k = 0; k < (W * CPR + NT - 1) / NT; ++k) {
+                const int id = tid + NT * k, r = id / CPR, c8 = (id % CPR) * 8;
+                if (r < n && c8 < bw) ssm__tc_cp16(dst + r * LDB + c8, Bg + bbase + u * b.ts + r * b.rs + cj0 + c8);
+            }
+        }
+    };
+    if (PAD || bvec) { /* the rings' zeros, before any copy */
+        const int halfs = NST * TILE * (int)sizeof(Et) / 2 + (bvec ? NST * W * LDB : 0);
+        for (int i = 8 * tid; i < halfs; i += 8 * NT) *(uint4 *)((unsigned short *)As + i) = make_uint4(0, 0, 0, 0);
+        __syncthreads();
+    }
 #pragma unroll
     for (int u = 0; u < NST - 1; ++u) {
-        if (u < len) ssm__tc_load_tile<W, NT, 0, PAD, LD>(As + u * TILE, Ag + abase + u * A.ts, aos, n, tid);
+        if (u < len) load(u);
         ssm__tc_commit();
     }
-    /* the state's element (t, z) of block mb: state column j (of h, or of P) = row0 + lr + 8 (z >> 1),
-       row i = 8 t + lc + (z & 1) */
+    /* the state's element (t, z): state column row0 + lr + 8 (z >> 1) (of h, or of P), row 8 t + lc + (z & 1) */
+    {
+        const int row0 = isH ? jw : 16 * (rb - hb);
+        if (!isH) ssm__tc_eye<W>(acc[0], row0, lane);
+        else
 #pragma unroll
-    for (int mb = 0; mb < MB; ++mb) {
-        const int rb = rb0 + mb, row0 = 16 * (rb < hb ? rb : rb - hb);
-        if (rb >= hb) ssm__tc_eye<W>(acc[mb], row0, lane);
+            for (int t = 0; t < W / 8; ++t)
 #pragma unroll
-        for (int t = 0; t < W / 8; ++t)
-#pragma unroll
-            for (int z = 0; z < 4; ++z) {
-                const int i = 8 * t + lc + (z & 1), j = row0 + lr + 8 * (z >> 1);
-                const bool in = mb < mbn && rb < hb && i < n && j < m;
-                if (rb < hb)
-                    acc[mb][t][z] = in && init.p ? ssm__cu_ld(init.p, init.dt, init.off + s * init.ss + c * init.chs +
-                                                                              i * init.rs + j * init.cs)
-                                                 : 0.f;
-                bu[mb][t][z] = in ? ssm__cu_ld(b.p, b.dt, bbase + i * b.rs + j * b.cs) : 0.f;
-            }
+                for (int z = 0; z < 4; ++z) {
+                    const int i = 8 * t + lc + (z & 1), j = row0 + lr + 8 * (z >> 1);
+                    acc[0][t][z] = init.p && i < n && j < m ? ssm__cu_ld(init.p, init.dt, init.off + s * init.ss + c * init.chs +
+                                                                                            i * init.rs + j * init.cs)
+                                                            : 0.f;
+                }
     }
     for (int u = 0; u < len; ++u) {
         ssm__tc_wait<NST - 2>();
         __syncthreads();
-        {
-            const int un = u + NST - 1;
-            if (un < len) ssm__tc_load_tile<W, NT, 0, PAD, LD>(As + (un % NST) * TILE, Ag + abase + un * A.ts, aos, n, tid);
-            ssm__tc_commit();
-        }
+        if (u + NST - 1 < len) load(u + NST - 1);
+        ssm__tc_commit();
+        if (!mbn) continue; /* a warp past the columns only loads tiles */
         const Et *At = As + (u % NST) * TILE;
-        if (mbn == 0) continue; /* a warp past the columns only loads tiles */
         ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) {
-            if constexpr (G::F32) ssm__tc_prod_step32<W, TR, 1, decltype(K)::value, LD>(acc, af, al, At, lane, mbn);
-            else ssm__tc_prod_step<W, TR, BF, 1, decltype(K)::value>(acc, af, al, At, lane, mbn);
+            if constexpr (G::F32) ssm__tc_prod_step32<W, TR, 1, decltype(K)::value, LD>(acc, af, al, At, lane, 1);
+            else ssm__tc_prod_step<W, TR, BF, 1, decltype(K)::value, 1>(acc, af, al, At, lane, 1);
         });
+        if (!isH) continue;
+        const unsigned short *bt = Bs + (u % NST) * W * LDB;
+        const bool store = !P || u == len - 1; /* with P only the chunk's end is read */
+        if (hvec && store) __syncwarp(); /* the last step's stage read */
 #pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-            const int rb = rb0 + mb, j0 = 16 * rb + lr;
-            if (mb >= mbn || rb >= hb) continue;
+        for (int t = 0; t < W / 8; ++t)
 #pragma unroll
-            for (int t = 0; t < W / 8; ++t)
-#pragma unroll
-                for (int z = 0; z < 4; ++z) {
-                    const int i = 8 * t + lc + (z & 1), j = j0 + 8 * (z >> 1);
-                    acc[mb][t][z] += bu[mb][t][z];
-                    if (i < n && j < m) {
-                        ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + i * h.rs + j * h.cs, acc[mb][t][z]);
-                        if (u + 1 < len) bu[mb][t][z] = ssm__cu_ld(b.p, b.dt, bbase + (u + 1) * b.ts + i * b.rs + j * b.cs);
-                    }
-                }
+            for (int z = 0; z < 4; ++z) {
+                const int i = 8 * t + lc + (z & 1), jl = lr + 8 * (z >> 1), j = jw + jl;
+                if (bvec) acc[0][t][z] += ssm__tcm_f<BF>(bt[i * LDB + j - cj0]); /* zero past n and m */
+                else if (i < n && j < m) acc[0][t][z] += ssm__cu_ld(b.p, b.dt, bbase + u * b.ts + i * b.rs + j * b.cs);
+                if (!store) continue;
+                if (hvec) Hs[i * LDH + jl] = acc[0][t][z];
+                else if (i < n && j < m) ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + i * h.rs + j * h.cs, acc[0][t][z]);
+            }
+        if (hvec && store) { /* rows < n, the warp's columns < m (m % 4 == 0), 16 bytes a store */
+            __syncwarp();
+            float *hg = (float *)h.p + hbase + u * h.ts + jw;
+            const int hw = min(16, m - jw);
+            for (int f = lane; f < 4 * n; f += 32) {
+                const int r = f >> 2, c4 = 4 * (f & 3);
+                if (c4 < hw) *(float4 *)(hg + r * h.rs + c4) = *(const float4 *)(Hs + r * LDH + c4);
+            }
         }
     }
-    if (P) { /* P = (P^T)^T, [n][n] row-major per chunk */
+    if (P && mbn && !isH) { /* P = (P^T)^T, [n][n] row-major per chunk */
         float *dst = P + (s * nchunks + c) * (int64_t)n * n;
 #pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-            const int rb = rb0 + mb;
-            if (mb >= mbn || rb < hb) continue;
+        for (int t = 0; t < W / 8; ++t)
 #pragma unroll
-            for (int t = 0; t < W / 8; ++t)
-#pragma unroll
-                for (int z = 0; z < 4; ++z) {
-                    const int i = 8 * t + lc + (z & 1), j = 16 * (rb - hb) + lr + 8 * (z >> 1);
-                    if (i < n && j < n) dst[(int64_t)i * n + j] = acc[mb][t][z];
-                }
-        }
+            for (int z = 0; z < 4; ++z) {
+                const int i = 8 * t + lc + (z & 1), j = 16 * (rb - hb) + lr + 8 * (z >> 1);
+                if (i < n && j < n) dst[(int64_t)i * n + j] = acc[0][t][z];
+            }
     }
 }
-template <int W, int TR, int BF> static size_t ssm__tcm_smem() {
-    return (size_t)ssm__tcg<W, BF>::PNST * W * ssm__tcg<W, BF>::template ld<1, TR>() * sizeof(typename ssm__tcg<W, BF>::E);
-}
-/* 1 when the matrix-state kernel takes a ssm__cu_rec_launch: m >= 8 (narrower states leave
-   most of a 16-column block idle), unless linrec_mat = 1; 16-bit A with n a multiple of 8 up to
-   128, or f32 A with n a multiple of 4 up to 64; rows (or columns: the adjoint's transposed
-   view) of A contiguous, 16-byte aligned, at 16-byte multiples apart in every direction. */
 /* The matrix-state shapes (the plan's choice of method, before the views are known). */
 static int ssm__cu_tcm_shape(ssm_dtype dt, int64_t n, int64_t m) {
     return m >= 8 && m <= 65535 * 16 && n >= 8 &&
            ((dt.bits == 16 && n % 8 == 0 && n <= SSM__TC_NMAX) || (dt.bits == 32 && n % 4 == 0 && n <= SSM__TC_N));
 }
-static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A) {
+/* 1 when the matrix-state kernel takes a ssm__cu_rec_launch: m >= 8 (narrower states leave
+   most of a 16-column block idle), unless linrec_mat = 1; 16-bit A with n a multiple of 8 up to
+   128, or f32 A with n a multiple of 4 up to 64; rows (or columns: the adjoint's transposed
+   view) of A contiguous, 16-byte aligned, at 16-byte multiples apart in every direction; b of
+   A's type. */
+static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A, const ssm__cu_rv &b) {
     const int f32 = A.dt == 0;
     const int64_t al = f32 ? 3 : 7, n = L->n, os = A.cs == 1 ? A.rs : A.rs == 1 ? A.cs : 0;
     const ssm__cu_state *cs = ssm__cu_st(L->ctx);
     size_t smem;
-    if (cs->knobs.linrec_mat == 1 || (A.dt != 0 && A.dt != 1 && A.dt != 2) ||
+    if (cs->knobs.linrec_mat == 1 || (A.dt != 0 && A.dt != 1 && A.dt != 2) || b.dt != A.dt ||
         !ssm__cu_tcm_shape(f32 ? SSM_F32 : SSM_F16, n, L->m))
         return 0;
     if (!os || ((uintptr_t)A.p & 15) || (A.off & al) || (A.ts & al) || (A.ss & al) || (A.chs & al) || (os & al)) return 0;
     {
         const int w = ssm__cu_tc_w(n), tr = A.cs != 1;
-        if (f32) smem = w == SSM__TC_NS ? (tr ? ssm__tcm_smem<SSM__TC_NS, 1, 2>() : ssm__tcm_smem<SSM__TC_NS, 0, 2>())
-                                         : (tr ? ssm__tcm_smem<SSM__TC_N, 1, 2>() : ssm__tcm_smem<SSM__TC_N, 0, 2>());
-        else smem = w == SSM__TC_NS ? ssm__tcm_smem<SSM__TC_NS, 0, 0>() : w == SSM__TC_N ? ssm__tcm_smem<SSM__TC_N, 0, 0>()
-                                                                                         : ssm__tcm_smem<SSM__TC_NMAX, 0, 0>();
+        if (f32) smem = w == SSM__TC_NS ? (tr ? ssm__tcm<SSM__TC_NS, 2>::smem<1>() : ssm__tcm<SSM__TC_NS, 2>::smem<0>())
+                                         : (tr ? ssm__tcm<SSM__TC_N, 2>::smem<1>() : ssm__tcm<SSM__TC_N, 2>::smem<0>());
+        else smem = w == SSM__TC_NS ? ssm__tcm<SSM__TC_NS, 0>::smem<0>() : w == SSM__TC_N ? ssm__tcm<SSM__TC_N, 0>::smem<0>()
+                                                                                         : ssm__tcm<SSM__TC_NMAX, 0>::smem<0>();
     }
     return smem <= cs->smem_optin;
+}
+/* The kernel's fast paths for these views: b rows contiguous, 16-byte aligned everywhere (16-bit;
+   m % 8); h f32 with rows contiguous, 16-byte aligned (m % 4). */
+static int ssm__cu_tcm_fast(const ssm__cu_lr *L, const ssm__cu_rv &b, const ssm__cu_rv &h) {
+    const int bv = b.dt != 0 && b.cs == 1 && !((uintptr_t)b.p & 15) && !((b.off | b.ts | b.rs | b.ss | b.chs) & 7) && !(L->m & 7);
+    const int hv = h.dt == 0 && h.cs == 1 && !((uintptr_t)h.p & 15) && !((h.off | h.ts | h.rs | h.ss | h.chs) & 3) && !(L->m & 3);
+    return bv | 2 * hv;
 }
 template <int W, int TR, int BF, int PAD>
 static ssm_result ssm__cu_tcm_go(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last, ssm__cu_rv A,
                                  int64_t aos, ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P) {
-    const size_t smem = ssm__tcm_smem<W, TR, BF>();
-    const int64_t nb = (L->m + 15) / 16 + (P ? (L->n + 15) / 16 : 0), per = (int64_t)SSM__TCM_WARPS * ssm__tcg<W, BF>::MB;
+    const size_t smem = ssm__tcm<W, BF>::template smem<TR>();
+    const int64_t nb = (L->m + 15) / 16 + (P ? (L->n + 15) / 16 : 0);
+    const int fast = ssm__cu_tcm_fast(L, b, h);
     cudaError_t e = ssm__cu_smem_allow((const void *)ssm__cu_tcm_kernel<W, TR, BF, PAD>, smem, ssm__cu_st(L->ctx)->smem_optin);
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) { /* grid y stops at 65535 sequences a launch */
-        dim3 grid((unsigned)nchunks, SSM__CU_GRID_Y(L->S - s0), (unsigned)((nb + per - 1) / per));
+        dim3 grid((unsigned)nchunks, SSM__CU_GRID_Y(L->S - s0), (unsigned)((nb + SSM__TCM_WARPS - 1) / SSM__TCM_WARPS));
         ssm__cu_tcm_kernel<W, TR, BF, PAD><<<grid, 32 * SSM__TCM_WARPS, smem, ssm__cu_st(L->ctx)->stream>>>(
-            s0, T, Lc, skip_last, (int)L->n, (int)L->m, A, aos, b, h, init, P, nchunks);
+            s0, T, Lc, skip_last, (int)L->n, (int)L->m, A, aos, b, h, init, P, nchunks, fast);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tcm_kernel");
     }
     return SSM_OK;

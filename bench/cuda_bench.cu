@@ -283,6 +283,11 @@ int main(int argc, char **argv) {
                     if (getenv("BENCH_MAT_N") && atoll(getenv("BENCH_MAT_N")) != n) continue; /* one shape (profiles) */
                     if (getenv("BENCH_MAT_T") && atoll(getenv("BENCH_MAT_T")) != T) continue;
                     if (getenv("BENCH_MAT_DT") && atoi(getenv("BENCH_MAT_DT")) != di) continue;
+                    if (getenv("BENCH_MAT_METHOD")) { /* one method, forward only (profiles) */
+                        std::vector<ssm_linrec_method> one = {(ssm_linrec_method)atoi(getenv("BENCH_MAT_METHOD"))};
+                        linrec_rows(ctx, jl, dt, S, T, n, n, one, 0);
+                        continue;
+                    }
                     linrec_rows(ctx, jl, dt, S, T, n, n, ms, 1);
                     if (ti == 0) linrec_rows(cores, jl, dt, S, T, n, n, chunked, 1, "cudacores"); /* the CUDA-core kernel beside it */
                 }
