@@ -2679,7 +2679,7 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
    scheduler runs it latency-bound (ncu, d9b5258: 1226 instructions a step at 24 cycles each
    when b and h went element by element through global memory), so the per-step I/O is kept
    short: b_u (16-bit, rows contiguous and 16-byte aligned) arrives in the same cp.async ring as
-   A_u, h_u (f32, rows contiguous) goes through a per-warp shared-memory stage as 16-byte
+   A_u (f32 b: a step ahead into registers, as the ring would cost a CTA an SM), h_u (f32, rows contiguous) goes through a per-warp shared-memory stage as 16-byte
    stores, and with P (the chunked method's pass 1, whose states only the chunk's end is read
    of) only the last step is stored. Other layouts load and store element by element. */
 #define SSM__TCM_WARPS 4
@@ -2727,8 +2727,20 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
     const unsigned short *Bg = (const unsigned short *)b.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
     const int64_t hbase = h.off + s * h.ss + c * h.chs;
-    float acc[1][W / 8][4];
+    float acc[1][W / 8][4], bn[G::F32 ? W / 8 : 1][4]; /* bn: f32 b_u, loaded a step ahead */
     unsigned af[1][KS][4], al[1][KS][4];
+    /* f32 b (of A's type): element (t, z) of b_u into bn, zero past n and m */
+    auto load_bn = [&](int u) {
+        if constexpr (G::F32) {
+#pragma unroll
+            for (int t = 0; t < W / 8; ++t)
+#pragma unroll
+                for (int z = 0; z < 4; ++z) {
+                    const int i = 8 * t + lc + (z & 1), j = jw + lr + 8 * (z >> 1);
+                    bn[t][z] = i < n && j < m ? ((const float *)b.p)[bbase + u * b.ts + i * b.rs + j * b.cs] : 0.f;
+                }
+        } else (void)u;
+    };
     /* tile u of A and (bvec) rows < n, columns [cj0, cj0 + bw) of b_u; zero past them, set once below */
     auto load = [&](int u) {
         ssm__tc_load_tile<W, NT, 0, PAD, LD>(As + (u % NST) * TILE, Ag + abase + u * A.ts, aos, n, tid);
@@ -2767,6 +2779,7 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
                                                             : 0.f;
                 }
     }
+    if (isH) load_bn(0);
     for (int u = 0; u < len; ++u) {
         ssm__tc_wait<NST - 2>();
         __syncthreads();
@@ -2788,6 +2801,7 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
             for (int z = 0; z < 4; ++z) {
                 const int i = 8 * t + lc + (z & 1), jl = lr + 8 * (z >> 1), j = jw + jl;
                 if (bvec) acc[0][t][z] += ssm__tcm_f<BF>(bt[i * LDB + j - cj0]); /* zero past n and m */
+                else if (G::F32) acc[0][t][z] += bn[G::F32 ? t : 0][z];
                 else if (i < n && j < m) acc[0][t][z] += ssm__cu_ld(b.p, b.dt, bbase + u * b.ts + i * b.rs + j * b.cs);
                 if (!store) continue;
                 if (hvec) Hs[i * LDH + jl] = acc[0][t][z];
@@ -2802,6 +2816,7 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
                 if (c4 < hw) *(float4 *)(hg + r * h.rs + c4) = *(const float4 *)(Hs + r * LDH + c4);
             }
         }
+        if (u + 1 < len) load_bn(u + 1); /* its latency behind the next step's MMAs */
     }
     if (P && mbn && !isH) { /* P = (P^T)^T, [n][n] row-major per chunk */
         float *dst = P + (s * nchunks + c) * (int64_t)n * n;
@@ -3581,14 +3596,18 @@ static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
    and 16 at S16 T4096 and S1 T8192, H200; bench/results/cuda_linrec_chunks_b601d2e.log: 16..128
    at n = 16 / 32 / 64, f16 and f32), 128 for f32 at n <= 32 (8-18% faster there); for AUTO
    about sqrt(T) (the chunk depth against the carry recurrence), at least 16; else ssm.h's
-   default. Matrix states (m >= n, 16 <= n <= 64) take cyclic reduction's level kernels at any S below 2*SMs (H200, bench/results/
-   cuda_cr_float4_30eb660.log: S32 T1024 n64 m64 f16 cr 4.37 ms vs chunked 12.6; S128 T1024 n32
-   m32 f16 3.88 vs 5.49; S64 T1024 n32 m32 f32 1.50 vs 2.68). Every sequence runs in one batch,
-   with f32 states and scratch. */
+   default. Matrix states (m >= 8) that the tensor-core recurrence kernel takes run chunked on it
+   where it measured faster than cyclic reduction's level kernels (H200, m = n, S so that A holds
+   256 MB, bench/results/cuda_mat_*.log): f32 (n <= 64), 16-bit n <= 32 at any T (f16 S128 T1024
+   n32 1.24 ms vs cr 1.80), 16-bit n <= 64 up to T = 4096 (S32 T1024 n64 1.58 vs 1.89; S4 T8192:
+   2.13 vs 1.94); else (16-bit n = 128: 5.26 vs 2.76 at S8 T1024) cyclic reduction's level
+   kernels for m >= n, 16 <= n <= 64 at any S below 2*SMs (cuda_cr_float4_30eb660.log) and the
+   rules above. Every sequence runs in one batch, with f32 states and scratch. */
 static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const int64_t sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
     const int tc = ssm__cu_tc_shape(p->dtype, p->n, p->m);
-    const int mat = ctx && ssm__cu_st(ctx) && ssm__cu_st(ctx)->knobs.linrec_mat != 1 && ssm__cu_tcm_shape(p->dtype, p->n, p->m);
+    const int mat = ctx && ssm__cu_st(ctx) && ssm__cu_st(ctx)->knobs.linrec_mat != 1 && ssm__cu_tcm_shape(p->dtype, p->n, p->m) &&
+                    (p->dtype.bits == 32 || p->n <= 32 || (p->n <= 64 && p->T <= 4096));
     p->group = p->S;
     p->work = SSM_F32;
     if (!p->chunk) {
@@ -3601,7 +3620,7 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     }
     if (p->method != SSM_LINREC_AUTO) return;
     if (tc && p->T > 64) p->method = SSM_LINREC_CHUNKED;
-    else if (p->T <= 64 || p->S >= 2 * sms || (mat && p->S * ((p->m + 15) / 16) >= 8 * sms)) p->method = SSM_LINREC_SEQUENTIAL;
+    else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
     else if (mat) p->method = SSM_LINREC_CHUNKED;
     else if (p->S * 8 <= sms || (p->m >= p->n && p->n >= 16 && p->n <= 64)) p->method = SSM_LINREC_CR;
     else p->method = SSM_LINREC_CHUNKED;
