@@ -106,13 +106,20 @@
                and the carry chain over T/64 chunks is latency-bound (~0.6 us a hop). Reaching
                1.5x would need one pass over A: each chunk's A kept in shared memory while a
                decoupled look-back brings its carry (T/L serial hops per sequence), or an
-               L2-resident wave scheme where the second read hits L2 (50 MB on H200). Other
-               shapes use CUDA cores.
+               L2-resident wave scheme where the second read hits L2 (50 MB on H200).
+               Matrix states (m >= 8; 16-bit n = 8..128 by 8, f32 n = 8..64 by 4, rows or
+               columns of A contiguous and 16-byte aligned) run seq and chunked on a
+               tensor-core kernel (mma.sync; the state transposed in registers as hi + lo
+               16-bit parts, f32 on 3xTF32): H200, m = n, A of 256 MB, chunked f32 n64 S16
+               T1024 0.94 ms vs cr 1.64, f16 n32 S128 T1024 1.21 vs 1.81, f16 n64 S32 T1024
+               1.48 vs 1.89 (the CUDA-core kernel: 2.7-12 ms). Other shapes use CUDA cores.
      cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan).
      scan_hs / blelloch   prefix scans (Hillis-Steele 1986, Blelloch 1990), batched products per level.
      auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
-               when S >= 2*SMs or T <= 64, cr when S <= SMs/8 (cr 1.34 ms vs chunked 2.7 at
-               S1 T8192 n64, CUDA cores), else chunked with chunk ~ sqrt(T).
+               when S >= 2*SMs or T <= 64; chunked on the matrix-state kernel where it beat cr
+               (f32 n <= 64, 16-bit n <= 32, 16-bit n <= 64 to T 4096); cr when S <= SMs/8
+               (cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA cores) or for other matrix
+               states (m >= n, n <= 64), else chunked with chunk ~ sqrt(T).
 
    BLOCK-ELL (ssm_bell_forward / ssm_bell_backward; the bell section below says how)
      H200, 50% density, ratio to cuBLAS dense of the same shape (forward / fwd+bwd;
