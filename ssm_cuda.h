@@ -2761,11 +2761,8 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
             }
         }
     };
-    if (PAD || bvec) { /* the rings' zeros, before any copy */
-        const int halfs = NST * TILE * (int)sizeof(Et) / 2 + (bvec ? NST * W * LDB : 0);
-        for (int i = 8 * tid; i < halfs; i += 8 * NT) *(uint4 *)((unsigned short *)As + i) = make_uint4(0, 0, 0, 0);
-        __syncthreads();
-    }
+    if (PAD || bvec) /* the rings' zeros (A's, then b's: contiguous), before any copy */
+        ssm__tc_zero_ring<1>((unsigned short *)As, NST * TILE * (int)sizeof(Et) / 2 + (bvec ? NST * W * LDB : 0), tid, NT);
 #pragma unroll
     for (int u = 0; u < NST - 1; ++u) {
         if (u < len) load(u);
