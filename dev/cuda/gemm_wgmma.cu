@@ -30,7 +30,25 @@
            one in its mainloop while the other runs its epilogue; one shared 6-stage ring, order
            mbarriers between the warpgroups keep every parity wait one phase ahead at most
      c128  q128 in clusters of 2 CTAs along M, the W tile's halves TMA-multicast to both
-           (gemm_ppc_kernel): correct but ~2.5x slower than q128 (not diagnosed; see below)
+           (gemm_ppc_kernel), remote empty-barrier arrivals with .release.cluster: ~2.7x slower
+           than q128, a fixed ~1 us a k-step (the cluster-scope release fence stalls each
+           consumer warp; ssm_cuda.h's kernel 3 met the same at aaa908b / 6478d29)
+     k128  clusters of 2, no multicast (each CTA loads its whole W tile): q128's speed, so the
+           cluster launch itself costs nothing
+     c128r c128 with the remote arrivals at the default .cta release (as CUTLASS's cluster
+           barriers arrive): the identity GEMM 13-16% faster than q128 at K 2048
+     c128f c128r, q128f q128 with the epilogue's loops specialized to a tile's one activation
+           (no per-column segment search): no change, so the instruction count is not it
+     c128s c128r with the output staged in shared memory (128-byte swizzle, conflict-free) and
+           written by two TMA stores a tile, 5 ring stages (2 x 32 KB staging): the direct
+           stores write half sectors (ncu: 50% excess sectors); the fused layer 7-9% faster
+           than q128, 1.14-1.16x cuBLAS at M 8192 (q128 1.25-1.26x)
+     s128s c128s at cluster size 1: q128's speed (the stores alone do not pay; with pairs
+           they do)
+   H200, GDN shape (N 8224, K 2048), EPI 1, ms (bench/results/cuda_gemm_wgmma_clusters_6e5f90f.log;
+   cuBLAS 0.350 / 1.37-1.65 / 0.092): M 8192 q128 0.437-0.443, c128r 0.424-0.433, c128s
+   0.400-0.408; M 32768 q128 1.72-1.87, c128r 1.66-1.83, c128s 1.57-1.70; M 2048 q128 0.119-0.122,
+   c128s 0.110-0.111. Identity (EPI 0) c128s: M 8192 0.386 (1.10x cuBLAS).
    Tiles are numbered in groups of 16 row-tiles (row-tile fastest) so CTAs running together
    share W and x slices in L2.
    Measured on an H200 (bench/results/cuda_gemm_wgmma_a1e065f.log, _be90f18.log; ours and cuBLAS
@@ -135,6 +153,10 @@ template <> __device__ __forceinline__ void st2<__nv_bfloat16>(__nv_bfloat16 *p,
     *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
 }
 template <> __device__ __forceinline__ void st2<__half>(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
+template <typename T> union T2u {
+    T t[2];
+    uint32_t u;
+};
 
 /* ---- sm_90a primitives --------------------------------------------------------------------- */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -174,10 +196,20 @@ __device__ __forceinline__ void tma_load_2d_mc(void *dst, const CUtensorMap *map
                  "l"((uint64_t)map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "h"(cta_mask)
                  : "memory");
 }
-__device__ __forceinline__ void mbar_arrive_remote(uint64_t *b, uint32_t cta) { /* b's twin in CTA cta of the cluster */
+/* shared -> global through the tensor map (a box at columns c0, rows c1; TMA clips at the edges) */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, const void *src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"((uint64_t)map),
+                 "r"(smem_u32(src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+template <int REL = 1> __device__ __forceinline__ void mbar_arrive_remote(uint64_t *b, uint32_t cta) { /* b's twin in CTA cta of the cluster */
     uint32_t ra;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(smem_u32(b)), "r"(cta));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
+    if (REL) asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
+    else asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory"); /* release at CTA scope (the default) */
 }
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -329,10 +361,41 @@ __device__ __forceinline__ void tile_coords(int t, int ntm, int ntn, int &tm, in
 
 /* The epilogue on one consumer thread's accumulators: d[4j + {0,1}] are row r0, columns
    n0 + 8j + 2q + {0,1}; d[4j + {2,3}] row r0 + 8, the same columns (wgmma's m64nN f32 layout). */
-template <int BN, int EPI, typename T>
-__device__ __forceinline__ void epilogue(float *d, T *y, long ldy, int M, int N, int r0, int n0, int q, const epi_params &ep,
-                                         const float *sbias) {
-    if (EPI) { /* sbias: the tile's BN bias values (f32, 0 past N), staged in shared memory */
+/* EPI 2 (variants c128f, q128f): a tile inside one segment (every tile of the layer but the last
+   column tile) takes a loop specialized to its activation, no per-column segment search or
+   selects: the epilogue runs on one warp a scheduler, latency-bound, so its instruction count
+   is its time (ncu, c128r EPI 1 at M 8192: ~2300 instructions a warp a tile, longer than the
+   other warpgroup's mainloop). */
+template <int A, int BN> __device__ __forceinline__ void epi_act(float *d, const float *sbias, int q) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const float2 b = *(const float2 *)(sbias + 8 * j + 2 * q);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float z = d[4 * j + e] + ((e & 1) ? b.y : b.x);
+            if (A == ACT_NONE) d[4 * j + e] = z;
+            else {
+                const float sg = __fdividef(1.f, 1.f + __expf(-z));
+                d[4 * j + e] = A == ACT_SILU ? z * sg : sg;
+            }
+        }
+    }
+}
+template <int BN, int EPI>
+__device__ __forceinline__ void epi_math(float *d, int N, int n0, int q, const epi_params &ep, const float *sbias) {
+    int uni = 0;
+    if (EPI == 2) { /* the whole tile in one segment (warp-uniform) */
+        const int last = (n0 + BN < N ? n0 + BN : N) - 1, sg = seg_of(ep, n0);
+        if (sg == seg_of(ep, last) && last - n0 + 1 == BN) {
+            uni = 1;
+            switch (seg_act(ep, sg)) {
+            case ACT_SILU: epi_act<ACT_SILU, BN>(d, sbias, q); break;
+            case ACT_SIGMOID: epi_act<ACT_SIGMOID, BN>(d, sbias, q); break;
+            default: epi_act<ACT_NONE, BN>(d, sbias, q); break;
+            }
+        }
+    }
+    if (EPI && !uni) { /* sbias: the tile's BN bias values (f32, 0 past N), staged in shared memory */
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
             const int c = n0 + 8 * j + 2 * q;
@@ -345,6 +408,8 @@ __device__ __forceinline__ void epilogue(float *d, T *y, long ldy, int M, int N,
             } else
                 d[4 * j + 0] = d[4 * j + 1] = d[4 * j + 2] = d[4 * j + 3] = 0.f;
         }
+    }
+    if (EPI) {
 #pragma unroll
         for (int h = 0; h < BN / 128; ++h) {
             const int c = n0 + 128 * h;
@@ -360,6 +425,27 @@ __device__ __forceinline__ void epilogue(float *d, T *y, long ldy, int M, int N,
             for (int j = 16 * h; j < 16 * h + 16; ++j) d[4 * j] *= s0, d[4 * j + 1] *= s0, d[4 * j + 2] *= s1, d[4 * j + 3] *= s1;
         }
     }
+}
+/* SO (variant c128s): the thread's 16 x 2 row pieces into the warpgroup's staging tile in shared
+   memory, two 64-column boxes of 128 rows in the 128-byte swizzle (16-byte chunk k of row r at
+   chunk k ^ (r & 7): a warp's 32 stores of one column pair hit 32 distinct banks), which
+   the TMA store then writes to y as whole lines (the direct stores write half sectors). rr: the
+   thread's first row in the 128-row tile. */
+template <typename T> __device__ __forceinline__ void epi_stage(const float *d, unsigned char *so, int rr, int q) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = rr + 8 * h;
+            T2u<T> v;
+            st2<T>(&v.t[0], d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+            *(uint32_t *)(so + (j >> 3) * 16384 + r * 128 + ((((j & 7) ^ r) & 7) << 4) + 4 * q) = v.u;
+        }
+}
+template <int BN, int EPI, typename T>
+__device__ __forceinline__ void epilogue(float *d, T *y, long ldy, int M, int N, int r0, int n0, int q, const epi_params &ep,
+                                         const float *sbias) {
+    epi_math<BN, EPI>(d, N, n0, q, ep, sbias);
     const bool ok0 = r0 < M, ok1 = r0 + 8 < M;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
@@ -559,16 +645,18 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
    multicast into both CTAs' shared memory: W's reads from L2 halve. A ring slot is refilled only
    when the consumers of both CTAs have freed it (empty barriers count 8: 4 local warps + 4
    remote arrivals). */
-template <int ST, int EPI, int CL, typename T>
+template <int ST, int EPI, int CL, typename T, int MC = CL - 1, int SO = 0>
 __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
-                                                         T *y, long ldy, int M, int N, int K, const epi_params ep) {
+                                                         const __grid_constant__ CUtensorMap ty, T *y, long ldy, int M, int N, int K,
+                                                         const epi_params ep) {
 #ifdef GW_SM90A
     constexpr int BN = 128;
     extern __shared__ unsigned char smem_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     T *sA = (T *)base;         /* ST x [128][64], 128-byte swizzle */
     T *sB = sA + ST * BM * BK; /* ST x [128][64] */
-    float *sbias = (float *)(sB + ST * BN * BK);
+    unsigned char *sO = (unsigned char *)(sB + ST * BN * BK); /* SO: 2 x 32 KB staging tiles, one a consumer warpgroup */
+    float *sbias = (float *)(sO + (SO ? 2 * 32768 : 0));
     uint64_t *full = (uint64_t *)(sbias + 2 * BN), *empty = full + ST, *order = empty + ST;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, nk = (K + BK - 1) / BK;
@@ -576,7 +664,7 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
     const int cid = CL > 1 ? (int)sreg_cluster_id() : (int)blockIdx.x, ncl = CL > 1 ? (int)sreg_ncluster() : (int)gridDim.x;
     const int ntm2 = (ntm + CL - 1) / CL, npairs = ntm2 * ntn; /* units of CL row tiles x 1 column tile */
     if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 4 * CL);
+        for (int s = 0; s < ST; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], MC ? 4 * CL : 4);
         mbar_init(&order[0], 4), mbar_init(&order[1], 4);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -594,7 +682,7 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
                     mbar_wait(&empty[s], ph ^ 1);
                     mbar_expect_tx(&full[s], (BM + BN) * BK * (int)sizeof(T));
                     tma_load_2d(sA + s * BM * BK, &ta, &full[s], kb * BK, tm * BM);
-                    if (CL > 1)
+                    if (MC)
                         tma_load_2d_mc(sB + s * BN * BK + rank * (BN / 2) * BK, &tb, &full[s], kb * BK, tn * BN + (int)rank * (BN / 2),
                                        (uint16_t)3);
                     else
@@ -639,7 +727,7 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
                 for (int r = 0; r < BN / 2; ++r) reg_fence(d0[r]), reg_fence(d1[r]);
                 if (prev >= 0 && lane == 0) {
                     mbar_arrive(&empty[prev]);
-                    if (CL > 1) mbar_arrive_remote(&empty[prev], rank ^ 1);
+                    if (MC) mbar_arrive_remote<MC == 1>(&empty[prev], rank ^ 1);
                 }
                 prev = s;
                 if (++s == ST) s = 0, ph ^= 1;
@@ -650,7 +738,7 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
             for (int r = 0; r < BN / 2; ++r) reg_fence(d0[r]), reg_fence(d1[r]);
             if (prev >= 0 && lane == 0) {
                 mbar_arrive(&empty[prev]);
-                if (CL > 1) mbar_arrive_remote(&empty[prev], rank ^ 1);
+                if (MC) mbar_arrive_remote<MC == 1>(&empty[prev], rank ^ 1);
             }
             if (EPI) {
                 asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
@@ -661,9 +749,27 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
                 asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
             }
             const int r0 = tm * BM + warp * 16 + lane / 4;
-            epilogue<BN, EPI, T>(d0, y, ldy, M, N, r0, tn * BN, lane % 4, ep, sb);
-            epilogue<BN, EPI, T>(d1, y, ldy, M, N, r0 + 64, tn * BN, lane % 4, ep, sb);
+            if (SO) {
+                unsigned char *so = sO + c * 32768;
+                epi_math<BN, EPI>(d0, N, tn * BN, lane % 4, ep, sb);
+                epi_math<BN, EPI>(d1, N, tn * BN, lane % 4, ep, sb);
+                if (tid == 0) bulk_wait_read(); /* this warpgroup's previous tile has left the staging tile */
+                asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
+                epi_stage<T>(d0, so, warp * 16 + lane / 4, lane % 4);
+                epi_stage<T>(d1, so, 64 + warp * 16 + lane / 4, lane % 4);
+                fence_async_smem();
+                asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
+                if (tid == 0) {
+                    tma_store_2d(&ty, so, tn * BN, tm * BM);
+                    tma_store_2d(&ty, so + 16384, tn * BN + 64, tm * BM);
+                    bulk_commit();
+                }
+            } else {
+                epilogue<BN, EPI, T>(d0, y, ldy, M, N, r0, tn * BN, lane % 4, ep, sb);
+                epilogue<BN, EPI, T>(d1, y, ldy, M, N, r0 + 64, tn * BN, lane % 4, ep, sb);
+            }
         }
+        if (SO && tid == 0) bulk_wait_read(); /* the staging tile stays until the last store has read it */
     }
     __syncwarp(); /* the producer warp's lane 0 rejoins its warp before the .aligned cluster barrier */
     if (CL > 1) cluster_sync(); /* the peer may still multicast into this CTA or arrive on its barriers */
@@ -768,9 +874,9 @@ static CUtensorMap make_map(const void *p, int bf16, long rows, long K, int box_
 
 struct variant {
     const char *name;
-    int bn, persistent; /* persistent 2: ping-pong, 3: ping-pong in clusters of 2 */
+    int bn, persistent; /* persistent 2: ping-pong, 3: ping-pong in clusters of 2 (W multicast), 4: the same without multicast, 5: gemm_ppc_kernel at cluster size 1 */
 };
-static const variant VARIANTS[] = {{"n256", 256, 0}, {"p256", 256, 1}, {"q128", 128, 2}, {"c128", 128, 3}, {"n128", 128, 0}, {"p128", 128, 1}};
+static const variant VARIANTS[] = {{"n256", 256, 0}, {"p256", 256, 1}, {"q128", 128, 2}, {"c128", 128, 3}, {"k128", 128, 4}, {"c128r", 128, 6}, {"c128f", 128, 7}, {"q128f", 128, 8}, {"c128s", 128, 9}, {"s128s", 128, 10}, {"s128", 128, 5}, {"n128", 128, 0}, {"p128", 128, 1}};
 static int g_sms = 132;
 
 template <int BN, int ST, int EPI, typename T>
@@ -801,11 +907,11 @@ static void launch_pp(const variant &v, const void *x, const void *w, T *y, int 
     gemm_pp_kernel<ST, EPI, T><<<grid, 384, SMEM, st>>>(ta, tb, y, (long)N, M, N, K, ep);
     (void)v;
 }
-template <int EPI, int CL, typename T>
+template <int EPI, int CL, typename T, int MC = CL - 1, int SO = 0>
 static void launch_ppc(const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
-    constexpr int ST = 6, SMEM = smem_bytes<128, ST>() + 16;
+    constexpr int ST = SO ? 5 : 6, SMEM = smem_bytes<128, ST>() + 16 + (SO ? 65536 : 0);
     static int max_units = 0; /* CTAs (CL = 1) or clusters (CL = 2) that fit at once */
-    auto kern = gemm_ppc_kernel<ST, EPI, CL, T>;
+    auto kern = gemm_ppc_kernel<ST, EPI, CL, T, MC, SO>;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
@@ -816,16 +922,18 @@ static void launch_ppc(const void *x, const void *w, T *y, int M, int N, int K, 
         if (CL > 1) {
             cfg.gridDim = dim3(g_sms / CL * CL);
             CK(cudaOccupancyMaxActiveClusters(&max_units, kern, &cfg));
-            printf("  (c128: %d clusters of 2 fit at once)\n", max_units);
+            printf("  (%s: %d clusters of 2 fit at once)\n", MC == 2 ? (SO ? "c128s" : EPI == 2 ? "c128f" : "c128r") : MC ? "c128" : "k128", max_units);
         } else
             max_units = g_sms;
     }
     const int is_bf = std::is_same<T, __nv_bfloat16>::value;
-    const CUtensorMap ta = make_map(x, is_bf, M, K, BM), tb = make_map(w, is_bf, N, K, 128 / CL);
+    const CUtensorMap ta = make_map(x, is_bf, M, K, BM), tb = make_map(w, is_bf, N, K, MC ? 128 / CL : 128);
     const int ntm2 = ((M + BM - 1) / BM + CL - 1) / CL, units = ntm2 * ((N + 127) / 128);
     const int want = (units + 1) / 2; /* each CTA keeps two tiles in flight */
     cfg.gridDim = dim3((want < max_units ? want : max_units) * CL);
-    CK(cudaLaunchKernelEx(&cfg, kern, ta, tb, y, (long)N, M, N, K, ep));
+    CUtensorMap tyy = ta; /* SO: y as [M, N] in 64-column x 128-row boxes */
+    if (SO) tyy = make_map(y, is_bf, M, N, 128);
+    CK(cudaLaunchKernelEx(&cfg, kern, ta, tb, tyy, y, (long)N, M, N, K, ep));
 }
 template <typename T>
 static void launch(const variant &v, const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
@@ -835,6 +943,27 @@ static void launch(const variant &v, const void *x, const void *w, T *y, int M, 
     } else if (v.persistent == 3) {
         if (ep.on) launch_ppc<1, 2, T>(x, w, y, M, N, K, ep, st);
         else launch_ppc<0, 2, T>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 4) {
+        if (ep.on) launch_ppc<1, 2, T, 0>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 2, T, 0>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 7) {
+        if (ep.on) launch_ppc<2, 2, T, 2>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 2, T, 2>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 9) {
+        if (ep.on) launch_ppc<1, 2, T, 2, 1>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 2, T, 2, 1>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 10) {
+        if (ep.on) launch_ppc<1, 1, T, 0, 1>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 1, T, 0, 1>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 8) {
+        if (ep.on) launch_pp<2, T>(v, x, w, y, M, N, K, ep, st);
+        else launch_pp<0, T>(v, x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 6) {
+        if (ep.on) launch_ppc<1, 2, T, 2>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 2, T, 2>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 5) {
+        if (ep.on) launch_ppc<1, 1, T>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 1, T>(x, w, y, M, N, K, ep, st);
     } else if (v.bn == 256) {
         if (ep.on) launch_t<256, 4, 1, T>(v, x, w, y, M, N, K, ep, st);
         else launch_t<256, 4, 0, T>(v, x, w, y, M, N, K, ep, st);
@@ -965,7 +1094,7 @@ static const variant *find_variant(const char *n) {
 static int row(const char *vn, int M, int N, int K, const char *dts, int epi, cublasHandle_t hb) {
     const variant *v = find_variant(vn);
     if (!v || (N & 1) || K % 8) {
-        fprintf(stderr, "bad row: %s %d %d %d (variants n256 p256 q128 c128 n128 p128; N even, K %% 8 == 0)\n", vn, M, N, K);
+        fprintf(stderr, "bad row: %s %d %d %d (a variant of VARIANTS; N even, K %% 8 == 0)\n", vn, M, N, K);
         return 1;
     }
     return strcmp(dts, "f16") ? run_row<__nv_bfloat16>(*v, M, N, K, epi, hb) : run_row<__half>(*v, M, N, K, epi, hb);

@@ -7,6 +7,6 @@ BIN=${BIN:-./build/dev_gemm_wgmma}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit --format=csv
 for pass in 1 2; do
     echo "== table pass $pass"
-    for v in q128 p256 n256 c128 p128 n128; do timeout 60 "$BIN" $v; echo "rc=$? ($v)"; done
+    for v in q128 p256 n256 c128 c128r c128s p128 n128; do timeout 60 "$BIN" $v; echo "rc=$? ($v)"; done
 done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
