@@ -43,8 +43,16 @@
            written by two TMA stores a tile, 5 ring stages (2 x 32 KB staging): the direct
            stores write half sectors (ncu: 50% excess sectors); the fused layer 7-9% faster
            than q128, 1.14-1.16x cuBLAS at M 8192 (q128 1.25-1.26x)
+     c128s4 c128s with 4 ring stages (room for a kernel's own static shared memory)
+     c128q c128r with 16-byte stores from a quad transpose (store_q16), no staging; s128q at
+           cluster size 1
      s128s c128s at cluster size 1: q128's speed (the stores alone do not pay; with pairs
            they do)
+   c128s4 loses most of c128s's gain (M 8192 0.423-0.426, M 32768 1.74 ms): the ring wants 5 stages
+   beside the 64 KB of staging, which leaves a kernel ~2 KB of static shared memory (ssm_cuda.h's
+   kernel 3 keeps ~5 KB of per-tile column data). c128q is the best identity GEMM (M 8192
+   0.375-0.380 ms, 1.07x cuBLAS; no staging) but fused it trails c128s (M 8192 0.416-0.418,
+   M 32768 1.77-1.79: the transpose's shuffles sit in the epilogue, the TMA store does not).
    H200, GDN shape (N 8224, K 2048), EPI 1, ms (bench/results/cuda_gemm_wgmma_clusters_6e5f90f.log;
    cuBLAS 0.350 / 1.37-1.65 / 0.092): M 8192 q128 0.437-0.443, c128r 0.424-0.433, c128s
    0.400-0.408; M 32768 q128 1.72-1.87, c128r 1.66-1.83, c128s 1.57-1.70; M 2048 q128 0.119-0.122,
@@ -442,6 +450,48 @@ template <typename T> __device__ __forceinline__ void epi_stage(const float *d, 
             *(uint32_t *)(so + (j >> 3) * 16384 + r * 128 + ((((j & 7) ^ r) & 7) << 4) + 4 * q) = v.u;
         }
 }
+/* SO 3 (variants c128q, q128q): 16-byte stores without staging. For a fixed row, the quad's 4
+   lanes hold 4 k-slabs j = 4g..4g+3 of 2 columns each (column 8j + 2q); a 4 x 4 transpose across the
+   quad (two shuffle stages, xor 2 then xor 1) leaves lane q with the 8 contiguous columns of slab
+   4g + q, stored as one 16-byte vector: a warp's store then writes whole 32-byte sectors of 8 rows
+   instead of half sectors. (Needs 16-byte aligned rows: ldy % 8 == 0 and an aligned base.) */
+template <typename T>
+__device__ __forceinline__ void store_q16(const float *d, T *y, long ldy, int M, int N, int r0, int n0, int q) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            uint32_t v[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                T2u<T> u;
+                st2<T>(&u.t[0], d[4 * (4 * g + k) + 2 * h], d[4 * (4 * g + k) + 2 * h + 1]);
+                v[k] = u.u;
+            }
+            { /* xor 2: lanes with bit 1 clear take the partner's slabs 0, 1 into 2, 3 and give their 2, 3 */
+                const bool up = q & 2;
+                const uint32_t x0 = up ? v[0] : v[2], x1 = up ? v[1] : v[3];
+                const uint32_t r0_ = __shfl_xor_sync(0xffffffffu, x0, 2), r1_ = __shfl_xor_sync(0xffffffffu, x1, 2);
+                if (up) v[0] = r0_, v[1] = r1_;
+                else v[2] = r0_, v[3] = r1_;
+            }
+            { /* xor 1 */
+                const bool up = q & 1;
+                const uint32_t x0 = up ? v[0] : v[1], x1 = up ? v[2] : v[3];
+                const uint32_t r0_ = __shfl_xor_sync(0xffffffffu, x0, 1), r1_ = __shfl_xor_sync(0xffffffffu, x1, 1);
+                if (up) v[0] = r0_, v[2] = r1_;
+                else v[1] = r0_, v[3] = r1_;
+            }
+            const int c = n0 + 8 * (4 * g + q);
+            if (r < M && c < N) {
+                if (c + 8 <= N) *(uint4 *)(y + (long)r * ldy + c) = make_uint4(v[0], v[1], v[2], v[3]);
+                else
+                    for (int k = 0; k < 4 && c + 2 * k < N; ++k) *(uint32_t *)(y + (long)r * ldy + c + 2 * k) = v[k];
+            }
+        }
+    }
+}
 template <int BN, int EPI, typename T>
 __device__ __forceinline__ void epilogue(float *d, T *y, long ldy, int M, int N, int r0, int n0, int q, const epi_params &ep,
                                          const float *sbias) {
@@ -655,8 +705,8 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
     unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     T *sA = (T *)base;         /* ST x [128][64], 128-byte swizzle */
     T *sB = sA + ST * BM * BK; /* ST x [128][64] */
-    unsigned char *sO = (unsigned char *)(sB + ST * BN * BK); /* SO: 2 x 32 KB staging tiles, one a consumer warpgroup */
-    float *sbias = (float *)(sO + (SO ? 2 * 32768 : 0));
+    unsigned char *sO = (unsigned char *)(sB + ST * BN * BK); /* SO 1, 2: 2 x 32 KB staging tiles, one a consumer warpgroup */
+    float *sbias = (float *)(sO + (SO == 1 || SO == 2 ? 2 * 32768 : 0));
     uint64_t *full = (uint64_t *)(sbias + 2 * BN), *empty = full + ST, *order = empty + ST;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, nk = (K + BK - 1) / BK;
@@ -749,7 +799,7 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
                 asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
             }
             const int r0 = tm * BM + warp * 16 + lane / 4;
-            if (SO) {
+            if (SO == 1 || SO == 2) {
                 unsigned char *so = sO + c * 32768;
                 epi_math<BN, EPI>(d0, N, tn * BN, lane % 4, ep, sb);
                 epi_math<BN, EPI>(d1, N, tn * BN, lane % 4, ep, sb);
@@ -764,12 +814,17 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
                     tma_store_2d(&ty, so + 16384, tn * BN + 64, tm * BM);
                     bulk_commit();
                 }
+            } else if (SO == 3) {
+                epi_math<BN, EPI>(d0, N, tn * BN, lane % 4, ep, sb);
+                epi_math<BN, EPI>(d1, N, tn * BN, lane % 4, ep, sb);
+                store_q16<T>(d0, y, ldy, M, N, r0, tn * BN, lane % 4);
+                store_q16<T>(d1, y, ldy, M, N, r0 + 64, tn * BN, lane % 4);
             } else {
                 epilogue<BN, EPI, T>(d0, y, ldy, M, N, r0, tn * BN, lane % 4, ep, sb);
                 epilogue<BN, EPI, T>(d1, y, ldy, M, N, r0 + 64, tn * BN, lane % 4, ep, sb);
             }
         }
-        if (SO && tid == 0) bulk_wait_read(); /* the staging tile stays until the last store has read it */
+        if ((SO == 1 || SO == 2) && tid == 0) bulk_wait_read(); /* the staging tile stays until the last store has read it */
     }
     __syncwarp(); /* the producer warp's lane 0 rejoins its warp before the .aligned cluster barrier */
     if (CL > 1) cluster_sync(); /* the peer may still multicast into this CTA or arrive on its barriers */
@@ -876,7 +931,7 @@ struct variant {
     const char *name;
     int bn, persistent; /* persistent 2: ping-pong, 3: ping-pong in clusters of 2 (W multicast), 4: the same without multicast, 5: gemm_ppc_kernel at cluster size 1 */
 };
-static const variant VARIANTS[] = {{"n256", 256, 0}, {"p256", 256, 1}, {"q128", 128, 2}, {"c128", 128, 3}, {"k128", 128, 4}, {"c128r", 128, 6}, {"c128f", 128, 7}, {"q128f", 128, 8}, {"c128s", 128, 9}, {"s128s", 128, 10}, {"s128", 128, 5}, {"n128", 128, 0}, {"p128", 128, 1}};
+static const variant VARIANTS[] = {{"n256", 256, 0}, {"p256", 256, 1}, {"q128", 128, 2}, {"c128", 128, 3}, {"k128", 128, 4}, {"c128r", 128, 6}, {"c128f", 128, 7}, {"q128f", 128, 8}, {"c128s", 128, 9}, {"c128s4", 128, 11}, {"c128q", 128, 12}, {"s128q", 128, 13}, {"s128s", 128, 10}, {"s128", 128, 5}, {"n128", 128, 0}, {"p128", 128, 1}};
 static int g_sms = 132;
 
 template <int BN, int ST, int EPI, typename T>
@@ -909,7 +964,7 @@ static void launch_pp(const variant &v, const void *x, const void *w, T *y, int 
 }
 template <int EPI, int CL, typename T, int MC = CL - 1, int SO = 0>
 static void launch_ppc(const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
-    constexpr int ST = SO ? 5 : 6, SMEM = smem_bytes<128, ST>() + 16 + (SO ? 65536 : 0);
+    constexpr int ST = SO == 2 ? 4 : SO == 1 ? 5 : 6, SMEM = smem_bytes<128, ST>() + 16 + (SO == 1 || SO == 2 ? 65536 : 0);
     static int max_units = 0; /* CTAs (CL = 1) or clusters (CL = 2) that fit at once */
     auto kern = gemm_ppc_kernel<ST, EPI, CL, T, MC, SO>;
     cudaLaunchConfig_t cfg = {};
@@ -922,7 +977,7 @@ static void launch_ppc(const void *x, const void *w, T *y, int M, int N, int K, 
         if (CL > 1) {
             cfg.gridDim = dim3(g_sms / CL * CL);
             CK(cudaOccupancyMaxActiveClusters(&max_units, kern, &cfg));
-            printf("  (%s: %d clusters of 2 fit at once)\n", MC == 2 ? (SO ? "c128s" : EPI == 2 ? "c128f" : "c128r") : MC ? "c128" : "k128", max_units);
+            printf("  (%s: %d clusters of 2 fit at once)\n", MC == 2 ? (SO == 3 ? "c128q" : SO ? (SO == 2 ? "c128s4" : "c128s") : EPI == 2 ? "c128f" : "c128r") : MC ? "c128" : "k128", max_units);
         } else
             max_units = g_sms;
     }
@@ -932,7 +987,7 @@ static void launch_ppc(const void *x, const void *w, T *y, int M, int N, int K, 
     const int want = (units + 1) / 2; /* each CTA keeps two tiles in flight */
     cfg.gridDim = dim3((want < max_units ? want : max_units) * CL);
     CUtensorMap tyy = ta; /* SO: y as [M, N] in 64-column x 128-row boxes */
-    if (SO) tyy = make_map(y, is_bf, M, N, 128);
+    if (SO == 1 || SO == 2) tyy = make_map(y, is_bf, M, N, 128);
     CK(cudaLaunchKernelEx(&cfg, kern, ta, tb, tyy, y, (long)N, M, N, K, ep));
 }
 template <typename T>
@@ -952,6 +1007,15 @@ static void launch(const variant &v, const void *x, const void *w, T *y, int M, 
     } else if (v.persistent == 9) {
         if (ep.on) launch_ppc<1, 2, T, 2, 1>(x, w, y, M, N, K, ep, st);
         else launch_ppc<0, 2, T, 2, 1>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 11) {
+        if (ep.on) launch_ppc<1, 2, T, 2, 2>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 2, T, 2, 2>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 12) {
+        if (ep.on) launch_ppc<1, 2, T, 2, 3>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 2, T, 2, 3>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent == 13) {
+        if (ep.on) launch_ppc<1, 1, T, 0, 3>(x, w, y, M, N, K, ep, st);
+        else launch_ppc<0, 1, T, 0, 3>(x, w, y, M, N, K, ep, st);
     } else if (v.persistent == 10) {
         if (ep.on) launch_ppc<1, 1, T, 0, 1>(x, w, y, M, N, K, ep, st);
         else launch_ppc<0, 1, T, 0, 1>(x, w, y, M, N, K, ep, st);
