@@ -141,8 +141,9 @@
      + one epilogue pass, bench/results/cuda_proj_run2.log): 2.06x / 2.39x. f32: 1.15x
      the SGEMM. The tile-fused mma.sync variant
      (proj_kernel = 2): 233 TFLOP/s at 8192^3 against cuBLAS's 797. Output chain (D = 2048,
-     heads of 128, d_out = 2048): forward 2.3-2.4x the GEMM alone, 1.7-1.8x faster than
-     PyTorch eager, 1.5x slower than torch.compile.
+     heads of 128, d_out = 2048; bench/results/cuda_outchain_vec_a897593.log): forward 1.38x /
+     1.40x the GEMM alone at M 8192 / 32768, 2.9x faster than PyTorch eager, 1.38x faster than
+     torch.compile (M 32768).
 
    VERSION HISTORY
      0.2.0  block-ELL forward and backward (gather-GEMM, SDDMM dvalues), deterministic;
@@ -931,6 +932,13 @@ __device__ __forceinline__ void ssm__tc_ldm4t(unsigned r[4], const void *p) {
 #define SSM__TC_BF16 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 #define SSM__TC_F16 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 #define SSM__TC_TF32 "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+/* Tile widths and limits of the tensor-core recurrence kernels (>>linrec: the chunked passes, the
+   matrix-state kernel) */
+#define SSM__TC_NS 32 /* the small tile */
+#define SSM__TC_N 64 /* the narrow tile (and the only one of the wgmma products) */
+#define SSM__TC_NMAX 128
+#define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
+#define SSM__TC_NMIN 16 /* n = 16 already runs at 21x its floor on the padded tiles; smaller n stays on the CUDA cores */
 template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
     if (BF) SSM__TC_MMA(SSM__TC_BF16, c, a, b0, b1);
     else SSM__TC_MMA(SSM__TC_F16, c, a, b0, b1);
@@ -1350,7 +1358,7 @@ static int ssm__cu_rec_fits(const ssm__cu_lr *L, int withP) {
 static int ssm__cu_rec_runs(const ssm__cu_lr *L, int withP, ssm_seq_view A, ssm_seq_view b) {
     if (ssm__cu_rec_fits(L, withP)) return 1;
     if (!ssm__cu_tcm_fits(L, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0))) return 0;
-    return !withP || L->n <= 64 || ssm__cu_rec_fits(L, 0); /* SSM__TC_N */
+    return !withP || L->n <= SSM__TC_N || ssm__cu_rec_fits(L, 0);
 }
 
 /* Sequential: steps 1..T-1 (h_0 given) in one fused kernel. */
@@ -1614,11 +1622,6 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
    pass works on tiles that are zero past n (only the chunks inside n copied), e and the
    states' rows past n stay zero, only rows < n are stored, and the products skip the zero
    blocks (ssm__tc_prod_step). */
-#define SSM__TC_NS 32 /* the small tile */
-#define SSM__TC_N 64 /* the narrow tile (and the only one of the wgmma products) */
-#define SSM__TC_NMAX 128
-#define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
-#define SSM__TC_NMIN 16 /* n = 16 already runs at 21x its floor on the padded tiles; smaller n stays on the CUDA cores */
 /* The tile geometry at width W. W = 128 holds 4x the bytes a tile, so its rings are shallower
    and its kernels run one CTA an SM (shared memory); pass 1 then keeps one 16-row block of the
    running product per warp (two at W = 64: the registers of 128 accumulators a block). */
@@ -7400,8 +7403,11 @@ static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_
    phase ahead at most. (Measured and not kept, 6478d29: CTAs in pairs, clusters of 2 on two row
    tiles sharing W's tile, each loading half of it multicast to both, a quarter less L2-to-SM
    traffic. Slower on an H200: identity GEMM 8192^3 87-88% of cuBLAS against 93-97%, the
-   layer at M 32768 1.94-2.06 ms against 1.80; L2 traffic is not what holds this mainloop
-   back, and a pair runs at the pace of its slower CTA.)
+   layer at M 32768 1.94-2.06 ms against 1.80. Again, 2026-11-29, with the output tile staged
+   in shared memory and written by TMA stores, the dev harness's fastest fused form (c128s,
+   dev/cuda/proj_staged_pairs.patch): all 323 proj rows pass, memcheck clean, but the layer
+   at M 8192 0.458-0.472 ms against 0.472-0.474 and no gain at M 32768 or on the identity
+   GEMM; racecheck reported a hazard, not examined: docs/DESIGN.md.)
    Epilogue straight from the accumulators (f32 math: SiLU and sigmoid
    through MUFU ex2 / rcp, ssm__pj_fsig, the norm's rsqrtf; the other activations as ssm__pj_act):
    bias, pre under SAVE_PRE, every
