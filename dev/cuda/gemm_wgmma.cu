@@ -990,44 +990,33 @@ static void launch_ppc(const void *x, const void *w, T *y, int M, int N, int K, 
     if (SO == 1 || SO == 2) tyy = make_map(y, is_bf, M, N, 128);
     CK(cudaLaunchKernelEx(&cfg, kern, ta, tb, tyy, y, (long)N, M, N, K, ep));
 }
+/* launch_ppc with epilogue EON when the epilogue is on, else the identity one */
+template <int EON, int CL, int MC, int SO, typename T>
+static void launch_ppc_ep(const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
+    if (ep.on) launch_ppc<EON, CL, T, MC, SO>(x, w, y, M, N, K, ep, st);
+    else launch_ppc<0, CL, T, MC, SO>(x, w, y, M, N, K, ep, st);
+}
 template <typename T>
 static void launch(const variant &v, const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
     if (v.persistent == 2) {
         if (ep.on) launch_pp<1, T>(v, x, w, y, M, N, K, ep, st);
         else launch_pp<0, T>(v, x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 3) {
-        if (ep.on) launch_ppc<1, 2, T>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 2, T>(x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 4) {
-        if (ep.on) launch_ppc<1, 2, T, 0>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 2, T, 0>(x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 7) {
-        if (ep.on) launch_ppc<2, 2, T, 2>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 2, T, 2>(x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 9) {
-        if (ep.on) launch_ppc<1, 2, T, 2, 1>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 2, T, 2, 1>(x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 11) {
-        if (ep.on) launch_ppc<1, 2, T, 2, 2>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 2, T, 2, 2>(x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 12) {
-        if (ep.on) launch_ppc<1, 2, T, 2, 3>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 2, T, 2, 3>(x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 13) {
-        if (ep.on) launch_ppc<1, 1, T, 0, 3>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 1, T, 0, 3>(x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 10) {
-        if (ep.on) launch_ppc<1, 1, T, 0, 1>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 1, T, 0, 1>(x, w, y, M, N, K, ep, st);
     } else if (v.persistent == 8) {
         if (ep.on) launch_pp<2, T>(v, x, w, y, M, N, K, ep, st);
         else launch_pp<0, T>(v, x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 6) {
-        if (ep.on) launch_ppc<1, 2, T, 2>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 2, T, 2>(x, w, y, M, N, K, ep, st);
-    } else if (v.persistent == 5) {
-        if (ep.on) launch_ppc<1, 1, T>(x, w, y, M, N, K, ep, st);
-        else launch_ppc<0, 1, T>(x, w, y, M, N, K, ep, st);
+    } else if (v.persistent >= 3) { /* gemm_ppc_kernel: cluster size, multicast, output store by variant */
+        switch (v.persistent) {
+        case 3: launch_ppc_ep<1, 2, 1, 0>(x, w, y, M, N, K, ep, st); break;  /* c128 */
+        case 4: launch_ppc_ep<1, 2, 0, 0>(x, w, y, M, N, K, ep, st); break;  /* k128 */
+        case 5: launch_ppc_ep<1, 1, 0, 0>(x, w, y, M, N, K, ep, st); break;  /* s128 */
+        case 6: launch_ppc_ep<1, 2, 2, 0>(x, w, y, M, N, K, ep, st); break;  /* c128r */
+        case 7: launch_ppc_ep<2, 2, 2, 0>(x, w, y, M, N, K, ep, st); break;  /* c128f */
+        case 9: launch_ppc_ep<1, 2, 2, 1>(x, w, y, M, N, K, ep, st); break;  /* c128s */
+        case 10: launch_ppc_ep<1, 1, 0, 1>(x, w, y, M, N, K, ep, st); break; /* s128s */
+        case 11: launch_ppc_ep<1, 2, 2, 2>(x, w, y, M, N, K, ep, st); break; /* c128s4 */
+        case 12: launch_ppc_ep<1, 2, 2, 3>(x, w, y, M, N, K, ep, st); break; /* c128q */
+        case 13: launch_ppc_ep<1, 1, 0, 3>(x, w, y, M, N, K, ep, st); break; /* s128q */
+        }
     } else if (v.bn == 256) {
         if (ep.on) launch_t<256, 4, 1, T>(v, x, w, y, M, N, K, ep, st);
         else launch_t<256, 4, 0, T>(v, x, w, y, M, N, K, ep, st);
