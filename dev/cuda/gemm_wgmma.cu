@@ -41,8 +41,8 @@
            (no per-column segment search): no change, so the instruction count is not it
      c128s c128r with the output staged in shared memory (128-byte swizzle, conflict-free) and
            written by two TMA stores a tile, 5 ring stages (2 x 32 KB staging): the direct
-           stores write half sectors (ncu: 50% excess sectors); the fused layer 7-9% faster
-           than q128, 1.14-1.16x cuBLAS at M 8192 (q128 1.25-1.26x)
+           stores write half sectors (ncu: 50% excess sectors); the fused layer ~8% faster
+           than q128, 1.14-1.17x cuBLAS at M 8192 (q128 1.24-1.30x)
      c128s4 c128s with 4 ring stages (room for a kernel's own static shared memory)
      c128q c128r with 16-byte stores from a quad transpose (store_q16), no staging; s128q at
            cluster size 1
@@ -54,9 +54,9 @@
    0.375-0.380 ms, 1.07x cuBLAS; no staging) but fused it trails c128s (M 8192 0.416-0.418,
    M 32768 1.77-1.79: the transpose's shuffles sit in the epilogue, the TMA store does not).
    H200, GDN shape (N 8224, K 2048), EPI 1, ms (bench/results/cuda_gemm_wgmma_clusters_6e5f90f.log;
-   cuBLAS 0.350 / 1.37-1.65 / 0.092): M 8192 q128 0.437-0.443, c128r 0.424-0.433, c128s
-   0.400-0.408; M 32768 q128 1.72-1.87, c128r 1.66-1.83, c128s 1.57-1.70; M 2048 q128 0.119-0.122,
-   c128s 0.110-0.111. Identity (EPI 0) c128s: M 8192 0.386 (1.10x cuBLAS).
+   cuBLAS 0.350 / 1.37-1.65 / 0.092): M 8192 q128 0.437-0.456, c128r 0.424-0.433, c128s
+   0.400-0.414; M 32768 q128 1.72-1.87, c128r 1.66-1.83, c128s 1.57-1.70; M 2048 q128 0.119-0.122,
+   c128s 0.110-0.114. Identity (EPI 0) c128s: M 8192 0.386-0.389 (1.10x cuBLAS).
    Tiles are numbered in groups of 16 row-tiles (row-tile fastest) so CTAs running together
    share W and x slices in L2.
    Measured on an H200 (bench/results/cuda_gemm_wgmma_a1e065f.log, _be90f18.log; ours and cuBLAS
