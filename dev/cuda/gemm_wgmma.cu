@@ -695,6 +695,9 @@ __global__ void __launch_bounds__(384, 1) gemm_pp_kernel(const __grid_constant__
    multicast into both CTAs' shared memory: W's reads from L2 halve. A ring slot is refilled only
    when the consumers of both CTAs have freed it (empty barriers count 8: 4 local warps + 4
    remote arrivals). */
+/* Output modes SO: 0 direct stores, 1 staged in shared memory + TMA stores (5 ring stages),
+   2 the same with 4 stages, 3 16-byte stores from a quad transpose. */
+template <int SO> __host__ __device__ constexpr bool staged_output() { return SO == 1 || SO == 2; }
 template <int ST, int EPI, int CL, typename T, int MC = CL - 1, int SO = 0>
 __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                                                          const __grid_constant__ CUtensorMap ty, T *y, long ldy, int M, int N, int K,
@@ -706,7 +709,7 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
     T *sA = (T *)base;         /* ST x [128][64], 128-byte swizzle */
     T *sB = sA + ST * BM * BK; /* ST x [128][64] */
     unsigned char *sO = (unsigned char *)(sB + ST * BN * BK); /* SO 1, 2: 2 x 32 KB staging tiles, one a consumer warpgroup */
-    float *sbias = (float *)(sO + (SO == 1 || SO == 2 ? 2 * 32768 : 0));
+    float *sbias = (float *)(sO + (staged_output<SO>() ? 2 * 32768 : 0));
     uint64_t *full = (uint64_t *)(sbias + 2 * BN), *empty = full + ST, *order = empty + ST;
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     const int ntm = (M + BM - 1) / BM, ntn = (N + BN - 1) / BN, nk = (K + BK - 1) / BK;
@@ -799,7 +802,7 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
                 asm volatile("bar.sync %0, 128;\n" ::"r"(wg) : "memory");
             }
             const int r0 = tm * BM + warp * 16 + lane / 4;
-            if (SO == 1 || SO == 2) {
+            if (staged_output<SO>()) {
                 unsigned char *so = sO + c * 32768;
                 epi_math<BN, EPI>(d0, N, tn * BN, lane % 4, ep, sb);
                 epi_math<BN, EPI>(d1, N, tn * BN, lane % 4, ep, sb);
@@ -824,7 +827,7 @@ __global__ void __launch_bounds__(384, 1) gemm_ppc_kernel(const __grid_constant_
                 epilogue<BN, EPI, T>(d1, y, ldy, M, N, r0 + 64, tn * BN, lane % 4, ep, sb);
             }
         }
-        if ((SO == 1 || SO == 2) && tid == 0) bulk_wait_read(); /* the staging tile stays until the last store has read it */
+        if (staged_output<SO>() && tid == 0) bulk_wait_read(); /* the staging tile stays until the last store has read it */
     }
     __syncwarp(); /* the producer warp's lane 0 rejoins its warp before the .aligned cluster barrier */
     if (CL > 1) cluster_sync(); /* the peer may still multicast into this CTA or arrive on its barriers */
@@ -964,7 +967,7 @@ static void launch_pp(const variant &v, const void *x, const void *w, T *y, int 
 }
 template <int EPI, int CL, typename T, int MC = CL - 1, int SO = 0>
 static void launch_ppc(const void *x, const void *w, T *y, int M, int N, int K, const epi_params &ep, cudaStream_t st) {
-    constexpr int ST = SO == 2 ? 4 : SO == 1 ? 5 : 6, SMEM = smem_bytes<128, ST>() + 16 + (SO == 1 || SO == 2 ? 65536 : 0);
+    constexpr int ST = SO == 2 ? 4 : SO == 1 ? 5 : 6, SMEM = smem_bytes<128, ST>() + 16 + (staged_output<SO>() ? 65536 : 0);
     static int max_units = 0; /* CTAs (CL = 1) or clusters (CL = 2) that fit at once */
     auto kern = gemm_ppc_kernel<ST, EPI, CL, T, MC, SO>;
     cudaLaunchConfig_t cfg = {};
@@ -987,7 +990,7 @@ static void launch_ppc(const void *x, const void *w, T *y, int M, int N, int K, 
     const int want = (units + 1) / 2; /* each CTA keeps two tiles in flight */
     cfg.gridDim = dim3((want < max_units ? want : max_units) * CL);
     CUtensorMap tyy = ta; /* SO: y as [M, N] in 64-column x 128-row boxes */
-    if (SO == 1 || SO == 2) tyy = make_map(y, is_bf, M, N, 128);
+    if (staged_output<SO>()) tyy = make_map(y, is_bf, M, N, 128);
     CK(cudaLaunchKernelEx(&cfg, kern, ta, tb, tyy, y, (long)N, M, N, K, ep));
 }
 /* launch_ppc with epilogue EON when the epilogue is on, else the identity one */
