@@ -155,7 +155,7 @@
 
 #include "ssm.h"
 
-#define SSM_CUDA_VERSION_STRING "0.1.0"
+#define SSM_CUDA_VERSION_STRING "0.2.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -2855,13 +2855,12 @@ static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A, const ssm_
         !ssm__cu_tcm_shape(f32 ? SSM_F32 : SSM_F16, n, L->m))
         return 0;
     if (!os || ((uintptr_t)A.p & 15) || (A.off & al) || (A.ts & al) || (A.ss & al) || (A.chs & al) || (os & al)) return 0;
-    {
-        const int w = ssm__cu_tc_w(n), tr = A.cs != 1;
-        if (f32) smem = w == SSM__TC_NS ? (tr ? ssm__tcm<SSM__TC_NS, 2>::smem<1>() : ssm__tcm<SSM__TC_NS, 2>::smem<0>())
-                                         : (tr ? ssm__tcm<SSM__TC_N, 2>::smem<1>() : ssm__tcm<SSM__TC_N, 2>::smem<0>());
-        else smem = w == SSM__TC_NS ? ssm__tcm<SSM__TC_NS, 0>::smem<0>() : w == SSM__TC_N ? ssm__tcm<SSM__TC_N, 0>::smem<0>()
-                                                                                         : ssm__tcm<SSM__TC_NMAX, 0>::smem<0>();
-    }
+    const int w = ssm__cu_tc_w(n), tr = A.cs != 1; /* tr: the f32 tiles' layout follows A's */
+    if (f32 && w == SSM__TC_NS) smem = tr ? ssm__tcm<SSM__TC_NS, 2>::smem<1>() : ssm__tcm<SSM__TC_NS, 2>::smem<0>();
+    else if (f32) smem = tr ? ssm__tcm<SSM__TC_N, 2>::smem<1>() : ssm__tcm<SSM__TC_N, 2>::smem<0>(); /* n <= SSM__TC_N */
+    else if (w == SSM__TC_NS) smem = ssm__tcm<SSM__TC_NS, 0>::smem<0>();
+    else if (w == SSM__TC_N) smem = ssm__tcm<SSM__TC_N, 0>::smem<0>();
+    else smem = ssm__tcm<SSM__TC_NMAX, 0>::smem<0>();
     return smem <= cs->smem_optin;
 }
 /* The kernel's fast paths for these views: b rows contiguous, 16-byte aligned everywhere (16-bit;
@@ -3720,6 +3719,18 @@ template <> struct ssm__cu_vec<__nv_bfloat16> {
 
 template <typename T, int V> struct alignas(sizeof(T) * V) ssm__cu_pack { T v[V]; };
 
+/* V consecutive elements at p (one 16-byte load when V > 1), as floats. */
+template <typename T, int V>
+__device__ __forceinline__ void ssm__cu_dk_loadv(const T *p, float *f) {
+    if (V > 1) {
+        const ssm__cu_pack<T, V> pk = *(const ssm__cu_pack<T, V> *)p;
+#pragma unroll
+        for (int v = 0; v < V; ++v) f[v] = ssm__cu_vec<T>::get(pk.v[v]);
+    } else {
+        f[0] = ssm__cu_vec<T>::get(p[0]);
+    }
+}
+
 /* V columns from c of an initial state [b][r][c] (h0 or dhT: the call's dtype, or f32). */
 template <typename T, int V>
 __device__ __forceinline__ void ssm__cu_dk_init(const ssm__cu_dkv &init, int64_t b, int64_t r, int64_t c, float *carry) {
@@ -3773,14 +3784,10 @@ __global__ void __launch_bounds__(SSM__DK_THREADS) ssm__cu_dk_scan_kernel(
             float f = expf(a);
             lsum += a;
             la[q] = lsum;
-            const T *xp = (const T *)x.p + b * x.s0 + t * x.s1 + r * x.s2 + c * x.s3;
-            if (V > 1) {
-                ssm__cu_pack<T, V> pk = *(const ssm__cu_pack<T, V> *)xp;
+            float xv[V];
+            ssm__cu_dk_loadv<T, V>((const T *)x.p + b * x.s0 + t * x.s1 + r * x.s2 + c * x.s3, xv);
 #pragma unroll
-                for (int v = 0; v < V; ++v) h[v] = f * h[v] + ssm__cu_vec<T>::get(pk.v[v]);
-            } else {
-                h[0] = f * h[0] + ssm__cu_vec<T>::get(xp[0]);
-            }
+            for (int v = 0; v < V; ++v) h[v] = f * h[v] + xv[v];
 #pragma unroll
             for (int v = 0; v < V; ++v) hv[q][v] = h[v];
         }
@@ -3955,17 +3962,6 @@ static ssm_result ssm__cu_dk_scan(ssm_ctx *ctx, const ssm__cu_dk_plan *p, ssm_dt
    G lanes per (b, t, r) row, V columns a lane (16-byte loads of g and out when their rows allow
    them), the group's sum by shuffles; a warp's 32 / G rows advance together. Then dlog_decay = da
    (per-step) or da_t - da_{t+1} (cumulative). */
-/* V consecutive elements at p (one 16-byte load when V > 1), as floats. */
-template <typename T, int V>
-__device__ __forceinline__ void ssm__cu_dk_loadv(const T *p, float *f) {
-    if (V > 1) {
-        const ssm__cu_pack<T, V> pk = *(const ssm__cu_pack<T, V> *)p;
-#pragma unroll
-        for (int v = 0; v < V; ++v) f[v] = ssm__cu_vec<T>::get(pk.v[v]);
-    } else {
-        f[0] = ssm__cu_vec<T>::get(p[0]);
-    }
-}
 template <typename T, int V, int G>
 __global__ void __launch_bounds__(256) ssm__cu_dk_da_kernel(int64_t B, int64_t Tn, int64_t R, int64_t C, int per_step,
                                                             ssm__cu_dkv ld, ssm__cu_dkv g, ssm__cu_dkv out, ssm__cu_dkv h0,
@@ -4451,7 +4447,7 @@ static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B
    twice; no chunk waits for another. A context-parallel call splits them around the exchange:
    (1) and the span's map from (2) need no carry (the decay_span slot), (2) from the true carry
    and (3) come after, on the partials (1) left in the workspace. */
-#define SSM__DKS_L 64
+#define SSM__DKS_L 64 /* a compile-time length: the rescan took 306 us with it, 353 with the same 64 passed at run time (H200, B1 T65536 D64 f16) */
 enum { SSM__DKS_REDUCE = 1, SSM__DKS_CARRY = 2, SSM__DKS_RESCAN = 4, SSM__DKS_MAP = 8 };
 
 /* (h, P) of the steps before, then (hn, Pn) of the steps after. */
@@ -4479,12 +4475,12 @@ __device__ __forceinline__ ssm__cu_dks_at ssm__cu_dks_place(int64_t bs, int64_t 
 /* The steps of chunk k from state h (zero: the reduce; the entering state: the rescan), in
    processing order; with out, each state stored (a V-wide store when ovec). */
 template <typename T, int V, int REV, int STORE>
-__device__ __forceinline__ void ssm__cu_dks_steps(const ssm__cu_dks_at &a, int64_t k, int64_t L, int64_t Tn, int per_step,
+__device__ __forceinline__ void ssm__cu_dks_steps(const ssm__cu_dks_at &a, int64_t k, int64_t Tn, int per_step,
                                                   const ssm__cu_dkv &ld, const ssm__cu_dkv &x, const ssm__cu_dkv &out,
                                                   int ovec, float *h, float &P) {
     const T *ldp = (const T *)ld.p, *xp = (const T *)x.p + a.b * x.s0 + a.r * x.s2 + a.c * x.s3;
     T *op = STORE ? (T *)out.p + a.b * out.s0 + a.r * out.s2 + a.c * out.s3 : NULL;
-    const int64_t ldb = a.b * ld.s0 + a.r * ld.s2, u0 = k * L, u1 = min(Tn, u0 + L);
+    const int64_t ldb = a.b * ld.s0 + a.r * ld.s2, u0 = k * SSM__DKS_L, u1 = min(Tn, u0 + SSM__DKS_L);
 #pragma unroll 8
     for (int64_t u = u0; u < u1; ++u) {
         const int64_t t = REV ? Tn - 1 - u : u;
@@ -4527,7 +4523,7 @@ __device__ __forceinline__ void ssm__cu_dks_batch(float *part, int64_t bs, int64
 /* (1) reduce (RESCAN = 0) or (3) rescan (RESCAN = 1): a block per (b, slice, chunk). */
 template <typename T, int V, int REV, int RESCAN>
 __global__ void __launch_bounds__(256) ssm__cu_dks_chunk_kernel(int64_t Tn, int64_t R, int64_t C, int64_t slices,
-                                                                int64_t nchunks, int64_t L, int per_step, ssm__cu_dkv ld,
+                                                                int64_t nchunks, int per_step, ssm__cu_dkv ld,
                                                                 ssm__cu_dkv x, ssm__cu_dkv out, int ovec, float *part) {
     const int64_t id = blockIdx.x, k = id % nchunks;
     const ssm__cu_dks_at a = ssm__cu_dks_place<V>(id / nchunks, slices, threadIdx.x, R, C);
@@ -4535,7 +4531,7 @@ __global__ void __launch_bounds__(256) ssm__cu_dks_chunk_kernel(int64_t Tn, int6
     float h[V], P = 1.f;
 #pragma unroll
     for (int v = 0; v < V; ++v) h[v] = RESCAN ? q[v * 256] : 0.f;
-    if (a.valid) ssm__cu_dks_steps<T, V, REV, RESCAN>(a, k, L, Tn, per_step, ld, x, out, ovec, h, P);
+    if (a.valid) ssm__cu_dks_steps<T, V, REV, RESCAN>(a, k, Tn, per_step, ld, x, out, ovec, h, P);
     if (!RESCAN) {
 #pragma unroll
         for (int v = 0; v < V; ++v) q[v * 256] = h[v];
@@ -4615,7 +4611,7 @@ __global__ void __launch_bounds__(1024) ssm__cu_dks_carry_kernel(int64_t B, int6
 
 typedef struct ssm__cu_dks_plan {
     int V;
-    int64_t L, slices, nchunks, blocks, groups; /* groups: the carry kernel's (32 column groups each) */
+    int64_t slices, nchunks, blocks, groups; /* groups: the carry kernel's (32 column groups each) */
     size_t bytes; /* the partials */
 } ssm__cu_dks_plan;
 
@@ -4623,8 +4619,7 @@ static ssm__cu_dks_plan ssm__cu_dks_plan_of(ssm_dtype dt, int64_t B, int64_t T, 
     ssm__cu_dks_plan p;
     p.V = vec ? (int)(16 / ssm__cu_esize(dt)) : 1;
     p.slices = (R * C + 256 * (int64_t)p.V - 1) / (256 * (int64_t)p.V);
-    p.L = SSM__DKS_L;
-    p.nchunks = (T + p.L - 1) / p.L;
+    p.nchunks = (T + SSM__DKS_L - 1) / SSM__DKS_L;
     p.blocks = B * p.slices * p.nchunks;
     p.groups = B * p.slices * 8;
     p.bytes = (size_t)p.blocks * (size_t)(p.V + 1) * 256u * 4u;
@@ -4637,14 +4632,14 @@ static void ssm__cu_dks_go3(const ssm__cu_dks_plan *p, cudaStream_t st, int stag
                             ssm__cu_dkv init, ssm__cu_dkv fin, float *map, float *part) {
     const unsigned blocks = (unsigned)p->blocks;
     if (stages & SSM__DKS_REDUCE)
-        ssm__cu_dks_chunk_kernel<T, V, REV, 0><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, p->L, per_step, ld,
+        ssm__cu_dks_chunk_kernel<T, V, REV, 0><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, per_step, ld,
                                                                         x, out, ovec, part);
     if (stages & (SSM__DKS_CARRY | SSM__DKS_MAP))
         ssm__cu_dks_carry_kernel<T, V, REV><<<(unsigned)(p->groups < 1048576 ? p->groups : 1048576), 1024, 0, st>>>(
             B, Tn, R, C, p->slices, p->nchunks, per_step, ld, init, (stages & SSM__DKS_CARRY) != 0, fin,
             (stages & SSM__DKS_MAP) ? map : NULL, part);
     if (stages & SSM__DKS_RESCAN)
-        ssm__cu_dks_chunk_kernel<T, V, REV, 1><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, p->L, per_step, ld,
+        ssm__cu_dks_chunk_kernel<T, V, REV, 1><<<blocks, 256, 0, st>>>(Tn, R, C, p->slices, p->nchunks, per_step, ld,
                                                                         x, out, ovec, part);
 }
 template <typename T, int REV>
