@@ -4447,7 +4447,9 @@ static void ssm__cu_dkt_go(const ssm__cu_dkt_plan *p, cudaStream_t st, int64_t B
    twice; no chunk waits for another. A context-parallel call splits them around the exchange:
    (1) and the span's map from (2) need no carry (the decay_span slot), (2) from the true carry
    and (3) come after, on the partials (1) left in the workspace. */
-#define SSM__DKS_L 64 /* a compile-time length: the rescan took 306 us with it, 353 with the same 64 passed at run time (H200, B1 T65536 D64 f16) */
+/* A compile-time length: H200, B1 T65536 D64 f16, the forward took 0.494 ms with it against 0.548
+   with the same 64 passed at run time (bench/results/cuda_decay_constL_18cf164.log). */
+#define SSM__DKS_L 64
 enum { SSM__DKS_REDUCE = 1, SSM__DKS_CARRY = 2, SSM__DKS_RESCAN = 4, SSM__DKS_MAP = 8 };
 
 /* (h, P) of the steps before, then (hn, Pn) of the steps after. */
