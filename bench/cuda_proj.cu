@@ -9,7 +9,7 @@
    the epilogue the vendor fuses: cuBLASLt's GELU + bias epilogue on the layer's GEMM beside
    ours with one GELU (tanh) segment with bias (peer:cublaslt_gelu).
    JSON lines: bench/results/cuda_proj.jsonl (the row format of bench/bench.h). BENCH_QUICK=1
-   trims the grid. */
+   trims the grid; BENCH_PROJ_FB=M only calls the layer's forward + backward (for a profiler). */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
@@ -362,6 +362,37 @@ done:
     cudaFree(dw), cudaFree(dWo);
 }
 
+/* BENCH_PROJ_FB=M: three forward (SAVE_PRE) + backward calls of the Gated DeltaNet layer at M
+   rows on the default context, untimed: the program to put under ncu or nsys for the backward's
+   per-kernel split. */
+static int fb_calls(ssm_ctx *ctx, ssm_dtype dt, int64_t M) {
+    int64_t K;
+    ssm_proj_desc d = chain(1, &K);
+    const int64_t N = ssm_proj_desc_width(&d), G = 16;
+    const int64_t sx[2] = {M, K}, sW[2] = {N, K}, sy[2] = {M, N}, sN[1] = {N}, sG[1] = {G};
+    void *x = dev_random(dt, M * K, 1.f, 1), *W = dev_random(dt, N * K, 0.03f, 2), *b = dev_random(dt, N, 0.5f, 3);
+    void *al = dev_random(dt, G, 0.5f, 4), *y = dev_random(dt, M * N, 0.f, 5), *pre = dev_random(dt, M * N, 0.f, 6);
+    void *dy = dev_random(dt, M * N, 1.f, 7), *dx = dev_random(dt, M * K, 0.f, 8), *dW = dev_random(dt, N * K, 0.f, 9);
+    void *db = dev_random(dt, N, 0.f, 10), *dal = dev_random(dt, G, 0.f, 11);
+    const ssm_device dev = ssm_cuda_device(0);
+    ssm_tensor tx = ssm_tensor_make(x, dt, dev, 2, sx, NULL), tW = ssm_tensor_make(W, dt, dev, 2, sW, NULL);
+    ssm_tensor tb = ssm_tensor_make(b, dt, dev, 1, sN, NULL), tal = ssm_tensor_make(al, dt, dev, 1, sG, NULL);
+    ssm_tensor ty = ssm_tensor_make(y, dt, dev, 2, sy, NULL), tpre = ssm_tensor_make(pre, dt, dev, 2, sy, NULL);
+    ssm_tensor tdy = ssm_tensor_make(dy, dt, dev, 2, sy, NULL), tdx = ssm_tensor_make(dx, dt, dev, 2, sx, NULL);
+    ssm_tensor tdW = ssm_tensor_make(dW, dt, dev, 2, sW, NULL), tdb = ssm_tensor_make(db, dt, dev, 1, sN, NULL);
+    ssm_tensor tdal = ssm_tensor_make(dal, dt, dev, 1, sG, NULL);
+    int bad = !x || !W || !b || !al || !y || !pre || !dy || !dx || !dW || !db || !dal;
+    d.path = SSM_PROJ_FUSED, d.save = SSM_PROJ_SAVE_PRE;
+    for (int i = 0; i < 3 && !bad; ++i)
+        bad = ssm_proj_forward(ctx, &d, &tx, &tW, &tb, &tal, &ty, &tpre) != SSM_OK ||
+              ssm_proj_backward(ctx, &d, &tx, &tW, &tb, &tal, &tpre, &tdy, &tdx, &tdW, &tdb, &tdal) != SSM_OK;
+    cudaDeviceSynchronize();
+    printf("BENCH_PROJ_FB M %lld: %s\n", (long long)M, bad ? ssm_ctx_last_error(ctx) : "3 forward + backward calls done");
+    cudaFree(x), cudaFree(W), cudaFree(b), cudaFree(al), cudaFree(y), cudaFree(pre), cudaFree(dy), cudaFree(dx);
+    cudaFree(dW), cudaFree(db), cudaFree(dal);
+    return bad;
+}
+
 int main(void) {
     cudaDeviceProp prop;
     ssm_ctx *ctx;
@@ -388,6 +419,7 @@ int main(void) {
         c2.proj_kernel = 3;
         if (ssm_ctx_create(&cfg2, &g_k3) != SSM_OK) return 1;
     }
+    if (getenv("BENCH_PROJ_FB")) return fb_calls(ctx, SSM_BF16, atoll(getenv("BENCH_PROJ_FB")));
     g_gdn = getenv("BENCH_PROJ_GDN") != NULL;
     FILE *js = open_jsonl("cuda_proj");
     if (g_gdn) {
