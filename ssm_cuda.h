@@ -126,7 +126,9 @@
      bench/results/cuda_bell_tma2d.log): 16-bit B=64 on sm_90a (TMA + wgmma: forward, dx and
      dvalues) 1.28-1.53x / 1.12-1.25x at 2048->8192 and 4096->4096, 1.00-1.07x / 0.73-0.90x at
      640->2560, 1.55-2.64x faster than cuSPARSE Blocked-ELL (forward); 16-bit B=32 (forward and
-     dx on the wgmma union kernel, dvalues on mma.sync) 0.52-0.67x / 0.35-0.56x; B=16
+     dx on the wgmma union kernel, dvalues on the B=64 dvalues kernel's wgmma schedule, a 64 x 32
+     product holding two block-rows' tiles; bench/results/cuda_bell_b32_dw.log) 0.49-0.68x /
+     0.58-0.79x at the two large shapes (0.39-0.50x fwd+bwd at 640->2560); B=16
      (bench/results/cuda_bell_475ce63.log, mma.sync, 8 warps an SM: L2-to-SM traffic and low
      occupancy bound it) 0.17-0.25x / 0.18-0.24x. The B=64 forward is L2-bound (x read again for
      every pair of block-rows: L2 64% busy, tensor pipe 59%, ncu at locked clocks), dvalues too
@@ -1119,7 +1121,22 @@ template <int N> __device__ __forceinline__ void ssm__sm90_wait_mma(void) {
                    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
                    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])  \
                  : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
+#define SSM__SM90_MMA32(TY)                                                                                       \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                   \
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {"                                    \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"                          \
+                 "}, %16, %17, p, 1, 1, %19, %20;\n}\n"                                                          \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),       \
+                   "+f"(d[15])                                                                                    \
+                 : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB))
 template <int N, int BF, int TA, int TB> struct ssm__sm90_mma;
+template <int TA, int TB> struct ssm__sm90_mma<32, 1, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA32("bf16"); }
+};
+template <int TA, int TB> struct ssm__sm90_mma<32, 0, TA, TB> {
+    static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA32("f16"); }
+};
 template <int TA, int TB> struct ssm__sm90_mma<64, 1, TA, TB> {
     static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA64("bf16"); }
 };
@@ -1138,6 +1155,7 @@ template <int TA, int TB> struct ssm__sm90_mma<256, 1, TA, TB> {
 template <int TA, int TB> struct ssm__sm90_mma<256, 0, TA, TB> {
     static __device__ __forceinline__ void run(float *d, uint64_t da, uint64_t db) { SSM__SM90_MMA256("f16"); }
 };
+#undef SSM__SM90_MMA32
 #undef SSM__SM90_MMA64
 #undef SSM__SM90_MMA128
 #undef SSM__SM90_MMA256
@@ -3730,6 +3748,18 @@ __device__ __forceinline__ void ssm__cu_dk_loadv(const T *p, float *f) {
         f[0] = ssm__cu_vec<T>::get(p[0]);
     }
 }
+/* Its inverse: V floats to consecutive elements at p (one 16-byte store when V > 1). */
+template <typename T, int V>
+__device__ __forceinline__ void ssm__cu_dk_storev(T *p, const float *f) {
+    if (V > 1) {
+        ssm__cu_pack<T, V> pk;
+#pragma unroll
+        for (int v = 0; v < V; ++v) pk.v[v] = ssm__cu_vec<T>::put(f[v]);
+        *(ssm__cu_pack<T, V> *)p = pk;
+    } else {
+        p[0] = ssm__cu_vec<T>::put(f[0]);
+    }
+}
 
 /* V columns from c of an initial state [b][r][c] (h0 or dhT: the call's dtype, or f32). */
 template <typename T, int V>
@@ -3857,15 +3887,10 @@ __global__ void __launch_bounds__(SSM__DK_THREADS) ssm__cu_dk_scan_kernel(
             if (q < len) {
                 int64_t u = u0 + q, t = reverse ? Tn - 1 - u : u;
                 const float sc = expf(la[q]);
-                T *op = (T *)out.p + b * out.s0 + t * out.s1 + r * out.s2 + c * out.s3;
-                if (V > 1) {
-                    ssm__cu_pack<T, V> pk;
+                float o[V];
 #pragma unroll
-                    for (int v = 0; v < V; ++v) pk.v[v] = ssm__cu_vec<T>::put(hv[q][v] + sc * carry[v]);
-                    *(ssm__cu_pack<T, V> *)op = pk;
-                } else {
-                    op[0] = ssm__cu_vec<T>::put(hv[q][0] + sc * carry[0]);
-                }
+                for (int v = 0; v < V; ++v) o[v] = hv[q][v] + sc * carry[v];
+                ssm__cu_dk_storev<T, V>((T *)out.p + b * out.s0 + t * out.s1 + r * out.s2 + c * out.s3, o);
             }
         }
     }
@@ -4492,10 +4517,7 @@ __device__ __forceinline__ void ssm__cu_dks_steps(const ssm__cu_dks_at &a, int64
         ssm__cu_dks_join<V>(h, P, xv, f);
         if (STORE) {
             if (V > 1 && ovec) {
-                ssm__cu_pack<T, V> pk;
-#pragma unroll
-                for (int v = 0; v < V; ++v) pk.v[v] = ssm__cu_vec<T>::put(h[v]);
-                *(ssm__cu_pack<T, V> *)(op + t * out.s1) = pk;
+                ssm__cu_dk_storev<T, V>(op + t * out.s1, h);
             } else {
 #pragma unroll
                 for (int v = 0; v < V; ++v) op[t * out.s1 + v * out.s3] = ssm__cu_vec<T>::put(h[v]);
@@ -5718,81 +5740,90 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
 #endif
 }
 
-/* dvalues on wgmma (B = 64, 16-bit, sm_90a). A unit is 2 block-rows (a forward group) x 4
-   input blocks, over one token split; the forward tables name its active tiles. A CTA
-   (persistent) streams the unit's tokens in slabs of 64: TMA loads dy's box for each row with
-   an active tile and x's box for each input block either row uses (a stage: up to 6 boxes of
-   8 KB). Consumer warpgroup m accumulates row grp*2 + m's active tiles, dW tile = dy_r^T x_c:
-   wgmma m64n64k16 with the dy box as M-major A and the x box as N-major B (k16 = 16 token
-   rows), 32 f32 a tile. A unit's slab loop is instantiated per number of active tiles
-   (ssm__blw_dw_unit<NA>, each with its own accumulators), so no wgmma sits under a branch. Each tile is written once (no atomics): to
-   dvalues, or with token splits to the partials that ssm__bl_dw_reduce_kernel sums in order. */
+/* dvalues on wgmma (B = 64 or 32, 16-bit, sm_90a). A unit is a forward group (G = 128 / B
+   block-rows, 128 features) x 256 / B input blocks (256 columns of x), over one token split; the
+   forward tables name its active tiles. A CTA (persistent) streams the unit's tokens in slabs
+   of 64: TMA loads, for each consumer warpgroup whose 64 features hold an active tile, dy's box
+   of those features, and x's box for each input block any member uses (a stage: up to 2 dy
+   boxes of 8 KB and 256 columns of x, 48 KB). Consumer warpgroup m accumulates, for each input
+   block c that one of its members (1 at B = 64, 2 at B = 32) uses, the 64 x B product
+   dy_m^T x_c: wgmma m64nBk16 with the dy box as M-major A and the x box as N-major B (k16 = 16
+   token rows), B / 2 f32 a product. At B = 32 that product holds both members' tiles, and only
+   the active ones are stored (an inactive half costs MMA work, not traffic: a stage loads what
+   a B = 64 stage loads for as many useful FLOPs). A unit's slab loop is instantiated per number
+   of products (ssm__blw_dw_unit<NA>, each with its own accumulators), so no wgmma sits under a
+   branch. Each tile is written once (no atomics): to dvalues, or with token splits to the
+   partials that ssm__bl_dw_reduce_kernel sums in order. */
 #define SSM__BLW_DW_SLAB 64
-#define SSM__BLW_DW_BOX (SSM__BLW_DW_SLAB * 64 * 2)
-#define SSM__BLW_DW_SB (6 * SSM__BLW_DW_BOX) /* two dy boxes, four x boxes */
+#define SSM__BLW_DW_BOX (SSM__BLW_DW_SLAB * 64 * 2) /* a dy box: 64 features; x's boxes fill 4 more */
+#define SSM__BLW_DW_SB (6 * SSM__BLW_DW_BOX)
 #define SSM__BLW_DW_SMEM (SSM__BLW_ST * SSM__BLW_DW_SB + 1024)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* One unit for a consumer warpgroup with NA active tiles (x boxes xo[j] of each stage, slots
-   sl[j]): its own accumulators, so each instantiation is straight-line wgmma code; one wgmma
-   group in flight, each stage released when the next one's group has retired it. */
-template <int BF, int NA>
+/* One unit for a consumer warpgroup with NA products (x boxes xo[j] of each stage; the slots of
+   its members' tiles sl[j * (64 / B) + member], -1 where inactive): its own accumulators, so each
+   instantiation is straight-line wgmma code; one wgmma group in flight, each stage released when
+   the next one's group has retired it. */
+template <int BF, int B, int NA>
 __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int m, const int *xo, const int *sl, int nslab, int &s,
                                                  int &ph, uint64_t *full, uint64_t *empty, int warp, int lane, int split, int K,
                                                  int64_t nslots, const ssm__bl_vals &dv, float *part) {
-    constexpr int SB = SSM__BLW_DW_SB, BOX = SSM__BLW_DW_BOX;
-    float d[32 * NA];
+    constexpr int SB = SSM__BLW_DW_SB, BOX = SSM__BLW_DW_BOX, XBOX = SSM__BLW_DW_SLAB * B * 2, NT = B / 2, RW = 64 / B;
+    float d[NT * NA];
 #pragma unroll
-    for (int q = 0; q < 32 * NA; ++q) d[q] = 0.f;
+    for (int q = 0; q < NT * NA; ++q) d[q] = 0.f;
     int prev = -1;
     for (int i = 0; i < nslab; ++i) {
         ssm__sm90_wait(&full[s], ph);
         const unsigned char *st = ring + s * SB;
 #pragma unroll
-        for (int q = 0; q < 32 * NA; ++q) ssm__sm90_rf(d[q]);
+        for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
         ssm__sm90_fence();
 #pragma unroll
         for (int k = 0; k < 4; ++k)
 #pragma unroll
             for (int j = 0; j < NA; ++j)
-                ssm__sm90_mma<64, BF, 1, 1>::run(d + 32 * j, ssm__sm90_desc(st + m * BOX + 2048 * k),
-                                                 ssm__sm90_desc(st + (2 + xo[j]) * BOX + 2048 * k));
+                ssm__sm90_mma<B, BF, 1, 1>::run(d + NT * j, ssm__sm90_desc(st + m * BOX + 2048 * k),
+                                                ssm__sm90_desc<2 * B>(st + 2 * BOX + xo[j] * XBOX + 32 * B * k));
         ssm__sm90_commit();
         ssm__sm90_wait_mma<1>();
 #pragma unroll
-        for (int q = 0; q < 32 * NA; ++q) ssm__sm90_rf(d[q]);
+        for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
         if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
         prev = s;
         if (++s == SSM__BLW_ST) s = 0, ph ^= 1;
     }
     ssm__sm90_wait_mma<0>();
 #pragma unroll
-    for (int q = 0; q < 32 * NA; ++q) ssm__sm90_rf(d[q]);
+    for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
     if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
-    /* d[32j + 4i + {0,1}]: tile j, row (output feature) f, columns 8i + 2q + {0,1}; + {2,3}: row f + 8 */
+    /* d[NT j + 4i + {0,1}]: product j, feature f, columns 8i + 2q + {0,1}; + {2,3}: feature f + 8.
+       Feature f is row f % B of member f / B (one member a warp). */
     const int f = warp * 16 + lane / 4, q4 = lane % 4;
 #pragma unroll
     for (int j = 0; j < NA; ++j) {
-        const int64_t slot = sl[j];
+        const int64_t slot = sl[j * RW + f / B];
+        if (slot < 0) continue;
 #pragma unroll
-        for (int i = 0; i < 8; ++i)
+        for (int i = 0; i < B / 8; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const int row = f + 8 * (e >> 1), col = 8 * i + 2 * q4 + (e & 1);
-                const float v = d[32 * j + 4 * i + e];
-                if (part) part[((int64_t)split * nslots + slot) * 4096 + row * 64 + col] = v;
+                const int row = f % B + 8 * (e >> 1), col = 8 * i + 2 * q4 + (e & 1);
+                const float v = d[NT * j + 4 * i + e];
+                if (part) part[((int64_t)split * nslots + slot) * (B * B) + row * B + col] = v;
                 else ssm__cu_stv((void *)dv.p, BF ? 2 : 1, (slot / K) * dv.s0 + (slot % K) * dv.s1 + row * dv.s2 + col * dv.s3, v);
             }
     }
 }
 #endif
 
-template <int BF>
+template <int BF, int B>
 __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_constant__ CUtensorMap tdy, const __grid_constant__ CUtensorMap tx,
                                                              const int *tab, int R, int K, int C, int ngr, int nunits,
                                                              int64_t N, int64_t tps, int S, ssm__bl_vals dv, float *part) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ST = SSM__BLW_ST, SB = SSM__BLW_DW_SB, BOX = SSM__BLW_DW_BOX, SLAB = SSM__BLW_DW_SLAB;
+    constexpr int G = 128 / B, RW = 64 / B, XB = 256 / B, XBOX = SLAB * B * 2; /* members a group / a warpgroup, x boxes */
     extern __shared__ uint4 ssm__blw_dw_smem[];
     __shared__ uint64_t full[ST], empty[ST];
     unsigned char *ring = ssm__sm90_ring(ssm__blw_dw_smem);
@@ -5800,33 +5831,33 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
     const int total = nunits * S;
     const int64_t nslots = (int64_t)R * K;
     ssm__sm90_ring_init(full, empty, ST, 8);
-/* unit u: token split, group, chunk of 4 input blocks, and the slot of (member mm, block q) */
+/* unit u: token split, group, chunk of XB input blocks, and the slot of (member mm, block q) */
 #define SSM__BLW_DW_UNIT(u)                                                                                 \
     const int split = (u) / nunits, rest = (u) - split * nunits, grp = rest % ngr, ch = rest / ngr;         \
     const int64_t n_lo = (int64_t)split * tps, n_hi = n_lo + tps < N ? n_lo + tps : N;                      \
     const int nslab = n_lo < n_hi ? (int)((n_hi - n_lo + SLAB - 1) / SLAB) : 0;
 #define SSM__BLW_DW_SLOT(mm, q) \
-    (ch * 4 + (q) < C && grp * 2 + (mm) < R ? tab[((int64_t)grp * C + ch * 4 + (q)) * 2 + (mm)] : -1)
+    (ch * XB + (q) < C && grp * G + (mm) < R ? tab[((int64_t)grp * C + ch * XB + (q)) * G + (mm)] : -1)
     if (wg == 0) {
         ssm__sm90_producer_regs();
         if (warp != 0 || lane != 0) return;
         int s = 0, ph = 0;
         for (int u = blockIdx.x; u < total; u += gridDim.x) {
             SSM__BLW_DW_UNIT(u)
-            int rmask = 0, xmask = 0;
-            for (int mm = 0; mm < 2; ++mm)
-                for (int q = 0; q < 4; ++q)
-                    if (SSM__BLW_DW_SLOT(mm, q) >= 0) rmask |= 1 << mm, xmask |= 1 << q;
+            int rmask = 0, xmask = 0; /* the warpgroups' dy boxes, the x boxes */
+            for (int mm = 0; mm < G; ++mm)
+                for (int q = 0; q < XB; ++q)
+                    if (SSM__BLW_DW_SLOT(mm, q) >= 0) rmask |= 1 << (mm / RW), xmask |= 1 << q;
             if (!rmask) continue; /* no active tile: the consumers skip the unit too */
             for (int i = 0; i < nslab; ++i) {
                 const int n0 = (int)(n_lo + (int64_t)i * SLAB);
                 unsigned char *st = ring + s * SB;
                 ssm__sm90_wait(&empty[s], ph ^ 1);
-                ssm__sm90_expect_tx(&full[s], (__popc(rmask) + __popc(xmask)) * BOX);
-                for (int mm = 0; mm < 2; ++mm)
-                    if (rmask >> mm & 1) ssm__sm90_tma2(st + mm * BOX, &tdy, &full[s], (grp * 2 + mm) * 64, n0);
-                for (int q = 0; q < 4; ++q)
-                    if (xmask >> q & 1) ssm__sm90_tma2(st + (2 + q) * BOX, &tx, &full[s], (ch * 4 + q) * 64, n0);
+                ssm__sm90_expect_tx(&full[s], __popc(rmask) * BOX + __popc(xmask) * XBOX);
+                for (int m = 0; m < 2; ++m)
+                    if (rmask >> m & 1) ssm__sm90_tma2(st + m * BOX, &tdy, &full[s], (grp * G + m * RW) * B, n0);
+                for (int q = 0; q < XB; ++q)
+                    if (xmask >> q & 1) ssm__sm90_tma2(st + 2 * BOX + q * XBOX, &tx, &full[s], (ch * XB + q) * B, n0);
                 if (++s == ST) s = 0, ph ^= 1;
             }
         }
@@ -5836,13 +5867,16 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
         int s = 0, ph = 0;
         for (int u = blockIdx.x; u < total; u += gridDim.x) {
             SSM__BLW_DW_UNIT(u)
-            int xo[4], sl[4], na = 0, any = 0;
-            for (int mm = 0; mm < 2; ++mm)
-                for (int q = 0; q < 4; ++q) {
+            int xo[XB], sl[XB * RW], na = 0, any = 0;
+            for (int q = 0; q < XB; ++q) {
+                int mine = 0;
+                for (int mm = 0; mm < G; ++mm) {
                     const int v = SSM__BLW_DW_SLOT(mm, q);
                     any |= v >= 0;
-                    if (mm == m && v >= 0) xo[na] = q, sl[na] = v, ++na;
+                    if (mm / RW == m) sl[na * RW + mm % RW] = v, mine |= v >= 0;
                 }
+                if (mine) xo[na++] = q;
+            }
             if (!any) continue;
             switch (na) { /* one value for the warpgroup */
             case 0:
@@ -5852,10 +5886,22 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
                     if (++s == ST) s = 0, ph ^= 1;
                 }
                 break;
-            case 1: ssm__blw_dw_unit<BF, 1>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
-            case 2: ssm__blw_dw_unit<BF, 2>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
-            case 3: ssm__blw_dw_unit<BF, 3>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
-            default: ssm__blw_dw_unit<BF, 4>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
+#define SSM__BLW_DW_CASE(NA_) \
+    case NA_: ssm__blw_dw_unit<BF, B, NA_>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
+            SSM__BLW_DW_CASE(1)
+            SSM__BLW_DW_CASE(2)
+            SSM__BLW_DW_CASE(3)
+            default:
+                if constexpr (B == 64) ssm__blw_dw_unit<BF, B, 4>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+                else switch (na) {
+                    SSM__BLW_DW_CASE(4)
+                    SSM__BLW_DW_CASE(5)
+                    SSM__BLW_DW_CASE(6)
+                    SSM__BLW_DW_CASE(7)
+                    default: ssm__blw_dw_unit<BF, B, 8>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
+                }
+                break;
+#undef SSM__BLW_DW_CASE
             }
         }
     }
@@ -5923,8 +5969,10 @@ static int ssm__blw_ok(ssm__cu_state *st) {
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 0>, SSM__BLW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<1, 1>, SSM__BLW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 1>, SSM__BLW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1>, SSM__BLW_DW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1, 64>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0, 64>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1, 32>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0, 32>, SSM__BLW_DW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<1, 0>, SSM__BLU_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<0, 0>, SSM__BLU_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<1, 1>, SSM__BLU_SMEM) &&
@@ -5997,24 +6045,30 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
    mma.sync kernel. tps: tokens a split, a multiple of 64. */
 static int ssm__blw_dw(ssm__cu_state *st, const ssm_bell_plan *p, const ssm_tensor *col_idx, ssm__bl_mat dy, ssm__bl_mat x,
                        int *tab, size_t tab_bytes, int64_t tps, int S, ssm__bl_vals dv, float *part) {
-    const int R = (int)p->R, K = (int)p->K, C = (int)p->C, ngr = (R + 1) / 2, nunits = ngr * ((C + 3) / 4);
+    const int R = (int)p->R, K = (int)p->K, C = (int)p->C, B = (int)p->B, G = B == 64 ? 2 : 4, XB = 256 / (B ? B : 1);
+    const int ngr = (R + G - 1) / G, nunits = ngr * ((C + XB - 1) / XB);
     const int64_t nslots = (int64_t)R * K;
     CUtensorMap tdy, tx;
-    if (st->knobs.bell_kernel == 1 || p->dtype.bits != 16 || p->B != 64 || p->N <= 0 || p->N > INT32_MAX - 64 || tps % 64 ||
-        (int64_t)nunits * S > INT32_MAX || tab_bytes < (size_t)ngr * C * 2 * 4 || !ssm__blw_ok(st) ||
-        !ssm__blw_map(&tdy, p->dtype, dy, p->N, (int64_t)R * 64, SSM__BLW_DW_SLAB) ||
-        !ssm__blw_map(&tx, p->dtype, x, p->N, (int64_t)C * 64, SSM__BLW_DW_SLAB))
+    if (st->knobs.bell_kernel == 1 || p->dtype.bits != 16 || (B != 64 && B != 32) || p->N <= 0 || p->N > INT32_MAX - 64 ||
+        tps % 64 || (int64_t)nunits * S > INT32_MAX || tab_bytes < (size_t)ngr * C * G * 4 || !ssm__blw_ok(st) ||
+        !ssm__blw_map(&tdy, p->dtype, dy, p->N, (int64_t)R * B, SSM__BLW_DW_SLAB) ||
+        !ssm__blw_map(&tx, p->dtype, x, p->N, (int64_t)C * B, SSM__BLW_DW_SLAB, B))
         return 0;
     if (cudaMemsetAsync(tab, 0xFF, tab_bytes, st->stream) != cudaSuccess) return 0;
     ssm__bl_fwd_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st->stream>>>(
-        (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, 2, tab);
+        (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, G, tab);
     const int total = nunits * S, grid = total < st->sms ? total : st->sms;
-    if (p->dtype.code == SSM_DTYPE_BFLOAT)
-        ssm__blw_dw_kernel<1><<<grid, 384, SSM__BLW_DW_SMEM, st->stream>>>(tdy, tx, tab, R, K, C, ngr, nunits, p->N, tps, S, dv,
-                                                                           part);
-    else
-        ssm__blw_dw_kernel<0><<<grid, 384, SSM__BLW_DW_SMEM, st->stream>>>(tdy, tx, tab, R, K, C, ngr, nunits, p->N, tps, S, dv,
-                                                                           part);
+#define SSM__BLW_DW_GO(BF_, B_)                                                                                          \
+    ssm__blw_dw_kernel<BF_, B_><<<grid, 384, SSM__BLW_DW_SMEM, st->stream>>>(tdy, tx, tab, R, K, C, ngr, nunits, p->N, tps, S, \
+                                                                             dv, part)
+    if (p->dtype.code == SSM_DTYPE_BFLOAT) {
+        if (B == 64) SSM__BLW_DW_GO(1, 64);
+        else SSM__BLW_DW_GO(1, 32);
+    } else {
+        if (B == 64) SSM__BLW_DW_GO(0, 64);
+        else SSM__BLW_DW_GO(0, 32);
+    }
+#undef SSM__BLW_DW_GO
     return 1;
 }
 #else
@@ -7191,7 +7245,9 @@ __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N,
    adjacent columns, a warp 256 per step, an L2 head of hd columns hd / 8 adjacent lanes (hd a
    power of two <= 256: a shuffle reduction inside the lane group). SiLU and sigmoid through
    ssm__pj_fsig. The scalar kernel (2-byte loads, 4 or 8 in flight a lane, IEEE division) ran
-   at a fifth of the bandwidth floor: H200, M 8192, N 8224 bf16, 510 us for 405 MB. */
+   at a fifth of the bandwidth floor: H200, M 8192, N 8224 bf16, 510 us for 405 MB. At M 32768
+   it moves its 1.6 GB in 670 us (48% of DRAM peak, ncu); issuing each step's loads a step
+   ahead did not change that (693 us), so the latency of one warp's row is not what bounds it. */
 template <typename T> __device__ __forceinline__ void ssm__pj_ld8(const void *p, int64_t i, float *v) {
     const uint4 u = *(const uint4 *)((const T *)p + i);
     const T *h = (const T *)&u;

@@ -9,7 +9,7 @@
    the epilogue the vendor fuses: cuBLASLt's GELU + bias epilogue on the layer's GEMM beside
    ours with one GELU (tanh) segment with bias (peer:cublaslt_gelu).
    JSON lines: bench/results/cuda_proj.jsonl (the row format of bench/bench.h). BENCH_QUICK=1
-   trims the grid; BENCH_PROJ_FB=M only calls the layer's forward + backward (for a profiler). */
+   trims the grid; BENCH_PROJ_FB=M[:K] only calls the layer's forward + backward (for a profiler). */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
@@ -17,6 +17,7 @@
 #include <cublasLt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <math.h>
 #include <functional>
@@ -362,12 +363,13 @@ done:
     cudaFree(dw), cudaFree(dWo);
 }
 
-/* BENCH_PROJ_FB=M: three forward (SAVE_PRE) + backward calls of the Gated DeltaNet layer at M
-   rows on the default context, untimed: the program to put under ncu or nsys for the backward's
-   per-kernel split. */
-static int fb_calls(ssm_ctx *ctx, ssm_dtype dt, int64_t M) {
-    int64_t K;
+/* BENCH_PROJ_FB=M[:K]: three forward (SAVE_PRE) + backward calls of the Gated DeltaNet layer at M
+   rows (and K inputs, default 2048) on the default context, untimed: the program to put under
+   ncu or compute-sanitizer. */
+static int fb_calls(ssm_ctx *ctx, ssm_dtype dt, const char *arg) {
+    int64_t K, M = atoll(arg);
     ssm_proj_desc d = chain(1, &K);
+    if (strchr(arg, ':')) K = atoll(strchr(arg, ':') + 1);
     const int64_t N = ssm_proj_desc_width(&d), G = 16;
     const int64_t sx[2] = {M, K}, sW[2] = {N, K}, sy[2] = {M, N}, sN[1] = {N}, sG[1] = {G};
     void *x = dev_random(dt, M * K, 1.f, 1), *W = dev_random(dt, N * K, 0.03f, 2), *b = dev_random(dt, N, 0.5f, 3);
@@ -387,7 +389,7 @@ static int fb_calls(ssm_ctx *ctx, ssm_dtype dt, int64_t M) {
         bad = ssm_proj_forward(ctx, &d, &tx, &tW, &tb, &tal, &ty, &tpre) != SSM_OK ||
               ssm_proj_backward(ctx, &d, &tx, &tW, &tb, &tal, &tpre, &tdy, &tdx, &tdW, &tdb, &tdal) != SSM_OK;
     cudaDeviceSynchronize();
-    printf("BENCH_PROJ_FB M %lld: %s\n", (long long)M, bad ? ssm_ctx_last_error(ctx) : "3 forward + backward calls done");
+    printf("BENCH_PROJ_FB M %lld K %lld: %s\n", (long long)M, (long long)K, bad ? ssm_ctx_last_error(ctx) : "3 forward + backward calls done");
     cudaFree(x), cudaFree(W), cudaFree(b), cudaFree(al), cudaFree(y), cudaFree(pre), cudaFree(dy), cudaFree(dx);
     cudaFree(dW), cudaFree(db), cudaFree(dal);
     return bad;
@@ -419,7 +421,7 @@ int main(void) {
         c2.proj_kernel = 3;
         if (ssm_ctx_create(&cfg2, &g_k3) != SSM_OK) return 1;
     }
-    if (getenv("BENCH_PROJ_FB")) return fb_calls(ctx, SSM_BF16, atoll(getenv("BENCH_PROJ_FB")));
+    if (getenv("BENCH_PROJ_FB")) return fb_calls(ctx, SSM_BF16, getenv("BENCH_PROJ_FB"));
     g_gdn = getenv("BENCH_PROJ_GDN") != NULL;
     FILE *js = open_jsonl("cuda_proj");
     if (g_gdn) {
