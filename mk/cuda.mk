@@ -36,21 +36,21 @@ DEV_CUDA  := $(patsubst dev/cuda/%.cu,$(BUILD)/dev_%,$(wildcard dev/cuda/*.cu))
 # The programs are built by a make of their own running $(JOBS) compiles at a time, the output
 # of each compile printed together ($(PAR), Makefile); the longest (the implementation object,
 # the library, dev_whole) first.
-CUDA_PROGS := $(CUDA_IMPL) $(BUILD)/libssmh.so $(BUILD)/dev_whole $(if $(NCCL_SO),$(BUILD)/cuda_impl_nccl.o $(BUILD)/test_nccl $(BUILD)/cuda_cp_bench) $(BUILD)/test_cuda \
+CUDA_PROGS = $(CUDA_IMPL) $(BUILD)/libssmh.so $(BUILD)/dev_whole $(if $(NCCL_SO),$(BUILD)/test_nccl $(BUILD)/cuda_cp_bench) $(BUILD)/test_cuda \
 	$(BUILD)/fuzz_cuda $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta $(filter-out $(BUILD)/dev_whole,$(DEV_CUDA))
 compile-cuda: | $(BUILD)
 	@echo "== CUDA programs: compile and link ($(or $(findstring -j,$(MAKEFLAGS)),$(JOBS)) at a time)"
 	@$(MAKE) --no-print-directory $(PAR) $(CUDA_PROGS)
 
 $(CUDA_IMPL): tests/cuda_impl.cu ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -c $< -o $@
+	$(NVCC) $(SSM_NVFLAGS) $(IMPL_FLAGS) -c $< -o $@
 
 $(BUILD)/test_main_cuda.o: tests/test_main.c tests/test.h tests/cases.h ssm.h | $(BUILD)
 	$(CC) -std=c99 -O2 -g -Dmain=ssm_test_cpu_main -c $< -o $@
 
 $(BUILD)/test_cuda: tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CUDA_IMPL) $(CPUTESTS) tests/test.h tests/cases.h ssm.h ssm_cuda.h | $(BUILD)
 	$(CC) -std=c99 -O2 -g -c $(CPUTESTS) && mv $(notdir $(CPUTESTS:.c=.o)) $(BUILD)/
-	$(NVCC) $(SSM_NVFLAGS) -g -Itests tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CUDA_IMPL) $(addprefix $(BUILD)/,$(notdir $(CPUTESTS:.c=.o))) $(CUDALIBS) -o $@
+	$(NVCC) $(SSM_NVFLAGS) -g -Itests tests/test_cuda.cu $(BUILD)/test_main_cuda.o $(CUDA_IMPL) $(addprefix $(BUILD)/,$(notdir $(CPUTESTS:.c=.o))) $(IMPL_LIBS) -o $@
 
 test-cuda: $(BUILD)/test_cuda
 	$(B)/test_cuda
@@ -61,18 +61,19 @@ test-cuda: $(BUILD)/test_cuda
 NCCL_HOME ?= $(firstword $(foreach d,/usr/local/cuda /usr $(shell python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null),$(if $(wildcard $(d)/include/nccl.h),$(d))))
 NCCL_SO = $(firstword $(wildcard $(addprefix $(NCCL_HOME)/,lib/libnccl.so lib64/libnccl.so lib/x86_64-linux-gnu/libnccl.so lib/libnccl.so.2 lib64/libnccl.so.2 lib/x86_64-linux-gnu/libnccl.so.2)))
 
-# The NCCL programs (the 2-GPU test, the context-parallel benchmark) share one implementation
-# object built with the hook.
+# Where NCCL is found, the one implementation object carries the hook (SSM_NCCL only adds
+# functions) and every program linking it links NCCL, so the 2-GPU test and the
+# context-parallel benchmark need no second compile of the kernels.
 NCCL_FLAGS = -DSSM_NCCL -I$(NCCL_HOME)/include
-NCCL_LINK = $(CUDALIBS) $(NCCL_SO) -Xlinker -rpath,$(dir $(NCCL_SO))
-$(BUILD)/cuda_impl_nccl.o: tests/cuda_impl.cu ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) -c $< -o $@
+IMPL_FLAGS = $(if $(NCCL_SO),$(NCCL_FLAGS))
+NCCL_LINK = $(NCCL_SO) -Xlinker -rpath,$(dir $(NCCL_SO))
+IMPL_LIBS = $(CUDALIBS) $(if $(NCCL_SO),$(NCCL_LINK))
 
-$(BUILD)/test_nccl: tests/test_nccl.cu $(BUILD)/cuda_impl_nccl.o ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) $< $(BUILD)/cuda_impl_nccl.o $(NCCL_LINK) -o $@
+$(BUILD)/test_nccl: tests/test_nccl.cu $(CUDA_IMPL) ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) $< $(CUDA_IMPL) $(IMPL_LIBS) -o $@
 
-$(BUILD)/cuda_cp_bench: bench/cuda_cp.cu bench/cuda_common.h $(BUILD)/cuda_impl_nccl.o ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(BUILD)/cuda_impl_nccl.o $(NCCL_LINK) -o $@
+$(BUILD)/cuda_cp_bench: bench/cuda_cp.cu bench/cuda_common.h $(CUDA_IMPL) ssm.h ssm_cuda.h | $(BUILD)
+	$(NVCC) $(SSM_NVFLAGS) $(NCCL_FLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(IMPL_LIBS) -o $@
 
 test-nccl: $(BUILD)/test_nccl
 	$(B)/test_nccl
@@ -86,7 +87,7 @@ bench-cuda-cp: $(BUILD)/cuda_cp_bench
 # `make fuzz-cuda FUZZ_SECONDS=120` on a machine with a GPU (the seed as in `make fuzz`).
 $(BUILD)/fuzz_cuda: tests/fuzz_api.c $(CUDA_IMPL) ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -g -x cu -DSSM_FUZZ_CUDA -c tests/fuzz_api.c -o $@.o
-	$(NVCC) $(SSM_NVFLAGS) $@.o $(CUDA_IMPL) $(CUDALIBS) -o $@
+	$(NVCC) $(SSM_NVFLAGS) $@.o $(CUDA_IMPL) $(IMPL_LIBS) -o $@
 
 fuzz-cuda: $(BUILD)/fuzz_cuda
 	$(B)/fuzz_cuda $(FUZZ_SECONDS) $(FUZZ_SEED)
@@ -97,7 +98,7 @@ fuzz-cuda: $(BUILD)/fuzz_cuda
 # the same inputs in the same run when `import fla` works: the program writes its inputs, the
 # peer script reads them).
 $(BUILD)/cuda_%: bench/cuda_%.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(IMPL_LIBS) -o $@
 $(BUILD)/cuda_bell: CUDALIBS += -lcusparse
 $(BUILD)/cuda_proj: CUDALIBS += -lcublasLt
 
@@ -115,7 +116,7 @@ $(BUILD)/dev_whole: dev/cuda/whole.cu dev/cuda/bell.cu dev/cuda/delta.cu dev/cud
 $(DEV_CUDA_LINKS): $(BUILD)/dev_whole
 	ln -sf dev_whole $@
 $(BUILD)/dev_%: dev/cuda/%.cu $(CUDA_IMPL) bench/cuda_common.h bench/bench.h ssm.h ssm_cuda.h | $(BUILD)
-	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(CUDALIBS) -o $@
+	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDA_IMPL) $(IMPL_LIBS) -o $@
 
 bench-cuda-delta: $(BUILD)/cuda_delta
 	@if python3 -c "import fla" 2>/dev/null; then d=$$(mktemp -d); DELTA_PEER_DIR=$$d $(B)/cuda_delta && \
