@@ -5752,9 +5752,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
    the active ones are stored (an inactive half costs MMA work, not traffic: a stage loads what
    a B = 64 stage loads for as many useful FLOPs). A unit's slab loop is instantiated per number
    of products (ssm__blw_dw_unit<NA>, each with its own accumulators), so no wgmma sits under a
-   branch; at B = 32 an odd count runs as the next even one (its last product repeated and not
-   stored: half the instantiations, so half their compile time, for one extra product at odd counts).
-   Each tile is written once (no atomics): to dvalues, or with token splits to the
+   branch. Each tile is written once (no atomics): to dvalues, or with token splits to the
    partials that ssm__bl_dw_reduce_kernel sums in order. */
 #define SSM__BLW_DW_SLAB 64
 #define SSM__BLW_DW_BOX (SSM__BLW_DW_SLAB * 64 * 2) /* a dy box: 64 features; x's boxes fill 4 more */
@@ -5880,35 +5878,31 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
                 if (mine) xo[na++] = q;
             }
             if (!any) continue;
-            if (na == 0) { /* nothing of this warpgroup's: release the stages */
+            switch (na) { /* one value for the warpgroup */
+            case 0:
                 for (int i = 0; i < nslab; ++i) {
                     ssm__sm90_wait(&full[s], ph);
                     if (lane == 0) ssm__sm90_arrive(&empty[s]);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
-                continue;
+                break;
+#define SSM__BLW_DW_CASE(NA_) \
+    case NA_: ssm__blw_dw_unit<BF, B, NA_>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
+            SSM__BLW_DW_CASE(1)
+            SSM__BLW_DW_CASE(2)
+            SSM__BLW_DW_CASE(3)
+            default:
+                if constexpr (B == 64) ssm__blw_dw_unit<BF, B, 4>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+                else switch (na) {
+                    SSM__BLW_DW_CASE(4)
+                    SSM__BLW_DW_CASE(5)
+                    SSM__BLW_DW_CASE(6)
+                    SSM__BLW_DW_CASE(7)
+                    default: ssm__blw_dw_unit<BF, B, 8>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
+                }
+                break;
+#undef SSM__BLW_DW_CASE
             }
-            if constexpr (B == 32)
-                if (na & 1) { /* an even count: repeat the last product, store none of it */
-                    xo[na] = xo[na - 1];
-                    for (int r = 0; r < RW; ++r) sl[na * RW + r] = -1;
-                    ++na;
-                }
-/* one value of na for the warpgroup; at B = 32 only even ones (half the instantiations) */
-#define SSM__BLW_DW_RUN(NA_) ssm__blw_dw_unit<BF, B, NA_>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part)
-            if constexpr (B == 64) switch (na) {
-                case 1: SSM__BLW_DW_RUN(1); break;
-                case 2: SSM__BLW_DW_RUN(2); break;
-                case 3: SSM__BLW_DW_RUN(3); break;
-                default: SSM__BLW_DW_RUN(4); break;
-                }
-            else switch (na) {
-                case 2: SSM__BLW_DW_RUN(2); break;
-                case 4: SSM__BLW_DW_RUN(4); break;
-                case 6: SSM__BLW_DW_RUN(6); break;
-                default: SSM__BLW_DW_RUN(8); break;
-                }
-#undef SSM__BLW_DW_RUN
         }
     }
 #undef SSM__BLW_DW_SLOT
