@@ -7246,21 +7246,24 @@ __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N,
    power of two <= 256: a shuffle reduction inside the lane group). SiLU and sigmoid through
    ssm__pj_fsig. The scalar kernel (2-byte loads, 4 or 8 in flight a lane, IEEE division) ran
    at a fifth of the bandwidth floor: H200, M 8192, N 8224 bf16, 510 us for 405 MB. At M 32768
-   it moves its 1.6 GB in 670 us (48% of DRAM peak, ncu); issuing each step's loads a step
-   ahead did not change that (693 us), so the latency of one warp's row is not what bounds it. */
+   it moved its 1.6 GB in 667 us (50% of DRAM peak, ncu; issuing each step's loads a step
+   ahead: 693 us); the SiLU / sigmoid instantiations (the activation no longer tested per
+   element) cut its instructions by 8% and its time to 594 us (56% of peak). */
 template <typename T> __device__ __forceinline__ void ssm__pj_ld8(const void *p, int64_t i, float *v) {
     const uint4 u = *(const uint4 *)((const T *)p + i);
     const T *h = (const T *)&u;
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = ssm__pj_ld<T>(h, e);
 }
-template <typename T>
-__global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N, int64_t G, ssm__pj_segs sg,
-                                                            ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat pre,
-                                                            ssm__pj_mat dy, void *dP, float *ga, float eps) {
-    const int lane = threadIdx.x & 31, s = blockIdx.y; /* a warp per (row, segment) */
+/* One segment's rows; ACT is SSM_PROJ_SILU or SSM_PROJ_SIGMOID (the bulk of a layer's width:
+   straight-line code for them), or -1 for any activation read at run time. */
+template <typename T, int ACT>
+__device__ __forceinline__ void ssm__pj_dact8_seg(int64_t M, int64_t N, int64_t G, const ssm__pj_segs &sg, const ssm__pj_vec &bias,
+                                                  const ssm__pj_vec &alog, const ssm__pj_mat &pre, const ssm__pj_mat &dy,
+                                                  void *dP, float *ga, float eps, int s) {
+    const int lane = threadIdx.x & 31;
     const int64_t c0 = sg.c0[s], c1 = sg.c0[s + 1], l2 = sg.l2[s];
-    const int act = sg.act[s], gl = l2 > 0 ? (int)(l2 / 8) : 1; /* lanes per head */
+    const int act = sg.act[s], gl = l2 > 0 ? (int)(l2 / 8) : 1, hb = sg.bias[s]; /* lanes per head */
     const float p = sg.param[s];
     for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < M; r += ((int64_t)gridDim.x * blockDim.x) >> 5)
         for (int64_t base = c0; base < c1; base += 256) { /* every lane runs every step (shuffles) */
@@ -7272,8 +7275,9 @@ __global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N
                 if (pre.p) ssm__pj_ld8<T>(pre.p, r * pre.rs + c, z);
                 else {
                     ssm__pj_ld8<T>(dP, r * N + c, z);
+                    if (hb)
 #pragma unroll
-                    for (int e = 0; e < 8; ++e) z[e] += sg.bias[s] ? ssm__pj_ld<T>(bias.p, (c + e) * bias.s) : 0.f;
+                        for (int e = 0; e < 8; ++e) z[e] += ssm__pj_ld<T>(bias.p, (c + e) * bias.s);
                 }
             } else {
 #pragma unroll
@@ -7281,8 +7285,8 @@ __global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N
             }
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
-                if (act == SSM_PROJ_SILU) a[e] = ssm__pj_sact(0, z[e], ssm__pj_fsig(z[e]), &df[e]);
-                else if (act == SSM_PROJ_SIGMOID) a[e] = ssm__pj_sact(1, z[e], ssm__pj_fsig(z[e]), &df[e]);
+                if (ACT == SSM_PROJ_SILU || ACT == SSM_PROJ_SIGMOID)
+                    a[e] = ssm__pj_sact(ACT == SSM_PROJ_SIGMOID, z[e], ssm__pj_fsig(z[e]), &df[e]);
                 else {
                     const float al = act == SSM_PROJ_DECAY_GATE && on ? ssm__pj_ld<T>(alog.p, (sg.g0[s] + c + e - c0) * alog.s) : 0.f;
                     a[e] = ssm__pj_act(act, p, al, z[e], &df[e]);
@@ -7297,7 +7301,7 @@ __global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N
                 for (int e = 0; e < 8; ++e) gy[e] = ssm__pj_l2_bwd(rn, gy[e], a[e], dot);
             }
             if (!on) continue;
-            if (act == SSM_PROJ_DECAY_GATE)
+            if (ACT < 0 && act == SSM_PROJ_DECAY_GATE)
 #pragma unroll
                 for (int e = 0; e < 8; ++e) ga[r * G + sg.g0[s] + c + e - c0] = gy[e] * a[e];
             uint4 u;
@@ -7306,6 +7310,15 @@ __global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N
             for (int e = 0; e < 8; ++e) ssm__pj_st<T>(h, e, gy[e] * df[e]);
             *(uint4 *)((T *)dP + r * N + c) = u;
         }
+}
+template <typename T>
+__global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N, int64_t G, ssm__pj_segs sg,
+                                                            ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat pre,
+                                                            ssm__pj_mat dy, void *dP, float *ga, float eps) {
+    const int s = blockIdx.y, act = sg.act[s]; /* a warp per (row, segment) */
+    if (act == SSM_PROJ_SILU) ssm__pj_dact8_seg<T, SSM_PROJ_SILU>(M, N, G, sg, bias, alog, pre, dy, dP, ga, eps, s);
+    else if (act == SSM_PROJ_SIGMOID) ssm__pj_dact8_seg<T, SSM_PROJ_SIGMOID>(M, N, G, sg, bias, alog, pre, dy, dP, ga, eps, s);
+    else ssm__pj_dact8_seg<T, -1>(M, N, G, sg, bias, alog, pre, dy, dP, ga, eps, s);
 }
 /* ssm__pj_dact8_kernel's conditions: 16-bit; dy and pre (when given) column-contiguous with rows
    of whole 16-byte vectors on 16-byte aligned bases; N and every segment's width % 8 == 0 (the
