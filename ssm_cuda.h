@@ -7248,7 +7248,8 @@ __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N,
    at a fifth of the bandwidth floor: H200, M 8192, N 8224 bf16, 510 us for 405 MB. At M 32768
    it moved its 1.6 GB in 667 us (50% of DRAM peak, ncu; issuing each step's loads a step
    ahead: 693 us); the SiLU / sigmoid instantiations (the activation no longer tested per
-   element) cut its instructions by 8% and its time to 594 us (56% of peak). */
+   element) cut its instructions by 8% and its time to 594 us (56% of peak); five blocks an SM
+   (48 registers, no spill) 569 us (59%); six (40 registers) spill and take 603 us. */
 template <typename T> __device__ __forceinline__ void ssm__pj_ld8(const void *p, int64_t i, float *v) {
     const uint4 u = *(const uint4 *)((const T *)p + i);
     const T *h = (const T *)&u;
@@ -7312,7 +7313,7 @@ __device__ __forceinline__ void ssm__pj_dact8_seg(int64_t M, int64_t N, int64_t 
         }
 }
 template <typename T>
-__global__ void __launch_bounds__(256) ssm__pj_dact8_kernel(int64_t M, int64_t N, int64_t G, ssm__pj_segs sg,
+__global__ void __launch_bounds__(256, 5) ssm__pj_dact8_kernel(int64_t M, int64_t N, int64_t G, ssm__pj_segs sg,
                                                             ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat pre,
                                                             ssm__pj_mat dy, void *dP, float *ga, float eps) {
     const int s = blockIdx.y, act = sg.act[s]; /* a warp per (row, segment) */
