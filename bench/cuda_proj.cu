@@ -92,33 +92,52 @@ static ssm_ctx *g_k1, *g_k3; /* FUSED forward kernel forced: 1 cuBLAS + one pass
 static int g_gdn; /* BENCH_PROJ_GDN: the Gated DeltaNet rows only (M 2048 / 8192 / 32768), fused paths only;
                      BENCH_PROJ_OUTCHAIN: the output chain rows only; BENCH_PROJ_GEMM: the GEMM rows only */
 
+/* A projection layer's buffers (random inputs, zeroed outputs and gradients) and their tensors:
+   x [M, K], W [N, K], bias [N], A_log [G], y and pre [M, N], and the gradients. */
+struct proj_layer {
+    void *x, *W, *b, *al, *y, *pre, *dy, *dx, *dW, *db, *dal;
+    ssm_tensor tx, tW, tb, tal, ty, tpre, tdy, tdx, tdW, tdb, tdal;
+    int ok; /* every buffer allocated */
+};
+static proj_layer proj_layer_make(ssm_dtype dt, int64_t M, int64_t K, int64_t N, int64_t G) {
+    proj_layer L;
+    const int64_t sx[2] = {M, K}, sW[2] = {N, K}, sy[2] = {M, N}, sN[1] = {N}, sG[1] = {G};
+    const ssm_device dev = ssm_cuda_device(0);
+    L.x = dev_random(dt, M * K, 1.f, 1), L.W = dev_random(dt, N * K, 0.03f, 2), L.b = dev_random(dt, N, 0.5f, 3);
+    L.al = dev_random(dt, G, 0.5f, 4), L.y = dev_random(dt, M * N, 0.f, 5), L.pre = dev_random(dt, M * N, 0.f, 6);
+    L.dy = dev_random(dt, M * N, 1.f, 7), L.dx = dev_random(dt, M * K, 0.f, 8), L.dW = dev_random(dt, N * K, 0.f, 9);
+    L.db = dev_random(dt, N, 0.f, 10), L.dal = dev_random(dt, G, 0.f, 11);
+    L.ok = L.x && L.W && L.b && L.al && L.y && L.pre && L.dy && L.dx && L.dW && L.db && L.dal;
+    L.tx = ssm_tensor_make(L.x, dt, dev, 2, sx, NULL), L.tW = ssm_tensor_make(L.W, dt, dev, 2, sW, NULL);
+    L.tb = ssm_tensor_make(L.b, dt, dev, 1, sN, NULL), L.tal = ssm_tensor_make(L.al, dt, dev, 1, sG, NULL);
+    L.ty = ssm_tensor_make(L.y, dt, dev, 2, sy, NULL), L.tpre = ssm_tensor_make(L.pre, dt, dev, 2, sy, NULL);
+    L.tdy = ssm_tensor_make(L.dy, dt, dev, 2, sy, NULL), L.tdx = ssm_tensor_make(L.dx, dt, dev, 2, sx, NULL);
+    L.tdW = ssm_tensor_make(L.dW, dt, dev, 2, sW, NULL), L.tdb = ssm_tensor_make(L.db, dt, dev, 1, sN, NULL);
+    L.tdal = ssm_tensor_make(L.dal, dt, dev, 1, sG, NULL);
+    if (!L.ok) cudaGetLastError(); /* clear the failed allocation's error */
+    return L;
+}
+static void proj_layer_free(proj_layer *L) {
+    cudaFree(L->x), cudaFree(L->W), cudaFree(L->b), cudaFree(L->al), cudaFree(L->y), cudaFree(L->pre), cudaFree(L->dy);
+    cudaFree(L->dx), cudaFree(L->dW), cudaFree(L->db), cudaFree(L->dal);
+}
+
 static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M) {
     int64_t K;
     ssm_proj_desc d = chain(which, &K);
     ssm_ctx *const c0 = ctx;
     const int64_t N = ssm_proj_desc_width(&d), G = which ? 16 : 1;
-    const int64_t sx[2] = {M, K}, sW[2] = {N, K}, sy[2] = {M, N}, sN[1] = {N}, sG[1] = {G};
-    void *x = dev_random(dt, M * K, 1.f, 1), *W = dev_random(dt, N * K, 0.03f, 2), *b = dev_random(dt, N, 0.5f, 3);
-    void *al = dev_random(dt, G, 0.5f, 4), *y = dev_random(dt, M * N, 0.f, 5), *pre = dev_random(dt, M * N, 0.f, 6);
-    void *dy = dev_random(dt, M * N, 1.f, 7), *dx = dev_random(dt, M * K, 0.f, 8), *dW = dev_random(dt, N * K, 0.f, 9);
-    void *db = dev_random(dt, N, 0.f, 10), *dal = dev_random(dt, G, 0.f, 11);
+    proj_layer L = proj_layer_make(dt, M, K, N, G);
     char shape[128];
     size_t wsf = 0, wsb = 0;
-    if (!x || !W || !b || !al || !y || !pre || !dy || !dx || !dW || !db || !dal) {
+    if (!L.ok) {
         printf("  (skipped M%lld: out of memory)\n", (long long)M);
-        cudaGetLastError();
     } else {
-        ssm_tensor tx = ssm_tensor_make(x, dt, ssm_cuda_device(0), 2, sx, NULL), tW = ssm_tensor_make(W, dt, ssm_cuda_device(0), 2, sW, NULL);
-        ssm_tensor tb = ssm_tensor_make(b, dt, ssm_cuda_device(0), 1, sN, NULL), tal = ssm_tensor_make(al, dt, ssm_cuda_device(0), 1, sG, NULL);
-        ssm_tensor ty = ssm_tensor_make(y, dt, ssm_cuda_device(0), 2, sy, NULL), tpre = ssm_tensor_make(pre, dt, ssm_cuda_device(0), 2, sy, NULL);
-        ssm_tensor tdy = ssm_tensor_make(dy, dt, ssm_cuda_device(0), 2, sy, NULL), tdx = ssm_tensor_make(dx, dt, ssm_cuda_device(0), 2, sx, NULL);
-        ssm_tensor tdW = ssm_tensor_make(dW, dt, ssm_cuda_device(0), 2, sW, NULL), tdb = ssm_tensor_make(db, dt, ssm_cuda_device(0), 1, sN, NULL);
-        ssm_tensor tdal = ssm_tensor_make(dal, dt, ssm_cuda_device(0), 1, sG, NULL);
-        const ssm_tensor *palog = which ? &tal : NULL;
-        ssm_tensor *pdal = which ? &tdal : NULL;
-        double gf = time_ms([&] { gemm_nt(dt, M, N, K, x, W, y); });
-        double gx = time_ms([&] { gemm_nn(dt, M, K, N, dy, W, dx); });
-        double gw = time_ms([&] { gemm_tn(dt, N, K, M, dy, x, dW); });
+        const ssm_tensor *palog = which ? &L.tal : NULL;
+        ssm_tensor *pdal = which ? &L.tdal : NULL;
+        double gf = time_ms([&] { gemm_nt(dt, M, N, K, L.x, L.W, L.y); });
+        double gx = time_ms([&] { gemm_nn(dt, M, K, N, L.dy, L.W, L.dx); });
+        double gw = time_ms([&] { gemm_tn(dt, N, K, M, L.dy, L.x, L.dW); });
         double floor_f = gf, floor_fb = gf + gx + gw, flops = 2.0 * M * N * K;
         snprintf(shape, sizeof shape, "{\"M\":%lld,\"d\":%lld,\"N\":%lld}", (long long)M, (long long)K, (long long)N);
         printf("  proj %-4s M%-6lld d%-5lld N%-5lld  cublas gemm %8.3f ms (%6.1f TFLOP/s)  dX %8.3f  dW %8.3f\n",
@@ -143,7 +162,7 @@ static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M
                     const int path = order[round][j];
                     ssm_ctx *cx = path == 3 ? g_k1 : path == 4 ? g_k3 : c0;
                     d.path = SSM_PROJ_FUSED, d.save = SSM_PROJ_SAVE_NONE;
-                    v[path].push_back(time_ms([&] { ssm_proj_forward(cx, &d, &tx, &tW, &tb, palog, &ty, NULL); }));
+                    v[path].push_back(time_ms([&] { ssm_proj_forward(cx, &d, &L.tx, &L.tW, &L.tb, palog, &L.ty, NULL); }));
                 }
             for (int path = 0; path < 5; ++path)
                 if (!v[path].empty()) std::sort(v[path].begin(), v[path].end()), fr[path] = v[path][v[path].size() / 2];
@@ -158,16 +177,16 @@ static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M
             d.path = path == 1 ? SSM_PROJ_UNFUSED : SSM_PROJ_FUSED;
             d.save = SSM_PROJ_SAVE_NONE;
             ssm_proj_workspace_size(ctx, &d, dt, M, K, 0, &wsf);
-            r = ssm_proj_forward(ctx, &d, &tx, &tW, &tb, palog, &ty, NULL);
+            r = ssm_proj_forward(ctx, &d, &L.tx, &L.tW, &L.tb, palog, &L.ty, NULL);
             if (r != SSM_OK) { printf("  %s: %s\n", impl, ssm_ctx_last_error(ctx)); continue; }
-            double f = fr[path] > 0 ? fr[path] : time_ms([&] { ssm_proj_forward(ctx, &d, &tx, &tW, &tb, palog, &ty, NULL); });
+            double f = fr[path] > 0 ? fr[path] : time_ms([&] { ssm_proj_forward(ctx, &d, &L.tx, &L.tW, &L.tb, palog, &L.ty, NULL); });
             d.save = SSM_PROJ_SAVE_PRE;
             ssm_proj_workspace_size(ctx, &d, dt, M, K, 1, &wsb);
-            r = ssm_proj_backward(ctx, &d, &tx, &tW, &tb, palog, &tpre, &tdy, &tdx, &tdW, &tdb, pdal);
+            r = ssm_proj_backward(ctx, &d, &L.tx, &L.tW, &L.tb, palog, &L.tpre, &L.tdy, &L.tdx, &L.tdW, &L.tdb, pdal);
             if (r != SSM_OK) { printf("  %s bwd: %s\n", impl, ssm_ctx_last_error(ctx)); continue; }
             double fb = time_ms([&] {
-                ssm_proj_forward(ctx, &d, &tx, &tW, &tb, palog, &ty, &tpre);
-                ssm_proj_backward(ctx, &d, &tx, &tW, &tb, palog, &tpre, &tdy, &tdx, &tdW, &tdb, pdal);
+                ssm_proj_forward(ctx, &d, &L.tx, &L.tW, &L.tb, palog, &L.ty, &L.tpre);
+                ssm_proj_backward(ctx, &d, &L.tx, &L.tW, &L.tb, palog, &L.tpre, &L.tdy, &L.tdx, &L.tdW, &L.tdb, pdal);
             });
             printf("    %-13s fwd %8.3f ms  floor %8.3f  x%5.2f  (%6.1f TFLOP/s)   fwd+bwd %8.3f ms  floor %8.3f  x%5.2f  ws %.1f MB\n",
                    impl, f, floor_f, f / floor_f, flops / f * 1e-9, fb, floor_fb, fb / floor_fb, wsb / 1e6);
@@ -175,13 +194,12 @@ static void proj_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int which, int64_t M
             row_json(js, "proj_fwdbwd", impl, "cuda", dt, shape, fb, floor_fb, wsb);
         }
         if (g_gdn) { /* the floor again, after the fused kernels: clocks drift under the power cap */
-            double g2 = time_ms([&] { gemm_nt(dt, M, N, K, x, W, y); });
+            double g2 = time_ms([&] { gemm_nt(dt, M, N, K, L.x, L.W, L.y); });
             printf("    cublas gemm again %8.3f ms\n", g2);
         }
         fflush(stdout);
     }
-    cudaFree(x), cudaFree(W), cudaFree(b), cudaFree(al), cudaFree(y), cudaFree(pre), cudaFree(dy), cudaFree(dx), cudaFree(dW);
-    cudaFree(db), cudaFree(dal);
+    proj_layer_free(&L);
 }
 
 /* The callables fs timed in 3 interleaved rounds, round r in the order rotated by r (so each one
@@ -371,27 +389,16 @@ static int fb_calls(ssm_ctx *ctx, ssm_dtype dt, const char *arg) {
     ssm_proj_desc d = chain(1, &K);
     if (strchr(arg, ':')) K = atoll(strchr(arg, ':') + 1);
     const int64_t N = ssm_proj_desc_width(&d), G = 16;
-    const int64_t sx[2] = {M, K}, sW[2] = {N, K}, sy[2] = {M, N}, sN[1] = {N}, sG[1] = {G};
-    void *x = dev_random(dt, M * K, 1.f, 1), *W = dev_random(dt, N * K, 0.03f, 2), *b = dev_random(dt, N, 0.5f, 3);
-    void *al = dev_random(dt, G, 0.5f, 4), *y = dev_random(dt, M * N, 0.f, 5), *pre = dev_random(dt, M * N, 0.f, 6);
-    void *dy = dev_random(dt, M * N, 1.f, 7), *dx = dev_random(dt, M * K, 0.f, 8), *dW = dev_random(dt, N * K, 0.f, 9);
-    void *db = dev_random(dt, N, 0.f, 10), *dal = dev_random(dt, G, 0.f, 11);
-    const ssm_device dev = ssm_cuda_device(0);
-    ssm_tensor tx = ssm_tensor_make(x, dt, dev, 2, sx, NULL), tW = ssm_tensor_make(W, dt, dev, 2, sW, NULL);
-    ssm_tensor tb = ssm_tensor_make(b, dt, dev, 1, sN, NULL), tal = ssm_tensor_make(al, dt, dev, 1, sG, NULL);
-    ssm_tensor ty = ssm_tensor_make(y, dt, dev, 2, sy, NULL), tpre = ssm_tensor_make(pre, dt, dev, 2, sy, NULL);
-    ssm_tensor tdy = ssm_tensor_make(dy, dt, dev, 2, sy, NULL), tdx = ssm_tensor_make(dx, dt, dev, 2, sx, NULL);
-    ssm_tensor tdW = ssm_tensor_make(dW, dt, dev, 2, sW, NULL), tdb = ssm_tensor_make(db, dt, dev, 1, sN, NULL);
-    ssm_tensor tdal = ssm_tensor_make(dal, dt, dev, 1, sG, NULL);
-    int bad = !x || !W || !b || !al || !y || !pre || !dy || !dx || !dW || !db || !dal;
+    proj_layer L = proj_layer_make(dt, M, K, N, G);
+    int bad = !L.ok;
     d.path = SSM_PROJ_FUSED, d.save = SSM_PROJ_SAVE_PRE;
     for (int i = 0; i < 3 && !bad; ++i)
-        bad = ssm_proj_forward(ctx, &d, &tx, &tW, &tb, &tal, &ty, &tpre) != SSM_OK ||
-              ssm_proj_backward(ctx, &d, &tx, &tW, &tb, &tal, &tpre, &tdy, &tdx, &tdW, &tdb, &tdal) != SSM_OK;
+        bad = ssm_proj_forward(ctx, &d, &L.tx, &L.tW, &L.tb, &L.tal, &L.ty, &L.tpre) != SSM_OK ||
+              ssm_proj_backward(ctx, &d, &L.tx, &L.tW, &L.tb, &L.tal, &L.tpre, &L.tdy, &L.tdx, &L.tdW, &L.tdb, &L.tdal) != SSM_OK;
     cudaDeviceSynchronize();
-    printf("BENCH_PROJ_FB M %lld K %lld: %s\n", (long long)M, (long long)K, bad ? ssm_ctx_last_error(ctx) : "3 forward + backward calls done");
-    cudaFree(x), cudaFree(W), cudaFree(b), cudaFree(al), cudaFree(y), cudaFree(pre), cudaFree(dy), cudaFree(dx);
-    cudaFree(dW), cudaFree(db), cudaFree(dal);
+    printf("BENCH_PROJ_FB M %lld K %lld: %s\n", (long long)M, (long long)K,
+           !L.ok ? "out of device memory" : bad ? ssm_ctx_last_error(ctx) : "3 forward + backward calls done");
+    proj_layer_free(&L);
     return bad;
 }
 
