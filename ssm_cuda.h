@@ -5815,6 +5815,15 @@ __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int 
             }
     }
 }
+/* ssm__blw_dw_unit for the warpgroup's run-time count na (NA <= na <= NMAX, NMAX = 256 / B) */
+template <int BF, int B, int NA, int NMAX>
+__device__ __forceinline__ void ssm__blw_dw_pick(int na, const unsigned char *ring, int m, const int *xo, const int *sl, int nslab, int &s,
+                                                 int &ph, uint64_t *full, uint64_t *empty, int warp, int lane, int split, int K,
+                                                 int64_t nslots, const ssm__bl_vals &dv, float *part) {
+    if constexpr (NA == NMAX) ssm__blw_dw_unit<BF, B, NA>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+    else if (na == NA) ssm__blw_dw_unit<BF, B, NA>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+    else ssm__blw_dw_pick<BF, B, NA + 1, NMAX>(na, ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+}
 #endif
 
 template <int BF, int B>
@@ -5878,31 +5887,13 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
                 if (mine) xo[na++] = q;
             }
             if (!any) continue;
-            switch (na) { /* one value for the warpgroup */
-            case 0:
+            if (na > 0) ssm__blw_dw_pick<BF, B, 1, XB>(na, ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+            else /* nothing of this warpgroup's: release the stages */
                 for (int i = 0; i < nslab; ++i) {
                     ssm__sm90_wait(&full[s], ph);
                     if (lane == 0) ssm__sm90_arrive(&empty[s]);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
-                break;
-#define SSM__BLW_DW_CASE(NA_) \
-    case NA_: ssm__blw_dw_unit<BF, B, NA_>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
-            SSM__BLW_DW_CASE(1)
-            SSM__BLW_DW_CASE(2)
-            SSM__BLW_DW_CASE(3)
-            default:
-                if constexpr (B == 64) ssm__blw_dw_unit<BF, B, 4>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
-                else switch (na) {
-                    SSM__BLW_DW_CASE(4)
-                    SSM__BLW_DW_CASE(5)
-                    SSM__BLW_DW_CASE(6)
-                    SSM__BLW_DW_CASE(7)
-                    default: ssm__blw_dw_unit<BF, B, 8>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part); break;
-                }
-                break;
-#undef SSM__BLW_DW_CASE
-            }
         }
     }
 #undef SSM__BLW_DW_SLOT
