@@ -31,7 +31,7 @@ template <typename F> static double time_ms(F f, int reps = 10, double long_ms =
 
 /* Copy bandwidth in bytes per ms: a 1 GiB device-to-device copy, bytes read + written,
    timed as time_ms(reps, long_ms). The floor column of every CUDA benchmark divides by it. */
-static double copy_bandwidth(int reps = 10, double long_ms = 1000.0) {
+static inline double copy_bandwidth(int reps = 10, double long_ms = 1000.0) {
     size_t nb = (size_t)1 << 30;
     void *a, *b;
     cudaMalloc(&a, nb), cudaMalloc(&b, nb);
