@@ -7143,11 +7143,13 @@ __global__ void ssm__pj_l2_kernel(int64_t M, int64_t c0, int64_t nh, int64_t hd,
 }
 
 /* The L2 norm's backward, per element (ssm__pj_dact_kernel, ssm__pj_dact8_kernel): y = a rn,
-   rn = 1 / sqrt(ss + eps) (ss the head's sum of a^2), da = rn dy - rn^3 a (dy . a). */
-__device__ __forceinline__ float ssm__pj_rnorm(float ss, float eps) { return 1.f / sqrtf(ss + eps); }
-__device__ __forceinline__ float ssm__pj_l2_bwd(float rn, float gy, float a, float dot) {
-    return rn * gy - rn * rn * rn * a * dot;
+   rn = 1 / sqrt(ss + eps) (ss the head's sum of a^2), da = rn dy - k a with k = rn^3 (dy . a)
+   formed once a head. FAST: MUFU rsqrt (the 16-bit vector pass, as the forward epilogue). */
+template <int FAST> __device__ __forceinline__ float ssm__pj_rnorm(float ss, float eps) {
+    return FAST ? rsqrtf(ss + eps) : 1.f / sqrtf(ss + eps);
 }
+__device__ __forceinline__ float ssm__pj_l2_coef(float rn, float dot) { return rn * rn * rn * dot; }
+__device__ __forceinline__ float ssm__pj_l2_bwd(float rn, float k, float gy, float a) { return rn * gy - k * a; }
 
 /* dPre (compact [M, N]) from z (pre, or x W^T already in dP plus the bias) and dy; the
    decay gates' dA_log terms gy * a into ga [M, G] (f32). A warp per row, segment by segment;
@@ -7179,12 +7181,13 @@ __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N,
                         }
                     }
                     ss = ssm__pj_wsum(ss), dot = ssm__pj_wsum(dot);
-                    rn = ssm__pj_rnorm(ss, eps);
+                    rn = ssm__pj_rnorm<0>(ss, eps);
+                    const float k = ssm__pj_l2_coef(rn, dot);
 #pragma unroll
                     for (int t = 0; t < SSM__PJ_HREG; ++t) {
                         const int64_t c = h + lane + 32 * t;
                         if (32 * t < l2 && c < h + l2) {
-                            const float g = ssm__pj_l2_bwd(rn, gy[t], a[t], dot);
+                            const float g = ssm__pj_l2_bwd(rn, k, gy[t], a[t]);
                             if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = g * a[t];
                             ssm__pj_st<T>(dP, r * N + c, g * df[t]);
                         }
@@ -7215,20 +7218,20 @@ __global__ void __launch_bounds__(256) ssm__pj_dact_kernel(int64_t M, int64_t N,
             }
             for (int64_t h = c0; h < c1; h += (l2 > 0 ? l2 : c1 - c0)) {
                 const int64_t he = l2 > 0 ? h + l2 : c1;
-                float rn = 1.f, dot = 0.f, df, a;
+                float rn = 1.f, k = 0.f, df, a;
                 if (l2 > 0) { /* heads over 256 columns: two sweeps */
-                    float ss = 0.f;
+                    float ss = 0.f, dot = 0.f;
                     for (int64_t c = h + lane; c < he; c += 32) {
                         a = ssm__pj_act(act, p, SSM__PJ_AL(c), SSM__PJ_Z(c), &df);
                         ss += a * a, dot += a * ssm__pj_ld<T>(dy.p, r * dy.rs + c * dy.cs);
                     }
                     ss = ssm__pj_wsum(ss), dot = ssm__pj_wsum(dot);
-                    rn = ssm__pj_rnorm(ss, eps);
+                    rn = ssm__pj_rnorm<0>(ss, eps), k = ssm__pj_l2_coef(rn, dot);
                 }
                 for (int64_t c = h + lane; c < he; c += 32) {
                     float g = ssm__pj_ld<T>(dy.p, r * dy.rs + c * dy.cs);
                     a = ssm__pj_act(act, p, SSM__PJ_AL(c), SSM__PJ_Z(c), &df);
-                    if (l2 > 0) g = ssm__pj_l2_bwd(rn, g, a, dot);
+                    if (l2 > 0) g = ssm__pj_l2_bwd(rn, k, g, a);
                     if (act == SSM_PROJ_DECAY_GATE) ga[r * G + sg.g0[s] + c - c0] = g * a;
                     ssm__pj_st<T>(dP, r * N + c, g * df);
                 }
@@ -7295,9 +7298,9 @@ __device__ __forceinline__ void ssm__pj_dact8_seg(int64_t M, int64_t N, int64_t 
             if (l2 > 0) { /* y = a rn: da = rn dy - rn^3 a (dy . a) */
                 for (int o = 1; o < gl; o <<= 1)
                     ss += __shfl_xor_sync(0xffffffffu, ss, o), dot += __shfl_xor_sync(0xffffffffu, dot, o);
-                const float rn = rsqrtf(ss + eps), k = rn * rn * rn * dot; /* MUFU rsqrt, as the forward epilogue */
+                const float rn = ssm__pj_rnorm<1>(ss, eps), k = ssm__pj_l2_coef(rn, dot);
 #pragma unroll
-                for (int e = 0; e < 8; ++e) gy[e] = rn * gy[e] - k * a[e];
+                for (int e = 0; e < 8; ++e) gy[e] = ssm__pj_l2_bwd(rn, k, gy[e], a[e]);
             }
             if (!on) continue;
             if (ACT < 0 && act == SSM_PROJ_DECAY_GATE)
@@ -7312,8 +7315,8 @@ __device__ __forceinline__ void ssm__pj_dact8_seg(int64_t M, int64_t N, int64_t 
 }
 template <typename T>
 __global__ void __launch_bounds__(256, 5) ssm__pj_dact8_kernel(int64_t M, int64_t N, int64_t G, ssm__pj_segs sg,
-                                                            ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat pre,
-                                                            ssm__pj_mat dy, void *dP, float *ga, float eps) {
+                                                               ssm__pj_vec bias, ssm__pj_vec alog, ssm__pj_mat pre,
+                                                               ssm__pj_mat dy, void *dP, float *ga, float eps) {
     const int s = blockIdx.y, act = sg.act[s]; /* a warp per (row, segment) */
     if (act == SSM_PROJ_SILU) ssm__pj_dact8_seg<T, SSM_PROJ_SILU>(M, N, G, sg, bias, alog, pre, dy, dP, ga, eps, s);
     else if (act == SSM_PROJ_SIGMOID) ssm__pj_dact8_seg<T, SSM_PROJ_SIGMOID>(M, N, G, sg, bias, alog, pre, dy, dP, ga, eps, s);

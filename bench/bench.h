@@ -107,7 +107,7 @@ static void bench__gemm(void *arg) {
 
 /* gemm_n: the size of the square GEMM (1024 is plenty for BLIS; the reference backend is
    measured at 256 to keep the run short). */
-static bench_ceilings bench_measure_ceilings(ssm_ctx *ctx, int64_t gemm_n) {
+static inline bench_ceilings bench_measure_ceilings(ssm_ctx *ctx, int64_t gemm_n) {
     bench_ceilings c;
     size_t bytes = (size_t)1 << 28, i;
     void *p[2];

@@ -53,7 +53,7 @@ __global__ void fill_kernel(void *p, int dt, int64_t n, float scale, unsigned se
     }
 }
 static int dtc(ssm_dtype dt) { return dt.bits == 32 ? 0 : (dt.code == SSM_DTYPE_BFLOAT ? 2 : 1); }
-static void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
+static inline void *dev_random(ssm_dtype dt, int64_t n, float scale, unsigned seed) {
     void *p = NULL;
     if (cudaMalloc(&p, (size_t)n * dt.bits / 8) != cudaSuccess) return NULL;
     fill_kernel<<<4096, 256>>>(p, dtc(dt), n, scale, seed);
