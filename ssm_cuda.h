@@ -1026,6 +1026,29 @@ __device__ __forceinline__ void ssm__sm90_tma4(void *dst, const CUtensorMap *map
                  "l"((uint64_t)map), "r"(ssm__tc_sa(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                  : "memory");
 }
+/* ssm__sm90_tma2 into the same offset of every CTA of the cluster in mask (bit = rank), each
+   CTA's barrier at bar's offset taking the bytes. */
+__device__ __forceinline__ void ssm__sm90_tma2_mc(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(
+                     ssm__tc_sa(dst)),
+                 "l"((uint64_t)map), "r"(ssm__tc_sa(bar)), "r"(c0), "r"(c1), "h"(mask)
+                 : "memory");
+}
+/* An arrival on bar's twin in CTA rank of the cluster, at the default (CTA-scope) release: the
+   .release.cluster form stalls each arriving warp ~1 us (dev/cuda/gemm_wgmma.cu, c128 vs c128r). */
+__device__ __forceinline__ void ssm__sm90_arrive_at(uint64_t *bar, uint32_t rank) {
+    uint32_t ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(ssm__tc_sa(bar)), "r"(rank));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
+}
+__device__ __forceinline__ void ssm__sm90_cluster_sync(void) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t ssm__sm90_cluster_rank(void) {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
 /* An operand in shared memory in TMA's swizzle of its row width RB (128, 64 or 32 bytes): 8-row
    groups 8 RB bytes apart (SBO), LBO unused (1). The same descriptor serves a K-major operand
    (rows along M or N, K contiguous; k16 steps 32 bytes along a row) and, with trans-a / trans-b,
@@ -5753,18 +5776,31 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
    a B = 64 stage loads for as many useful FLOPs). A unit's slab loop is instantiated per number
    of products (ssm__blw_dw_unit<NA>, each with its own accumulators), so no wgmma sits under a
    branch. Each tile is written once (no atomics): to dvalues, or with token splits to the
-   partials that ssm__bl_dw_reduce_kernel sums in order. */
+   partials that ssm__bl_dw_reduce_kernel sums in order. At B = 64 CTAs run in clusters of 2 on
+   adjacent groups, x's boxes multicast to both (ssm__blw_dw_kernel). The kernel waits on its
+   loads, not its MMAs: L2 76% busy, 36% of sectors hit (ncu, 2048 -> 8192, N 32768); the
+   clusters read x from L2 once for two CTAs, ~9% faster. Not faster: token splits that keep L2
+   hits (16 splits: 69% hit, half the DRAM bytes), sharing dy between two chunks' CTAs (or 2 x 2
+   clusters), L2 prefetches a few slabs ahead of each load (1.5x slower). */
 #define SSM__BLW_DW_SLAB 64
 #define SSM__BLW_DW_BOX (SSM__BLW_DW_SLAB * 64 * 2) /* a dy box: 64 features; x's boxes fill 4 more */
 #define SSM__BLW_DW_SB (6 * SSM__BLW_DW_BOX)
 #define SSM__BLW_DW_SMEM (SSM__BLW_ST * SSM__BLW_DW_SB + 1024)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Stage release by a consumer warp's lane 0: on the stage's empty barrier in every CTA of the
+   cluster (CL CTAs), since any of them may multicast into this CTA's copy of the stage. */
+template <int CL> __device__ __forceinline__ void ssm__blw_dw_release(uint64_t *bar) {
+    if (CL == 1) ssm__sm90_arrive(bar);
+    else
+#pragma unroll
+        for (int r = 0; r < CL; ++r) ssm__sm90_arrive_at(bar, (uint32_t)r);
+}
 /* One unit for a consumer warpgroup with NA products (x boxes xo[j] of each stage; the slots of
    its members' tiles sl[j * (64 / B) + member], -1 where inactive): its own accumulators, so each
    instantiation is straight-line wgmma code; one wgmma group in flight, each stage released when
    the next one's group has retired it. */
-template <int BF, int B, int NA>
+template <int BF, int B, int NA, int CL>
 __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int m, const int *xo, const int *sl, int nslab, int &s,
                                                  int &ph, uint64_t *full, uint64_t *empty, int warp, int lane, int split, int K,
                                                  int64_t nslots, const ssm__bl_vals &dv, float *part) {
@@ -5789,14 +5825,14 @@ __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int 
         ssm__sm90_wait_mma<1>();
 #pragma unroll
         for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
-        if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
+        if (prev >= 0 && lane == 0) ssm__blw_dw_release<CL>(&empty[prev]);
         prev = s;
         if (++s == SSM__BLW_ST) s = 0, ph ^= 1;
     }
     ssm__sm90_wait_mma<0>();
 #pragma unroll
     for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
-    if (prev >= 0 && lane == 0) ssm__sm90_arrive(&empty[prev]);
+    if (prev >= 0 && lane == 0) ssm__blw_dw_release<CL>(&empty[prev]);
     /* d[NT j + 4i + {0,1}]: product j, feature f, columns 8i + 2q + {0,1}; + {2,3}: feature f + 8.
        Feature f is row f % B of member f / B (one member a warp). */
     const int f = warp * 16 + lane / 4, q4 = lane % 4;
@@ -5816,86 +5852,112 @@ __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int 
     }
 }
 /* ssm__blw_dw_unit for the warpgroup's run-time count na (NA <= na <= NMAX, NMAX = 256 / B) */
-template <int BF, int B, int NA, int NMAX>
+template <int BF, int B, int NA, int NMAX, int CL>
 __device__ __forceinline__ void ssm__blw_dw_pick(int na, const unsigned char *ring, int m, const int *xo, const int *sl, int nslab, int &s,
                                                  int &ph, uint64_t *full, uint64_t *empty, int warp, int lane, int split, int K,
                                                  int64_t nslots, const ssm__bl_vals &dv, float *part) {
-    if constexpr (NA == NMAX) ssm__blw_dw_unit<BF, B, NA>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
-    else if (na == NA) ssm__blw_dw_unit<BF, B, NA>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
-    else ssm__blw_dw_pick<BF, B, NA + 1, NMAX>(na, ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+    if constexpr (NA == NMAX) ssm__blw_dw_unit<BF, B, NA, CL>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+    else if (na == NA) ssm__blw_dw_unit<BF, B, NA, CL>(ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+    else ssm__blw_dw_pick<BF, B, NA + 1, NMAX, CL>(na, ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
 }
 #endif
 
-template <int BF, int B>
+/* CX: the cluster, CX CTAs on CX consecutive groups of one chunk (rank rx: group g CX + rx). A
+   cluster walks its units (split, chunk, group run) in lockstep: every CTA loads dy for its own
+   group and the union of x's boxes the cluster uses, each x box TMA-multicast to all of them by
+   one CTA (rank q % CX), so x's reads from L2 halve at CX = 2; a cluster unit is skipped only
+   when none of its CTAs has an active tile. */
+template <int BF, int B, int CX>
 __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_constant__ CUtensorMap tdy, const __grid_constant__ CUtensorMap tx,
-                                                             const int *tab, int R, int K, int C, int ngr, int nunits,
+                                                             const int *tab, int R, int K, int C, int ngr, int nch,
                                                              int64_t N, int64_t tps, int S, ssm__bl_vals dv, float *part) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int ST = SSM__BLW_ST, SB = SSM__BLW_DW_SB, BOX = SSM__BLW_DW_BOX, SLAB = SSM__BLW_DW_SLAB;
+    constexpr int ST = SSM__BLW_ST, SB = SSM__BLW_DW_SB, BOX = SSM__BLW_DW_BOX, SLAB = SSM__BLW_DW_SLAB, CL = CX;
     constexpr int G = 128 / B, RW = 64 / B, XB = 256 / B, XBOX = SLAB * B * 2; /* members a group / a warpgroup, x boxes */
     extern __shared__ uint4 ssm__blw_dw_smem[];
     __shared__ uint64_t full[ST], empty[ST];
     unsigned char *ring = ssm__sm90_ring(ssm__blw_dw_smem);
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-    const int total = nunits * S;
+    const int rx = CX > 1 ? (int)ssm__sm90_cluster_rank() : 0;
+    const int ngq = (ngr + CX - 1) / CX, nunits = ngq * nch, total = nunits * S;
+    const int cid = (int)blockIdx.x / CL, ncl = (int)gridDim.x / CL;
     const int64_t nslots = (int64_t)R * K;
-    ssm__sm90_ring_init(full, empty, ST, 8);
-/* unit u: token split, group, chunk of XB input blocks, and the slot of (member mm, block q) */
+    ssm__sm90_ring_init(full, empty, ST, 8 * CL);
+    if (CL > 1) ssm__sm90_cluster_sync(); /* every CTA's barriers initialised before any remote arrival */
+/* cluster unit u: token split, run of CX groups, chunk; this CTA's group grp and chunk ch */
 #define SSM__BLW_DW_UNIT(u)                                                                                 \
-    const int split = (u) / nunits, rest = (u) - split * nunits, grp = rest % ngr, ch = rest / ngr;         \
+    const int split = (u) / nunits, rest = (u) - split * nunits;                                          \
+    const int grp = (rest % ngq) * CX + rx, ch = rest / ngq;                                                \
     const int64_t n_lo = (int64_t)split * tps, n_hi = n_lo + tps < N ? n_lo + tps : N;                      \
     const int nslab = n_lo < n_hi ? (int)((n_hi - n_lo + SLAB - 1) / SLAB) : 0;
-#define SSM__BLW_DW_SLOT(mm, q) \
-    (ch * XB + (q) < C && grp * G + (mm) < R ? tab[((int64_t)grp * C + ch * XB + (q)) * G + (mm)] : -1)
+/* the slot of member mm's tile of input block q, in group g and chunk c (-1: inactive or outside) */
+#define SSM__BLW_DW_SLOT(g, c, mm, q) \
+    ((c) * XB + (q) < C && (g) * G + (mm) < R ? tab[((int64_t)(g) * C + (c) * XB + (q)) * G + (mm)] : -1)
     if (wg == 0) {
         ssm__sm90_producer_regs();
-        if (warp != 0 || lane != 0) return;
-        int s = 0, ph = 0;
-        for (int u = blockIdx.x; u < total; u += gridDim.x) {
-            SSM__BLW_DW_UNIT(u)
-            int rmask = 0, xmask = 0; /* the warpgroups' dy boxes, the x boxes */
-            for (int mm = 0; mm < G; ++mm)
-                for (int q = 0; q < XB; ++q)
-                    if (SSM__BLW_DW_SLOT(mm, q) >= 0) rmask |= 1 << (mm / RW), xmask |= 1 << q;
-            if (!rmask) continue; /* no active tile: the consumers skip the unit too */
-            for (int i = 0; i < nslab; ++i) {
-                const int n0 = (int)(n_lo + (int64_t)i * SLAB);
-                unsigned char *st = ring + s * SB;
-                ssm__sm90_wait(&empty[s], ph ^ 1);
-                ssm__sm90_expect_tx(&full[s], __popc(rmask) * BOX + __popc(xmask) * XBOX);
-                for (int m = 0; m < 2; ++m)
-                    if (rmask >> m & 1) ssm__sm90_tma2(st + m * BOX, &tdy, &full[s], (grp * G + m * RW) * B, n0);
-                for (int q = 0; q < XB; ++q)
-                    if (xmask >> q & 1) ssm__sm90_tma2(st + 2 * BOX + q * XBOX, &tx, &full[s], (ch * XB + q) * B, n0);
-                if (++s == ST) s = 0, ph ^= 1;
+        if (warp == 0 && lane == 0) {
+            int s = 0, ph = 0;
+            for (int u = cid; u < total; u += ncl) {
+                SSM__BLW_DW_UNIT(u)
+                /* the boxes: dy's this CTA's tiles use, x's any tile of the cluster unit uses */
+                int rmask = 0, xmask = 0;
+                for (int a = 0; a < CX; ++a)
+                    for (int mm = 0; mm < G; ++mm)
+                        for (int q = 0; q < XB; ++q)
+                            if (SSM__BLW_DW_SLOT(grp - rx + a, ch, mm, q) >= 0) {
+                                xmask |= 1 << q;
+                                if (a == rx) rmask |= 1 << (mm / RW);
+                            }
+                if (!xmask) continue; /* no active tile in the cluster unit: every CTA and consumer skips it */
+                for (int i = 0; i < nslab; ++i) {
+                    const int n0 = (int)(n_lo + (int64_t)i * SLAB);
+                    unsigned char *st = ring + s * SB;
+                    ssm__sm90_wait(&empty[s], ph ^ 1);
+                    ssm__sm90_expect_tx(&full[s], __popc(rmask) * BOX + __popc(xmask) * XBOX);
+                    for (int m = 0; m < 2; ++m)
+                        if (rmask >> m & 1) ssm__sm90_tma2(st + m * BOX, &tdy, &full[s], (grp * G + m * RW) * B, n0);
+                    for (int q = 0; q < XB; ++q)
+                        if ((xmask >> q & 1) && q % CX == rx) {
+                            if (CX == 1) ssm__sm90_tma2(st + 2 * BOX + q * XBOX, &tx, &full[s], (ch * XB + q) * B, n0);
+                            else ssm__sm90_tma2_mc(st + 2 * BOX + q * XBOX, &tx, &full[s], (ch * XB + q) * B, n0, (1u << CX) - 1);
+                        }
+                    if (++s == ST) s = 0, ph ^= 1;
+                }
             }
         }
+        __syncwarp();
     } else {
         ssm__sm90_consumer_regs();
         const int m = wg - 1;
         int s = 0, ph = 0;
-        for (int u = blockIdx.x; u < total; u += gridDim.x) {
+        for (int u = cid; u < total; u += ncl) {
             SSM__BLW_DW_UNIT(u)
             int xo[XB], sl[XB * RW], na = 0, any = 0;
             for (int q = 0; q < XB; ++q) {
                 int mine = 0;
                 for (int mm = 0; mm < G; ++mm) {
-                    const int v = SSM__BLW_DW_SLOT(mm, q);
+                    const int v = SSM__BLW_DW_SLOT(grp, ch, mm, q);
                     any |= v >= 0;
                     if (mm / RW == m) sl[na * RW + mm % RW] = v, mine |= v >= 0;
                 }
                 if (mine) xo[na++] = q;
             }
+            for (int a = 0; a < CX && !any; ++a) /* the cluster unit's other CTAs */
+                if (a != rx)
+                    for (int mm = 0; mm < G && !any; ++mm)
+                        for (int q = 0; q < XB && !any; ++q)
+                            any = SSM__BLW_DW_SLOT(grp - rx + a, ch, mm, q) >= 0;
             if (!any) continue;
-            if (na > 0) ssm__blw_dw_pick<BF, B, 1, XB>(na, ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+            if (na > 0) ssm__blw_dw_pick<BF, B, 1, XB, CL>(na, ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
             else /* nothing of this warpgroup's: release the stages */
                 for (int i = 0; i < nslab; ++i) {
                     ssm__sm90_wait(&full[s], ph);
-                    if (lane == 0) ssm__sm90_arrive(&empty[s]);
+                    if (lane == 0) ssm__blw_dw_release<CL>(&empty[s]);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
         }
     }
+    if (CL > 1) ssm__sm90_cluster_sync(); /* a peer may still multicast into this CTA or arrive on its barriers */
 #undef SSM__BLW_DW_SLOT
 #undef SSM__BLW_DW_UNIT
 #endif
@@ -5960,10 +6022,10 @@ static int ssm__blw_ok(ssm__cu_state *st) {
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 0>, SSM__BLW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<1, 1>, SSM__BLW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blw_kernel<0, 1>, SSM__BLW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1, 64>, SSM__BLW_DW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0, 64>, SSM__BLW_DW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1, 32>, SSM__BLW_DW_SMEM) &&
-                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0, 32>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1, 64, 2>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0, 64, 2>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<1, 32, 1>, SSM__BLW_DW_SMEM) &&
+                          ssm__sm90_kernel_ok(st, (const void *)ssm__blw_dw_kernel<0, 32, 1>, SSM__BLW_DW_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<1, 0>, SSM__BLU_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<0, 0>, SSM__BLU_SMEM) &&
                           ssm__sm90_kernel_ok(st, (const void *)ssm__blu_kernel<1, 1>, SSM__BLU_SMEM) &&
@@ -6031,36 +6093,60 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
 #undef SSM__BLU_GO
     return 1;
 }
+/* One dvalues launch in clusters of CX (cudaLaunchKernelEx), as many clusters as fit at once
+   (persistent over the cluster units). */
+template <int BF, int B, int CX>
+static cudaError_t ssm__blw_dw_launch(ssm__cu_state *st, const CUtensorMap &tdy, const CUtensorMap &tx, const int *tab, int R,
+                                      int K, int C, int ngr, int nch, int64_t N, int64_t tps, int S, ssm__bl_vals dv, float *part) {
+    constexpr int CL = CX;
+    void (*k)(CUtensorMap, CUtensorMap, const int *, int, int, int, int, int, int64_t, int64_t, int, ssm__bl_vals, float *) =
+        ssm__blw_dw_kernel<BF, B, CX>;
+    const int total = (ngr + CX - 1) / CX * nch * S;
+    int fit = st->sms / CL;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1] = {};
+    cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = SSM__BLW_DW_SMEM, cfg.stream = st->stream;
+    if (!ssm__sm90_kernel_ok(st, (const void *)k, SSM__BLW_DW_SMEM)) return cudaErrorNotSupported;
+    if (CL > 1) {
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.attrs = at, cfg.numAttrs = 1, cfg.gridDim = dim3((unsigned)(fit * CL));
+        if (cudaOccupancyMaxActiveClusters(&fit, (const void *)k, &cfg) != cudaSuccess || fit < 1) return cudaErrorNotSupported;
+    }
+    cfg.gridDim = dim3((unsigned)((total < fit ? total : fit) * CL));
+    return cudaLaunchKernelEx(&cfg, k, tdy, tx, tab, R, K, C, ngr, nch, N, tps, S, dv, part);
+}
 /* dvalues on wgmma where it applies (as ssm__blw_mm, on dy and x): builds the forward tables in
    tab (tab_bytes >= their size), then launches; 1 when launched, 0 when the caller takes the
    mma.sync kernel. tps: tokens a split, a multiple of 64. */
 static int ssm__blw_dw(ssm__cu_state *st, const ssm_bell_plan *p, const ssm_tensor *col_idx, ssm__bl_mat dy, ssm__bl_mat x,
                        int *tab, size_t tab_bytes, int64_t tps, int S, ssm__bl_vals dv, float *part) {
     const int R = (int)p->R, K = (int)p->K, C = (int)p->C, B = (int)p->B, G = B == 64 ? 2 : 4, XB = 256 / (B ? B : 1);
-    const int ngr = (R + G - 1) / G, nunits = ngr * ((C + XB - 1) / XB);
+    const int ngr = (R + G - 1) / G, nch = (C + XB - 1) / XB;
     const int64_t nslots = (int64_t)R * K;
     CUtensorMap tdy, tx;
     if (st->knobs.bell_kernel == 1 || p->dtype.bits != 16 || (B != 64 && B != 32) || p->N <= 0 || p->N > INT32_MAX - 64 ||
-        tps % 64 || (int64_t)nunits * S > INT32_MAX || tab_bytes < (size_t)ngr * C * G * 4 || !ssm__blw_ok(st) ||
+        tps % 64 || (int64_t)ngr * nch * S > INT32_MAX || tab_bytes < (size_t)ngr * C * G * 4 || !ssm__blw_ok(st) ||
         !ssm__blw_map(&tdy, p->dtype, dy, p->N, (int64_t)R * B, SSM__BLW_DW_SLAB) ||
         !ssm__blw_map(&tx, p->dtype, x, p->N, (int64_t)C * B, SSM__BLW_DW_SLAB, B))
         return 0;
     if (cudaMemsetAsync(tab, 0xFF, tab_bytes, st->stream) != cudaSuccess) return 0;
     ssm__bl_fwd_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st->stream>>>(
         (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, G, tab);
-    const int total = nunits * S, grid = total < st->sms ? total : st->sms;
-#define SSM__BLW_DW_GO(BF_, B_)                                                                                          \
-    ssm__blw_dw_kernel<BF_, B_><<<grid, 384, SSM__BLW_DW_SMEM, st->stream>>>(tdy, tx, tab, R, K, C, ngr, nunits, p->N, tps, S, \
-                                                                             dv, part)
+    cudaError_t e;
+    /* B = 64 in clusters of 2 (x multicast): dvalues 8-10% faster at the large shapes, H200
+       (bench/results/cuda_bell_dw_cluster_*.log; 2 chunks sharing dy, or 2 x 2, measured slower) */
+#define SSM__BLW_DW_GO(BF_, B_, CX_) \
+    e = ssm__blw_dw_launch<BF_, B_, CX_>(st, tdy, tx, tab, R, K, C, ngr, nch, p->N, tps, S, dv, part)
     if (p->dtype.code == SSM_DTYPE_BFLOAT) {
-        if (B == 64) SSM__BLW_DW_GO(1, 64);
-        else SSM__BLW_DW_GO(1, 32);
+        if (B == 64) SSM__BLW_DW_GO(1, 64, 2);
+        else SSM__BLW_DW_GO(1, 32, 1);
     } else {
-        if (B == 64) SSM__BLW_DW_GO(0, 64);
-        else SSM__BLW_DW_GO(0, 32);
+        if (B == 64) SSM__BLW_DW_GO(0, 64, 2);
+        else SSM__BLW_DW_GO(0, 32, 1);
     }
 #undef SSM__BLW_DW_GO
-    return 1;
+    return e == cudaSuccess;
 }
 #else
 static int ssm__blw_dw(ssm__cu_state *, const ssm_bell_plan *, const ssm_tensor *, ssm__bl_mat, ssm__bl_mat, int *, size_t,
@@ -6137,11 +6223,20 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
         if (wgmma) w.ent = ssm__bl_al((size_t)w.ngc * p->R * (G + 1) * 4);
     }
     if (p->want_dvalues) {
-        const int64_t regions = (int64_t)w.ngr * w.ngc, ctas = p->dtype.bits == 32 ? nslots : regions;
+        /* the CTAs one split runs: the wgmma kernel's units (a group x 256 input columns), the
+           mma.sync kernel's regions, the f32 kernel's tiles */
+        const int64_t regions = (int64_t)w.ngr * w.ngc, units = (int64_t)w.ngr * ((p->C + 256 / B - 1) / (256 / B));
+        const int64_t ctas = p->dtype.bits == 32 ? nslots : wgmma ? units : regions;
         const int64_t maxs = (p->N + 255) / 256;
-        int64_t S = (2 * s->sms + ctas - 1) / ctas;
-        if (S > 32) S = 32;
-        if (S > maxs) S = maxs;
+        int64_t S = 1;
+        double best = 0.0;
+        /* splits by the time of their waves (ceil(S ctas / SMs) waves of N / S tokens), 2% a split
+           added for its partials: 640 -> 2560 at B 64 (60 units) runs 2 splits; at least 2
+           waves' worth (the rule before) ran 5, 3 waves of 1 */
+        for (int64_t k = 1; k <= 32 && k <= maxs; ++k) {
+            const double t = (double)((k * ctas + s->sms - 1) / s->sms) / (double)k * (1.0 + 0.02 * (double)k);
+            if (k == 1 || t < best) S = k, best = t;
+        }
         if (S < 1) S = 1;
         w.tps = ((p->N + S - 1) / S + 63) / 64 * 64; /* whole slabs of the wgmma kernel (64 tokens) */
         w.S = (int)((p->N + w.tps - 1) / w.tps);
