@@ -306,6 +306,7 @@ typedef struct ssm__cu_state {
     ssm_cuda_config knobs; /* the kernel-choice fields of the config */
     int pjw;               /* proj_kernel 3 runs here: 0 not yet asked, 1 yes, 2 no */
     int blw;               /* the block-ELL wgmma kernel runs here: 0 not yet asked, 1 yes, 2 no */
+    int blw_dw_fit;        /* clusters of block-ELL's dvalues kernel resident at once (0 not yet asked) */
     int lrw;               /* the recurrence's wgmma chunk products run here: 0 not yet asked, 1 yes, 2 no */
 } ssm__cu_state;
 
@@ -6106,12 +6107,15 @@ static cudaError_t ssm__blw_dw_launch(ssm__cu_state *st, const CUtensorMap &tdy,
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[1] = {};
     cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = SSM__BLW_DW_SMEM, cfg.stream = st->stream;
-    if (!ssm__sm90_kernel_ok(st, (const void *)k, SSM__BLW_DW_SMEM)) return cudaErrorNotSupported;
-    if (CL > 1) {
+    if (CL > 1) { /* ssm__blw_ok set the kernel's shared memory; how many clusters fit is asked once */
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
         cfg.attrs = at, cfg.numAttrs = 1, cfg.gridDim = dim3((unsigned)(fit * CL));
-        if (cudaOccupancyMaxActiveClusters(&fit, (const void *)k, &cfg) != cudaSuccess || fit < 1) return cudaErrorNotSupported;
+        if (!st->blw_dw_fit && (cudaOccupancyMaxActiveClusters(&st->blw_dw_fit, (const void *)k, &cfg) != cudaSuccess ||
+                                st->blw_dw_fit < 1))
+            st->blw_dw_fit = -1;
+        if (st->blw_dw_fit < 1) return cudaErrorNotSupported;
+        fit = st->blw_dw_fit;
     }
     cfg.gridDim = dim3((unsigned)((total < fit ? total : fit) * CL));
     return cudaLaunchKernelEx(&cfg, k, tdy, tx, tab, R, K, C, ngr, nch, N, tps, S, dv, part);
@@ -6231,8 +6235,8 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
         int64_t S = 1;
         double best = 0.0;
         /* splits by the time of their waves (ceil(S ctas / SMs) waves of N / S tokens), 2% a split
-           added for its partials: 640 -> 2560 at B 64 (60 units) runs 2 splits; at least 2
-           waves' worth (the rule before) ran 5, 3 waves of 1 */
+           added for its partials: 640 -> 2560 at B 64 (60 units) runs 2 splits, 1 wave of N / 2;
+           the rule before (at least 2 waves of regions) ran 3, 2 waves of N / 3 */
         for (int64_t k = 1; k <= 32 && k <= maxs; ++k) {
             const double t = (double)((k * ctas + s->sms - 1) / s->sms) / (double)k * (1.0 + 0.02 * (double)k);
             if (k == 1 || t < best) S = k, best = t;
