@@ -5780,7 +5780,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
    partials that ssm__bl_dw_reduce_kernel sums in order. At B = 64 CTAs run in clusters of 2 on
    adjacent groups, x's boxes multicast to both (ssm__blw_dw_kernel). The kernel waits on its
    loads, not its MMAs: L2 76% busy, 36% of sectors hit (ncu, 2048 -> 8192, N 32768); the
-   clusters read x from L2 once for two CTAs, ~9% faster. Not faster: token splits that keep L2
+   clusters read x from L2 once for two CTAs, 6-11% faster. Not faster: token splits that keep L2
    hits (16 splits: 69% hit, half the DRAM bytes), sharing dy between two chunks' CTAs (or 2 x 2
    clusters), L2 prefetches a few slabs ahead of each load (1.5x slower). */
 #define SSM__BLW_DW_SLAB 64
@@ -5873,7 +5873,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
                                                              const int *tab, int R, int K, int C, int ngr, int nch,
                                                              int64_t N, int64_t tps, int S, ssm__bl_vals dv, float *part) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int ST = SSM__BLW_ST, SB = SSM__BLW_DW_SB, BOX = SSM__BLW_DW_BOX, SLAB = SSM__BLW_DW_SLAB, CL = CX;
+    constexpr int ST = SSM__BLW_ST, SB = SSM__BLW_DW_SB, BOX = SSM__BLW_DW_BOX, SLAB = SSM__BLW_DW_SLAB;
     constexpr int G = 128 / B, RW = 64 / B, XB = 256 / B, XBOX = SLAB * B * 2; /* members a group / a warpgroup, x boxes */
     extern __shared__ uint4 ssm__blw_dw_smem[];
     __shared__ uint64_t full[ST], empty[ST];
@@ -5881,10 +5881,10 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     const int rx = CX > 1 ? (int)ssm__sm90_cluster_rank() : 0;
     const int ngq = (ngr + CX - 1) / CX, nunits = ngq * nch, total = nunits * S;
-    const int cid = (int)blockIdx.x / CL, ncl = (int)gridDim.x / CL;
+    const int cid = (int)blockIdx.x / CX, ncl = (int)gridDim.x / CX;
     const int64_t nslots = (int64_t)R * K;
-    ssm__sm90_ring_init(full, empty, ST, 8 * CL);
-    if (CL > 1) ssm__sm90_cluster_sync(); /* every CTA's barriers initialised before any remote arrival */
+    ssm__sm90_ring_init(full, empty, ST, 8 * CX);
+    if (CX > 1) ssm__sm90_cluster_sync(); /* every CTA's barriers initialised before any remote arrival */
 /* cluster unit u: token split, run of CX groups, chunk; this CTA's group grp and chunk ch */
 #define SSM__BLW_DW_UNIT(u)                                                                                 \
     const int split = (u) / nunits, rest = (u) - split * nunits;                                          \
@@ -5949,16 +5949,16 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
                         for (int q = 0; q < XB && !any; ++q)
                             any = SSM__BLW_DW_SLOT(grp - rx + a, ch, mm, q) >= 0;
             if (!any) continue;
-            if (na > 0) ssm__blw_dw_pick<BF, B, 1, XB, CL>(na, ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
+            if (na > 0) ssm__blw_dw_pick<BF, B, 1, XB, CX>(na, ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
             else /* nothing of this warpgroup's: release the stages */
                 for (int i = 0; i < nslab; ++i) {
                     ssm__sm90_wait(&full[s], ph);
-                    if (lane == 0) ssm__blw_dw_release<CL>(&empty[s]);
+                    if (lane == 0) ssm__blw_dw_release<CX>(&empty[s]);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
         }
     }
-    if (CL > 1) ssm__sm90_cluster_sync(); /* a peer may still multicast into this CTA or arrive on its barriers */
+    if (CX > 1) ssm__sm90_cluster_sync(); /* a peer may still multicast into this CTA or arrive on its barriers */
 #undef SSM__BLW_DW_SLOT
 #undef SSM__BLW_DW_UNIT
 #endif
@@ -6099,25 +6099,24 @@ static int ssm__blw_mm(ssm__cu_state *st, ssm_dtype dt, int B, int trans, int64_
 template <int BF, int B, int CX>
 static cudaError_t ssm__blw_dw_launch(ssm__cu_state *st, const CUtensorMap &tdy, const CUtensorMap &tx, const int *tab, int R,
                                       int K, int C, int ngr, int nch, int64_t N, int64_t tps, int S, ssm__bl_vals dv, float *part) {
-    constexpr int CL = CX;
     void (*k)(CUtensorMap, CUtensorMap, const int *, int, int, int, int, int, int64_t, int64_t, int, ssm__bl_vals, float *) =
         ssm__blw_dw_kernel<BF, B, CX>;
     const int total = (ngr + CX - 1) / CX * nch * S;
-    int fit = st->sms / CL;
+    int fit = st->sms / CX;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[1] = {};
     cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = SSM__BLW_DW_SMEM, cfg.stream = st->stream;
-    if (CL > 1) { /* ssm__blw_ok set the kernel's shared memory; how many clusters fit is asked once */
+    if (CX > 1) { /* ssm__blw_ok set the kernel's shared memory; how many clusters fit is asked once */
         at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = CL, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cfg.attrs = at, cfg.numAttrs = 1, cfg.gridDim = dim3((unsigned)(fit * CL));
+        at[0].val.clusterDim.x = CX, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.attrs = at, cfg.numAttrs = 1, cfg.gridDim = dim3((unsigned)(fit * CX));
         if (!st->blw_dw_fit && (cudaOccupancyMaxActiveClusters(&st->blw_dw_fit, (const void *)k, &cfg) != cudaSuccess ||
                                 st->blw_dw_fit < 1))
             st->blw_dw_fit = -1;
         if (st->blw_dw_fit < 1) return cudaErrorNotSupported;
         fit = st->blw_dw_fit;
     }
-    cfg.gridDim = dim3((unsigned)((total < fit ? total : fit) * CL));
+    cfg.gridDim = dim3((unsigned)((total < fit ? total : fit) * CX));
     return cudaLaunchKernelEx(&cfg, k, tdy, tx, tab, R, K, C, ngr, nch, N, tps, S, dv, part);
 }
 /* dvalues on wgmma where it applies (as ssm__blw_mm, on dy and x): builds the forward tables in
@@ -6138,7 +6137,7 @@ static int ssm__blw_dw(ssm__cu_state *st, const ssm_bell_plan *p, const ssm_tens
     ssm__bl_fwd_table_kernel<<<(unsigned)((nslots + 255) / 256), 256, 0, st->stream>>>(
         (const int *)col_idx->data, col_idx->strides[0], col_idx->strides[1], R, K, C, G, tab);
     cudaError_t e;
-    /* B = 64 in clusters of 2 (x multicast): dvalues 8-10% faster at the large shapes, H200
+    /* B = 64 in clusters of 2 (x multicast): dvalues 6-11% faster at the large shapes, H200
        (bench/results/cuda_bell_dw_cluster_*.log; 2 chunks sharing dy, or 2 x 2, measured slower) */
 #define SSM__BLW_DW_GO(BF_, B_, CX_) \
     e = ssm__blw_dw_launch<BF_, B_, CX_>(st, tdy, tx, tab, R, K, C, ngr, nch, p->N, tps, S, dv, part)
@@ -6241,7 +6240,6 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
             const double t = (double)((k * ctas + s->sms - 1) / s->sms) / (double)k * (1.0 + 0.02 * (double)k);
             if (k == 1 || t < best) S = k, best = t;
         }
-        if (S < 1) S = 1;
         w.tps = ((p->N + S - 1) / S + 63) / 64 * 64; /* whole slabs of the wgmma kernel (64 tokens) */
         w.S = (int)((p->N + w.tps - 1) / w.tps);
         if (w.S < 1) w.S = 1;
