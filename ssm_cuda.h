@@ -5894,21 +5894,24 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
 /* the slot of member mm's tile of input block q, in group g and chunk c (-1: inactive or outside) */
 #define SSM__BLW_DW_SLOT(g, c, mm, q) \
     ((c) * XB + (q) < C && (g) * G + (mm) < R ? tab[((int64_t)(g) * C + (c) * XB + (q)) * G + (mm)] : -1)
+/* the cluster unit's boxes, one computation for both roles (their skips must agree): dy's that
+   this CTA's tiles use (rmask, a bit a warpgroup), x's that any tile of the unit uses (xmask) */
+#define SSM__BLW_DW_MASKS                                                                                   \
+    int rmask = 0, xmask = 0;                                                                               \
+    for (int a = 0; a < CX; ++a)                                                                            \
+        for (int mm = 0; mm < G; ++mm)                                                                      \
+            for (int q = 0; q < XB; ++q)                                                                    \
+                if (SSM__BLW_DW_SLOT(grp - rx + a, ch, mm, q) >= 0) {                                       \
+                    xmask |= 1 << q;                                                                        \
+                    if (a == rx) rmask |= 1 << (mm / RW);                                                   \
+                }
     if (wg == 0) {
         ssm__sm90_producer_regs();
         if (warp == 0 && lane == 0) {
             int s = 0, ph = 0;
             for (int u = cid; u < total; u += ncl) {
                 SSM__BLW_DW_UNIT(u)
-                /* the boxes: dy's this CTA's tiles use, x's any tile of the cluster unit uses */
-                int rmask = 0, xmask = 0;
-                for (int a = 0; a < CX; ++a)
-                    for (int mm = 0; mm < G; ++mm)
-                        for (int q = 0; q < XB; ++q)
-                            if (SSM__BLW_DW_SLOT(grp - rx + a, ch, mm, q) >= 0) {
-                                xmask |= 1 << q;
-                                if (a == rx) rmask |= 1 << (mm / RW);
-                            }
+                SSM__BLW_DW_MASKS
                 if (!xmask) continue; /* no active tile in the cluster unit: every CTA and consumer skips it */
                 for (int i = 0; i < nslab; ++i) {
                     const int n0 = (int)(n_lo + (int64_t)i * SLAB);
@@ -5933,22 +5936,18 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
         int s = 0, ph = 0;
         for (int u = cid; u < total; u += ncl) {
             SSM__BLW_DW_UNIT(u)
-            int xo[XB], sl[XB * RW], na = 0, any = 0;
-            for (int q = 0; q < XB; ++q) {
+            SSM__BLW_DW_MASKS
+            (void)rmask; /* the producer's */
+            if (!xmask) continue; /* skipped by the producer too */
+            int xo[XB], sl[XB * RW], na = 0;
+            for (int q = 0; q < XB; ++q) { /* this warpgroup's products: the x boxes its members use */
                 int mine = 0;
-                for (int mm = 0; mm < G; ++mm) {
+                for (int mm = m * RW; mm < (m + 1) * RW; ++mm) {
                     const int v = SSM__BLW_DW_SLOT(grp, ch, mm, q);
-                    any |= v >= 0;
-                    if (mm / RW == m) sl[na * RW + mm % RW] = v, mine |= v >= 0;
+                    sl[na * RW + mm % RW] = v, mine |= v >= 0;
                 }
                 if (mine) xo[na++] = q;
             }
-            for (int a = 0; a < CX && !any; ++a) /* the cluster unit's other CTAs */
-                if (a != rx)
-                    for (int mm = 0; mm < G && !any; ++mm)
-                        for (int q = 0; q < XB && !any; ++q)
-                            any = SSM__BLW_DW_SLOT(grp - rx + a, ch, mm, q) >= 0;
-            if (!any) continue;
             if (na > 0) ssm__blw_dw_pick<BF, B, 1, XB, CX>(na, ring, m, xo, sl, nslab, s, ph, full, empty, warp, lane, split, K, nslots, dv, part);
             else /* nothing of this warpgroup's: release the stages */
                 for (int i = 0; i < nslab; ++i) {
@@ -5959,6 +5958,7 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
         }
     }
     if (CX > 1) ssm__sm90_cluster_sync(); /* a peer may still multicast into this CTA or arrive on its barriers */
+#undef SSM__BLW_DW_MASKS
 #undef SSM__BLW_DW_SLOT
 #undef SSM__BLW_DW_UNIT
 #endif

@@ -160,10 +160,13 @@ __device__ __forceinline__ void tma_load_2d_mc(void *dst, const CUtensorMap *map
                  "l"((uint64_t)map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "h"(cta_mask)
                  : "memory");
 }
-__device__ __forceinline__ void mbar_arrive_remote(uint64_t *b, uint32_t cta) { /* b's twin in CTA cta of the cluster */
+/* b's twin in CTA cta of the cluster; REL 1: .release.cluster, 0: the default .release.cta (the
+   consumer's reads of the stage are wgmma's, retired before the arrival) */
+template <int REL> __device__ __forceinline__ void mbar_arrive_remote(uint64_t *b, uint32_t cta) {
     uint32_t ra;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(smem_u32(b)), "r"(cta));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
+    if (REL) asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
+    else asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(ra) : "memory");
 }
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -685,14 +688,14 @@ __device__ __forceinline__ void mbar_wait_cluster(uint64_t *b, int phase) {
 }
 #endif
 /* a stage is released in every CTA of the cluster (each multicast into it) */
-template <int CL> __device__ __forceinline__ void release_all(uint64_t *b, uint32_t rank) {
+template <int CL, int REL> __device__ __forceinline__ void release_all(uint64_t *b, uint32_t rank) {
 #ifdef BW_SM90A
     mbar_arrive(b);
 #pragma unroll
-    for (int c = 1; c < CL; ++c) mbar_arrive_remote(b, (rank + c) % CL);
+    for (int c = 1; c < CL; ++c) mbar_arrive_remote<REL>(b, (rank + c) % CL);
 #endif
 }
-template <typename T, int CL>
+template <typename T, int CL, int REL>
 __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                                                             const int *ent, const int *count, int C, const T *bias, T *y, long ldy,
                                                             int N, int R, int ngr, int nunits) {
@@ -729,7 +732,8 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
                             const int *sj = sent + j * E;
                             const int s0 = sj[1 + 2 * rank], s1 = sj[2 + 2 * rank];
                             const int mask = (s0 >= 0) | (s1 >= 0) << 1, na = (s0 >= 0) + (s1 >= 0);
-                            mbar_wait_cluster(&empty[s], ph ^ 1);
+                            if (REL) mbar_wait_cluster(&empty[s], ph ^ 1);
+                            else mbar_wait(&empty[s], ph ^ 1);
                             unsigned char *st = ring + s * SB;
                             smask[s] = mask;
                             mbar_expect_tx(&full[s], XB + na * TB);
@@ -758,10 +762,10 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
                     if (__any_sync(0xffffffffu, mask >> j & 1)) break;
                     if (pend >= 0) { /* as bell_fwd_t_kernel: never hold a stage across skipped entries */
                         wg_wait<0>();
-                        if (lane == 0) release_all<CL>(&empty[pend], rank);
+                        if (lane == 0) release_all<CL, REL>(&empty[pend], rank);
                         pend = -1;
                     }
-                    if (lane == 0) release_all<CL>(&empty[s], rank);
+                    if (lane == 0) release_all<CL, REL>(&empty[s], rank);
                     if (++s == ST) s = 0, ph ^= 1;
                 }
                 if (i >= cnt) break;
@@ -775,7 +779,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
                 wg_wait<1>();
 #pragma unroll
                 for (int q = 0; q < 128; ++q) reg_fence(d[q]);
-                if (pend >= 0 && lane == 0) release_all<CL>(&empty[pend], rank);
+                if (pend >= 0 && lane == 0) release_all<CL, REL>(&empty[pend], rank);
                 pend = s;
                 if (++s == ST) s = 0, ph ^= 1;
                 ++i;
@@ -783,7 +787,7 @@ __global__ void __launch_bounds__(384, 1) bell_fwd_c_kernel(const __grid_constan
             wg_wait<0>();
 #pragma unroll
             for (int q = 0; q < 128; ++q) reg_fence(d[q]);
-            if (pend >= 0 && lane == 0) release_all<CL>(&empty[pend], rank);
+            if (pend >= 0 && lane == 0) release_all<CL, REL>(&empty[pend], rank);
             const int r = gp * 2 * CL + (int)rank * 2 + j; /* as bell_fwd_t_kernel's epilogue */
             if (r < R) {
                 const int odd = (lane >> 2) & 1, q = lane % 4;
@@ -903,7 +907,7 @@ struct variant {
     const char *name;
     int nf, mw, rs, persistent;
     int swapped; /* bell_fwd_t_kernel (B = 64, 256 tokens, 2 rows): 1 with wait<0> per entry, 2 with a group in flight;
-                    3 / 4: bell_fwd_c_kernel (clusters of 2 / 4, 4 / 8 rows) */
+                    3 / 4: bell_fwd_c_kernel (clusters of 2 / 4, 4 / 8 rows); 5: 3 with .cta-scope arrivals */
 };
 /* s128 (SS, NF 128), r128 / p128 (RS, NF 128, MW 1) and r256 / p256 (RS, NF 256) lost to w128 /
    pw128 at every B (bench/results/cuda_bell_wgmma_742ccbf.log) and were dropped after it: each
@@ -911,7 +915,7 @@ struct variant {
 static const variant VARIANTS[] = {{"w128", 128, 2, 1, 0, 0},    {"pw128", 128, 2, 1, 1, 0},   {"t64w0", 128, 2, 0, 0, 1},
                                    {"pt64w0", 128, 2, 0, 1, 1},  {"t64", 128, 2, 0, 0, 2},     {"pt64", 128, 2, 0, 1, 2},
                                    {"c64", 256, 2, 0, 0, 3},     {"pc64", 256, 2, 0, 1, 3},    {"c64x4", 512, 2, 0, 0, 4},
-                                   {"pc64x4", 512, 2, 0, 1, 4}};
+                                   {"pc64x4", 512, 2, 0, 1, 4},  {"pc64r", 256, 2, 0, 1, 5}};
 static int g_sms = 132;
 
 /* A layer on the device: col_idx (distinct random columns per row), values, x, bias, and the
@@ -989,11 +993,11 @@ static void launch_swapped(const variant &vr, const layer &L, const tables &tb, 
     const int grid = vr.persistent ? (ntiles < g_sms ? ntiles : g_sms) : ntiles;
     kern<<<grid, 384, K_::SMEM, st>>>(mx, mw, tb.ent, tb.count, L.C, (const T *)L.bias, y, L.out, (int)L.N, L.R, tb.ngr, ntiles);
 }
-template <typename T, int CL>
+template <typename T, int CL, int REL>
 static void launch_cluster(const variant &vr, const layer &L, const tables &tb, const CUtensorMap &mx, const CUtensorMap &mw, T *y,
                            cudaStream_t st) {
     typedef cfg<64, 128, 2> K_;
-    auto kern = bell_fwd_c_kernel<T, CL>;
+    auto kern = bell_fwd_c_kernel<T, CL, REL>;
     static int max_cl = 0; /* clusters of CL that fit at once */
     cudaLaunchConfig_t lc = {};
     cudaLaunchAttribute at[1];
@@ -1016,8 +1020,9 @@ static void launch(const variant &vr, const layer &L, const tables &tb, const CU
                    cudaStream_t st) {
     if (vr.swapped == 1) launch_swapped<T, 0>(vr, L, tb, mx, mw, y, st);
     else if (vr.swapped == 2) launch_swapped<T, 1>(vr, L, tb, mx, mw, y, st);
-    else if (vr.swapped == 3) launch_cluster<T, 2>(vr, L, tb, mx, mw, y, st);
-    else if (vr.swapped == 4) launch_cluster<T, 4>(vr, L, tb, mx, mw, y, st);
+    else if (vr.swapped == 3) launch_cluster<T, 2, 1>(vr, L, tb, mx, mw, y, st);
+    else if (vr.swapped == 4) launch_cluster<T, 4, 1>(vr, L, tb, mx, mw, y, st);
+    else if (vr.swapped == 5) launch_cluster<T, 2, 0>(vr, L, tb, mx, mw, y, st);
     else if (L.B == 16) launch_b<T, 16>(vr, L, tb, mx, mw, y, st);
     else if (L.B == 32) launch_b<T, 32>(vr, L, tb, mx, mw, y, st);
     else launch_b<T, 64>(vr, L, tb, mx, mw, y, st);
@@ -1094,8 +1099,9 @@ static int run_row(const variant &vr, long N, long in, long out, int B, double d
     add_bias_kernel<T><<<2048, 256>>>(ref, (const T *)L.bias, N, (int)out);
     CK(cudaGetLastError());
     tables tb;
-    tables_make(L, vr.swapped == 4 ? 8 : vr.swapped == 3 ? 4 : vr.swapped ? 2 : vr.nf / B, tb);
-    const CUtensorMap mx = make_map(L.x, is_bf, N, in, in, B, vr.swapped == 4 ? 64 : vr.swapped == 3 ? 128 : vr.swapped ? 256 : 128 * vr.mw), mw = make_map(L.v, is_bf, (long)L.R * L.K * B, B, B, B, B);
+    const int ccl = vr.swapped == 4 ? 4 : vr.swapped == 3 || vr.swapped == 5 ? 2 : 1; /* cluster CTAs */
+    tables_make(L, vr.swapped ? 2 * ccl : vr.nf / B, tb);
+    const CUtensorMap mx = make_map(L.x, is_bf, N, in, in, B, vr.swapped ? 256 / ccl : 128 * vr.mw), mw = make_map(L.v, is_bf, (long)L.R * L.K * B, B, B, B, B);
     CK(cudaMemset(y, 0xFF, (size_t)N * out * sizeof(T))); /* poison: NaN */
     launch<T>(vr, L, tb, mx, mw, y, 0);
     CK(cudaGetLastError());
