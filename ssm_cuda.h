@@ -5771,8 +5771,8 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
    of those features, and x's box for each input block any member uses (a stage: up to 2 dy
    boxes of 8 KB and 256 columns of x, 48 KB). Consumer warpgroup m accumulates, for each input
    block c that one of its members (1 at B = 64, 2 at B = 32) uses, the 64 x B product
-   dy_m^T x_c: wgmma m64nBk16 with the dy box as M-major A and the x box as N-major B (k16 = 16
-   token rows), B / 2 f32 a product. At B = 32 that product holds both members' tiles, and only
+   dy_m^T x_c: wgmma m64nBk16 with the dy box as M-major A (at B = 64 loaded to registers once a
+   stage) and the x box as N-major B (k16 = 16 token rows), B / 2 f32 a product. At B = 32 that product holds both members' tiles, and only
    the active ones are stored (an inactive half costs MMA work, not traffic: a stage loads what
    a B = 64 stage loads for as many useful FLOPs). A unit's slab loop is instantiated per number
    of products (ssm__blw_dw_unit<NA>, each with its own accumulators), so no wgmma sits under a
@@ -5799,8 +5799,12 @@ template <int CL> __device__ __forceinline__ void ssm__blw_dw_release(uint64_t *
 }
 /* One unit for a consumer warpgroup with NA products (x boxes xo[j] of each stage; the slots of
    its members' tiles sl[j * (64 / B) + member], -1 where inactive): its own accumulators, so each
-   instantiation is straight-line wgmma code; one wgmma group in flight, each stage released when
-   the next one's group has retired it. */
+   instantiation is straight-line wgmma code. B = 32: A (the warpgroup's dy box) from shared
+   memory, one wgmma group in flight, each stage released when the next one's group has retired
+   it. B = 64: A in registers (wgmma's RS form), loaded once a stage and shared by the NA
+   products, each stage's group retired before the next stage's fragments are loaded: dvalues
+   2-9% faster at the large shapes (H200, 1.60-1.76 -> 1.54-1.60 ms at 2048 -> 8192, N 32768),
+   1-4% slower at B = 32 (bench/results/cuda_bell_dw_rs.log). */
 template <int BF, int B, int NA, int CL>
 __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int m, const int *xo, const int *sl, int nslab, int &s,
                                                  int &ph, uint64_t *full, uint64_t *empty, int warp, int lane, int split, int K,
@@ -5810,6 +5814,31 @@ __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int 
 #pragma unroll
     for (int q = 0; q < NT * NA; ++q) d[q] = 0.f;
     int prev = -1;
+    if constexpr (B == 64) { /* dy's fragments in registers, loaded once a stage for all the products (below) */
+        for (int i = 0; i < nslab; ++i) {
+            ssm__sm90_wait(&full[s], ph);
+            const unsigned char *st = ring + s * SB;
+            uint32_t af[4][4]; /* k16 step k: warp w's 16 features x 16 tokens, as the m16n8k16 A fragment */
+            const int r8 = lane & 7, c16 = 2 * warp + ((lane >> 3) & 1); /* the lane's row of its 8 x 8 matrix, its 16-byte chunk */
+#pragma unroll
+            for (int k = 0; k < 4; ++k) /* ldmatrix.trans through the 128-byte swizzle: chunk c of token row t at c ^ (t % 8) */
+                ssm__tc_ldm4t(af[k], st + m * BOX + (16 * k + 8 * (lane >> 4) + r8) * 128 + ((c16 ^ r8) << 4));
+#pragma unroll
+            for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
+            ssm__sm90_fence();
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+#pragma unroll
+                for (int j = 0; j < NA; ++j)
+                    ssm__sm90_mma64rs<BF, 1>::run(d + NT * j, af[k], ssm__sm90_desc<2 * B>(st + 2 * BOX + xo[j] * XBOX + 32 * B * k), 1);
+            ssm__sm90_commit();
+            ssm__sm90_wait_mma<0>(); /* af is rewritten next stage: no group stays in flight */
+#pragma unroll
+            for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
+            if (lane == 0) ssm__blw_dw_release<CL>(&empty[s]);
+            if (++s == SSM__BLW_ST) s = 0, ph ^= 1;
+        }
+    } else
     for (int i = 0; i < nslab; ++i) {
         ssm__sm90_wait(&full[s], ph);
         const unsigned char *st = ring + s * SB;
@@ -5830,10 +5859,12 @@ __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int 
         prev = s;
         if (++s == SSM__BLW_ST) s = 0, ph ^= 1;
     }
-    ssm__sm90_wait_mma<0>();
+    if constexpr (B != 64) {
+        ssm__sm90_wait_mma<0>();
 #pragma unroll
-    for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
-    if (prev >= 0 && lane == 0) ssm__blw_dw_release<CL>(&empty[prev]);
+        for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
+        if (prev >= 0 && lane == 0) ssm__blw_dw_release<CL>(&empty[prev]);
+    }
     /* d[NT j + 4i + {0,1}]: product j, feature f, columns 8i + 2q + {0,1}; + {2,3}: feature f + 8.
        Feature f is row f % B of member f / B (one member a warp). */
     const int f = warp * 16 + lane / 4, q4 = lane % 4;
