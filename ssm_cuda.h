@@ -5813,58 +5813,41 @@ __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int 
     float d[NT * NA];
 #pragma unroll
     for (int q = 0; q < NT * NA; ++q) d[q] = 0.f;
-    int prev = -1;
-    if constexpr (B == 64) { /* dy's fragments in registers, loaded once a stage for all the products (below) */
-        for (int i = 0; i < nslab; ++i) {
-            ssm__sm90_wait(&full[s], ph);
-            const unsigned char *st = ring + s * SB;
-            uint32_t af[4][4]; /* k16 step k: warp w's 16 features x 16 tokens, as the m16n8k16 A fragment */
+    int prev = -1; /* the stage of the wgmma group in flight */
+    for (int i = 0; i < nslab; ++i) {
+        ssm__sm90_wait(&full[s], ph);
+        const unsigned char *st = ring + s * SB;
+        uint32_t af[4][4]; /* B = 64, k16 step k: warp w's 16 features x 16 tokens, as the m16n8k16 A fragment */
+        if constexpr (B == 64) {
             const int r8 = lane & 7, c16 = 2 * warp + ((lane >> 3) & 1); /* the lane's row of its 8 x 8 matrix, its 16-byte chunk */
 #pragma unroll
             for (int k = 0; k < 4; ++k) /* ldmatrix.trans through the 128-byte swizzle: chunk c of token row t at c ^ (t % 8) */
                 ssm__tc_ldm4t(af[k], st + m * BOX + (16 * k + 8 * (lane >> 4) + r8) * 128 + ((c16 ^ r8) << 4));
-#pragma unroll
-            for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
-            ssm__sm90_fence();
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-#pragma unroll
-                for (int j = 0; j < NA; ++j)
-                    ssm__sm90_mma64rs<BF, 1>::run(d + NT * j, af[k], ssm__sm90_desc<2 * B>(st + 2 * BOX + xo[j] * XBOX + 32 * B * k), 1);
-            ssm__sm90_commit();
-            ssm__sm90_wait_mma<0>(); /* af is rewritten next stage: no group stays in flight */
-#pragma unroll
-            for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
-            if (lane == 0) ssm__blw_dw_release<CL>(&empty[s]);
-            if (++s == SSM__BLW_ST) s = 0, ph ^= 1;
         }
-    } else
-    for (int i = 0; i < nslab; ++i) {
-        ssm__sm90_wait(&full[s], ph);
-        const unsigned char *st = ring + s * SB;
 #pragma unroll
         for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
         ssm__sm90_fence();
 #pragma unroll
         for (int k = 0; k < 4; ++k)
 #pragma unroll
-            for (int j = 0; j < NA; ++j)
-                ssm__sm90_mma<B, BF, 1, 1>::run(d + NT * j, ssm__sm90_desc(st + m * BOX + 2048 * k),
-                                                ssm__sm90_desc<2 * B>(st + 2 * BOX + xo[j] * XBOX + 32 * B * k));
+            for (int j = 0; j < NA; ++j) {
+                const uint64_t db = ssm__sm90_desc<2 * B>(st + 2 * BOX + xo[j] * XBOX + 32 * B * k);
+                if constexpr (B == 64) ssm__sm90_mma64rs<BF, 1>::run(d + NT * j, af[k], db, 1);
+                else ssm__sm90_mma<B, BF, 1, 1>::run(d + NT * j, ssm__sm90_desc(st + m * BOX + 2048 * k), db);
+            }
         ssm__sm90_commit();
-        ssm__sm90_wait_mma<1>();
+        ssm__sm90_wait_mma<B == 64 ? 0 : 1>(); /* B = 64: af is rewritten next stage, so no group stays in flight */
 #pragma unroll
         for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
+        if (B == 64) prev = s; /* retired already */
         if (prev >= 0 && lane == 0) ssm__blw_dw_release<CL>(&empty[prev]);
-        prev = s;
+        prev = B == 64 ? -1 : s;
         if (++s == SSM__BLW_ST) s = 0, ph ^= 1;
     }
-    if constexpr (B != 64) {
-        ssm__sm90_wait_mma<0>();
+    ssm__sm90_wait_mma<0>();
 #pragma unroll
-        for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
-        if (prev >= 0 && lane == 0) ssm__blw_dw_release<CL>(&empty[prev]);
-    }
+    for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
+    if (prev >= 0 && lane == 0) ssm__blw_dw_release<CL>(&empty[prev]);
     /* d[NT j + 4i + {0,1}]: product j, feature f, columns 8i + 2q + {0,1}; + {2,3}: feature f + 8.
        Feature f is row f % B of member f / B (one member a warp). */
     const int f = warp * 16 + lane / 4, q4 = lane % 4;
