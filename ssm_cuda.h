@@ -5772,9 +5772,10 @@ __global__ void __launch_bounds__(384, 1) ssm__blu_kernel(const __grid_constant_
    boxes of 8 KB and 256 columns of x, 48 KB). Consumer warpgroup m accumulates, for each input
    block c that one of its members (1 at B = 64, 2 at B = 32) uses, the 64 x B product
    dy_m^T x_c: wgmma m64nBk16 with the dy box as M-major A (at B = 64 loaded to registers once a
-   stage) and the x box as N-major B (k16 = 16 token rows), B / 2 f32 a product. At B = 32 that product holds both members' tiles, and only
-   the active ones are stored (an inactive half costs MMA work, not traffic: a stage loads what
-   a B = 64 stage loads for as many useful FLOPs). A unit's slab loop is instantiated per number
+   stage) and the x box as N-major B (k16 = 16 token rows), B / 2 f32 a product. At B = 32 that
+   product holds both members' tiles, and only the active ones are stored (an inactive half
+   costs MMA work, not traffic: a stage loads what a B = 64 stage loads for as many useful
+   FLOPs). A unit's slab loop is instantiated per number
    of products (ssm__blw_dw_unit<NA>, each with its own accumulators), so no wgmma sits under a
    branch. Each tile is written once (no atomics): to dvalues, or with token splits to the
    partials that ssm__bl_dw_reduce_kernel sums in order. At B = 64 CTAs run in clusters of 2 on
