@@ -179,7 +179,9 @@ typedef struct ssm_cuda_config {
     void *workspace;              /* optional caller-owned device workspace (never grown)     */
     size_t workspace_bytes;
     /* Kernel choices, 0 = by shape (the measured defaults). Other values force a variant, for
-       the kernel-variant harnesses in dev/cuda/ and the tests; results never depend on them. */
+       the kernel-variant harnesses in dev/cuda/ and the tests; results depend on them only
+       through rounding, except the two that trade accuracy for speed (linrec_tc_split = 1 on
+       f32, bell_f32 = 2: plain TF32). */
     int decay_kernel;     /* 1 = look-back (time split across blocks), 2 = tiled (whole time
                              axis per block; needs B*R*ceil(C/cols) < 2^31), 3 = chunked
                              (reduce, carries, rescan: x read twice, no chunk waits)          */
@@ -222,6 +224,11 @@ typedef struct ssm_cuda_config {
                              1 = the f32 CUDA-core kernel; by default the tensor-core kernel
                              (16-bit A, n = 8..128 by 8; f32 A on 3xTF32, n = 8..64 by 4;
                              rows or columns of A contiguous and 16-byte aligned)             */
+    int bell_f32;         /* block-ELL with f32 operands: by default 3xTF32 on the tensor cores
+                             (each product as hi hi + hi lo + lo hi of TF32 parts, ~2^-21
+                             relative; f32 sums); 1 = f32 FMAs on the CUDA cores (exact
+                             products); 2 = plain TF32 (operands rounded to 10-bit mantissas,
+                             ~2^-11 relative a product; one MMA a product instead of three) */
 } ssm_cuda_config;
 
 SSMDEF ssm_cuda_config ssm_cuda_config_init(void);
@@ -370,7 +377,7 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
         cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 2 || cc.linrec_scan < 0 || cc.linrec_scan > 2 ||
         cc.bell_kernel < 0 || cc.bell_kernel > 2 || cc.linrec_tc_prod < 0 || cc.linrec_tc_prod > 2 ||
-        cc.linrec_mat < 0 || cc.linrec_mat > 1)
+        cc.linrec_mat < 0 || cc.linrec_mat > 1 || cc.bell_f32 < 0 || cc.bell_f32 > 2)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
     e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
@@ -977,6 +984,21 @@ __device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned 
 __device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
     if (first) SSM__TC_MMA0(SSM__TC_TF32, c, a, b0, b1);
     else SSM__TC_MMA(SSM__TC_TF32, c, a, b0, b1);
+}
+/* An f32 operand of m16n8k8 for SPLIT = 1 (3xTF32: hi and lo) or 0 (plain TF32: hi, rounded) */
+template <int SPLIT> __device__ __forceinline__ void ssm__tc_tf32_op(float x, unsigned *hi, unsigned *lo) {
+    if (SPLIT) ssm__tc_split32(x, hi, lo);
+    else *hi = ssm__tc_tf32(x), *lo = 0u;
+}
+/* c += a b from such operands: lo hi + hi lo + hi hi (3xTF32) or hi hi */
+template <int SPLIT>
+__device__ __forceinline__ void ssm__tc_mma8x(float c[4], const unsigned ah[4], const unsigned al[4], unsigned bh0,
+                                              unsigned bh1, unsigned bl0, unsigned bl1) {
+    if (SPLIT) {
+        SSM__TC_MMA(SSM__TC_TF32, c, al, bh0, bh1);
+        SSM__TC_MMA(SSM__TC_TF32, c, ah, bl0, bl1);
+    }
+    SSM__TC_MMA(SSM__TC_TF32, c, ah, bh0, bh1);
 }
 
 /* >>sm90 ---- Hopper (sm_90a) primitives: mbarriers, TMA, wgmma ------------------------------ */
@@ -4939,7 +4961,8 @@ static ssm_result ssm__cu_decay_backward(ssm_ctx *ctx, const ssm_decay_plan *d, 
    computes only the active blocks (warps take the region's active 32 x 32 units round robin);
    token splits (to fill the GPU) add partials in a fixed order. dbias: column sums
    by token splits, added in a fixed order. 16-bit inputs use mma.sync m16n8k16 with f32
-   accumulation; f32 runs on CUDA cores in f32 (exact f32 products, f32 sums). On sm_90a, 16-bit
+   accumulation; f32 the same kernels on m16n8k8 in 3xTF32 (or plain TF32, ssm_cuda_config.bell_f32
+   = 2), or CUDA-core kernels in f32 (bell_f32 = 1: exact products, f32 sums). On sm_90a, 16-bit
    B = 64 runs on TMA + wgmma instead (ssm__blw_kernel forward and dx on the same tables,
    ssm__blw_dw_kernel dvalues), and so do the B = 32 forward and dx (ssm__blu_kernel).
    The index tables (per group: slot of each (input block, member) pair, and the compacted
@@ -5027,21 +5050,40 @@ __global__ void ssm__bl_compact_kernel(const int *tab, int L, int E, int64_t lst
     if (lane == 0) count[grp] = base;
 }
 
+/* The operands of the mma.sync block-ELL kernels by MT: 0 f16, 1 bf16 (m16n8k16, ldmatrix), 2
+   plain TF32, 3 3xTF32 (f32 in memory, m16n8k8 fed by scalar shared-memory loads). Shared-memory
+   rows are padded for conflict-free fragment reads: 8 halfs for ldmatrix; f32 rows by 4 floats
+   where a fragment reads rows g = 0..7 at columns t = 0..3 (a stride of 4 banks), by 8 where it
+   reads rows t at columns g (dx's tiles, dvalues' slabs). */
+template <int MT> struct ssm__bl_el { typedef unsigned short T; };
+template <> struct ssm__bl_el<2> { typedef float T; };
+template <> struct ssm__bl_el<3> { typedef float T; };
+template <int MT, int B, int TRANS> struct ssm__bl_lay {
+    static constexpr int F32 = MT >= 2, EPC = F32 ? 4 : 8; /* elements a 16-byte chunk */
+    static constexpr int XLD = F32 ? B + 4 : SSM__BL_LD(B), WLD = F32 ? (TRANS ? B + 8 : B + 4) : SSM__BL_LD(B);
+};
 /* Gather-GEMM on tensor cores. out[n, (grp*G+m)*B + i] = sum over listed e of
    in[n, e*B + j] * Wt(slot(grp, e, m))[j, i] (+ bias), Wt = W^T (TRANS = 0, forward) or W
    (TRANS = 1, dx). NW warps x 32 tokens; NST-deep cp.async ring. VEC: 16-byte aligned rows of
    in and values (cp.async); else element loads (any strides). */
 #define SSM__BL_WIN 64 /* list entries per shared-memory window (two windows, refilled in turn) */
-template <int BF, int B, int NW, int NST, int EPS, int TRANS, int VEC>
+template <int MT, int B, int NW, int NST, int EPS, int TRANS>
+constexpr size_t ssm__bl_mm_smem() {
+    typedef ssm__bl_lay<MT, B, TRANS> Y;
+    return (size_t)NST * EPS * (NW * 32 * Y::XLD + SSM__BL_BN * Y::WLD) * sizeof(typename ssm__bl_el<MT>::T) +
+           (size_t)2 * SSM__BL_WIN * (2 * (SSM__BL_BN / B) + 1) * 4;
+}
+template <int MT, int B, int NW, int NST, int EPS, int TRANS, int VEC>
 __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, int K, int nout, ssm__bl_mat in,
                                                              ssm__bl_vals w, const int *tab, const int *list,
                                                              const int *count, ssm__bl_mat bias, ssm__bl_mat out,
                                                              int outv) {
-    constexpr int G = SSM__BL_BN / B, BM = NW * 32, LD = SSM__BL_LD(B), CPR = B / 8, WIN = SSM__BL_WIN;
-    constexpr int XT = BM * LD, WT = G * B * LD, ST = EPS * (XT + WT); /* halfs per x tile, per W group, per stage */
-    typedef unsigned short h16;
+    typedef ssm__bl_lay<MT, B, TRANS> Y;
+    typedef typename ssm__bl_el<MT>::T E;
+    constexpr int G = SSM__BL_BN / B, BM = NW * 32, XLD = Y::XLD, WLD = Y::WLD, EPC = Y::EPC, CPR = B / EPC, WIN = SSM__BL_WIN;
+    constexpr int XT = BM * XLD, WT = G * B * WLD, ST = EPS * (XT + WT); /* elements per x tile, per W group, per stage */
     extern __shared__ __align__(16) unsigned char ssm__bl_smem[];
-    h16 *ring = (h16 *)ssm__bl_smem;
+    E *ring = (E *)ssm__bl_smem;
     /* windows: tile offsets [2][WIN][G] (element offset of the member's tile in values, -1:
        inactive) and input blocks [2][WIN] */
     long long *woff = (long long *)(ring + NST * ST);
@@ -5050,7 +5092,7 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
     const int64_t tok0 = (int64_t)blockIdx.x * BM;
     const int cnt = count[grp], nst = (cnt + EPS - 1) / EPS;
     const int *lst = list + (int64_t)grp * L, *tg = tab + (int64_t)grp * L * G;
-    const h16 *src = (const h16 *)in.p, *wv = (const h16 *)w.p;
+    const E *src = (const E *)in.p, *wv = (const E *)w.p;
     float acc[G][B / 8][2][4];
 #pragma unroll
     for (int g = 0; g < G; ++g)
@@ -5083,29 +5125,29 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
             const int i = j * EPS + u;
             if (i >= cnt) break;
             const int wb = (i / WIN) & 1, wi = i % WIN, e = went[wb * WIN + wi];
-            h16 *xd = ring + st * ST + u * (XT + WT), *wd = xd + XT;
+            E *xd = ring + st * ST + u * (XT + WT), *wd = xd + XT;
             for (int q = tid; q < BM * CPR; q += NW * 32) {
                 const int row = q / CPR, ch = q % CPR;
                 const int64_t n = tok0 + row;
                 const bool ok = n < N;
                 if (VEC)
-                    ssm__cu_dkt_cp<16>(xd + row * LD + ch * 8, src + (ok ? n : 0) * in.rs + (int64_t)e * B + ch * 8, ok);
+                    ssm__cu_dkt_cp<16>(xd + row * XLD + ch * EPC, src + (ok ? n : 0) * in.rs + (int64_t)e * B + ch * EPC, ok);
                 else
 #pragma unroll
-                    for (int v = 0; v < 8; ++v)
-                        xd[row * LD + ch * 8 + v] = ok ? src[n * in.rs + ((int64_t)e * B + ch * 8 + v) * in.cs] : (h16)0;
+                    for (int v = 0; v < EPC; ++v)
+                        xd[row * XLD + ch * EPC + v] = ok ? src[n * in.rs + ((int64_t)e * B + ch * EPC + v) * in.cs] : (E)0;
             }
             const long long *of = woff + (wb * WIN + wi) * G;
             for (int q = tid; q < G * B * CPR; q += NW * 32) { /* all members' chunks, flat */
                 const int g = q / (B * CPR), row = (q / CPR) % B, ch = q % CPR;
                 const long long off = of[g];
                 if (off < 0) continue;
-                const h16 *wp = wv + off;
+                const E *wp = wv + off;
                 if (VEC)
-                    ssm__cu_dkt_cp<16>(wd + (g * B + row) * LD + ch * 8, wp + row * w.s2 + ch * 8, true);
+                    ssm__cu_dkt_cp<16>(wd + (g * B + row) * WLD + ch * EPC, wp + row * w.s2 + ch * EPC, true);
                 else
 #pragma unroll
-                    for (int v = 0; v < 8; ++v) wd[(g * B + row) * LD + ch * 8 + v] = wp[row * w.s2 + (ch * 8 + v) * w.s3];
+                    for (int v = 0; v < EPC; ++v) wd[(g * B + row) * WLD + ch * EPC + v] = wp[row * w.s2 + (ch * EPC + v) * w.s3];
             }
         }
     };
@@ -5127,13 +5169,44 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
             }
             ssm__cu_dkt_commit();
         }
-        const h16 *sb = ring + (j % NST) * ST;
+        const E *sb = ring + (j % NST) * ST;
 #pragma unroll
         for (int u = 0; u < EPS; ++u) {
             const int i = j * EPS + u;
             if (i >= cnt) break;
             const long long *sl = woff + (((i / WIN) & 1) * WIN + i % WIN) * G;
-            const h16 *xd = sb + u * (XT + WT), *wd = xd + XT;
+            const E *xd = sb + u * (XT + WT), *wd = xd + XT;
+            if constexpr (Y::F32) { /* m16n8k8: fragment rows fg = lane / 4, columns ft = lane % 4 */
+                const int fg = lane >> 2, ft = lane & 3;
+#pragma unroll
+                for (int k8 = 0; k8 < B / 8; ++k8) {
+                    unsigned ah[2][4], al[2][4];
+#pragma unroll
+                    for (int m = 0; m < 2; ++m) {
+                        const E *xr = xd + (warp * 32 + m * 16 + fg) * XLD + k8 * 8 + ft;
+                        ssm__tc_tf32_op<MT == 3>(xr[0], &ah[m][0], &al[m][0]);
+                        ssm__tc_tf32_op<MT == 3>(xr[8 * XLD], &ah[m][1], &al[m][1]);
+                        ssm__tc_tf32_op<MT == 3>(xr[4], &ah[m][2], &al[m][2]);
+                        ssm__tc_tf32_op<MT == 3>(xr[8 * XLD + 4], &ah[m][3], &al[m][3]);
+                    }
+#pragma unroll
+                    for (int g = 0; g < G; ++g) {
+                        if (sl[g] < 0) continue;
+#pragma unroll
+                        for (int nt = 0; nt < B / 8; ++nt) {
+                            /* B fragment (k = ft, ft + 4; output column fg): W[i][k] forward, W[k][i] dx */
+                            const E *wp = TRANS ? wd + (g * B + k8 * 8 + ft) * WLD + nt * 8 + fg
+                                                : wd + (g * B + nt * 8 + fg) * WLD + k8 * 8 + ft;
+                            unsigned bh0, bl0, bh1, bl1;
+                            ssm__tc_tf32_op<MT == 3>(wp[0], &bh0, &bl0);
+                            ssm__tc_tf32_op<MT == 3>(wp[TRANS ? 4 * WLD : 4], &bh1, &bl1);
+#pragma unroll
+                            for (int m = 0; m < 2; ++m) ssm__tc_mma8x<MT == 3>(acc[g][nt][m], ah[m], al[m], bh0, bh1, bl0, bl1);
+                        }
+                    }
+                }
+            } else {
+            constexpr int LD = XLD;
             unsigned a[2][B / 16][4];
 #pragma unroll
             for (int m = 0; m < 2; ++m)
@@ -5156,17 +5229,18 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
                                                  ((lane >> 4) << 3));
 #pragma unroll
                         for (int m = 0; m < 2; ++m) {
-                            ssm__tc_mma<BF>(acc[g][2 * np][m], a[m][kk], b[0], b[1]);
-                            ssm__tc_mma<BF>(acc[g][2 * np + 1][m], a[m][kk], b[2], b[3]);
+                            ssm__tc_mma<MT>(acc[g][2 * np][m], a[m][kk], b[0], b[1]);
+                            ssm__tc_mma<MT>(acc[g][2 * np + 1][m], a[m][kk], b[2], b[3]);
                         }
                     }
+            }
             }
         }
     }
     ssm__cu_dkt_wait<0>();
-    /* epilogue: (+ bias), round, store; outv: unit column stride and 4-byte aligned pairs */
-    h16 *dst = (h16 *)out.p;
-    const h16 *bp = (const h16 *)bias.p;
+    /* epilogue: (+ bias), round, store; outv: unit column stride and 4-byte aligned pairs (16-bit) */
+    E *dst = (E *)out.p;
+    const E *bp = (const E *)bias.p;
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         const int ob = grp * G + g;
@@ -5176,9 +5250,13 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
             const int64_t col = (int64_t)ob * B + nt * 8 + 2 * (lane & 3);
             float b0 = 0.f, b1 = 0.f;
             if (bp) {
-                unsigned short u0 = bp[col * bias.cs], u1 = bp[(col + 1) * bias.cs];
-                float2 f = ssm__tc_f2<BF>((unsigned)u0 | ((unsigned)u1 << 16));
-                b0 = f.x, b1 = f.y;
+                if constexpr (Y::F32) {
+                    b0 = bp[col * bias.cs], b1 = bp[(col + 1) * bias.cs];
+                } else {
+                    unsigned short u0 = bp[col * bias.cs], u1 = bp[(col + 1) * bias.cs];
+                    float2 f = ssm__tc_f2<MT>((unsigned)u0 | ((unsigned)u1 << 16));
+                    b0 = f.x, b1 = f.y;
+                }
             }
 #pragma unroll
             for (int m = 0; m < 2; ++m)
@@ -5186,12 +5264,18 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
                 for (int h = 0; h < 2; ++h) {
                     const int64_t n = tok0 + warp * 32 + m * 16 + (lane >> 2) + h * 8;
                     if (n >= N) continue;
-                    unsigned v = ssm__tc_pack<BF>(acc[g][nt][m][2 * h] + b0, acc[g][nt][m][2 * h + 1] + b1);
-                    if (outv) {
-                        *(unsigned *)(dst + n * out.rs + col) = v;
+                    const float v0 = acc[g][nt][m][2 * h] + b0, v1 = acc[g][nt][m][2 * h + 1] + b1;
+                    if constexpr (Y::F32) {
+                        dst[n * out.rs + col * out.cs] = v0;
+                        dst[n * out.rs + (col + 1) * out.cs] = v1;
                     } else {
-                        dst[n * out.rs + col * out.cs] = (h16)(v & 0xffffu);
-                        dst[n * out.rs + (col + 1) * out.cs] = (h16)(v >> 16);
+                        const unsigned v = ssm__tc_pack<MT>(v0, v1);
+                        if (outv) {
+                            *(unsigned *)(dst + n * out.rs + col) = v;
+                        } else {
+                            dst[n * out.rs + col * out.cs] = (E)(v & 0xffffu);
+                            dst[n * out.rs + (col + 1) * out.cs] = (E)(v >> 16);
+                        }
                     }
                 }
         }
@@ -5263,24 +5347,27 @@ __global__ void __launch_bounds__(256) ssm__bl_mm32_kernel(int64_t N, int L, int
    split blockIdx.y. The region is cut into 16 units of 32 x 32; a unit holds 2 x 2 blocks of
    16, one block of 32 or a quarter of a block of 64, and its table row lists the slots of its
    (up to 4) blocks, -1 when inactive. The region's active units go round robin to the 8 warps
-   (at most 2 each); per 16-token step a unit costs 4 ldmatrix and up to 8 mma. */
-#define SSM__BL_DW_BK 64 /* tokens a stage: 3 x 2 x 17 KiB */
+   (at most 2 each); per 16-token step a unit costs 4 ldmatrix and up to 8 mma. f32 operands
+   (MT 2 / 3, see ssm__bl_el) take 32-token stages of the same shared-memory row length on
+   m16n8k8 (scalar fragment loads: rows t at columns g, 136 = 8 mod 32 banks apart). */
+#define SSM__BL_DW_BK(MT) ((MT) >= 2 ? 32 : 64) /* tokens a stage: 3 x 2 x 17 KiB either way */
 #define SSM__BL_DW_NST 3
 #define SSM__BL_DW_LD (SSM__BL_BN + 8)
-template <int BF, int B, int VEC>
+#define SSM__BL_DW_SMEM(MT) ((size_t)2 * SSM__BL_DW_NST * SSM__BL_DW_BK(MT) * SSM__BL_DW_LD * ((MT) >= 2 ? 4 : 2))
+template <int MT, int B, int VEC>
 __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps, int R, int C, int K, int ncg,
                                                          ssm__bl_mat dy, ssm__bl_mat x, const int *utab,
                                                          const int *ulist, const int *ucount, ssm__bl_vals dw,
                                                          float *part, int64_t nslots) {
-    constexpr int BK = SSM__BL_DW_BK, NST = SSM__BL_DW_NST, LD = SSM__BL_DW_LD;
-    typedef unsigned short h16;
+    typedef typename ssm__bl_el<MT>::T E;
+    constexpr int BK = SSM__BL_DW_BK(MT), NST = SSM__BL_DW_NST, LD = SSM__BL_DW_LD, EPC = 16 / sizeof(E), CPR = SSM__BL_BN / EPC;
     extern __shared__ __align__(16) unsigned char ssm__bl_smem[];
-    h16 *ds = (h16 *)ssm__bl_smem, *xs = ds + NST * BK * LD;
+    E *ds = (E *)ssm__bl_smem, *xs = ds + NST * BK * LD;
     const int region = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int rg = region / ncg, cg = region % ncg, cnt = ucount[region];
     if (cnt == 0) return;
     const int64_t n_lo = (int64_t)blockIdx.y * tps, n_hi = min(N, n_lo + tps);
-    const h16 *dyp = (const h16 *)dy.p, *xp = (const h16 *)x.p;
+    const E *dyp = (const E *)dy.p, *xp = (const E *)x.p;
     const int64_t dyw = (int64_t)R * B, xw = (int64_t)C * B;
     int unit[2], slot[2][4];
     float acc[2][2][4][4]; /* unit, 16-row half, 8-column tile, fragment */
@@ -5297,19 +5384,19 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
                 for (int q = 0; q < 4; ++q) acc[u][a][b][q] = 0.f;
     }
     auto load = [&](int64_t t0, int st) {
-        h16 *dd = ds + st * BK * LD, *xd = xs + st * BK * LD;
-        for (int q = tid; q < 2 * BK * 16; q += 256) {
-            const int which = q / (BK * 16), row = (q / 16) % BK, ch = q % 16;
-            const int64_t n = t0 + row, f = (int64_t)(which ? cg : rg) * SSM__BL_BN + ch * 8;
+        E *dd = ds + st * BK * LD, *xd = xs + st * BK * LD;
+        for (int q = tid; q < 2 * BK * CPR; q += 256) {
+            const int which = q / (BK * CPR), row = (q / CPR) % BK, ch = q % CPR;
+            const int64_t n = t0 + row, f = (int64_t)(which ? cg : rg) * SSM__BL_BN + ch * EPC;
             const ssm__bl_mat &m = which ? x : dy;
-            const h16 *p = which ? xp : dyp;
-            h16 *d = (which ? xd : dd) + row * LD + ch * 8;
+            const E *p = which ? xp : dyp;
+            E *d = (which ? xd : dd) + row * LD + ch * EPC;
             const bool ok = n < n_hi && f < (which ? xw : dyw);
             if (VEC)
                 ssm__cu_dkt_cp<16>(d, p + (ok ? n * m.rs + f : 0), ok);
             else
 #pragma unroll
-                for (int u = 0; u < 8; ++u) d[u] = ok ? p[n * m.rs + (f + u) * m.cs] : (h16)0;
+                for (int u = 0; u < EPC; ++u) d[u] = ok ? p[n * m.rs + (f + u) * m.cs] : (E)0;
         }
     };
     const int steps = (int)((n_hi - n_lo + BK - 1) / BK);
@@ -5326,11 +5413,39 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
             if (jn < steps) load(n_lo + (int64_t)jn * BK, jn % NST);
             ssm__cu_dkt_commit();
         }
-        const h16 *dd = ds + (j % NST) * BK * LD, *xd = xs + (j % NST) * BK * LD;
+        const E *dd = ds + (j % NST) * BK * LD, *xd = xs + (j % NST) * BK * LD;
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
             if (unit[u] < 0) continue;
             const int i0 = (unit[u] >> 2) * 32, j0 = (unit[u] & 3) * 32;
+            if constexpr (MT >= 2) { /* A = dy^T (rows i, k = tokens), B = x: fragments (k ft, ft + 4; row / column fg) */
+                const int fg = lane >> 2, ft = lane & 3;
+#pragma unroll
+                for (int k8 = 0; k8 < BK / 8; ++k8) {
+                    const E *dr = dd + (k8 * 8 + ft) * LD, *xr = xd + (k8 * 8 + ft) * LD;
+                    unsigned ah[2][4], al[2][4], bh[4][2], bl[4][2];
+#pragma unroll
+                    for (int mi = 0; mi < 2; ++mi) {
+                        const int i = i0 + mi * 16 + fg;
+                        ssm__tc_tf32_op<MT == 3>(dr[i], &ah[mi][0], &al[mi][0]);
+                        ssm__tc_tf32_op<MT == 3>(dr[i + 8], &ah[mi][1], &al[mi][1]);
+                        ssm__tc_tf32_op<MT == 3>(dr[4 * LD + i], &ah[mi][2], &al[mi][2]);
+                        ssm__tc_tf32_op<MT == 3>(dr[4 * LD + i + 8], &ah[mi][3], &al[mi][3]);
+                    }
+#pragma unroll
+                    for (int nt = 0; nt < 4; ++nt) {
+                        ssm__tc_tf32_op<MT == 3>(xr[j0 + nt * 8 + fg], &bh[nt][0], &bl[nt][0]);
+                        ssm__tc_tf32_op<MT == 3>(xr[4 * LD + j0 + nt * 8 + fg], &bh[nt][1], &bl[nt][1]);
+                    }
+#pragma unroll
+                    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                        for (int nt = 0; nt < 4; ++nt) {
+                            if (B == 16 && slot[u][mi * 2 + nt / 2] < 0) continue; /* inactive 16-block */
+                            ssm__tc_mma8x<MT == 3>(acc[u][mi][nt], ah[mi], al[mi], bh[nt][0], bh[nt][1], bl[nt][0], bl[nt][1]);
+                        }
+                }
+            } else
 #pragma unroll
             for (int kk = 0; kk < BK / 16; ++kk) {
                 unsigned a[2][4], b[2][4];
@@ -5347,8 +5462,8 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
 #pragma unroll
                     for (int nj = 0; nj < 2; ++nj) {
                         if (B == 16 && slot[u][mi * 2 + nj] < 0) continue; /* inactive 16-block */
-                        ssm__tc_mma<BF>(acc[u][mi][2 * nj], a[mi], b[nj][0], b[nj][1]);
-                        ssm__tc_mma<BF>(acc[u][mi][2 * nj + 1], a[mi], b[nj][2], b[nj][3]);
+                        ssm__tc_mma<MT>(acc[u][mi][2 * nj], a[mi], b[nj][0], b[nj][1]);
+                        ssm__tc_mma<MT>(acc[u][mi][2 * nj + 1], a[mi], b[nj][2], b[nj][3]);
                     }
             }
         }
@@ -5371,10 +5486,14 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
                     if (part) {
                         *(float2 *)(part + ((int64_t)blockIdx.y * nslots + s) * B * B + i * B + jc) = make_float2(v0, v1);
                     } else {
-                        h16 *d = (h16 *)dw.p + (int64_t)(s / K) * dw.s0 + (int64_t)(s % K) * dw.s1 + i * dw.s2;
-                        const unsigned pv = ssm__tc_pack<BF>(v0, v1);
-                        d[jc * dw.s3] = (h16)(pv & 0xffffu);
-                        d[(jc + 1) * dw.s3] = (h16)(pv >> 16);
+                        E *d = (E *)dw.p + (int64_t)(s / K) * dw.s0 + (int64_t)(s % K) * dw.s1 + i * dw.s2;
+                        if constexpr (MT >= 2) {
+                            d[jc * dw.s3] = v0, d[(jc + 1) * dw.s3] = v1;
+                        } else {
+                            const unsigned pv = ssm__tc_pack<MT>(v0, v1);
+                            d[jc * dw.s3] = (E)(pv & 0xffffu);
+                            d[(jc + 1) * dw.s3] = (E)(pv >> 16);
+                        }
                     }
                 }
             }
@@ -5982,32 +6101,30 @@ __global__ void __launch_bounds__(384, 1) ssm__blw_dw_kernel(const __grid_consta
 
 /* ---- block-ELL host side ---- */
 
-static int ssm__bl_nw = 0, ssm__bl_nst = 0; /* dev/cuda/bell.cu overrides; 0 = the defaults below */
-
-template <int BF, int B, int NW, int NST, int EPS, int TRANS, int VEC>
+template <int MT, int B, int NW, int NST, int EPS, int TRANS, int VEC>
 static cudaError_t ssm__bl_mm_launch(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
                                      ssm__bl_vals w, const int *tab, const int *list, const int *count,
                                      ssm__bl_mat bias, ssm__bl_mat out, int outv) {
-    constexpr int BM = NW * 32, G = SSM__BL_BN / B;
-    const size_t smem = (size_t)NST * EPS * (BM + SSM__BL_BN) * SSM__BL_LD(B) * 2 + (size_t)2 * SSM__BL_WIN * (2 * G + 1) * 4;
-    cudaError_t e = cudaFuncSetAttribute(ssm__bl_mm_kernel<BF, B, NW, NST, EPS, TRANS, VEC>,
+    constexpr int BM = NW * 32;
+    constexpr size_t smem = ssm__bl_mm_smem<MT, B, NW, NST, EPS, TRANS>();
+    cudaError_t e = cudaFuncSetAttribute(ssm__bl_mm_kernel<MT, B, NW, NST, EPS, TRANS, VEC>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     dim3 grid((unsigned)((N + BM - 1) / BM), (unsigned)ngroups);
-    ssm__bl_mm_kernel<BF, B, NW, NST, EPS, TRANS, VEC><<<grid, NW * 32, smem, st>>>(N, L, K, nout, in, w, tab, list,
+    ssm__bl_mm_kernel<MT, B, NW, NST, EPS, TRANS, VEC><<<grid, NW * 32, smem, st>>>(N, L, K, nout, in, w, tab, list,
                                                                                    count, bias, out, outv);
     return cudaGetLastError();
 }
 
 /* Defaults (H200, dev/cuda/bell.cu, 2048 -> 8192, N = 32768, bf16, 50%): 4 warps x 32 tokens,
    one input block a stage; ring depth 2 at B = 16 / 32 (10.1 / 4.4 ms against 15.5 / 5.4 with
-   two blocks a stage or 4 deep), 3 at B = 64 (2.7 ms). */
-template <int BF, int B, int TRANS, int VEC>
+   two blocks a stage or 4 deep), 3 at B = 64 (2.7 ms). f32 (twice the bytes a stage): 2 deep. */
+template <int MT, int B, int TRANS, int VEC>
 static cudaError_t ssm__bl_mm_go(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
                                  ssm__bl_vals w, const int *tab, const int *list, const int *count, ssm__bl_mat bias,
                                  ssm__bl_mat out, int outv) {
-    constexpr int NST = B == 64 ? 3 : 2, EPS = 1;
-    return ssm__bl_mm_launch<BF, B, 4, NST, EPS, TRANS, VEC>(st, N, L, K, nout, ngroups, in, w, tab, list, count, bias,
+    constexpr int NST = B == 64 && MT < 2 ? 3 : 2, EPS = 1;
+    return ssm__bl_mm_launch<MT, B, 4, NST, EPS, TRANS, VEC>(st, N, L, K, nout, ngroups, in, w, tab, list, count, bias,
                                                               out, outv);
 }
 
@@ -6178,7 +6295,7 @@ static int ssm__blw_mm(ssm__cu_state *, ssm_dtype, int, int, int64_t, int, int, 
 #endif
 
 /* One gather-GEMM by dtype, B, direction and alignment: the wgmma kernel where it applies, else
-   the mma.sync one (CUDA cores for f32). */
+   the mma.sync one (f32: 3xTF32, plain TF32 or CUDA cores by ssm_cuda_config.bell_f32). */
 static cudaError_t ssm__bl_mm(ssm__cu_state *cs, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout,
                               int ngroups, ssm__bl_mat in, ssm__bl_vals w, const int *tab, const int *list,
                               const int *count, const int *ent, ssm__bl_mat bias, ssm__bl_mat out) {
@@ -6193,6 +6310,14 @@ static cudaError_t ssm__bl_mm(ssm__cu_state *cs, ssm_dtype dt, int B, int trans,
     if (B == 16) return vec ? ssm__bl_mm_go<BF, 16, TR, 1>(SSM__BL_ARGS) : ssm__bl_mm_go<BF, 16, TR, 0>(SSM__BL_ARGS); \
     if (B == 32) return vec ? ssm__bl_mm_go<BF, 32, TR, 1>(SSM__BL_ARGS) : ssm__bl_mm_go<BF, 32, TR, 0>(SSM__BL_ARGS); \
     return vec ? ssm__bl_mm_go<BF, 64, TR, 1>(SSM__BL_ARGS) : ssm__bl_mm_go<BF, 64, TR, 0>(SSM__BL_ARGS);
+    if (dt.bits == 32 && cs->knobs.bell_f32 != 1) {
+        if (cs->knobs.bell_f32 == 2) {
+            if (trans) { SSM__BL_BY_B(2, 1) }
+            SSM__BL_BY_B(2, 0)
+        }
+        if (trans) { SSM__BL_BY_B(3, 1) }
+        SSM__BL_BY_B(3, 0)
+    }
     if (dt.bits == 32) {
         if (B == 16) trans ? ssm__bl_mm32_kernel<16, 1><<<g32, 256, 0, st>>>(SSM__BL_ARGS32)
                            : ssm__bl_mm32_kernel<16, 0><<<g32, 256, 0, st>>>(SSM__BL_ARGS32);
@@ -6244,7 +6369,7 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
         /* the CTAs one split runs: the wgmma kernel's units (a group x 256 input columns), the
            mma.sync kernel's regions, the f32 kernel's tiles */
         const int64_t regions = (int64_t)w.ngr * w.ngc, units = (int64_t)w.ngr * ((p->C + 256 / B - 1) / (256 / B));
-        const int64_t ctas = p->dtype.bits == 32 ? nslots : wgmma ? units : regions;
+        const int64_t ctas = p->dtype.bits == 32 && s->knobs.bell_f32 == 1 ? nslots : wgmma ? units : regions;
         const int64_t maxs = (p->N + 255) / 256;
         int64_t S = 1;
         double best = 0.0;
@@ -6258,7 +6383,7 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
         w.tps = ((p->N + S - 1) / S + 63) / 64 * 64; /* whole slabs of the wgmma kernel (64 tokens) */
         w.S = (int)((p->N + w.tps - 1) / w.tps);
         if (w.S < 1) w.S = 1;
-        if (p->dtype.bits != 32) {
+        if (p->dtype.bits != 32 || s->knobs.bell_f32 != 1) { /* the tensor-core kernels' region tables */
             w.dtab = ssm__bl_al((size_t)regions * 16 * 4 * 4), w.dlist = ssm__bl_al((size_t)regions * 16 * 4);
             w.dcount = ssm__bl_al((size_t)regions * 4);
         }
@@ -6389,7 +6514,7 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
         ssm__bl_vals dv = ssm__bl_vals_of(dvalues);
         float *part = w.S > 1 ? (float *)(cur + w.dtab + w.dlist + w.dcount) : NULL;
         ssm__bl_mat mdy = ssm__bl_mat_of(dy), mx = ssm__bl_mat_of(x);
-        if (p->dtype.bits == 32) {
+        if (p->dtype.bits == 32 && st->knobs.bell_f32 == 1) {
             dim3 grid((unsigned)nslots, (unsigned)w.S);
             const int *ci = (const int *)col_idx->data;
             if (B == 16) ssm__bl_dw32_kernel<16><<<grid, 256, 0, s>>>(p->N, w.tps, K, ci, col_idx->strides[0], col_idx->strides[1], C, mdy, mx, dv, part, nslots);
@@ -6400,8 +6525,9 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
             SSM__CU_LAUNCHED(ctx, "ssm__blw_dw_kernel");
         } else {
             int *tab = (int *)cur, *list = (int *)(cur + w.dtab), *count = (int *)(cur + w.dtab + w.dlist);
-            const int vec = ssm__bl_vec_mat(mdy) && ssm__bl_vec_mat(mx), bf = p->dtype.code == SSM_DTYPE_BFLOAT;
-            const size_t smem = (size_t)2 * SSM__BL_DW_NST * SSM__BL_DW_BK * SSM__BL_DW_LD * 2;
+            const int vec = ssm__bl_vec_mat(mdy) && ssm__bl_vec_mat(mx);
+            const int mt = p->dtype.bits == 32 ? (st->knobs.bell_f32 == 2 ? 2 : 3) : p->dtype.code == SSM_DTYPE_BFLOAT;
+            const size_t smem = SSM__BL_DW_SMEM(mt);
             dim3 grid((unsigned)w.ngr * w.ngc, (unsigned)w.S);
             SSM__BL_CU(ctx, "block-ELL region tables", ssm__bl_tables(s, p, 2, col_idx, NULL, NULL, tab, w.dtab, list, count, NULL));
 #define SSM__BL_DW(BF_, B_, V_)                                                                                       \
@@ -6413,7 +6539,9 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
     } while (0)
 #define SSM__BL_DW_V(BF_, B_) do { if (vec) SSM__BL_DW(BF_, B_, 1); else SSM__BL_DW(BF_, B_, 0); } while (0)
 #define SSM__BL_DW_B(BF_) do { if (B == 16) SSM__BL_DW_V(BF_, 16); else if (B == 32) SSM__BL_DW_V(BF_, 32); else SSM__BL_DW_V(BF_, 64); } while (0)
-            if (bf) SSM__BL_DW_B(1);
+            if (mt == 3) SSM__BL_DW_B(3);
+            else if (mt == 2) SSM__BL_DW_B(2);
+            else if (mt == 1) SSM__BL_DW_B(1);
             else SSM__BL_DW_B(0);
 #undef SSM__BL_DW_B
 #undef SSM__BL_DW_V

@@ -5,7 +5,10 @@
    rate measured in this run (cuBLAS, 8192^3, per dtype). JSON lines:
    bench/results/cuda_bell.jsonl (the row format of bench/bench.h).
    BELL_GRID=prio (default): 50% density, bf16, then f16 and f32; BELL_GRID=full adds 25% and
-   75% density in bf16; BELL_GRID=quick: one N; BELL_B / BELL_N / BELL_IN: only those rows. PyTorch BSR (to_sparse_bsr's layout, W @ x^T)
+   75% density in bf16; BELL_GRID=quick: one N; BELL_B / BELL_N / BELL_IN / BELL_DT (bf16, f16,
+   f32): only those rows. f32 rows run ours by default (3xTF32) beside cuBLAS SGEMM, and again on
+   plain TF32 (ours:bell_tf32, ssm_cuda_config.bell_f32 = 2) beside cuBLAS on TF32
+   (peer:cublas_dense_tf32), with the floor at the TF32 GEMM rate. PyTorch BSR (to_sparse_bsr's layout, W @ x^T)
    on the same inputs: with BELL_PEER_DIR set (make bench-cuda sets it when torch imports) each
    row's inputs go there and bench/peers/torch_bsr.py --from DIR times them after this run. */
 #define SSM_IMPLEMENTATION
@@ -31,27 +34,29 @@ static FILE *g_peer; /* BELL_PEER_DIR/ours.jsonl: our rows and the inputs' files
 static cudaDataType cuda_type(ssm_dtype dt) {
     return dt.bits == 32 ? CUDA_R_32F : (dt.code == SSM_DTYPE_BFLOAT ? CUDA_R_16BF : CUDA_R_16F);
 }
-/* Row-major y[N,out] = x[N,in] W^T, W [out,in] (column-major view: Y^T = W^T^T X^T). */
-static cublasStatus_t gemm_fwd(ssm_dtype dt, int64_t N, int64_t in, int64_t out, const void *x, const void *W, void *y) {
+/* Row-major y[N,out] = x[N,in] W^T, W [out,in] (column-major view: Y^T = W^T^T X^T). ct: cuBLAS's
+   compute type (CUBLAS_COMPUTE_32F_FAST_TF32 for the f32 rows' TF32 peer). */
+static cublasStatus_t gemm_fwd(ssm_dtype dt, int64_t N, int64_t in, int64_t out, const void *x, const void *W, void *y,
+                               cublasComputeType_t ct = CUBLAS_COMPUTE_32F) {
     const float one = 1.f, zero = 0.f;
     return cublasGemmEx(g_cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)N, (int)in, &one, W, cuda_type(dt), (int)in, x,
-                        cuda_type(dt), (int)in, &zero, y, cuda_type(dt), (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                        cuda_type(dt), (int)in, &zero, y, cuda_type(dt), (int)out, ct, CUBLAS_GEMM_DEFAULT);
 }
 /* dx[N,in] = dy[N,out] W; dW[out,in] = dy^T x. */
 static void gemm_bwd(ssm_dtype dt, int64_t N, int64_t in, int64_t out, const void *x, const void *W, const void *dy,
-                     void *dx, void *dW) {
+                     void *dx, void *dW, cublasComputeType_t ct = CUBLAS_COMPUTE_32F) {
     const float one = 1.f, zero = 0.f;
     cublasGemmEx(g_cublas, CUBLAS_OP_N, CUBLAS_OP_N, (int)in, (int)N, (int)out, &one, W, cuda_type(dt), (int)in, dy,
-                 cuda_type(dt), (int)out, &zero, dx, cuda_type(dt), (int)in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                 cuda_type(dt), (int)out, &zero, dx, cuda_type(dt), (int)in, ct, CUBLAS_GEMM_DEFAULT);
     cublasGemmEx(g_cublas, CUBLAS_OP_N, CUBLAS_OP_T, (int)in, (int)out, (int)N, &one, x, cuda_type(dt), (int)in, dy,
-                 cuda_type(dt), (int)out, &zero, dW, cuda_type(dt), (int)in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                 cuda_type(dt), (int)out, &zero, dW, cuda_type(dt), (int)in, ct, CUBLAS_GEMM_DEFAULT);
 }
 
-static double g_peak[3]; /* dense GEMM FLOP/ms by dtype code (0 f32, 1 f16, 2 bf16) */
-static double peak_rate(ssm_dtype dt) {
+static double g_peak[3], g_peak_tf32; /* dense GEMM FLOP/ms by dtype code (0 f32, 1 f16, 2 bf16); f32 on TF32 */
+static double peak_rate(ssm_dtype dt, cublasComputeType_t ct = CUBLAS_COMPUTE_32F) {
     const int64_t n = 8192;
     void *a = dev_random(dt, n * n, 1.f, 11), *b = dev_random(dt, n * n, 1.f, 12), *c = dev_random(dt, n * n, 0.f, 13);
-    double ms = time_ms([&] { gemm_fwd(dt, n, n, n, a, b, c); });
+    double ms = time_ms([&] { gemm_fwd(dt, n, n, n, a, b, c, ct); });
     cudaFree(a), cudaFree(b), cudaFree(c);
     return 2.0 * n * n * n / ms;
 }
@@ -102,7 +107,8 @@ static unsigned rnd(void) {
     return (unsigned)(g_rng >> 11);
 }
 
-static void bell_rows(ssm_ctx *cu, ssm_ctx *host, ssm_dtype dt, int64_t N, int64_t in, int64_t out, int64_t B,
+/* tf: a context with bell_f32 = 2 (f32 rows: ours again on plain TF32), else NULL */
+static void bell_rows(ssm_ctx *cu, ssm_ctx *tf, ssm_ctx *host, ssm_dtype dt, int64_t N, int64_t in, int64_t out, int64_t B,
                       double density) {
     const int64_t R = out / B, C = in / B, K = (int64_t)(density * C + 0.5);
     const double dense_flop = 2.0 * N * in * out, useful = dense_flop * (double)K / (double)C;
@@ -154,6 +160,7 @@ static void bell_rows(ssm_ctx *cu, ssm_ctx *host, ssm_dtype dt, int64_t N, int64
             });
             row("bell_fwd", "ours:bell", "cuda", dt, N, in, out, B, (double)K / C, ofwd, useful / peak, dfwd);
             row("bell_fwd", "peer:cublas_dense", "cublas", dt, N, in, out, B, (double)K / C, dfwd, useful / peak, dfwd);
+            double sms = 0.0; /* cuSPARSE's time, 0 if it failed */
             /* cuSPARSE Blocked-ELL: W [out, in] (ell values row-major [out, K*B]) times X^T [in, N] column-major */
             {
                 cusparseSpMatDescr_t A = NULL;
@@ -173,7 +180,7 @@ static void bell_rows(ssm_ctx *cu, ssm_ctx *host, ssm_dtype dt, int64_t N, int64
                     s = cusparseSpMM(g_cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, A,
                                      Bm, &zero, Cm, CUDA_R_32F, CUSPARSE_SPMM_BLOCKED_ELL_ALG1, buf);
                 if (s == CUSPARSE_STATUS_SUCCESS) {
-                    const double sms = time_ms([&] {
+                    sms = time_ms([&] {
                         cusparseSpMM(g_cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, A,
                                      Bm, &zero, Cm, CUDA_R_32F, CUSPARSE_SPMM_BLOCKED_ELL_ALG1, buf);
                     });
@@ -195,6 +202,25 @@ static void bell_rows(ssm_ctx *cu, ssm_ctx *host, ssm_dtype dt, int64_t N, int64
                 const double odv = time_ms([&] { ssm_bell_backward(cu, &tx, &tv, &tci, &tto, &tts, &tdy, NULL, &tdv, NULL); });
                 printf("  %-12s fwd+bwd / fwd = %.2f (backward parts: dx %.3f ms, dvalues %.3f ms)\n", "", ofb / ofwd, odx, odv);
             }
+            if (tf) { /* plain TF32 on both sides; the floor at the TF32 GEMM rate */
+                const cublasComputeType_t ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+                const double tdf = time_ms([&] { gemm_fwd(dt, N, in, out, x, Wd, y, ct); });
+                const double tdfb = time_ms([&] {
+                    gemm_fwd(dt, N, in, out, x, Wd, y, ct);
+                    gemm_bwd(dt, N, in, out, x, Wd, dy, dx, dWd, ct);
+                });
+                const double tfwd = time_ms([&] { ssm_bell_forward(tf, &tx, &tv, &tci, NULL, &ty); });
+                const double tfb = time_ms([&] {
+                    ssm_bell_forward(tf, &tx, &tv, &tci, NULL, &ty);
+                    ssm_bell_backward(tf, &tx, &tv, &tci, &tto, &tts, &tdy, &tdx, &tdv, NULL);
+                });
+                row("bell_fwd", "ours:bell_tf32", "cuda", dt, N, in, out, B, (double)K / C, tfwd, useful / g_peak_tf32, tdf);
+                row("bell_fwd", "peer:cublas_dense_tf32", "cublas", dt, N, in, out, B, (double)K / C, tdf, useful / g_peak_tf32, tdf);
+                if (sms > 0) printf("  %-12s ours (TF32) vs cuSPARSE: %.2fx\n", "", sms / tfwd);
+                row("bell_fwdbwd", "ours:bell_tf32", "cuda", dt, N, in, out, B, (double)K / C, tfb, 3 * useful / g_peak_tf32, tdfb);
+                row("bell_fwdbwd", "peer:cublas_dense_tf32", "cublas", dt, N, in, out, B, (double)K / C, tdfb,
+                    3 * useful / g_peak_tf32, tdfb);
+            }
         }
     }
     cudaFree(x), cudaFree(v), cudaFree(y), cudaFree(dy), cudaFree(dx), cudaFree(dv), cudaFree(Wd), cudaFree(dWd);
@@ -208,6 +234,7 @@ int main(void) {
     /* BELL_B=64, BELL_N=32768, BELL_IN=2048: only those rows (e.g. for a profiler) */
     const int64_t only_B = getenv("BELL_B") ? atoll(getenv("BELL_B")) : 0;
     const int64_t only_N = getenv("BELL_N") ? atoll(getenv("BELL_N")) : 0, only_in = getenv("BELL_IN") ? atoll(getenv("BELL_IN")) : 0;
+    const char *only_dt = getenv("BELL_DT");
     time_t now = time(NULL);
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
         printf("no CUDA device\n");
@@ -230,14 +257,21 @@ int main(void) {
     ssm_ctx_create(&cfg, &host);
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &cc;
+    ssm_ctx *tf = NULL;
     if (ssm_ctx_create(&cfg, &cu) != SSM_OK) {
         printf("CUDA context failed\n");
         return 1;
     }
+    cc.bell_f32 = 2;
+    if (ssm_ctx_create(&cfg, &tf) != SSM_OK) {
+        printf("CUDA context (TF32) failed\n");
+        return 1;
+    }
     const ssm_dtype dts[3] = {SSM_BF16, SSM_F16, SSM_F32};
     for (int i = 0; i < 3; ++i) g_peak[dtc(dts[i])] = peak_rate(dts[i]);
-    printf("block-ELL on %s, commit %s: dense GEMM 8192^3 rate bf16 %.0f f16 %.0f f32 %.1f TFLOP/s\n", g_dev,
-           SSM_BENCH_COMMIT, g_peak[2] / 1e9, g_peak[1] / 1e9, g_peak[0] / 1e9);
+    g_peak_tf32 = peak_rate(SSM_F32, CUBLAS_COMPUTE_32F_FAST_TF32);
+    printf("block-ELL on %s, commit %s: dense GEMM 8192^3 rate bf16 %.0f f16 %.0f f32 %.1f (TF32 %.0f) TFLOP/s\n", g_dev,
+           SSM_BENCH_COMMIT, g_peak[2] / 1e9, g_peak[1] / 1e9, g_peak[0] / 1e9, g_peak_tf32 / 1e9);
     static const int64_t shapes[3][2] = {{640, 2560}, {2048, 8192}, {4096, 4096}};
     static const int64_t Ns[2] = {8192, 32768}, Bs[3] = {16, 32, 64};
     for (int di = 0; di < 3; ++di)
@@ -246,13 +280,14 @@ int main(void) {
                 for (int bi = 0; bi < 3; ++bi) {
                     if (dts[di].bits == 32 && ni == 1) continue; /* f32: N = 8192 only */
                     if ((only_B && Bs[bi] != only_B) || (only_N && Ns[ni] != only_N) || (only_in && shapes[si][0] != only_in)) continue;
-                    bell_rows(cu, host, dts[di], Ns[ni], shapes[si][0], shapes[si][1], Bs[bi], 0.5);
+                    if (only_dt && strcmp(only_dt, ssm_dtype_name(dts[di]))) continue;
+                    bell_rows(cu, dts[di].bits == 32 ? tf : NULL, host, dts[di], Ns[ni], shapes[si][0], shapes[si][1], Bs[bi], 0.5);
                 }
     if (full)
         for (double dens : {0.25, 0.75})
             for (int si = 0; si < 3; ++si)
-                for (int bi = 0; bi < 3; ++bi) bell_rows(cu, host, SSM_BF16, 8192, shapes[si][0], shapes[si][1], Bs[bi], dens);
-    ssm_ctx_destroy(cu), ssm_ctx_destroy(host);
+                for (int bi = 0; bi < 3; ++bi) bell_rows(cu, NULL, host, SSM_BF16, 8192, shapes[si][0], shapes[si][1], Bs[bi], dens);
+    ssm_ctx_destroy(cu), ssm_ctx_destroy(tf), ssm_ctx_destroy(host);
     cublasDestroy(g_cublas), cusparseDestroy(g_cusparse);
     if (g_js) fclose(g_js);
     if (g_peer) fclose(g_peer);

@@ -1459,6 +1459,7 @@ static void fuzz_helpers(void) {
         if (chance(15)) cc.linrec_cr = (int)rint_(5) - 1;
         if (chance(15)) cc.proj_kernel = (int)rint_(5) - 1;
         if (chance(15)) cc.linrec_mat = (int)rint_(4) - 1;
+        if (chance(15)) cc.bell_f32 = (int)rint_(5) - 1;
         if (chance(60)) cfg.backend = ssm_cuda_backend(), cfg.backend_config = chance(90) ? &cc : NULL;
         (void)ssm_cuda_set_stream(chance(50) ? NULL : ctx_ref, NULL);
         n_calls += 1;
@@ -1598,7 +1599,7 @@ static int setup(void) {
         if (!dws && cudaMalloc(&dws, small_ws) != cudaSuccess) return 1;
         for (i = 0; i < 3; ++i) {
             cc = ssm_cuda_config_init();
-            if (i == 1) cc.decay_kernel = 2, cc.linrec_tc_split = 2, cc.linrec_cr = 2, cc.proj_kernel = 2, cc.linrec_mat = 1;
+            if (i == 1) cc.decay_kernel = 2, cc.linrec_tc_split = 2, cc.linrec_cr = 2, cc.proj_kernel = 2, cc.linrec_mat = 1, cc.bell_f32 = 1;
             if (i == 2) cc.workspace = dws, cc.workspace_bytes = small_ws, cc.linrec_cr = 1;
             if (ssm_ctx_create(&cfg, &ctx_alt[i]) != SSM_OK) return 1;
         }

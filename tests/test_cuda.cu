@@ -188,6 +188,7 @@ struct bell_case {
     int64_t N, R, C, K, B;
     int layout, bias;
     int64_t vpad; /* > 0: the tiles' rows padded to B + vpad elements (values not packed) */
+    double tol;   /* > 0: the relative error allowed (plain TF32), else tol_of(dt) */
 };
 
 static void bell_case_run(ssm_ctx *cu, ssm_ctx *ref, const bell_case *c) {
@@ -195,8 +196,10 @@ static void bell_case_run(ssm_ctx *cu, ssm_ctx *ref, const bell_case *c) {
     const int64_t N = c->N, R = c->R, C = c->C, K = c->K, B = c->B;
     int64_t sv[4] = {R, K, B, B}, sci[2] = {R, K}, sto = C + 1, sts = R * K, sb = R * B;
     int64_t sx[2] = {N, C * B}, sy[2] = {N, R * B};
-    snprintf(name, sizeof name, "cuda bell %s N%lld R%lld C%lld K%lld B%lld layout%d bias%d vpad%lld", ssm_dtype_name(c->dt),
-             (long long)N, (long long)R, (long long)C, (long long)K, (long long)B, c->layout, c->bias, (long long)c->vpad);
+    const double tol = c->tol > 0 ? c->tol : tol_of(c->dt);
+    snprintf(name, sizeof name, "cuda bell %s N%lld R%lld C%lld K%lld B%lld layout%d bias%d vpad%lld%s", ssm_dtype_name(c->dt),
+             (long long)N, (long long)R, (long long)C, (long long)K, (long long)B, c->layout, c->bias, (long long)c->vpad,
+             c->tol > 0 ? " (tolerance of TF32)" : "");
     test_begin(name);
     /* random distinct columns per row (shuffled order: the kernels must not assume sorted rows) */
     std::vector<int32_t> ci((size_t)(R * K)), toff((size_t)(C + 1)), tsl((size_t)(R * K));
@@ -236,7 +239,7 @@ static void bell_case_run(ssm_ctx *cu, ssm_ctx *ref, const bell_case *c) {
     CHECK_OK(ssm_bell_forward(cu, &dx.t, &dv.t, &dci.t, c->bias ? &db.t : NULL, &dout.t), cu);
     std::vector<double> gy = db_get(&dout);
     double e = N ? rel_err(gy.data(), ry.data(), (int64_t)ry.size()) : 0.0;
-    CHECK(e < tol_of(c->dt), "y rel err %.3g", e);
+    CHECK(e < tol, "y rel err %.3g", e);
     CHECK(db_outside_untouched(&dout), "y written outside its view");
     {
         dbuf gdx = db_matrix(c->dt, N, C * B, (c->layout + 2) % 4), gdv = db_new(c->dt, 4, sv, LAYOUT_CONTIGUOUS);
@@ -247,9 +250,9 @@ static void bell_case_run(ssm_ctx *cu, ssm_ctx *ref, const bell_case *c) {
         std::vector<unsigned char> b1 = db_bytes(&gdx), b2 = db_bytes(&gdv);
         double e1 = N ? rel_err(g1.data(), rdx.data(), (int64_t)rdx.size()) : 0.0;
         double e2 = rel_err(g2.data(), rdv.data(), (int64_t)rdv.size()), e3 = rel_err(g3.data(), rdb.data(), (int64_t)rdb.size());
-        CHECK(e1 < tol_of(c->dt), "dx rel err %.3g", e1);
-        CHECK(e2 < tol_of(c->dt), "dvalues rel err %.3g", e2);
-        CHECK(e3 < tol_of(c->dt), "dbias rel err %.3g", e3);
+        CHECK(e1 < tol, "dx rel err %.3g", e1);
+        CHECK(e2 < tol, "dvalues rel err %.3g", e2);
+        CHECK(e3 < tol, "dbias rel err %.3g", e3);
         CHECK(db_outside_untouched(&gdx), "dx written outside its view");
         /* determinism: a second run gives the same bits */
         CHECK_OK(ssm_bell_backward(cu, &dx.t, &dv.t, &dci.t, &dto.t, &dts.t, &dyb.t, &gdx.t, &gdv.t, &gdb.t), cu);
@@ -318,6 +321,21 @@ static void suite_cuda_bell(ssm_ctx *cu, ssm_ctx *ref) {
         bell_case_run(mm, ref, &a);
         bell_case_run(mm, ref, &b);
         ssm_ctx_destroy(mm);
+    }
+    /* f32 on its other two paths (the default, 3xTF32, runs the rows above): the CUDA-core
+       kernels (bell_f32 = 1) and plain TF32 (bell_f32 = 2, its own tolerance: products of
+       operands rounded to 10 bits). Each B, partial groups, element loads (layout 3: column
+       stride 2), token splits of dvalues, padded tiles. */
+    for (int mode = 1; mode <= 2; ++mode) {
+        ssm_cuda_config cc = ssm_cuda_config_init();
+        cc.bell_f32 = mode;
+        ssm_ctx *f = cuda_ctx_with(cc);
+        const double t = mode == 2 ? 3e-3 : 0.0;
+        bell_case rows[6] = {{SSM_F32, 1031, 5, 7, 3, 16, 0, 1, 0, t}, {SSM_F32, 37, 9, 10, 5, 32, 3, 0, 0, t},
+                             {SSM_F32, 2000, 6, 9, 4, 64, 1, 1, 0, t}, {SSM_F32, 300, 3, 40, 30, 64, 2, 0, 0, t},
+                             {SSM_F32, 129, 13, 6, 6, 32, 0, 1, 8, t}, {SSM_F32, 1, 4, 5, 2, 64, 3, 1, 0, t}};
+        for (const bell_case &c : rows) bell_case_run(f, ref, &c);
+        ssm_ctx_destroy(f);
     }
     { /* refusals: B outside 16/32/64, host index */
         int64_t sv[4] = {2, 1, 8, 8}, sci[2] = {2, 1}, sx[2] = {4, 16}, sy[2] = {4, 16};
@@ -838,13 +856,13 @@ static void suite_cuda_errors(ssm_ctx *cu) {
             r = ssm_ctx_create(&cfg, &c2);
             CHECK(r == SSM_ERROR_INVALID_DEVICE && c2 == NULL, "context on device 99 -> %s", ssm_result_string(r));
         }
-        for (int f = 0; f < 12; ++f) { /* each kernel-choice field one past its range */
+        for (int f = 0; f < 13; ++f) { /* each kernel-choice field one past its range */
             ssm_ctx *c2 = NULL;
             ssm_ctx_config cfg = ssm_ctx_config_init();
             ssm_cuda_config cc = ssm_cuda_config_init();
-            int *knob[12] = {&cc.decay_kernel, &cc.decay_tile_cols, &cc.decay_tile_steps, &cc.decay_tile_vec,
+            int *knob[13] = {&cc.decay_kernel, &cc.decay_tile_cols, &cc.decay_tile_steps, &cc.decay_tile_vec,
                              &cc.decay_prefetch, &cc.linrec_tc_split, &cc.proj_kernel, &cc.linrec_cr, &cc.bell_kernel,
-                             &cc.linrec_tc_prod, &cc.linrec_scan, &cc.linrec_mat};
+                             &cc.linrec_tc_prod, &cc.linrec_scan, &cc.linrec_mat, &cc.bell_f32};
             *knob[f] = f == 6 || f == 0 ? 4 : f == 1 ? 5 : 3;
             cfg.backend = ssm_cuda_backend();
             cfg.backend_config = &cc;
