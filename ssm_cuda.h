@@ -6118,14 +6118,16 @@ static cudaError_t ssm__bl_mm_launch(cudaStream_t st, int64_t N, int L, int K, i
 
 /* Defaults (H200, dev/cuda/bell.cu, 2048 -> 8192, N = 32768, bf16, 50%): 4 warps x 32 tokens,
    one input block a stage; ring depth 2 at B = 16 / 32 (10.1 / 4.4 ms against 15.5 / 5.4 with
-   two blocks a stage or 4 deep), 3 at B = 64 (2.7 ms). f32 (twice the bytes a stage): 2 deep. */
+   two blocks a stage or 4 deep), 3 at B = 64 (2.7 ms). f32 (twice the bytes a stage): 2 deep,
+   and 8 warps at B = 64, where 4 left one 4-warp CTA an SM (143 KB): 2048 -> 8192, N = 8192,
+   3xTF32 3.78 -> 2.53 ms, TF32 3.00 -> 1.75 (H200, same call). */
 template <int MT, int B, int TRANS, int VEC>
 static cudaError_t ssm__bl_mm_go(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
                                  ssm__bl_vals w, const int *tab, const int *list, const int *count, ssm__bl_mat bias,
                                  ssm__bl_mat out, int outv) {
-    constexpr int NST = B == 64 && MT < 2 ? 3 : 2, EPS = 1;
-    return ssm__bl_mm_launch<MT, B, 4, NST, EPS, TRANS, VEC>(st, N, L, K, nout, ngroups, in, w, tab, list, count, bias,
-                                                              out, outv);
+    constexpr int NST = B == 64 && MT < 2 ? 3 : 2, EPS = 1, NW = B == 64 && MT >= 2 ? 8 : 4;
+    return ssm__bl_mm_launch<MT, B, NW, NST, EPS, TRANS, VEC>(st, N, L, K, nout, ngroups, in, w, tab, list, count, bias,
+                                                               out, outv);
 }
 
 static ssm__bl_mat ssm__bl_mat_of(const ssm_tensor *t) {

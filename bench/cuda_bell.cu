@@ -148,16 +148,22 @@ static void bell_rows(ssm_ctx *cu, ssm_ctx *tf, ssm_ctx *host, ssm_dtype dt, int
         if (r1 != SSM_OK || r2 != SSM_OK) {
             printf("  ours failed: %s\n", ssm_ctx_last_error(cu));
         } else {
-            const double dfwd = time_ms([&] { gemm_fwd(dt, N, in, out, x, Wd, y); });
-            const double dfb = time_ms([&] {
-                gemm_fwd(dt, N, in, out, x, Wd, y);
-                gemm_bwd(dt, N, in, out, x, Wd, dy, dx, dWd);
-            });
-            const double ofwd = time_ms([&] { ssm_bell_forward(cu, &tx, &tv, &tci, NULL, &ty); });
-            const double ofb = time_ms([&] {
-                ssm_bell_forward(cu, &tx, &tv, &tci, NULL, &ty);
-                ssm_bell_backward(cu, &tx, &tv, &tci, &tto, &tts, &tdy, &tdx, &tdv, NULL);
-            });
+            /* dense forward, dense forward + backward (cuBLAS compute type ct), ours (context c) the same */
+            auto timings = [&](ssm_ctx *c, cublasComputeType_t ct, double t[4]) {
+                t[0] = time_ms([&] { gemm_fwd(dt, N, in, out, x, Wd, y, ct); });
+                t[1] = time_ms([&] {
+                    gemm_fwd(dt, N, in, out, x, Wd, y, ct);
+                    gemm_bwd(dt, N, in, out, x, Wd, dy, dx, dWd, ct);
+                });
+                t[2] = time_ms([&] { ssm_bell_forward(c, &tx, &tv, &tci, NULL, &ty); });
+                t[3] = time_ms([&] {
+                    ssm_bell_forward(c, &tx, &tv, &tci, NULL, &ty);
+                    ssm_bell_backward(c, &tx, &tv, &tci, &tto, &tts, &tdy, &tdx, &tdv, NULL);
+                });
+            };
+            double t32[4];
+            timings(cu, CUBLAS_COMPUTE_32F, t32);
+            const double dfwd = t32[0], dfb = t32[1], ofwd = t32[2], ofb = t32[3];
             row("bell_fwd", "ours:bell", "cuda", dt, N, in, out, B, (double)K / C, ofwd, useful / peak, dfwd);
             row("bell_fwd", "peer:cublas_dense", "cublas", dt, N, in, out, B, (double)K / C, dfwd, useful / peak, dfwd);
             double sms = 0.0; /* cuSPARSE's time, 0 if it failed */
@@ -203,17 +209,9 @@ static void bell_rows(ssm_ctx *cu, ssm_ctx *tf, ssm_ctx *host, ssm_dtype dt, int
                 printf("  %-12s fwd+bwd / fwd = %.2f (backward parts: dx %.3f ms, dvalues %.3f ms)\n", "", ofb / ofwd, odx, odv);
             }
             if (tf) { /* plain TF32 on both sides; the floor at the TF32 GEMM rate */
-                const cublasComputeType_t ct = CUBLAS_COMPUTE_32F_FAST_TF32;
-                const double tdf = time_ms([&] { gemm_fwd(dt, N, in, out, x, Wd, y, ct); });
-                const double tdfb = time_ms([&] {
-                    gemm_fwd(dt, N, in, out, x, Wd, y, ct);
-                    gemm_bwd(dt, N, in, out, x, Wd, dy, dx, dWd, ct);
-                });
-                const double tfwd = time_ms([&] { ssm_bell_forward(tf, &tx, &tv, &tci, NULL, &ty); });
-                const double tfb = time_ms([&] {
-                    ssm_bell_forward(tf, &tx, &tv, &tci, NULL, &ty);
-                    ssm_bell_backward(tf, &tx, &tv, &tci, &tto, &tts, &tdy, &tdx, &tdv, NULL);
-                });
+                double t[4];
+                timings(tf, CUBLAS_COMPUTE_32F_FAST_TF32, t);
+                const double tdf = t[0], tdfb = t[1], tfwd = t[2], tfb = t[3];
                 row("bell_fwd", "ours:bell_tf32", "cuda", dt, N, in, out, B, (double)K / C, tfwd, useful / g_peak_tf32, tdf);
                 row("bell_fwd", "peer:cublas_dense_tf32", "cublas", dt, N, in, out, B, (double)K / C, tdf, useful / g_peak_tf32, tdf);
                 if (sms > 0) printf("  %-12s ours (TF32) vs cuSPARSE: %.2fx\n", "", sms / tfwd);
