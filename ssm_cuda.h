@@ -6120,7 +6120,7 @@ static cudaError_t ssm__bl_mm_launch(cudaStream_t st, int64_t N, int L, int K, i
    one input block a stage; ring depth 2 at B = 16 / 32 (10.1 / 4.4 ms against 15.5 / 5.4 with
    two blocks a stage or 4 deep), 3 at B = 64 (2.7 ms). f32 (twice the bytes a stage): 2 deep,
    and 8 warps at B = 64, where 4 left one 4-warp CTA an SM (143 KB): 2048 -> 8192, N = 8192,
-   3xTF32 3.78 -> 2.53 ms, TF32 3.00 -> 1.75 (H200, same call). */
+   3xTF32 3.87 -> 2.61 ms, TF32 2.71-3.10 -> 1.79-1.81 (H200, same call). */
 template <int MT, int B, int TRANS, int VEC>
 static cudaError_t ssm__bl_mm_go(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
                                  ssm__bl_vals w, const int *tab, const int *list, const int *count, ssm__bl_mat bias,
