@@ -5206,34 +5206,34 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
                     }
                 }
             } else {
-            constexpr int LD = XLD;
-            unsigned a[2][B / 16][4];
+                constexpr int LD = XLD; /* 16-bit: x and W rows alike, ldmatrix fragments */
+                unsigned a[2][B / 16][4];
 #pragma unroll
-            for (int m = 0; m < 2; ++m)
+                for (int m = 0; m < 2; ++m)
 #pragma unroll
-                for (int kk = 0; kk < B / 16; ++kk)
-                    ssm__tc_ldm4(a[m][kk], xd + (warp * 32 + m * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+                    for (int kk = 0; kk < B / 16; ++kk)
+                        ssm__tc_ldm4(a[m][kk], xd + (warp * 32 + m * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
 #pragma unroll
-            for (int g = 0; g < G; ++g) {
-                if (sl[g] < 0) continue;
+                for (int g = 0; g < G; ++g) {
+                    if (sl[g] < 0) continue;
 #pragma unroll
-                for (int np = 0; np < B / 16; ++np)
+                    for (int np = 0; np < B / 16; ++np)
 #pragma unroll
-                    for (int kk = 0; kk < B / 16; ++kk) {
-                        unsigned b[4];
-                        if (!TRANS)
-                            ssm__tc_ldm4(b, wd + (g * B + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
-                                                (((lane >> 3) & 1) << 3));
-                        else
-                            ssm__tc_ldm4t(b, wd + (g * B + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + np * 16 +
-                                                 ((lane >> 4) << 3));
+                        for (int kk = 0; kk < B / 16; ++kk) {
+                            unsigned b[4];
+                            if (!TRANS)
+                                ssm__tc_ldm4(b, wd + (g * B + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 +
+                                                    (((lane >> 3) & 1) << 3));
+                            else
+                                ssm__tc_ldm4t(b, wd + (g * B + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + np * 16 +
+                                                     ((lane >> 4) << 3));
 #pragma unroll
-                        for (int m = 0; m < 2; ++m) {
-                            ssm__tc_mma<MT>(acc[g][2 * np][m], a[m][kk], b[0], b[1]);
-                            ssm__tc_mma<MT>(acc[g][2 * np + 1][m], a[m][kk], b[2], b[3]);
+                            for (int m = 0; m < 2; ++m) {
+                                ssm__tc_mma<MT>(acc[g][2 * np][m], a[m][kk], b[0], b[1]);
+                                ssm__tc_mma<MT>(acc[g][2 * np + 1][m], a[m][kk], b[2], b[3]);
+                            }
                         }
-                    }
-            }
+                }
             }
         }
     }
@@ -5445,26 +5445,27 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
                             ssm__tc_mma8x<MT == 3>(acc[u][mi][nt], ah[mi], al[mi], bh[nt][0], bh[nt][1], bl[nt][0], bl[nt][1]);
                         }
                 }
-            } else
+            } else {
 #pragma unroll
-            for (int kk = 0; kk < BK / 16; ++kk) {
-                unsigned a[2][4], b[2][4];
+                for (int kk = 0; kk < BK / 16; ++kk) {
+                    unsigned a[2][4], b[2][4];
 #pragma unroll
-                for (int mi = 0; mi < 2; ++mi)
-                    ssm__tc_ldm4t(a[mi], dd + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + i0 + mi * 16 +
-                                             (((lane >> 3) & 1) << 3));
+                    for (int mi = 0; mi < 2; ++mi)
+                        ssm__tc_ldm4t(a[mi], dd + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + i0 + mi * 16 +
+                                                 (((lane >> 3) & 1) << 3));
 #pragma unroll
-                for (int nj = 0; nj < 2; ++nj)
-                    ssm__tc_ldm4t(b[nj], xd + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + j0 + nj * 16 +
-                                             ((lane >> 4) << 3));
+                    for (int nj = 0; nj < 2; ++nj)
+                        ssm__tc_ldm4t(b[nj], xd + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + j0 + nj * 16 +
+                                                 ((lane >> 4) << 3));
 #pragma unroll
-                for (int mi = 0; mi < 2; ++mi)
+                    for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-                    for (int nj = 0; nj < 2; ++nj) {
-                        if (B == 16 && slot[u][mi * 2 + nj] < 0) continue; /* inactive 16-block */
-                        ssm__tc_mma<MT>(acc[u][mi][2 * nj], a[mi], b[nj][0], b[nj][1]);
-                        ssm__tc_mma<MT>(acc[u][mi][2 * nj + 1], a[mi], b[nj][2], b[nj][3]);
-                    }
+                        for (int nj = 0; nj < 2; ++nj) {
+                            if (B == 16 && slot[u][mi * 2 + nj] < 0) continue; /* inactive 16-block */
+                            ssm__tc_mma<MT>(acc[u][mi][2 * nj], a[mi], b[nj][0], b[nj][1]);
+                            ssm__tc_mma<MT>(acc[u][mi][2 * nj + 1], a[mi], b[nj][2], b[nj][3]);
+                        }
+                }
             }
         }
     }
@@ -5959,8 +5960,9 @@ __device__ __forceinline__ void ssm__blw_dw_unit(const unsigned char *ring, int 
         ssm__sm90_wait_mma<B == 64 ? 0 : 1>(); /* B = 64: af is rewritten next stage, so no group stays in flight */
 #pragma unroll
         for (int q = 0; q < NT * NA; ++q) ssm__sm90_rf(d[q]);
-        if (B == 64) prev = s; /* retired already */
-        if (prev >= 0 && lane == 0) ssm__blw_dw_release<CL>(&empty[prev]);
+        /* the stage whose group has retired: this one at B = 64 (wait<0>), else the one before (wait<1>) */
+        const int done = B == 64 ? s : prev;
+        if (done >= 0 && lane == 0) ssm__blw_dw_release<CL>(&empty[done]);
         prev = B == 64 ? -1 : s;
         if (++s == SSM__BLW_ST) s = 0, ph ^= 1;
     }
