@@ -139,7 +139,7 @@ static inline bench_ceilings bench_measure_ceilings(ssm_ctx *ctx, int64_t gemm_n
 }
 
 /* floor_ms = max(bytes / copy bandwidth, flops / GEMM rate). */
-static double bench_floor_ms(const bench_ceilings *c, double bytes, double flops) {
+static inline double bench_floor_ms(const bench_ceilings *c, double bytes, double flops) {
     double a = bytes / (c->copy_gbs * 1e6), b = flops / (c->gemm_gflops * 1e6);
     return a > b ? a : b;
 }
@@ -147,7 +147,7 @@ static double bench_floor_ms(const bench_ceilings *c, double bytes, double flops
 /* One JSON line: shape_json is an object literal, extra_json ("" or ",\"k\":v,...") adds
    op-specific fields. floor_ms / relerr < 0 and peak_mem < 0 are written as null.
    BENCH_NO_JSON=1 in the environment (make run's smoke rows) writes nothing. */
-static void bench_json(const char *path, const char *op, const char *impl, const char *backend,
+static inline void bench_json(const char *path, const char *op, const char *impl, const char *backend,
                        const char *dtype, const char *shape_json, double ms, double floor_ms,
                        double peak_mem, double relerr, const char *extra_json) {
     FILE *f = getenv("BENCH_NO_JSON") ? NULL : fopen(path, "a");
