@@ -40,7 +40,8 @@
    WHAT IT DOES
      Every op of ssm.h's linrec / decay families runs on the GPU: f32, f16 and bf16 inputs,
      f32 accumulation and f32 state. The block-ELL layer's forward and backward run on the GPU
-     for B = 16, 32, 64 (f16/bf16 on tensor cores, f32 in f32 on CUDA cores; the index ops
+     for B = 16, 32, 64 (f16/bf16 on tensor cores; f32 on them in 3xTF32, or in plain TF32 or
+     on CUDA cores by ssm_cuda_config.bell_f32; the index ops
      read col_idx on the host and need a CPU context). Its dynamic topology runs on device
      scores when created with a CUDA context (observe as kernels, selection on the host by
      ssm.h's rule, tiles moved and the transposed index rebuilt on the device; B <= 64), and
@@ -5119,35 +5120,42 @@ __global__ void __launch_bounds__(NW * 32) ssm__bl_mm_kernel(int64_t N, int L, i
         }
         __syncthreads();
     };
+    /* a thread's chunks: column chunk ch of rows r0 + RS r of the x tile (BM rows) and of the
+       members' W tiles (G B rows), the same every stage (a flat loop over chunks spent a third
+       of the kernel's instructions on address math) */
+    constexpr int RS = NW * 32 / CPR;
+    static_assert((NW * 32) % CPR == 0 && BM % RS == 0 && (G * B) % RS == 0, "whole rows a pass");
+    const int ch = tid % CPR, r0 = tid / CPR;
     auto load = [&](int j, int st) {
 #pragma unroll
         for (int u = 0; u < EPS; ++u) {
             const int i = j * EPS + u;
             if (i >= cnt) break;
             const int wb = (i / WIN) & 1, wi = i % WIN, e = went[wb * WIN + wi];
-            E *xd = ring + st * ST + u * (XT + WT), *wd = xd + XT;
-            for (int q = tid; q < BM * CPR; q += NW * 32) {
-                const int row = q / CPR, ch = q % CPR;
-                const int64_t n = tok0 + row;
+            E *xd = ring + st * ST + u * (XT + WT) + r0 * XLD + ch * EPC, *wd = ring + st * ST + u * (XT + WT) + XT;
+            const int64_t col = (int64_t)e * B + ch * EPC;
+#pragma unroll
+            for (int r = 0; r < BM / RS; ++r) {
+                const int64_t n = tok0 + r0 + r * RS;
                 const bool ok = n < N;
                 if (VEC)
-                    ssm__cu_dkt_cp<16>(xd + row * XLD + ch * EPC, src + (ok ? n : 0) * in.rs + (int64_t)e * B + ch * EPC, ok);
+                    ssm__cu_dkt_cp<16>(xd + r * RS * XLD, src + (ok ? n * in.rs + col : 0), ok);
                 else
 #pragma unroll
-                    for (int v = 0; v < EPC; ++v)
-                        xd[row * XLD + ch * EPC + v] = ok ? src[n * in.rs + ((int64_t)e * B + ch * EPC + v) * in.cs] : (E)0;
+                    for (int v = 0; v < EPC; ++v) xd[r * RS * XLD + v] = ok ? src[n * in.rs + (col + v) * in.cs] : (E)0;
             }
             const long long *of = woff + (wb * WIN + wi) * G;
-            for (int q = tid; q < G * B * CPR; q += NW * 32) { /* all members' chunks, flat */
-                const int g = q / (B * CPR), row = (q / CPR) % B, ch = q % CPR;
-                const long long off = of[g];
+#pragma unroll
+            for (int r = 0; r < G * B / RS; ++r) { /* row gr of the members' rows: member gr / B, its row gr % B */
+                const int gr = r0 + r * RS, row = gr % B;
+                const long long off = of[gr / B];
                 if (off < 0) continue;
-                const E *wp = wv + off;
+                const E *wp = wv + off + row * w.s2;
                 if (VEC)
-                    ssm__cu_dkt_cp<16>(wd + (g * B + row) * WLD + ch * EPC, wp + row * w.s2 + ch * EPC, true);
+                    ssm__cu_dkt_cp<16>(wd + gr * WLD + ch * EPC, wp + ch * EPC, true);
                 else
 #pragma unroll
-                    for (int v = 0; v < EPC; ++v) wd[(g * B + row) * WLD + ch * EPC + v] = wp[row * w.s2 + (ch * EPC + v) * w.s3];
+                    for (int v = 0; v < EPC; ++v) wd[gr * WLD + ch * EPC + v] = wp[(ch * EPC + v) * w.s3];
             }
         }
     };
@@ -5383,20 +5391,29 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
 #pragma unroll
                 for (int q = 0; q < 4; ++q) acc[u][a][b][q] = 0.f;
     }
+    /* a thread's chunks: column chunk ch of rows r0 + RS r of both slabs, the same every stage
+       (the address math of a flat loop over chunks cost as many instructions as a unit's MMAs) */
+    constexpr int RS = 256 / CPR, RPT = BK / RS;
+    static_assert(256 % CPR == 0 && BK % RS == 0, "whole rows a pass");
+    const int ch = tid % CPR, r0 = tid / CPR;
+    const int64_t fd = (int64_t)rg * SSM__BL_BN + ch * EPC, fx = (int64_t)cg * SSM__BL_BN + ch * EPC;
+    const bool okd = fd < dyw, okx = fx < xw;
     auto load = [&](int64_t t0, int st) {
-        E *dd = ds + st * BK * LD, *xd = xs + st * BK * LD;
-        for (int q = tid; q < 2 * BK * CPR; q += 256) {
-            const int which = q / (BK * CPR), row = (q / CPR) % BK, ch = q % CPR;
-            const int64_t n = t0 + row, f = (int64_t)(which ? cg : rg) * SSM__BL_BN + ch * EPC;
-            const ssm__bl_mat &m = which ? x : dy;
-            const E *p = which ? xp : dyp;
-            E *d = (which ? xd : dd) + row * LD + ch * EPC;
-            const bool ok = n < n_hi && f < (which ? xw : dyw);
-            if (VEC)
-                ssm__cu_dkt_cp<16>(d, p + (ok ? n * m.rs + f : 0), ok);
-            else
+        E *dd = ds + st * BK * LD + r0 * LD + ch * EPC, *xd = xs + st * BK * LD + r0 * LD + ch * EPC;
 #pragma unroll
-                for (int u = 0; u < EPC; ++u) d[u] = ok ? p[n * m.rs + (f + u) * m.cs] : (E)0;
+        for (int r = 0; r < RPT; ++r) {
+            const int64_t n = t0 + r0 + r * RS;
+            const bool on = n < n_hi, od = on && okd, ox = on && okx;
+            if (VEC) {
+                ssm__cu_dkt_cp<16>(dd + r * RS * LD, dyp + (od ? n * dy.rs + fd : 0), od);
+                ssm__cu_dkt_cp<16>(xd + r * RS * LD, xp + (ox ? n * x.rs + fx : 0), ox);
+            } else {
+#pragma unroll
+                for (int u = 0; u < EPC; ++u) {
+                    dd[r * RS * LD + u] = od ? dyp[n * dy.rs + (fd + u) * dy.cs] : (E)0;
+                    xd[r * RS * LD + u] = ox ? xp[n * x.rs + (fx + u) * x.cs] : (E)0;
+                }
+            }
         }
     };
     const int steps = (int)((n_hi - n_lo + BK - 1) / BK);
@@ -5418,6 +5435,9 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
         for (int u = 0; u < 2; ++u) {
             if (unit[u] < 0) continue;
             const int i0 = (unit[u] >> 2) * 32, j0 = (unit[u] & 3) * 32;
+            /* B = 16: the unit's 16-block rows / columns with an active block (others load nothing) */
+            const bool row_on[2] = {B != 16 || slot[u][0] >= 0 || slot[u][1] >= 0, B != 16 || slot[u][2] >= 0 || slot[u][3] >= 0};
+            const bool col_on[2] = {B != 16 || slot[u][0] >= 0 || slot[u][2] >= 0, B != 16 || slot[u][1] >= 0 || slot[u][3] >= 0};
             if constexpr (MT >= 2) { /* A = dy^T (rows i, k = tokens), B = x: fragments (k ft, ft + 4; row / column fg) */
                 const int fg = lane >> 2, ft = lane & 3;
 #pragma unroll
@@ -5426,6 +5446,7 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
                     unsigned ah[2][4], al[2][4], bh[4][2], bl[4][2];
 #pragma unroll
                     for (int mi = 0; mi < 2; ++mi) {
+                        if (!row_on[mi]) continue;
                         const int i = i0 + mi * 16 + fg;
                         ssm__tc_tf32_op<MT == 3>(dr[i], &ah[mi][0], &al[mi][0]);
                         ssm__tc_tf32_op<MT == 3>(dr[i + 8], &ah[mi][1], &al[mi][1]);
@@ -5434,6 +5455,7 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
                     }
 #pragma unroll
                     for (int nt = 0; nt < 4; ++nt) {
+                        if (!col_on[nt / 2]) continue;
                         ssm__tc_tf32_op<MT == 3>(xr[j0 + nt * 8 + fg], &bh[nt][0], &bl[nt][0]);
                         ssm__tc_tf32_op<MT == 3>(xr[4 * LD + j0 + nt * 8 + fg], &bh[nt][1], &bl[nt][1]);
                     }
@@ -5451,12 +5473,14 @@ __global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps,
                     unsigned a[2][4], b[2][4];
 #pragma unroll
                     for (int mi = 0; mi < 2; ++mi)
-                        ssm__tc_ldm4t(a[mi], dd + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + i0 + mi * 16 +
-                                                 (((lane >> 3) & 1) << 3));
+                        if (row_on[mi])
+                            ssm__tc_ldm4t(a[mi], dd + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + i0 + mi * 16 +
+                                                     (((lane >> 3) & 1) << 3));
 #pragma unroll
                     for (int nj = 0; nj < 2; ++nj)
-                        ssm__tc_ldm4t(b[nj], xd + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + j0 + nj * 16 +
-                                                 ((lane >> 4) << 3));
+                        if (col_on[nj])
+                            ssm__tc_ldm4t(b[nj], xd + (kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3)) * LD + j0 + nj * 16 +
+                                                     ((lane >> 4) << 3));
 #pragma unroll
                     for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
@@ -6298,6 +6322,13 @@ static int ssm__blw_mm(ssm__cu_state *, ssm_dtype, int, int, int64_t, int, int, 
 }
 #endif
 
+/* The math of the mma.sync kernels for a dtype (their template parameter MT: 0 f16, 1 bf16,
+   2 plain TF32, 3 3xTF32), or -1 for f32 on the CUDA-core kernels (ssm_cuda_config.bell_f32 = 1). */
+static int ssm__bl_math(const ssm__cu_state *cs, ssm_dtype dt) {
+    if (dt.bits == 32) return cs->knobs.bell_f32 == 1 ? -1 : cs->knobs.bell_f32 == 2 ? 2 : 3;
+    return dt.code == SSM_DTYPE_BFLOAT;
+}
+
 /* One gather-GEMM by dtype, B, direction and alignment: the wgmma kernel where it applies, else
    the mma.sync one (f32: 3xTF32, plain TF32 or CUDA cores by ssm_cuda_config.bell_f32). */
 static cudaError_t ssm__bl_mm(ssm__cu_state *cs, ssm_dtype dt, int B, int trans, int64_t N, int L, int K, int nout,
@@ -6314,15 +6345,12 @@ static cudaError_t ssm__bl_mm(ssm__cu_state *cs, ssm_dtype dt, int B, int trans,
     if (B == 16) return vec ? ssm__bl_mm_go<BF, 16, TR, 1>(SSM__BL_ARGS) : ssm__bl_mm_go<BF, 16, TR, 0>(SSM__BL_ARGS); \
     if (B == 32) return vec ? ssm__bl_mm_go<BF, 32, TR, 1>(SSM__BL_ARGS) : ssm__bl_mm_go<BF, 32, TR, 0>(SSM__BL_ARGS); \
     return vec ? ssm__bl_mm_go<BF, 64, TR, 1>(SSM__BL_ARGS) : ssm__bl_mm_go<BF, 64, TR, 0>(SSM__BL_ARGS);
-    if (dt.bits == 32 && cs->knobs.bell_f32 != 1) {
-        if (cs->knobs.bell_f32 == 2) {
-            if (trans) { SSM__BL_BY_B(2, 1) }
-            SSM__BL_BY_B(2, 0)
-        }
-        if (trans) { SSM__BL_BY_B(3, 1) }
-        SSM__BL_BY_B(3, 0)
-    }
-    if (dt.bits == 32) {
+    switch (ssm__bl_math(cs, dt)) {
+    case 3: if (trans) { SSM__BL_BY_B(3, 1) } SSM__BL_BY_B(3, 0)
+    case 2: if (trans) { SSM__BL_BY_B(2, 1) } SSM__BL_BY_B(2, 0)
+    case 1: if (trans) { SSM__BL_BY_B(1, 1) } SSM__BL_BY_B(1, 0)
+    case 0: if (trans) { SSM__BL_BY_B(0, 1) } SSM__BL_BY_B(0, 0)
+    default:
         if (B == 16) trans ? ssm__bl_mm32_kernel<16, 1><<<g32, 256, 0, st>>>(SSM__BL_ARGS32)
                            : ssm__bl_mm32_kernel<16, 0><<<g32, 256, 0, st>>>(SSM__BL_ARGS32);
         else if (B == 32) trans ? ssm__bl_mm32_kernel<32, 1><<<g32, 256, 0, st>>>(SSM__BL_ARGS32)
@@ -6331,12 +6359,6 @@ static cudaError_t ssm__bl_mm(ssm__cu_state *cs, ssm_dtype dt, int B, int trans,
                    : ssm__bl_mm32_kernel<64, 0><<<g32, 256, 0, st>>>(SSM__BL_ARGS32);
         return cudaGetLastError();
     }
-    if (dt.code == SSM_DTYPE_BFLOAT) {
-        if (trans) { SSM__BL_BY_B(1, 1) }
-        SSM__BL_BY_B(1, 0)
-    }
-    if (trans) { SSM__BL_BY_B(0, 1) }
-    SSM__BL_BY_B(0, 0)
 #undef SSM__BL_BY_B
 #undef SSM__BL_ARGS32
 #undef SSM__BL_ARGS
@@ -6373,7 +6395,8 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
         /* the CTAs one split runs: the wgmma kernel's units (a group x 256 input columns), the
            mma.sync kernel's regions, the f32 kernel's tiles */
         const int64_t regions = (int64_t)w.ngr * w.ngc, units = (int64_t)w.ngr * ((p->C + 256 / B - 1) / (256 / B));
-        const int64_t ctas = p->dtype.bits == 32 && s->knobs.bell_f32 == 1 ? nslots : wgmma ? units : regions;
+        const int cuda_cores = ssm__bl_math(s, p->dtype) < 0;
+        const int64_t ctas = cuda_cores ? nslots : wgmma ? units : regions;
         const int64_t maxs = (p->N + 255) / 256;
         int64_t S = 1;
         double best = 0.0;
@@ -6387,7 +6410,7 @@ static ssm__bl_ws ssm__bl_ws_of(const ssm__cu_state *s, const ssm_bell_plan *p, 
         w.tps = ((p->N + S - 1) / S + 63) / 64 * 64; /* whole slabs of the wgmma kernel (64 tokens) */
         w.S = (int)((p->N + w.tps - 1) / w.tps);
         if (w.S < 1) w.S = 1;
-        if (p->dtype.bits != 32 || s->knobs.bell_f32 != 1) { /* the tensor-core kernels' region tables */
+        if (!cuda_cores) { /* the tensor-core kernels' region tables */
             w.dtab = ssm__bl_al((size_t)regions * 16 * 4 * 4), w.dlist = ssm__bl_al((size_t)regions * 16 * 4);
             w.dcount = ssm__bl_al((size_t)regions * 4);
         }
@@ -6518,7 +6541,8 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
         ssm__bl_vals dv = ssm__bl_vals_of(dvalues);
         float *part = w.S > 1 ? (float *)(cur + w.dtab + w.dlist + w.dcount) : NULL;
         ssm__bl_mat mdy = ssm__bl_mat_of(dy), mx = ssm__bl_mat_of(x);
-        if (p->dtype.bits == 32 && st->knobs.bell_f32 == 1) {
+        const int mt = ssm__bl_math(st, p->dtype);
+        if (mt < 0) {
             dim3 grid((unsigned)nslots, (unsigned)w.S);
             const int *ci = (const int *)col_idx->data;
             if (B == 16) ssm__bl_dw32_kernel<16><<<grid, 256, 0, s>>>(p->N, w.tps, K, ci, col_idx->strides[0], col_idx->strides[1], C, mdy, mx, dv, part, nslots);
@@ -6530,7 +6554,6 @@ static ssm_result ssm__cu_bell_backward(ssm_ctx *ctx, const ssm_bell_plan *p, co
         } else {
             int *tab = (int *)cur, *list = (int *)(cur + w.dtab), *count = (int *)(cur + w.dtab + w.dlist);
             const int vec = ssm__bl_vec_mat(mdy) && ssm__bl_vec_mat(mx);
-            const int mt = p->dtype.bits == 32 ? (st->knobs.bell_f32 == 2 ? 2 : 3) : p->dtype.code == SSM_DTYPE_BFLOAT;
             const size_t smem = SSM__BL_DW_SMEM(mt);
             dim3 grid((unsigned)w.ngr * w.ngc, (unsigned)w.S);
             SSM__BL_CU(ctx, "block-ELL region tables", ssm__bl_tables(s, p, 2, col_idx, NULL, NULL, tab, w.dtab, list, count, NULL));
