@@ -1,12 +1,14 @@
 /* Dev harness for the block-ELL kernels of ssm_cuda.h (llm.c style): tile-shape variants of
-   the forward gather-GEMM, each checked against an f64 CPU reference and timed on a large
-   shape beside the library's default and dense cuBLAS.
+   the forward gather-GEMM in bf16 or f32 (3xTF32), each checked against an f64 CPU reference
+   and timed on a large shape beside the library's default and dense cuBLAS.
      make build/dev_bell   (a link to build/dev_whole: dev/cuda/whole.cu compiles this harness with
                             delta.cu and proj_wgmma.cu, the implementation once; ./build/dev_whole bell
                             [variant] runs the same) or alone:
      nvcc -O3 -arch=sm_90 -std=c++17 -I. dev/cuda/bell.cu -lcublas -o build/dev_bell
-     ./build/dev_bell [variant] | prof B     variants: default e1s2 e1s4 e2s2 e2s3 nw8e1s2 nw8e1s3 all (default: all);
-     eE sS: E input blocks a stage, S stages; nw8: 8 warps (256 tokens a CTA) */
+     ./build/dev_bell [variant [bf16|f32]] | prof B
+       variants: default e1s2 e1s3 e1s4 e2s2 e2s3 e4s2 nw8e1s2 nw8e1s3 nw8e2s2 all (default: all, bf16);
+       eE sS: E input blocks a stage, S stages; nw8: 8 warps (256 tokens a CTA); a variant whose
+       ring does not fit in shared memory is skipped */
 #define SSM_IMPLEMENTATION
 #define SSM_CUDA_IMPLEMENTATION
 #include "../../ssm_cuda.h"
@@ -19,28 +21,36 @@ namespace dev_bell { /* one namespace a harness: dev/cuda/whole.cu compiles thre
 
 typedef cudaError_t (*mm_fn)(cudaStream_t, int64_t, int, int, int, int, ssm__bl_mat, ssm__bl_vals, const int *,
                              const int *, const int *, ssm__bl_mat, ssm__bl_mat, int);
-template <int B> static mm_fn variant(const char *name) {
-    if (!strcmp(name, "default")) return ssm__bl_mm_go<1, B, 0, 1>;
-    if (!strcmp(name, "e1s2")) return ssm__bl_mm_launch<1, B, 4, 2, 1, 0, 1>;
-    if (!strcmp(name, "e1s4")) return ssm__bl_mm_launch<1, B, 4, 4, 1, 0, 1>;
-    if (!strcmp(name, "e2s2")) return ssm__bl_mm_launch<1, B, 4, 2, 2, 0, 1>;
-    if (!strcmp(name, "e2s3")) return ssm__bl_mm_launch<1, B, 4, 3, 2, 0, 1>;
-    if (!strcmp(name, "nw8e1s2")) return ssm__bl_mm_launch<1, B, 8, 2, 1, 0, 1>;
-    if (!strcmp(name, "nw8e1s3")) return B == 64 ? NULL : ssm__bl_mm_launch<1, B, 8, 3, 1, 0, 1>;
+template <int MT, int B, int NW, int NST, int EPS> static mm_fn shape() {
+    if constexpr (ssm__bl_mm_smem<MT, B, NW, NST, EPS, 0>() <= 227u * 1024) return ssm__bl_mm_launch<MT, B, NW, NST, EPS, 0, 1>;
+    else return NULL;
+}
+template <int MT, int B> static mm_fn variant(const char *name) {
+    if (!strcmp(name, "default")) return ssm__bl_mm_go<MT, B, 0, 1>;
+    if (!strcmp(name, "e1s2")) return shape<MT, B, 4, 2, 1>();
+    if (!strcmp(name, "e1s3")) return shape<MT, B, 4, 3, 1>();
+    if (!strcmp(name, "e1s4")) return shape<MT, B, 4, 4, 1>();
+    if (!strcmp(name, "e2s2")) return shape<MT, B, 4, 2, 2>();
+    if (!strcmp(name, "e2s3")) return shape<MT, B, 4, 3, 2>();
+    if (!strcmp(name, "e4s2")) return shape<MT, B, 4, 2, 4>();
+    if (!strcmp(name, "nw8e1s2")) return shape<MT, B, 8, 2, 1>();
+    if (!strcmp(name, "nw8e1s3")) return shape<MT, B, 8, 3, 1>();
+    if (!strcmp(name, "nw8e2s2")) return shape<MT, B, 8, 2, 2>();
     return NULL;
 }
-static mm_fn variant_b(int B, const char *name) {
-    return B == 16 ? variant<16>(name) : B == 32 ? variant<32>(name) : variant<64>(name);
+template <int MT> static mm_fn variant_b(int B, const char *name) {
+    return B == 16 ? variant<MT, 16>(name) : B == 32 ? variant<MT, 32>(name) : variant<MT, 64>(name);
 }
 
 struct layer {
+    ssm_dtype dt;
     int64_t N, in, out, B, R, C, K;
     std::vector<int32_t> ci;
     int *dci, *tab, *list, *count;
     void *x, *v, *y;
 };
-static void layer_make(layer &L, int64_t N, int64_t in, int64_t out, int64_t B, double dens, unsigned seed) {
-    L.N = N, L.in = in, L.out = out, L.B = B, L.R = out / B, L.C = in / B, L.K = (int64_t)(dens * L.C + 0.5);
+static void layer_make(layer &L, ssm_dtype dt, int64_t N, int64_t in, int64_t out, int64_t B, double dens, unsigned seed) {
+    L.dt = dt, L.N = N, L.in = in, L.out = out, L.B = B, L.R = out / B, L.C = in / B, L.K = (int64_t)(dens * L.C + 0.5);
     L.ci.resize((size_t)(L.R * L.K));
     srand(seed);
     for (int64_t r = 0; r < L.R; ++r) {
@@ -59,8 +69,8 @@ static void layer_make(layer &L, int64_t N, int64_t in, int64_t out, int64_t B, 
     int64_t sci[2] = {L.R, L.K};
     ssm_tensor tci = ssm_tensor_make(L.dci, SSM_I32, ssm_cuda_device(0), 2, sci, NULL);
     ssm__bl_tables(0, &p, 0, &tci, NULL, NULL, L.tab, (size_t)ngr * L.C * G * 4, L.list, L.count, NULL);
-    L.x = dev_random(SSM_BF16, N * in, 1.f, seed + 1), L.v = dev_random(SSM_BF16, L.R * L.K * B * B, 0.1f, seed + 2);
-    L.y = dev_random(SSM_BF16, N * out, 0.f, seed + 3);
+    L.x = dev_random(dt, N * in, 1.f, seed + 1), L.v = dev_random(dt, L.R * L.K * B * B, 0.1f, seed + 2);
+    L.y = dev_random(dt, N * out, 0.f, seed + 3);
 }
 static void layer_free(layer &L) {
     cudaFree(L.dci), cudaFree(L.tab), cudaFree(L.list), cudaFree(L.count), cudaFree(L.x), cudaFree(L.v), cudaFree(L.y);
@@ -71,19 +81,23 @@ static cudaError_t run(mm_fn f, layer &L) {
     ssm__bl_vals w = {L.v, L.K * L.B * L.B, L.B * L.B, L.B, 1};
     return f(0, L.N, (int)L.C, (int)L.K, (int)L.R, ngr, in, w, L.tab, L.list, L.count, none, out, 1);
 }
-static std::vector<float> dl(const void *p, int64_t n) {
-    std::vector<__nv_bfloat16> h((size_t)n);
+static std::vector<float> dl(const void *p, int64_t n, ssm_dtype dt) {
     std::vector<float> f((size_t)n);
+    if (dt.bits == 32) {
+        cudaMemcpy(f.data(), p, (size_t)n * 4, cudaMemcpyDeviceToHost);
+        return f;
+    }
+    std::vector<__nv_bfloat16> h((size_t)n);
     cudaMemcpy(h.data(), p, (size_t)n * 2, cudaMemcpyDeviceToHost);
     for (int64_t i = 0; i < n; ++i) f[(size_t)i] = __bfloat162float(h[(size_t)i]);
     return f;
 }
-static double check(mm_fn f, int64_t B) {
+static double check(mm_fn f, ssm_dtype dt, int64_t B) {
     layer L;
-    layer_make(L, 1031, 640, 2560, B, 0.5, 7);
+    layer_make(L, dt, 1031, 640, 2560, B, 0.5, 7);
     run(f, L);
     cudaDeviceSynchronize();
-    std::vector<float> x = dl(L.x, L.N * L.in), v = dl(L.v, L.R * L.K * B * B), y = dl(L.y, L.N * L.out);
+    std::vector<float> x = dl(L.x, L.N * L.in, dt), v = dl(L.v, L.R * L.K * B * B, dt), y = dl(L.y, L.N * L.out, dt);
     double num = 0, den = 0;
     for (int64_t n = 0; n < L.N; ++n)
         for (int64_t r = 0; r < L.R; ++r)
@@ -105,7 +119,7 @@ static double check(mm_fn f, int64_t B) {
    50% density: the launches to profile under ncu. */
 static int prof(int64_t B) {
     layer L;
-    layer_make(L, 32768, 2048, 8192, B, 0.5, 3);
+    layer_make(L, SSM_BF16, 32768, 2048, 8192, B, 0.5, 3);
     ssm_ctx *cu = NULL, *host = NULL;
     ssm_ctx_config cfg = ssm_ctx_config_init();
     ssm_cuda_config cc = ssm_cuda_config_init();
@@ -140,9 +154,12 @@ static int prof(int64_t B) {
 }
 
 static int harness(int argc, char **argv) {
-    const char *names[] = {"default", "e1s2", "e1s4", "e2s2", "e2s3", "nw8e1s2", "nw8e1s3"};
+    const char *names[] = {"default", "e1s2", "e1s3", "e1s4", "e2s2", "e2s3", "e4s2", "nw8e1s2", "nw8e1s3", "nw8e2s2"};
     const char *want = argc > 1 ? argv[1] : "all";
     if (!strcmp(want, "prof")) return prof(argc > 2 ? atoll(argv[2]) : 16);
+    const int f32 = argc > 2 && !strcmp(argv[2], "f32");
+    const ssm_dtype dt = f32 ? SSM_F32 : SSM_BF16;
+    const cudaDataType_t ct = f32 ? CUDA_R_32F : CUDA_R_16BF;
     cublasHandle_t h;
     cublasCreate(&h);
     static const int64_t shapes[2][3] = {{32768, 2048, 8192}, {8192, 4096, 4096}};
@@ -150,21 +167,22 @@ static int harness(int argc, char **argv) {
         for (int si = 0; si < 2; ++si) {
             layer L;
             const int64_t N = shapes[si][0], in = shapes[si][1], out = shapes[si][2];
-            layer_make(L, N, in, out, B, 0.5, 3);
-            void *Wd = dev_random(SSM_BF16, in * out, 0.1f, 9);
+            layer_make(L, dt, N, in, out, B, 0.5, 3);
+            void *Wd = dev_random(dt, in * out, 0.1f, 9);
             const float one = 1.f, zero = 0.f;
             double dms = time_ms([&] {
-                cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)N, (int)in, &one, Wd, CUDA_R_16BF, (int)in, L.x,
-                             CUDA_R_16BF, (int)in, &zero, L.y, CUDA_R_16BF, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)N, (int)in, &one, Wd, ct, (int)in, L.x, ct, (int)in,
+                             &zero, L.y, ct, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
             });
             const double useful = 2.0 * N * in * out * (double)L.K / L.C;
-            printf("B%-3lld N%lld %lld->%lld bf16 d0.5: cuBLAS dense %.3f ms (%.0f TFLOP/s dense)\n", (long long)B,
-                   (long long)N, (long long)in, (long long)out, dms, 2.0 * N * in * out / dms / 1e9);
+            printf("B%-3lld N%lld %lld->%lld %s d0.5: cuBLAS dense %.3f ms (%.0f TFLOP/s dense)\n", (long long)B,
+                   (long long)N, (long long)in, (long long)out, f32 ? "f32 (3xTF32; cuBLAS SGEMM)" : "bf16", dms,
+                   2.0 * N * in * out / dms / 1e9);
             for (const char *nm : names) {
                 if (strcmp(want, "all") && strcmp(want, nm)) continue;
-                mm_fn f = variant_b((int)B, nm);
+                mm_fn f = f32 ? variant_b<3>((int)B, nm) : variant_b<1>((int)B, nm);
                 if (!f) continue;
-                double err = si == 0 ? check(f, B) : -1;
+                double err = si == 0 ? check(f, dt, B) : -1;
                 cudaError_t e = run(f, L);
                 if (e != cudaSuccess) {
                     printf("  %-8s %s\n", nm, cudaGetErrorString(e));
