@@ -6143,15 +6143,19 @@ static cudaError_t ssm__bl_mm_launch(cudaStream_t st, int64_t N, int L, int K, i
 }
 
 /* Defaults (H200, dev/cuda/bell.cu, 2048 -> 8192, N = 32768, bf16, 50%): 4 warps x 32 tokens,
-   one input block a stage; ring depth 2 at B = 16 / 32 (10.1 / 4.4 ms against 15.5 / 5.4 with
-   two blocks a stage or 4 deep), 3 at B = 64 (2.7 ms). f32 (twice the bytes a stage): 2 deep,
-   and 8 warps at B = 64, where 4 left one 4-warp CTA an SM (143 KB): 2048 -> 8192, N = 8192,
-   3xTF32 3.87 -> 2.61 ms, TF32 2.71-3.10 -> 1.79-1.81 (H200, same call). */
+   one input block a stage; ring depth 2 at B = 32 (4.4 ms against 5.4 with two blocks a stage
+   or 4 deep), 3 at B = 16 and 64 (B = 64: 2.7 ms; B = 16 since the loads by per-thread rows,
+   N = 8192: forward 1.37-1.39 -> 1.21 ms and dx 1.43-1.46 -> 1.32-1.34 against depth 2; two
+   blocks a stage 1.61, 8 warps 1.95-2.02; bench/results/cuda_bell_rings_dwpairs.log).
+   f32 (twice the bytes a stage): 2 deep, and 8 warps at B = 64, where 4 left one 4-warp CTA an
+   SM (143 KB): 2048 -> 8192, N = 8192, 3xTF32 3.87 -> 2.61 ms, TF32 2.71-3.10 -> 1.79-1.81 (H200,
+   same call); at B = 16 / 32 no other shape won both ways (f32 B = 32 with 8 warps 3 deep: dx
+   7% faster, forward 1-2% slower; same log as above). */
 template <int MT, int B, int TRANS, int VEC>
 static cudaError_t ssm__bl_mm_go(cudaStream_t st, int64_t N, int L, int K, int nout, int ngroups, ssm__bl_mat in,
                                  ssm__bl_vals w, const int *tab, const int *list, const int *count, ssm__bl_mat bias,
                                  ssm__bl_mat out, int outv) {
-    constexpr int NST = B == 64 && MT < 2 ? 3 : 2, EPS = 1, NW = B == 64 && MT >= 2 ? 8 : 4;
+    constexpr int NST = B != 32 && MT < 2 ? 3 : 2, EPS = 1, NW = B == 64 && MT >= 2 ? 8 : 4;
     return ssm__bl_mm_launch<MT, B, NW, NST, EPS, TRANS, VEC>(st, N, L, K, nout, ngroups, in, w, tab, list, count, bias,
                                                                out, outv);
 }
