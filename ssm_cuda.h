@@ -5357,16 +5357,17 @@ __global__ void __launch_bounds__(256) ssm__bl_mm32_kernel(int64_t N, int L, int
    (up to 4) blocks, -1 when inactive. The region's active units go round robin to the 8 warps
    (at most 2 each); per 16-token step a unit costs 4 ldmatrix and up to 8 mma. f32 operands
    (MT 2 / 3, see ssm__bl_el) take 32-token stages of the same shared-memory row length on
-   m16n8k8 (scalar fragment loads: rows t at columns g, 136 = 8 mod 32 banks apart). */
+   m16n8k8 (scalar fragment loads: rows t at columns g, 136 = 8 mod 32 banks apart). Two CTAs
+   an SM (the ring is 104 KB): at most 128 registers (f32 at B = 16 took 142, one CTA an SM). */
 #define SSM__BL_DW_BK(MT) ((MT) >= 2 ? 32 : 64) /* tokens a stage: 3 x 2 x 17 KiB either way */
 #define SSM__BL_DW_NST 3
 #define SSM__BL_DW_LD (SSM__BL_BN + 8)
 #define SSM__BL_DW_SMEM(MT) ((size_t)2 * SSM__BL_DW_NST * SSM__BL_DW_BK(MT) * SSM__BL_DW_LD * ((MT) >= 2 ? 4 : 2))
 template <int MT, int B, int VEC>
-__global__ void __launch_bounds__(256) ssm__bl_dw_kernel(int64_t N, int64_t tps, int R, int C, int K, int ncg,
-                                                         ssm__bl_mat dy, ssm__bl_mat x, const int *utab,
-                                                         const int *ulist, const int *ucount, ssm__bl_vals dw,
-                                                         float *part, int64_t nslots) {
+__global__ void __launch_bounds__(256, 2) ssm__bl_dw_kernel(int64_t N, int64_t tps, int R, int C, int K, int ncg,
+                                                            ssm__bl_mat dy, ssm__bl_mat x, const int *utab,
+                                                            const int *ulist, const int *ucount, ssm__bl_vals dw,
+                                                            float *part, int64_t nslots) {
     typedef typename ssm__bl_el<MT>::T E;
     constexpr int BK = SSM__BL_DW_BK(MT), NST = SSM__BL_DW_NST, LD = SSM__BL_DW_LD, EPC = 16 / sizeof(E), CPR = SSM__BL_BN / EPC;
     extern __shared__ __align__(16) unsigned char ssm__bl_smem[];
