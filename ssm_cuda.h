@@ -566,6 +566,12 @@ __device__ __forceinline__ float4 ssm__cu_ld4(const void *p, int dt, int64_t i) 
     return make_float4(a.x, a.y, b.x, b.y);
 }
 /* two consecutive elements (f32: 8-byte aligned; 16-bit: 4-byte aligned) */
+__device__ __forceinline__ float2 ssm__cu_ld2(const void *p, int dt, int64_t i) {
+    if (dt == 0) return *(const float2 *)((const float *)p + i);
+    const unsigned u = *(const unsigned *)((const unsigned short *)p + i);
+    if (dt == 1) return __half22float2(*(const __half2 *)&u);
+    return __bfloat1622float2(*(const __nv_bfloat162 *)&u);
+}
 __device__ __forceinline__ void ssm__cu_st2(void *p, int dt, int64_t i, float2 v) {
     if (dt == 0) { *(float2 *)((float *)p + i) = v; return; }
     if (dt == 1) { __half2 h = __floats2half2_rn(v.x, v.y); *(__half2 *)((unsigned short *)p + i) = h; return; }
@@ -1732,16 +1738,16 @@ __device__ __forceinline__ void ssm__tc_rows16(float c0[4], float c1[4], const u
     }
 }
 template <int BF, int NP>
-__device__ __forceinline__ void ssm__tc_rows8(float c[4], const unsigned (*af)[4], const unsigned short *bl, int ld, int col) {
+__device__ __forceinline__ void ssm__tc_rows8(float c[4], const unsigned (*af)[4], const unsigned short *bl, int ld, int col, int lo = 1) {
     unsigned b[4];
     ssm__tc_ldm4t(b, bl + col);
     ssm__tc_mma0<BF>(c, af[0], b[0], b[1]);
-    ssm__tc_mma<BF>(c, af[0], b[2], b[3]);
+    if (lo) ssm__tc_mma<BF>(c, af[0], b[2], b[3]);
 #pragma unroll
     for (int kk = 1; kk < NP / 16; ++kk) {
         ssm__tc_ldm4t(b, bl + 16 * kk * ld + col);
         ssm__tc_mma<BF>(c, af[kk], b[0], b[1]);
-        ssm__tc_mma<BF>(c, af[kk], b[2], b[3]);
+        if (lo) ssm__tc_mma<BF>(c, af[kk], b[2], b[3]);
     }
 }
 /* two floats -> packed 16-bit pair (hi) and the rounding residual pair (lo) */
@@ -3002,8 +3008,12 @@ typedef struct ssm__hs_args {
     int mcompact;               /* Mn indexed by the task's rank in its level (cyclic reduction's compacted levels) */
     int tr;                     /* (with vec) Mc transposed (rs == 1): tiles staged as stored, M_t's fragments by
                                    ldmatrix.trans, and M'_t^T = M_{t-d}^T M_t^T written (Mn read transposed) */
-    ssm__cu_rv vo;              /* (with vv; p NULL: none) the caller's view, its rows in vectors as ssm__hs_vo_ok
+    ssm__cu_rv vo;              /* (with vv; p NULL: none) the caller's view, its rows in vectors as ssm__hs_v4_ok
                                    checks: v_{t-d} and v'_t written there too */
+    ssm__cu_rv vb;              /* (p NULL: none; with vv, rows as ssm__hs_v4_ok checks) b itself, on the first levels
+                                   of cyclic reduction and Blelloch (d = 1, 16-bit A): the addends v_t read there */
+    int vbs;                    /* (with vb) the staged v_{t-d} read there too where t - d >= 1 (the up-sweep):
+                                   b's slots t >= 1 are not copied into the f32 work buffer first */
 } ssm__hs_args;
 /* 1 when v in and out are f32 with unit column stride, m % 4 == 0 and every offset and stride a
    multiple of 4 floats from a 16-byte aligned base (float4 staging, float2 read-add-store). */
@@ -3015,9 +3025,9 @@ static int ssm__hs_vv(const ssm__cu_rv &vc, const ssm__cu_rv &vn, int64_t m) {
             return 0;
     return 1;
 }
-/* 1 when the caller's view takes the task kernel's vector stores (16-byte f32 / 8-byte 16-bit
+/* 1 when a view's rows take the task kernel's vector loads and stores (16-byte f32 / 8-byte 16-bit
    pieces of unit-stride rows; with ssm__hs_vv, m % 4 == 0) */
-static int ssm__hs_vo_ok(const ssm__cu_rv &o) {
+static int ssm__hs_v4_ok(const ssm__cu_rv &o) {
     return o.cs == 1 && !((o.off | o.rs | o.ts | o.ss) & 3) && !((uintptr_t)o.p & (o.dt == 0 ? 15 : 7));
 }
 /* the view of the transposes (rows and columns swapped) */
@@ -3047,41 +3057,98 @@ __device__ __forceinline__ void ssm__hs_roles(const ssm__hs_args &a, int64_t t, 
     cpM = needM && !doM && t >= mlo && t <= d;
 }
 
+/* state columns the task kernel stages at a time: at NP = 128 a 128-column state goes in 64-column
+   blocks, so that two CTAs fit an SM (102 KB each instead of 135 KB) and one stages while the other
+   multiplies; one such CTA an SM was latency-bound (ncu: tensor pipe 11-15%, DRAM 29-39%,
+   bench/results/cuda_mat_cr_prof_c9470ff.log) */
+__host__ __device__ constexpr int ssm__hs_vw(int NP) { return NP == 128 ? 64 : 128; }
 template <int NP> struct ssm__hs_cfg {
     static constexpr int WPT = NP / 16;                  /* warps per task */
     static constexpr int TPC = WPT >= 4 ? 1 : 4 / WPT;   /* tasks per CTA */
     static constexpr int NT = 32 * WPT * TPC;
     static constexpr int LDA = NP + 8;                   /* halfs; (LDA / 8) odd: conflict-free ldmatrix */
+    static constexpr int VW = ssm__hs_vw(NP);
+    static constexpr int MINB = NP == 128 ? 2 : 4;       /* CTAs an SM (see ssm__hs_vw; 4 x 128 threads below) */
 };
 static size_t ssm__hs_tc_smem(int NP, int64_t m) {
-    const int64_t MP = (m + 7) / 8 * 8, WPT = NP / 16, TPC = WPT >= 4 ? 1 : 4 / WPT;
-    return (size_t)TPC * NP * ((NP + 8) + (NP + 2 * MP + 8)) * 2;
+    const int64_t MP = (m + 7) / 8 * 8, WPT = NP / 16, TPC = WPT >= 4 ? 1 : 4 / WPT, vw = MP < ssm__hs_vw(NP) ? MP : ssm__hs_vw(NP);
+    return (size_t)TPC * NP * ((NP + 8) + (NP + 2 * vw + 8)) * 2;
 }
 
-/* v'_t = M_t v_{t-d} + v_t element by element: this warp's 16 rows (fragments af) times the
-   state's hi / lo columns staged from column col0 of the tile (bl: this lane's ldmatrix base, ld
-   its row stride), v_t read at vct in vc, v'_t written at vnt in vn. */
+/* one step's n x m state in a view: element (i, j) at o + i rs + j cs of p */
+struct ssm__hs_step {
+    const void *p;
+    int dt;
+    int64_t o, rs, cs;
+};
+__device__ __forceinline__ ssm__hs_step ssm__hs_step_of(const ssm__cu_rv &v, int64_t s, int64_t t) {
+    ssm__hs_step r;
+    r.p = v.p, r.dt = v.dt, r.o = v.off + s * v.ss + t * v.ts, r.rs = v.rs, r.cs = v.cs;
+    return r;
+}
+/* v'_t = M_t v_{t-d} + v_t element by element for the state's 8-column blocks q0 .. q1 - 1: this
+   warp's 16 rows (fragments af) times their hi / lo columns staged from column col0 of the tile
+   (bl: this lane's ldmatrix base, ld its row stride; lo: the lo parts are not all 0), v_t read
+   from add, v'_t written at vnt in vn. */
 template <int BF, int NP>
-__device__ __forceinline__ void ssm__hs_v_out(const ssm__hs_args &a, const unsigned (*af)[4], const unsigned short *bl, int ld,
-                                              int col0, int64_t vct, int64_t vnt, int r0, int c2) {
-    for (int q = 0; q < a.MP / 8; ++q) {
+__device__ __forceinline__ void ssm__hs_v_out(const ssm__hs_args &a, const unsigned (*af)[4], const unsigned short *bl, int ld, int col0,
+                                              int q0, int q1, const ssm__hs_step &add, int64_t vnt, int r0, int c2, int lo) {
+    for (int q = q0; q < q1; ++q) {
         float c[4];
-        ssm__tc_rows8<BF, NP>(c, af, bl, ld, col0 + 16 * q);
+        ssm__tc_rows8<BF, NP>(c, af, bl, ld, col0 + 16 * (q - q0), lo);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int i = r0 + 8 * (e >> 1), j = 8 * q + c2 + (e & 1);
             if (i < a.n && j < a.m)
-                ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs,
-                            c[e] + ssm__cu_ld(a.vc.p, a.vc.dt, vct + i * a.vc.rs + j * a.vc.cs));
+                ssm__cu_stv(a.vn.p, a.vn.dt, vnt + i * a.vn.rs + j * a.vn.cs, c[e] + ssm__cu_ld(add.p, add.dt, add.o + i * add.rs + j * add.cs));
         }
     }
 }
 
+/* Stages columns c0 .. c0 + cw - 1 of v_{t-d} (read from stg) as 16-bit hi / lo parts into the
+   tile's state part: column c0 + j at NP + 16 (j >> 3) + (j & 7), its lo 8 further. With vo,
+   v_{t-d} is final and its step vot in the caller's view gets a copy. */
 template <int NP, int BF>
-__global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm__hs_args a) {
+__device__ __forceinline__ void ssm__hs_stage_v(const ssm__hs_args &a, const ssm__hs_step &stg, unsigned short *Bs, int LDB, int tt,
+                                                int tn, int c0, int cw, int64_t vot) {
+    const int n = a.n, w = (c0 + cw < a.m ? c0 + cw : a.m) - c0;
+    if (a.vv) { /* four rows' pieces in flight a thread, then their hi / lo halves as 8-byte stores */
+        const int q4 = w / 4, cnt = n * q4; /* m % 4 == 0, c0 % 8 == 0 */
+        for (int e0 = tt; e0 < cnt; e0 += 4 * tn) {
+            float4 x[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int e = e0 + k * tn, i = e / q4;
+                if (e < cnt) x[k] = ssm__cu_ld4(stg.p, stg.dt, stg.o + i * stg.rs + c0 + 4 * (e - i * q4));
+            }
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int e = e0 + k * tn, i = e / q4, j = 4 * (e - i * q4), col = NP + 16 * (j >> 3) + (j & 7);
+                if (e >= cnt) continue;
+                if (a.vo.p) ssm__cu_st4(a.vo.p, a.vo.dt, vot + i * a.vo.rs + c0 + j, x[k]);
+                unsigned h0, l0, h1, l1;
+                ssm__tc_split<BF>(x[k].x, x[k].y, &h0, &l0);
+                ssm__tc_split<BF>(x[k].z, x[k].w, &h1, &l1);
+                *(uint2 *)(Bs + i * LDB + col) = make_uint2(h0, h1);
+                *(uint2 *)(Bs + i * LDB + col + 8) = make_uint2(l0, l1);
+            }
+        }
+    } else
+        for (int e = tt; e < n * w; e += tn) {
+            const int i = e / w, j = e - i * w, col = NP + 16 * (j >> 3) + (j & 7);
+            const float x = ssm__cu_ld(stg.p, stg.dt, stg.o + i * stg.rs + (c0 + j) * stg.cs);
+            unsigned hi, lo;
+            ssm__tc_split<BF>(x, 0.f, &hi, &lo);
+            Bs[i * LDB + col] = (unsigned short)(hi & 0xffff);
+            Bs[i * LDB + col + 8] = (unsigned short)(lo & 0xffff);
+        }
+}
+
+template <int NP, int BF>
+__global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ssm__cu_hs_tc_kernel(ssm__hs_args a) {
     typedef ssm__hs_cfg<NP> C;
     extern __shared__ __align__(16) unsigned short ssm__hs_sm[];
-    const int n = a.n, m = a.m, LDB = NP + 2 * a.MP + 8, per = NP * C::LDA + NP * LDB;
+    const int n = a.n, m = a.m, vw = a.MP < C::VW ? a.MP : C::VW, LDB = NP + 2 * vw + 8, per = NP * C::LDA + NP * LDB;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slot = warp / C::WPT, wt = warp % C::WPT;
     const int tt = threadIdx.x - slot * 32 * C::WPT, tn = 32 * C::WPT;
     unsigned short *As = ssm__hs_sm + slot * per, *Bs = As + NP * C::LDA;
@@ -3096,8 +3163,14 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
         if (task < total) ssm__hs_roles(a, t, doV, cpV, doM, cpM);
         const int64_t mct = a.Mc.off + s * a.Mc.ss + t * a.Mc.ts, mcp = mct - a.d * a.Mc.ts;
         const int64_t mnt = a.Mn.off + s * a.Mn.ss + (a.mcompact ? task % a.ntask : t) * a.Mn.ts;
-        const int64_t vct = a.vc.off + s * a.vc.ss + t * a.vc.ts, vcp = vct - a.d * a.vc.ts;
+        const int64_t vct = a.vc.off + s * a.vc.ss + t * a.vc.ts;
         const int64_t vnt = a.vn.off + s * a.vn.ss + t * a.vn.ts;
+        /* v_t's addend and the staged v_{t-d}: from b itself on a first level (vb, see ssm__hs_args) */
+        const ssm__hs_step add = ssm__hs_step_of(a.vb.p ? a.vb : a.vc, s, t);
+        const int fromb = a.vb.p && a.vbs && t - a.d >= 1;
+        const ssm__hs_step stg = ssm__hs_step_of(fromb ? a.vb : a.vc, s, t - a.d);
+        const int lo = !fromb || a.vb.dt == 0;                      /* 16-bit v_{t-d}: its lo parts are 0 */
+        const int64_t vot = a.vo.off + s * a.vo.ss + (t - a.d) * a.vo.ts; /* (with vo) v_{t-d}'s step there */
         if (cpM)
             for (int e = tt; e < n * n; e += tn) {
                 const int i = e / n, j = e - i * n;
@@ -3127,46 +3200,14 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                     if (doM) Bs[i * LDB + j] = Mc[mcp + o];
                 }
             }
-            if (a.vv) { /* four rows' pieces in flight a thread, then their hi / lo halves as 8-byte stores */
-                const float *vg = (const float *)a.vc.p;
-                const int q4 = m / 4, cnt = n * q4;
-                for (int e0 = tt; e0 < cnt; e0 += 4 * tn) {
-                    float4 x[4];
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) {
-                        const int e = e0 + k * tn, i = e / q4;
-                        if (e < cnt) x[k] = *(const float4 *)(vg + vcp + i * a.vc.rs + 4 * (e - i * q4));
-                    }
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) {
-                        const int e = e0 + k * tn, i = e / q4, j = 4 * (e - i * q4), col = NP + 16 * (j >> 3) + (j & 7);
-                        if (e >= cnt) continue;
-                        if (a.vo.p) { /* v_{t-d} is final: the caller's copy of it */
-                            ssm__cu_st4(a.vo.p, a.vo.dt, a.vo.off + s * a.vo.ss + (t - a.d) * a.vo.ts + i * a.vo.rs + j, x[k]);
-                        }
-                        unsigned h0, l0, h1, l1;
-                        ssm__tc_split<BF>(x[k].x, x[k].y, &h0, &l0);
-                        ssm__tc_split<BF>(x[k].z, x[k].w, &h1, &l1);
-                        *(uint2 *)(Bs + i * LDB + col) = make_uint2(h0, h1);
-                        *(uint2 *)(Bs + i * LDB + col + 8) = make_uint2(l0, l1);
-                    }
-                }
-            } else
-                for (int e = tt; e < n * m; e += tn) {
-                    const int i = e / m, j = e - i * m, col = NP + 16 * (j >> 3) + (j & 7);
-                    const float x = ssm__cu_ld(a.vc.p, a.vc.dt, vcp + i * a.vc.rs + j * a.vc.cs);
-                    unsigned hi, lo;
-                    ssm__tc_split<BF>(x, 0.f, &hi, &lo);
-                    Bs[i * LDB + col] = (unsigned short)(hi & 0xffff);
-                    Bs[i * LDB + col + 8] = (unsigned short)(lo & 0xffff);
-                }
+            ssm__hs_stage_v<NP, BF>(a, stg, Bs, LDB, tt, tn, 0, vw, vot);
         }
         ssm__tc_wait<0>();
         __syncthreads();
+        const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = 16 * wt + g;
+        const unsigned short *bl = Bs + (lane & 15) * LDB + (lane >> 4) * 8;
+        unsigned af[NP / 16][4];
         if (doV) {
-            unsigned af[NP / 16][4];
-            const int g = lane >> 2, c2 = (lane & 3) * 2, r0 = 16 * wt + g;
-            const unsigned short *bl = Bs + (lane & 15) * LDB + (lane >> 4) * 8;
             if (doM) {
                 /* M_t M_{t-d}; transposed storage: M_{t-d}^T (in Bs) times M_t^T (in As) */
                 const unsigned short *L = a.tr ? Bs : As, *R = a.tr ? As + (lane & 15) * C::LDA + (lane >> 4) * 8 : bl;
@@ -3204,9 +3245,21 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
             else if (!doM) /* (with doM they are already in af) */
 #pragma unroll
                 for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * C::LDA + 16 * kk + (lane >> 4) * 8);
+        }
+        /* the state's column blocks (one below NP = 128): every thread meets the barriers between
+           them (their count is the launch's, as are the tasks' of a CTA) */
+        const int nblk = NP == 128 ? (a.MP + vw - 1) / vw : 1;
+        for (int bi = 0; bi < nblk; ++bi) {
+            const int c0 = bi * vw;
+            if (bi) {
+                __syncthreads();
+                if (doV) ssm__hs_stage_v<NP, BF>(a, stg, Bs, LDB, tt, tn, c0, vw, vot);
+                __syncthreads();
+            }
+            if (!doV) continue;
+            const int q1 = (c0 + vw < a.MP ? c0 + vw : a.MP) / 8;
             if (a.vv) /* 8-column blocks four at a time: their addends (column pairs) loaded before the products */
-                for (int q0 = 0; q0 < a.MP / 8; q0 += 4) {
-                    const float *vcf = (const float *)a.vc.p;
+                for (int q0 = c0 / 8; q0 < q1; q0 += 4) {
                     float *vnf = (float *)a.vn.p;
                     float2 ad[4][2];
 #pragma unroll
@@ -3214,13 +3267,13 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
 #pragma unroll
                         for (int rr = 0; rr < 2; ++rr) {
                             const int i = r0 + 8 * rr, j = 8 * (q0 + qq) + c2;
-                            if (i < n && j < m) ad[qq][rr] = *(const float2 *)(vcf + vct + i * a.vc.rs + j);
+                            if (i < n && j < m) ad[qq][rr] = ssm__cu_ld2(add.p, add.dt, add.o + i * add.rs + j);
                         }
 #pragma unroll
                     for (int qq = 0; qq < 4; ++qq) {
-                        if (q0 + qq >= a.MP / 8) break;
+                        if (q0 + qq >= q1) break;
                         float c[4];
-                        ssm__tc_rows8<BF, NP>(c, af, bl, LDB, NP + 16 * (q0 + qq));
+                        ssm__tc_rows8<BF, NP>(c, af, bl, LDB, NP + 16 * (q0 + qq - c0 / 8), lo);
 #pragma unroll
                         for (int rr = 0; rr < 2; ++rr) {
                             const int i = r0 + 8 * rr, j = 8 * (q0 + qq) + c2; /* m % 4 == 0: j + 1 < m too */
@@ -3231,7 +3284,7 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT) ssm__cu_hs_tc_kernel(ssm_
                         }
                     }
                 }
-            else ssm__hs_v_out<BF, NP>(a, af, bl, LDB, NP, vct, vnt, r0, c2);
+            else ssm__hs_v_out<BF, NP>(a, af, bl, LDB, NP, c0 / 8, q1, add, vnt, r0, c2, lo);
         }
         __syncthreads();
     }
@@ -3429,7 +3482,7 @@ __global__ void __launch_bounds__(2 * NP) ssm__cu_hs_chain_kernel(ssm__hs_args a
             }
             {
                 const unsigned short *vl = Vs + (lane & 15) * LDV + (lane >> 4) * 8;
-                ssm__hs_v_out<BF, NP>(a, af, vl, LDV, 0, vcb + t * a.vc.ts, vnb + t * a.vn.ts, r0, c2);
+                ssm__hs_v_out<BF, NP>(a, af, vl, LDV, 0, 0, a.MP / 8, ssm__hs_step_of(a.vc, s, t), vnb + t * a.vn.ts, r0, c2, 1);
             }
             __syncthreads();
             const int o = prv;
@@ -3560,6 +3613,19 @@ static ssm_result ssm__cu_lr_copy_steps(ssm__cu_lr *L, ssm_seq_view src, ssm_seq
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_copy_kernel");
     return SSM_OK;
 }
+/* The in-place start of cyclic reduction and Blelloch (16-bit A, the task kernel): v = b beside
+   h_0. Their first levels read b itself (a->vb) where its rows take the kernel's loads; else b's
+   steps 1 .. T-1 are copied into h (f32). The copy was 15% of a matrix-state forward (S8 T1024
+   n128 m128 f16, bench/results/cuda_mat_cr_prof_c9470ff.log) and made the first level read its
+   v in f32. */
+static ssm_result ssm__hs_from_b(ssm__cu_lr *L, ssm__hs_args *a, ssm_seq_view b, ssm_seq_view h, int64_t T) {
+    const ssm__cu_rv bv = ssm__cu_rv_of(b, 0, 0);
+    if (!a->vv || ssm__hs_v4_ok(bv)) {
+        a->vb = bv, a->vbs = 1;
+        return SSM_OK;
+    }
+    return ssm__cu_lr_copy_steps(L, b, h, 1, T - 1);
+}
 static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, char *ws) {
     const int64_t S = L->S, n = L->n, m = L->m;
     const int bits = A.dtype.bits, bf = A.dtype.code == SSM_DTYPE_BFLOAT;
@@ -3570,16 +3636,19 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
     memset(&X, 0, sizeof X);
     X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = n, X.cs = 1, X.ss = T * n * n;
     Av = ssm__cu_rv_of(A, 0, 0);
-    SSM__TRY(ssm__cu_lr_copy_steps(L, b, h, 1, T - 1)); /* the in-place start: v = b beside h_0 */
     memset(&a, 0, sizeof a);
     a.S = S, a.T = T, a.n = (int)n, a.m = (int)m, a.MP = (int)((m + 7) / 8 * 8);
     a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
     a.vv = ssm__hs_vv(a.vc, a.vn, m);
+    if (bits == 16) SSM__TRY(ssm__hs_from_b(L, &a, b, h, T)); /* (the f32 level kernel reads v from vc only) */
+    else SSM__TRY(ssm__cu_lr_copy_steps(L, b, h, 1, T - 1)); /* the in-place start: v = b beside h_0 */
+    const ssm__cu_rv vb = a.vb;
     const int64_t top = ssm__cu_bl_levels(T);
     for (int64_t s = 1; s <= top; s *= 2) {
         a.mode = 1, a.d = s, a.t0 = 2 * s - 1, a.step = 2 * s, a.ntask = (T - 2 * s) / (2 * s) + 1;
         a.Mc = s == 1 ? Av : X, a.Mn = X;
         a.vec = ssm__hs_mvec(a.Mc, bits, n);
+        a.vb.p = s == 1 ? vb.p : NULL, a.vbs = 1; /* the levels above s = 1 read and write odd slots only */
         SSM__TRY(ssm__cu_hs_level(L, a, bf));
         L->st->mat_state += S * a.ntask;
         L->st->mat_mat += S * (a.ntask - 1);
@@ -3589,6 +3658,7 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
         a.mode = 2, a.d = s, a.t0 = 3 * s - 1, a.step = 2 * s, a.ntask = (T - 3 * s) / (2 * s) + 1;
         a.Mc = s == 1 ? Av : X, a.Mn = X;
         a.vec = ssm__hs_mvec(a.Mc, bits, n);
+        a.vb.p = s == 1 ? vb.p : NULL, a.vbs = 0; /* v_{t-1}: final, in h */
         SSM__TRY(ssm__cu_hs_level(L, a, bf));
         L->st->mat_state += S * a.ntask;
     }
@@ -3624,11 +3694,11 @@ static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, 
     v2.off += a.vc.ts, v2.ts *= 2;
     {
         ssm__hs_args up = a;
-        up.vc = up.vn = v2, up.vv = ssm__hs_vv(v2, v2, L->m);
+        up.vc = up.vn = v2, up.vv = ssm__hs_vv(v2, v2, L->m), up.vb.p = NULL, up.vbs = 0;
         SSM__TRY(ssm__cu_cr_tc_level(L, up, half, M2, bf, ws, NULL));
     }
     if (nb <= 0) return SSM_OK;
-    a.mode = 2, a.t0 = 2, a.ntask = nb, a.mcompact = 0;
+    a.mode = 2, a.t0 = 2, a.ntask = nb, a.mcompact = 0, a.vbs = 0; /* v_{t-1}: final, in vc */
     if (out) a.vo = *out; /* the first level's back-substitution writes steps 1 .. 2 nb to the caller's view */
     return ssm__cu_hs_level(L, a, bf);
 }
@@ -3639,13 +3709,13 @@ static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
                                 int *out_written, char *ws) {
     ssm__hs_args a;
     ssm__cu_rv o;
-    SSM__TRY(ssm__cu_lr_copy_steps(L, b, h, 1, T - 1)); /* the in-place start: v = b beside h_0 */
     memset(&a, 0, sizeof a);
     a.S = L->S, a.T = T, a.n = (int)L->n, a.m = (int)L->m, a.MP = (int)((L->m + 7) / 8 * 8);
     a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
     a.vv = ssm__hs_vv(a.vc, a.vn, L->m);
+    SSM__TRY(ssm__hs_from_b(L, &a, b, h, T));
     o = ssm__cu_rv_of(out, 0, 0);
-    const int fold = out.ptr && a.vv && ssm__hs_vo_ok(o);
+    const int fold = out.ptr && a.vv && ssm__hs_v4_ok(o);
     SSM__TRY(ssm__cu_cr_tc_level(L, a, T, ssm__cu_rv_of(A, 0, 0), A.dtype.code == SSM_DTYPE_BFLOAT, ws, fold ? &o : NULL));
     if (!fold) return SSM_OK;
     if (T % 2 == 0) SSM__TRY(ssm__cu_lr_copy_steps(L, h, out, T - 1, 1)); /* step T - 1 (odd): no task after it */

@@ -1323,6 +1323,20 @@ static void build(void) {
             if (T <= 300) lr_row(CASE_BWD, dt, layout, methods[(k + 1) % 4], 1 + k % 3, T, n, m, Cm[(k / 3) % 3], 0.9, flags);
         }
     }
+    /* cyclic reduction and Blelloch of matrix states (16-bit, m > 8) on CUDA's task kernel: their
+       first levels read b itself (rows of 4-element vectors, or element by element at m = 21) or,
+       for other views, a copy of it; at n > 64 a state wider than 64 columns is staged in 64-column
+       blocks (two at m = 128, the second partial at m = 100); forward and backward (transposed A) */
+    {
+        static const int64_t nb[4] = {128, 72, 128, 100}, mb[4] = {128, 100, 21, 72}, Tb[4] = {33, 64, 7, 18};
+        for (k = 0; k < 8; ++k) {
+            const int i = k / 2, method = k % 2 ? SSM_LINREC_BLELLOCH : SSM_LINREC_CR;
+            const unsigned flags = (k % 3 ? CASE_H0 : 0) | (k % 4 != 1 ? CASE_HT : 0) | (k == 2 || k == 7 ? CASE_REVERSE : 0);
+            const int layout = i == 3 ? LAYOUT_REVERSED : LAYOUT_CONTIGUOUS;
+            lr_row(CASE_FWD, k % 4 < 2 ? CASE_F16 : CASE_BF16, layout, method, 2, Tb[i], nb[i], mb[i], 0, 0.9, flags);
+            lr_row(CASE_BWD, k % 4 < 2 ? CASE_BF16 : CASE_F16, layout, method, 2, Tb[i], nb[i], mb[i], 0, 0.9, flags);
+        }
+    }
     /* the tensor-core path's two-level carries (from 128 chunk maps a sequence, in groups of 8 up to 1279;
        the last group partial: 140 maps at T = 2250, chunks of 16; or a single map: 137 at
        T = 2200, 129 at T = 8300 with the default 64), every tile width, forward and backward */
