@@ -3014,6 +3014,9 @@ typedef struct ssm__hs_args {
                                    of cyclic reduction and Blelloch (d = 1, 16-bit A): the addends v_t read there */
     int vbs;                    /* (with vb) the staged v_{t-d} read there too where t - d >= 1 (the up-sweep):
                                    b's slots t >= 1 are not copied into the f32 work buffer first */
+    int vbc;                    /* (with vb, vbs and vv) b's rows are 16-bit, m % 8 == 0 and 16-byte aligned: a staged
+                                   v_{t-d} from b arrives by cp.async beside M, its 16-bit columns side by side (no
+                                   lo parts), and its products go 16 columns at a time */
 } ssm__hs_args;
 /* 1 when v in and out are f32 with unit column stride, m % 4 == 0 and every offset and stride a
    multiple of 4 floats from a 16-byte aligned base (float4 staging, float2 read-add-store). */
@@ -3170,6 +3173,7 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ss
         const int fromb = a.vb.p && a.vbs && t - a.d >= 1;
         const ssm__hs_step stg = ssm__hs_step_of(fromb ? a.vb : a.vc, s, t - a.d);
         const int lo = !fromb || a.vb.dt == 0;                      /* 16-bit v_{t-d}: its lo parts are 0 */
+        const int vbc = doV && fromb && a.vbc;                      /* v_{t-d} by cp.async (ssm__hs_args) */
         const int64_t vot = a.vo.off + s * a.vo.ss + (t - a.d) * a.vo.ts; /* (with vo) v_{t-d}'s step there */
         if (cpM)
             for (int e = tt; e < n * n; e += tn) {
@@ -3200,7 +3204,15 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ss
                     if (doM) Bs[i * LDB + j] = Mc[mcp + o];
                 }
             }
-            ssm__hs_stage_v<NP, BF>(a, stg, Bs, LDB, tt, tn, 0, vw, vot);
+            if (vbc) { /* b's rows into the state part as they are: columns side by side from NP */
+                const unsigned short *vg = (const unsigned short *)stg.p;
+                const int rc = m / 8;
+                for (int e = tt; e < n * rc; e += tn) {
+                    const int i = e / rc, c8 = (e - i * rc) * 8;
+                    ssm__tc_cp16(Bs + i * LDB + NP + c8, vg + stg.o + i * stg.rs + c8);
+                }
+                ssm__tc_commit();
+            } else ssm__hs_stage_v<NP, BF>(a, stg, Bs, LDB, tt, tn, 0, vw, vot);
         }
         ssm__tc_wait<0>();
         __syncthreads();
@@ -3246,9 +3258,42 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ss
 #pragma unroll
                 for (int kk = 0; kk < NP / 16; ++kk) ssm__tc_ldm4(af[kk], As + (16 * wt + (lane & 15)) * C::LDA + 16 * kk + (lane >> 4) * 8);
         }
+        if (vbc) { /* 16 columns a product (ssm__tc_rows16), two products' addends loaded before them */
+            float *vnf = (float *)a.vn.p;
+            const int G = (m + 15) / 16;
+            for (int g0 = 0; g0 < G; g0 += 2) {
+                float2 ad[2][2][2];
+#pragma unroll
+                for (int gg = 0; gg < 2; ++gg)
+#pragma unroll
+                    for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const int i = r0 + 8 * rr, j = 16 * (g0 + gg) + 8 * h2 + c2;
+                            if (i < n && j < m) ad[gg][h2][rr] = ssm__cu_ld2(add.p, add.dt, add.o + i * add.rs + j);
+                        }
+#pragma unroll
+                for (int gg = 0; gg < 2; ++gg) {
+                    if (g0 + gg >= G) break;
+                    float c0[4], c1[4];
+                    ssm__tc_rows16<BF, NP>(c0, c1, af, bl, LDB, NP + 16 * (g0 + gg));
+#pragma unroll
+                    for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+                        for (int rr = 0; rr < 2; ++rr) {
+                            const float *c = h2 ? c1 : c0;
+                            const int i = r0 + 8 * rr, j = 16 * (g0 + gg) + 8 * h2 + c2; /* m % 8 == 0: j + 1 < m too */
+                            if (i >= n || j >= m) continue;
+                            *(float2 *)(vnf + vnt + i * a.vn.rs + j) =
+                                make_float2(c[2 * rr] + ad[gg][h2][rr].x, c[2 * rr + 1] + ad[gg][h2][rr].y);
+                        }
+                }
+            }
+        }
         /* the state's column blocks (one below NP = 128): every thread meets the barriers between
-           them (their count is the launch's, as are the tasks' of a CTA) */
-        const int nblk = NP == 128 ? (a.MP + vw - 1) / vw : 1;
+           them (their count is the launch's, as are the tasks' of a CTA; with vbc, which holds for
+           every task of a CTA at NP = 128, none) */
+        const int nblk = vbc ? 0 : NP == 128 ? (a.MP + vw - 1) / vw : 1;
         for (int bi = 0; bi < nblk; ++bi) {
             const int c0 = bi * vw;
             if (bi) {
@@ -3622,6 +3667,8 @@ static ssm_result ssm__hs_from_b(ssm__cu_lr *L, ssm__hs_args *a, ssm_seq_view b,
     const ssm__cu_rv bv = ssm__cu_rv_of(b, 0, 0);
     if (!a->vv || ssm__hs_v4_ok(bv)) {
         a->vb = bv, a->vbs = 1;
+        a->vbc = a->vv && bv.dt != 0 && bv.cs == 1 && a->m % 8 == 0 && !((bv.off | bv.rs | bv.ts | bv.ss) & 7) &&
+                 !((uintptr_t)bv.p & 15);
         return SSM_OK;
     }
     return ssm__cu_lr_copy_steps(L, b, h, 1, T - 1);

@@ -1324,12 +1324,15 @@ static void build(void) {
         }
     }
     /* cyclic reduction and Blelloch of matrix states (16-bit, m > 8) on CUDA's task kernel: their
-       first levels read b itself (rows of 4-element vectors, or element by element at m = 21) or,
-       for other views, a copy of it; at n > 64 a state wider than 64 columns is staged in 64-column
-       blocks (two at m = 128, the second partial at m = 100); forward and backward (transposed A) */
+       first levels read b itself (16-byte rows by cp.async where m % 8 == 0, the last 16-column
+       product half past m at m = 24; rows of 4-element vectors at m = 100; element by element at
+       m = 21) or, for other views, a copy of it; at n > 64 a state wider than 64 columns is staged
+       in 64-column blocks (two at m = 128, the second partial at m = 100); forward and backward
+       (transposed A) */
     {
-        static const int64_t nb[4] = {128, 72, 128, 100}, mb[4] = {128, 100, 21, 72}, Tb[4] = {33, 64, 7, 18};
-        for (k = 0; k < 8; ++k) {
+        static const int64_t nb[6] = {128, 72, 128, 100, 40, 64}, mb[6] = {128, 100, 21, 72, 24, 64};
+        static const int64_t Tb[6] = {33, 64, 7, 18, 50, 129};
+        for (k = 0; k < 12; ++k) {
             const int i = k / 2, method = k % 2 ? SSM_LINREC_BLELLOCH : SSM_LINREC_CR;
             const unsigned flags = (k % 3 ? CASE_H0 : 0) | (k % 4 != 1 ? CASE_HT : 0) | (k == 2 || k == 7 ? CASE_REVERSE : 0);
             const int layout = i == 3 ? LAYOUT_REVERSED : LAYOUT_CONTIGUOUS;
