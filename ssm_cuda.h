@@ -112,8 +112,8 @@
                columns of A contiguous and 16-byte aligned) run seq and chunked on a
                tensor-core kernel (mma.sync; the state transposed in registers as hi + lo
                16-bit parts, f32 on 3xTF32): H200, m = n, A of 256 MB, chunked f32 n64 S16
-               T1024 0.94 ms vs cr 1.64, f16 n32 S128 T1024 1.21 vs 1.81, f16 n64 S32 T1024
-               1.48 vs 1.89 (the CUDA-core kernel: 2.7-12 ms). Other shapes use CUDA cores.
+               T1024 0.94 ms vs cr 1.64, f16 n32 S128 T1024 1.22 vs 1.67, f16 n64 S32 T1024
+               1.48 vs 1.78 (the CUDA-core kernel: 2.7-12 ms). Other shapes use CUDA cores.
      cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan).
      scan_hs / blelloch   prefix scans (Hillis-Steele 1986, Blelloch 1990), batched products per level.
      auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
