@@ -3039,8 +3039,8 @@ static ssm__cu_rv ssm__cu_rv_tr(ssm__cu_rv v) {
     v.rs = v.cs, v.cs = r;
     return v;
 }
-/* 1 when the 16-bit M tiles come by 16-byte cp.async: unit column stride, n % 8 == 0, offsets and
-   strides multiples of 8 elements from a 16-byte aligned base. */
+/* 1 when the 16-bit rows of M (n columns; or of b, m columns) come by 16-byte cp.async: unit column
+   stride, n % 8 == 0, offsets and strides multiples of 8 elements from a 16-byte aligned base. */
 static int ssm__hs_mvec(const ssm__cu_rv &M, int bits, int64_t n) {
     return bits == 16 && M.cs == 1 && !(n & 7) && !((M.rs | M.ts | M.ss | M.off) & 7) && !((uintptr_t)M.p & 15);
 }
@@ -3060,21 +3060,23 @@ __device__ __forceinline__ void ssm__hs_roles(const ssm__hs_args &a, int64_t t, 
     cpM = needM && !doM && t >= mlo && t <= d;
 }
 
-/* state columns the task kernel stages at a time: at NP = 128 a 128-column state goes in 64-column
+/* state columns (of MP) the task kernel stages at a time: at NP = 128 a 128-column state goes in 64-column
    blocks, so that two CTAs fit an SM (102 KB each instead of 135 KB) and one stages while the other
    multiplies; one such CTA an SM was latency-bound (ncu: tensor pipe 11-15%, DRAM 29-39%,
    bench/results/cuda_mat_cr_prof_c9470ff.log) */
-__host__ __device__ constexpr int ssm__hs_vw(int NP) { return NP == 128 ? 64 : 128; }
+__host__ __device__ constexpr int ssm__hs_vw(int NP, int64_t MP) {
+    const int w = NP == 128 ? 64 : 128;
+    return MP < w ? (int)MP : w;
+}
 template <int NP> struct ssm__hs_cfg {
     static constexpr int WPT = NP / 16;                  /* warps per task */
     static constexpr int TPC = WPT >= 4 ? 1 : 4 / WPT;   /* tasks per CTA */
     static constexpr int NT = 32 * WPT * TPC;
     static constexpr int LDA = NP + 8;                   /* halfs; (LDA / 8) odd: conflict-free ldmatrix */
-    static constexpr int VW = ssm__hs_vw(NP);
     static constexpr int MINB = NP == 128 ? 2 : 4;       /* CTAs an SM (see ssm__hs_vw; 4 x 128 threads below) */
 };
 static size_t ssm__hs_tc_smem(int NP, int64_t m) {
-    const int64_t MP = (m + 7) / 8 * 8, WPT = NP / 16, TPC = WPT >= 4 ? 1 : 4 / WPT, vw = MP < ssm__hs_vw(NP) ? MP : ssm__hs_vw(NP);
+    const int64_t MP = (m + 7) / 8 * 8, WPT = NP / 16, TPC = WPT >= 4 ? 1 : 4 / WPT, vw = ssm__hs_vw(NP, MP);
     return (size_t)TPC * NP * ((NP + 8) + (NP + 2 * vw + 8)) * 2;
 }
 
@@ -3151,7 +3153,7 @@ template <int NP, int BF>
 __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ssm__cu_hs_tc_kernel(ssm__hs_args a) {
     typedef ssm__hs_cfg<NP> C;
     extern __shared__ __align__(16) unsigned short ssm__hs_sm[];
-    const int n = a.n, m = a.m, vw = a.MP < C::VW ? a.MP : C::VW, LDB = NP + 2 * vw + 8, per = NP * C::LDA + NP * LDB;
+    const int n = a.n, m = a.m, vw = ssm__hs_vw(NP, a.MP), LDB = NP + 2 * vw + 8, per = NP * C::LDA + NP * LDB;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, slot = warp / C::WPT, wt = warp % C::WPT;
     const int tt = threadIdx.x - slot * 32 * C::WPT, tn = 32 * C::WPT;
     unsigned short *As = ssm__hs_sm + slot * per, *Bs = As + NP * C::LDA;
@@ -3667,8 +3669,7 @@ static ssm_result ssm__hs_from_b(ssm__cu_lr *L, ssm__hs_args *a, ssm_seq_view b,
     const ssm__cu_rv bv = ssm__cu_rv_of(b, 0, 0);
     if (!a->vv || ssm__hs_v4_ok(bv)) {
         a->vb = bv, a->vbs = 1;
-        a->vbc = a->vv && bv.dt != 0 && bv.cs == 1 && a->m % 8 == 0 && !((bv.off | bv.rs | bv.ts | bv.ss) & 7) &&
-                 !((uintptr_t)bv.p & 15);
+        a->vbc = a->vv && bv.dt != 0 && ssm__hs_mvec(bv, 16, a->m);
         return SSM_OK;
     }
     return ssm__cu_lr_copy_steps(L, b, h, 1, T - 1);
