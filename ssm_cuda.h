@@ -1489,30 +1489,78 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    h_1 = A_1 h_0 + b_1), the half-length recurrence on the odd slots in place (b' = h), then
    back-substitution (h_{2i} = A_{2i} h_{2i-1} + b_{2i}). Products are f32 FMAs out of shared
    memory, 16 x 16 threads with an R x R block of outputs each (R = 1, 2, 4, 8: n, m <= 16R <= 128;
-   the left operand transposed in shared memory so each k is two float4 loads per 16 FMAs).
+   the left operand transposed in shared memory so each k is two float4 loads per 16 FMAs). A
+   task is a chain of tile loads, a barrier, the product and the stores, so the loads go out
+   together (ssm__cu_cr_load, ssm__cu_cr_store). At R = 8 a task holds one CTA an SM (two f32
+   128 x 128 tiles); staging them in k-halves for two CTAs an SM (128 registers) measured
+   slower (H200, f32 S4 T1024 n128 m128: 5.55 ms against 3.66).
    Used on its own for every shape it takes, and for the carries between tensor-core spans. */
 #define SSM__CR_MAXN 128
 #define SSM__CR_LD(R) (16 * (R) + 4) /* row stride (floats) of the shared tiles: float4 rows */
+/* CTAs an SM the registers must allow: 8 at R <= 2 (32 registers; uncapped, the loads in flight
+   took them to 64-80 and the small tiles lost their occupancy: f32 S64 T1024 n32 m32 1.83 ms vs
+   1.35 capped); none above, where a cap spilled (the shared tiles limit those anyway) */
+#define SSM__CR_MINB(R) ((R) <= 2 ? 8 : 1)
+/* 1 when four elements of v from index i on (i a multiple of 4 apart from the view's rows) take
+   one vector load or store: f32 16-byte, 16-bit 8-byte aligned */
+__device__ __forceinline__ int ssm__cu_v4_at(const ssm__cu_rv &v, int64_t i, int64_t step) {
+    return !((i | step) & 3) && !((uintptr_t)v.p & (v.dt == 0 ? 15 : 7));
+}
 /* dst[i*ld + j] = v(i, j), or dst[j*ld + i] when tr (the left operand is kept transposed so a
-   thread's R rows are one vector load per k); global reads run along j either way. */
+   thread's R rows are one vector load per k). Up to eight loads in flight a thread before their
+   stores (one load, one store at a time left each task a chain of dependent global round trips), four
+   elements a load along whichever of v's directions is contiguous, and threads run along the
+   tile's contiguous direction in shared memory (conflict-free stores). */
+template <int R>
 __device__ __forceinline__ void ssm__cu_cr_load(float *dst, int ld, const ssm__cu_rv &v, int64_t base, int rows, int cols,
                                                 int tr) {
-    for (int e = threadIdx.x; e < rows * cols; e += 256) {
-        const int i = e / cols, j = e - i * cols;
-        dst[tr ? j * ld + i : i * ld + j] = ssm__cu_ld(v.p, v.dt, base + i * v.rs + j * v.cs);
+    /* loads in flight a thread: a tile's share at most (16R x 16R over 256 threads), up to 8 */
+    constexpr int DV = R * R / 4 < 1 ? 1 : R * R / 4 > 8 ? 8 : R * R / 4, DS = R * R > 8 ? 8 : R * R;
+    /* c: the direction of v's unit stride (else columns), r the other; ds*: their strides in dst */
+    const int swap = v.cs != 1 && v.rs == 1, nr = swap ? cols : rows, nc = swap ? rows : cols;
+    const int64_t sr = swap ? v.cs : v.rs, sc = swap ? 1 : v.cs;
+    const int dsr = (swap ^ tr) ? 1 : ld, dsc = (swap ^ tr) ? ld : 1, cfast = dsc == 1;
+    if (sc == 1 && !(nc & 3) && ssm__cu_v4_at(v, base, sr)) {
+        const int q = nc / 4, cnt = nr * q;
+        for (int e0 = threadIdx.x; e0 < cnt; e0 += 256 * DV) {
+            float4 x[DV];
+#pragma unroll
+            for (int k = 0; k < DV; ++k) {
+                const int e = e0 + 256 * k, r = cfast ? e / q : e % nr, c = 4 * (cfast ? e - r * q : e / nr);
+                if (e < cnt) x[k] = ssm__cu_ld4(v.p, v.dt, base + r * sr + c);
+            }
+#pragma unroll
+            for (int k = 0; k < DV; ++k) {
+                const int e = e0 + 256 * k, r = cfast ? e / q : e % nr, c = 4 * (cfast ? e - r * q : e / nr);
+                if (e >= cnt) continue;
+                float *d = dst + r * dsr + c * dsc;
+                if (cfast) *(float4 *)d = x[k];
+                else d[0] = x[k].x, d[dsc] = x[k].y, d[2 * dsc] = x[k].z, d[3 * dsc] = x[k].w;
+            }
+        }
+        return;
+    }
+    for (int e0 = threadIdx.x; e0 < rows * cols; e0 += 256 * DS) {
+        float x[DS];
+#pragma unroll
+        for (int k = 0; k < DS; ++k) {
+            const int e = e0 + 256 * k, i = tr ? e % rows : e / cols, j = tr ? e / rows : e - i * cols;
+            if (e < rows * cols) x[k] = ssm__cu_ld(v.p, v.dt, base + i * v.rs + j * v.cs);
+        }
+#pragma unroll
+        for (int k = 0; k < DS; ++k) {
+            const int e = e0 + 256 * k, i = tr ? e % rows : e / cols, j = tr ? e / rows : e - i * cols;
+            if (e < rows * cols) dst[tr ? j * ld + i : i * ld + j] = x[k];
+        }
     }
 }
-/* acc[a][c] = sum over k < n of A(R ty + a, k) X(k, R tx + c), A transposed in At (rows /
+/* acc[a][c] += sum over k < kw of A(R ty + a, k) X(k, R tx + c), A transposed in At (rows /
    columns past the operands are junk and never stored). */
 template <int R>
-__device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, int ld, int n, float acc[R][R]) {
+__device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, int ld, int kw, float acc[R][R]) {
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const float *ap = At + ty * R, *xp = Xs + tx * R;
-#pragma unroll
-    for (int a = 0; a < R; ++a)
-#pragma unroll
-        for (int c = 0; c < R; ++c) acc[a][c] = 0.f;
-    for (int k = 0; k < n; ++k) {
+    for (int k = 0; k < kw; ++k) {
         float av[R], xv[R];
         if (R >= 4) {
 #pragma unroll
@@ -1531,63 +1579,93 @@ __device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, 
             for (int c = 0; c < R; ++c) acc[a][c] = fmaf(av[a], xv[c], acc[a][c]);
     }
 }
-/* out[base_o + i*rs + j*cs] = acc (+ add[base_a + ...] when add.p), i < n, j < cols */
+/* acc = A X for the n x n A at ab in A (staged in As, transposed, when stageA; else As holds it
+   already) and the n x cols X at xb in X (staged in Xs); Xs is free again on return. */
+template <int R>
+__device__ __forceinline__ void ssm__cu_cr_product(float *As, float *Xs, int stageA, const ssm__cu_rv &A, int64_t ab,
+                                                   const ssm__cu_rv &X, int64_t xb, int n, int cols, float acc[R][R]) {
+#pragma unroll
+    for (int a = 0; a < R; ++a)
+#pragma unroll
+        for (int c = 0; c < R; ++c) acc[a][c] = 0.f;
+    if (stageA) ssm__cu_cr_load<R>(As, SSM__CR_LD(R), A, ab, n, n, 1);
+    ssm__cu_cr_load<R>(Xs, SSM__CR_LD(R), X, xb, n, cols, 0);
+    __syncthreads();
+    ssm__cu_cr_mm<R>(As, Xs, SSM__CR_LD(R), n, acc);
+    __syncthreads();
+}
+/* out[base_o + i*rs + j*cs] = acc (+ add[base_a + ...] when add.p), i < n, j < cols. The
+   addends are all loaded before the first store (out may be add itself, so a load could not pass
+   a store: each element was a global round trip), four columns a load or store where the rows
+   allow. */
 template <int R>
 __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, int cols, const ssm__cu_rv &o, int64_t bo,
                                                  const ssm__cu_rv &add, int64_t ba) {
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int va = R >= 4 && add.p && add.cs == 1 && !(cols & 3) && ssm__cu_v4_at(add, ba, add.rs);
+    const int vo = R >= 4 && o.cs == 1 && !(cols & 3) && ssm__cu_v4_at(o, bo, o.rs);
+    float v[R][R];
 #pragma unroll
     for (int a = 0; a < R; ++a)
 #pragma unroll
-        for (int c = 0; c < R; ++c) {
+        for (int c = 0; c < R; c += 4) {
             const int i = ty * R + a, j = tx * R + c;
-            if (i < n && j < cols) {
-                float v = acc[a][c];
-                if (add.p) v += ssm__cu_ld(add.p, add.dt, ba + i * add.rs + j * add.cs);
-                ssm__cu_stv(o.p, o.dt, bo + i * o.rs + j * o.cs, v);
-            }
+            if constexpr (R >= 4)
+                if (va) {
+                    const float4 x = i < n && j < cols ? ssm__cu_ld4(add.p, add.dt, ba + i * add.rs + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+                    v[a][c] = x.x, v[a][c + 1] = x.y, v[a][c + 2] = x.z, v[a][c + 3] = x.w;
+                    continue;
+                }
+#pragma unroll
+            for (int cc = c; cc < c + 4 && cc < R; ++cc)
+                v[a][cc] = add.p && i < n && j + cc - c < cols ? ssm__cu_ld(add.p, add.dt, ba + i * add.rs + (j + cc - c) * add.cs) : 0.f;
+        }
+#pragma unroll
+    for (int a = 0; a < R; ++a)
+#pragma unroll
+        for (int c = 0; c < R; c += 4) {
+            const int i = ty * R + a, j = tx * R + c;
+            if constexpr (R >= 4)
+                if (vo) {
+                    if (i < n && j < cols)
+                        ssm__cu_st4(o.p, o.dt, bo + i * o.rs + j,
+                                    make_float4(acc[a][c] + v[a][c], acc[a][c + 1] + v[a][c + 1], acc[a][c + 2] + v[a][c + 2],
+                                                acc[a][c + 3] + v[a][c + 3]));
+                    continue;
+                }
+#pragma unroll
+            for (int cc = c; cc < c + 4 && cc < R; ++cc)
+                if (i < n && j + cc - c < cols) ssm__cu_stv(o.p, o.dt, bo + i * o.rs + (j + cc - c) * o.cs, acc[a][cc] + v[a][cc]);
         }
 }
 
 template <int R>
-__global__ void __launch_bounds__(256) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A, ssm__cu_rv b,
-                                                                ssm__cu_rv h, ssm__cu_rv A2) {
+__global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
+                                                                                ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv A2) {
     extern __shared__ __align__(16) float ssm__cr_sm[];
-    const int ld = SSM__CR_LD(R);
-    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * ld;
-    const int64_t i = blockIdx.x, s = s0 + blockIdx.y, ko = 2 * i + 1;
+    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
+    const int64_t i = blockIdx.x, s = s0 + blockIdx.y, ko = 2 * i + 1, ab = A.off + s * A.ss + ko * A.ts;
     float acc[R][R];
-    ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ko * A.ts, n, n, 1);
     if (i > 0) {
-        ssm__cu_cr_load(Xs, ld, A, A.off + s * A.ss + (ko - 1) * A.ts, n, n, 0);
-        __syncthreads();
-        ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+        ssm__cu_cr_product<R>(As, Xs, 1, A, ab, A, ab - A.ts, n, n, acc);
         ssm__cu_rv none;
         none.p = NULL;
         ssm__cu_cr_store<R>(acc, n, n, A2, A2.off + s * A2.ss + i * A2.ts, none, 0);
-        __syncthreads();
-        ssm__cu_cr_load(Xs, ld, b, b.off + s * b.ss + (ko - 1) * b.ts, n, m, 0); /* an even slot: read-only here */
-    } else {
-        ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss, n, m, 0);
-    }
-    __syncthreads();
-    ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+        ssm__cu_cr_product<R>(As, Xs, 0, A, ab, b, b.off + s * b.ss + (ko - 1) * b.ts, n, m, acc); /* an even slot: read-only here */
+    } else
+        ssm__cu_cr_product<R>(As, Xs, 1, A, ab, h, h.off + s * h.ss, n, m, acc);
     /* each element of b_ko is read by the thread that then writes h_ko: safe when b = h */
     ssm__cu_cr_store<R>(acc, n, m, h, h.off + s * h.ss + ko * h.ts, b, b.off + s * b.ss + ko * b.ts);
 }
 
 template <int R>
-__global__ void __launch_bounds__(256) ssm__cu_cr_back_kernel(int64_t s0, int n, int m, ssm__cu_rv A, ssm__cu_rv b,
-                                                              ssm__cu_rv h) {
+__global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_cr_back_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
+                                                                              ssm__cu_rv b, ssm__cu_rv h) {
     extern __shared__ __align__(16) float ssm__cr_sm[];
-    const int ld = SSM__CR_LD(R);
-    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * ld;
+    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
     const int64_t ke = 2 * ((int64_t)blockIdx.x + 1), s = s0 + blockIdx.y;
     float acc[R][R];
-    ssm__cu_cr_load(As, ld, A, A.off + s * A.ss + ke * A.ts, n, n, 1);
-    ssm__cu_cr_load(Xs, ld, h, h.off + s * h.ss + (ke - 1) * h.ts, n, m, 0);
-    __syncthreads();
-    ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+    ssm__cu_cr_product<R>(As, Xs, 1, A, A.off + s * A.ss + ke * A.ts, h, h.off + s * h.ss + (ke - 1) * h.ts, n, m, acc);
     ssm__cu_cr_store<R>(acc, n, m, h, h.off + s * h.ss + ke * h.ts, b, b.off + s * b.ss + ke * b.ts);
 }
 
@@ -3339,10 +3417,10 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ss
 
 /* f32: a task per CTA (grid x: t, grid y: sequences), 256 threads, products as in cyclic reduction */
 template <int R>
-__global__ void __launch_bounds__(256) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a) {
+__global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a) {
     extern __shared__ __align__(16) float ssm__cr_sm[];
-    const int ld = SSM__CR_LD(R), n = a.n, m = a.m;
-    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * ld;
+    const int n = a.n, m = a.m;
+    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
     const int64_t s = s0 + blockIdx.y, t = a.t0 + (int64_t)blockIdx.x * a.step;
     int doV, cpV, doM, cpM;
     ssm__hs_roles(a, t, doV, cpV, doM, cpM);
@@ -3360,20 +3438,15 @@ __global__ void __launch_bounds__(256) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs
         }
     if (!doV) return;
     float acc[R][R];
-    ssm__cu_rv none;
-    none.p = NULL;
-    ssm__cu_cr_load(As, ld, a.Mc, mct, n, n, 1);
-    if (doM) {
-        ssm__cu_cr_load(Xs, ld, a.Mc, mct - a.d * a.Mc.ts, n, n, 0);
-        __syncthreads();
-        ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
-        ssm__cu_cr_store<R>(acc, n, n, a.Mn, mnt, none, 0);
-        __syncthreads();
-    }
-    ssm__cu_cr_load(Xs, ld, a.vc, vct - a.d * a.vc.ts, n, m, 0);
-    __syncthreads();
-    ssm__cu_cr_mm<R>(As, Xs, ld, n, acc);
+    /* M_t staged once for both products (Blelloch's up-sweep overwrites it in place) */
+    ssm__cu_cr_product<R>(As, Xs, 1, a.Mc, mct, a.vc, vct - a.d * a.vc.ts, n, m, acc);
     ssm__cu_cr_store<R>(acc, n, m, a.vn, vnt, a.vc, vct);
+    if (doM) {
+        ssm__cu_rv none;
+        none.p = NULL;
+        ssm__cu_cr_product<R>(As, Xs, 0, a.Mc, mct, a.Mc, mct - a.d * a.Mc.ts, n, n, acc);
+        ssm__cu_cr_store<R>(acc, n, n, a.Mn, mnt, none, 0);
+    }
 }
 
 static int ssm__hs_np(int64_t n) { return n <= 16 ? 16 : n <= 32 ? 32 : n <= 64 ? 64 : 128; }

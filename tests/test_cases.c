@@ -1385,6 +1385,12 @@ static void build(void) {
         lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 2, 300, 64, 64, 0, 0.9, CASE_H0 | CASE_HT);
         /* f32 at a tensor-core shape, padded: CUDA's spans decline the view (the CUDA-core chunks) */
         lr_row(v, CASE_F32, LAYOUT_PADDED, SSM_LINREC_CR, 2, 129, 32, 1, 0, 0.9, CASE_H0 | CASE_HT);
+        /* CUDA's level kernels on tiles of vector rows (m % 4 == 0, aligned; the backward's
+           transposed A loaded along its columns): R = 8 and 4, 16-bit A and b in 8-byte pieces */
+        lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 2, 100, 128, 128, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 3, 77, 64, 20, 0, 0.9, CASE_HT | CASE_REVERSE);
+        lr_row(v, CASE_F16 | CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 2, 150, 24, 4, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_F32, LAYOUT_PADDED, SSM_LINREC_CR, 2, 65, 40, 8, 0, 0.9, CASE_H0);
     }
     /* wide states (m > 8) on CUDA's tensor-core task kernel: Hillis-Steele, Blelloch and cyclic
        reduction, v rows by vectors (m % 4 == 0, contiguous) and element by element (padded,
