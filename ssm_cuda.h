@@ -1503,7 +1503,7 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
 #define SSM__CR_MINB(R) ((R) <= 2 ? 8 : 1)
 /* 1 when four elements of v from index i on (i a multiple of 4 apart from the view's rows) take
    one vector load or store: f32 16-byte, 16-bit 8-byte aligned */
-__device__ __forceinline__ int ssm__cu_v4_at(const ssm__cu_rv &v, int64_t i, int64_t step) {
+__host__ __device__ __forceinline__ int ssm__cu_v4_at(const ssm__cu_rv &v, int64_t i, int64_t step) {
     return !((i | step) & 3) && !((uintptr_t)v.p & (v.dt == 0 ? 15 : 7));
 }
 /* dst[i*ld + j] = v(i, j), or dst[j*ld + i] when tr (the left operand is kept transposed so a
@@ -1554,13 +1554,17 @@ __device__ __forceinline__ void ssm__cu_cr_load(float *dst, int ld, const ssm__c
         }
     }
 }
-/* acc[a][c] += sum over k < kw of A(R ty + a, k) X(k, R tx + c), A transposed in At (rows /
+/* acc[a][c] = sum over k < n of A(R ty + a, k) X(k, R tx + c), A transposed in At (rows /
    columns past the operands are junk and never stored). */
 template <int R>
-__device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, int ld, int kw, float acc[R][R]) {
+__device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, int ld, int n, float acc[R][R]) {
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const float *ap = At + ty * R, *xp = Xs + tx * R;
-    for (int k = 0; k < kw; ++k) {
+#pragma unroll
+    for (int a = 0; a < R; ++a)
+#pragma unroll
+        for (int c = 0; c < R; ++c) acc[a][c] = 0.f;
+    for (int k = 0; k < n; ++k) {
         float av[R], xv[R];
         if (R >= 4) {
 #pragma unroll
@@ -1584,10 +1588,6 @@ __device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, 
 template <int R>
 __device__ __forceinline__ void ssm__cu_cr_product(float *As, float *Xs, int stageA, const ssm__cu_rv &A, int64_t ab,
                                                    const ssm__cu_rv &X, int64_t xb, int n, int cols, float acc[R][R]) {
-#pragma unroll
-    for (int a = 0; a < R; ++a)
-#pragma unroll
-        for (int c = 0; c < R; ++c) acc[a][c] = 0.f;
     if (stageA) ssm__cu_cr_load<R>(As, SSM__CR_LD(R), A, ab, n, n, 1);
     ssm__cu_cr_load<R>(Xs, SSM__CR_LD(R), X, xb, n, cols, 0);
     __syncthreads();
@@ -1604,39 +1604,38 @@ __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, i
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int va = R >= 4 && add.p && add.cs == 1 && !(cols & 3) && ssm__cu_v4_at(add, ba, add.rs);
     const int vo = R >= 4 && o.cs == 1 && !(cols & 3) && ssm__cu_v4_at(o, bo, o.rs);
+    /* f(a, c, i, j) for this thread's outputs four columns at a time: acc[a][c..], element (i, j..) */
+    auto quads = [&](auto &&f) {
+#pragma unroll
+        for (int a = 0; a < R; ++a)
+#pragma unroll
+            for (int c = 0; c < R; c += 4) f(a, c, ty * R + a, tx * R + c);
+    };
     float v[R][R];
+    quads([&](int a, int c, int i, int j) {
+        if constexpr (R >= 4)
+            if (va) {
+                const float4 x = i < n && j < cols ? ssm__cu_ld4(add.p, add.dt, ba + i * add.rs + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+                v[a][c] = x.x, v[a][c + 1] = x.y, v[a][c + 2] = x.z, v[a][c + 3] = x.w;
+                return;
+            }
 #pragma unroll
-    for (int a = 0; a < R; ++a)
+        for (int cc = c; cc < c + 4 && cc < R; ++cc)
+            v[a][cc] = add.p && i < n && j + cc - c < cols ? ssm__cu_ld(add.p, add.dt, ba + i * add.rs + (j + cc - c) * add.cs) : 0.f;
+    });
+    quads([&](int a, int c, int i, int j) {
+        if constexpr (R >= 4)
+            if (vo) {
+                if (i < n && j < cols)
+                    ssm__cu_st4(o.p, o.dt, bo + i * o.rs + j,
+                                make_float4(acc[a][c] + v[a][c], acc[a][c + 1] + v[a][c + 1], acc[a][c + 2] + v[a][c + 2],
+                                            acc[a][c + 3] + v[a][c + 3]));
+                return;
+            }
 #pragma unroll
-        for (int c = 0; c < R; c += 4) {
-            const int i = ty * R + a, j = tx * R + c;
-            if constexpr (R >= 4)
-                if (va) {
-                    const float4 x = i < n && j < cols ? ssm__cu_ld4(add.p, add.dt, ba + i * add.rs + j) : make_float4(0.f, 0.f, 0.f, 0.f);
-                    v[a][c] = x.x, v[a][c + 1] = x.y, v[a][c + 2] = x.z, v[a][c + 3] = x.w;
-                    continue;
-                }
-#pragma unroll
-            for (int cc = c; cc < c + 4 && cc < R; ++cc)
-                v[a][cc] = add.p && i < n && j + cc - c < cols ? ssm__cu_ld(add.p, add.dt, ba + i * add.rs + (j + cc - c) * add.cs) : 0.f;
-        }
-#pragma unroll
-    for (int a = 0; a < R; ++a)
-#pragma unroll
-        for (int c = 0; c < R; c += 4) {
-            const int i = ty * R + a, j = tx * R + c;
-            if constexpr (R >= 4)
-                if (vo) {
-                    if (i < n && j < cols)
-                        ssm__cu_st4(o.p, o.dt, bo + i * o.rs + j,
-                                    make_float4(acc[a][c] + v[a][c], acc[a][c + 1] + v[a][c + 1], acc[a][c + 2] + v[a][c + 2],
-                                                acc[a][c + 3] + v[a][c + 3]));
-                    continue;
-                }
-#pragma unroll
-            for (int cc = c; cc < c + 4 && cc < R; ++cc)
-                if (i < n && j + cc - c < cols) ssm__cu_stv(o.p, o.dt, bo + i * o.rs + (j + cc - c) * o.cs, acc[a][cc] + v[a][cc]);
-        }
+        for (int cc = c; cc < c + 4 && cc < R; ++cc)
+            if (i < n && j + cc - c < cols) ssm__cu_stv(o.p, o.dt, bo + i * o.rs + (j + cc - c) * o.cs, acc[a][cc] + v[a][cc]);
+    });
 }
 
 template <int R>
@@ -3109,7 +3108,7 @@ static int ssm__hs_vv(const ssm__cu_rv &vc, const ssm__cu_rv &vn, int64_t m) {
 /* 1 when a view's rows take the task kernel's vector loads and stores (16-byte f32 / 8-byte 16-bit
    pieces of unit-stride rows; with ssm__hs_vv, m % 4 == 0) */
 static int ssm__hs_v4_ok(const ssm__cu_rv &o) {
-    return o.cs == 1 && !((o.off | o.rs | o.ts | o.ss) & 3) && !((uintptr_t)o.p & (o.dt == 0 ? 15 : 7));
+    return o.cs == 1 && ssm__cu_v4_at(o, o.off | o.ts | o.ss, o.rs); /* every step and sequence start */
 }
 /* the view of the transposes (rows and columns swapped) */
 static ssm__cu_rv ssm__cu_rv_tr(ssm__cu_rv v) {
