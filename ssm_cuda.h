@@ -192,7 +192,9 @@ typedef struct ssm_cuda_config {
     int decay_prefetch;   /* tiled forward: 1 = no cp.async ring for x, 2 = the ring           */
     int linrec_tc_split;  /* tensor-core chunked: 1 = plain 16-bit running product (f32 A:
                              plain TF32), 2 = hi/lo split (~f32 accurate; f32 A: 3xTF32); by
-                             shape: split for bf16 and f32, plain for f16                     */
+                             shape: split for bf16 and f32, plain for f16. The f32 level
+                             kernels' tensor-core products (cr, HS, Blelloch at n or m > 32):
+                             3xTF32 unless 1 (plain TF32, ~2^-11 relative a product)         */
     int proj_kernel;      /* projection chain, FUSED forward: 1 = cuBLAS GEMM + one epilogue
                              pass, 2 = the tile-fused mma.sync kernel (16-bit, K-contiguous x
                              and W), 3 = the sm_90a TMA + wgmma kernel with the epilogue in
@@ -224,7 +226,9 @@ typedef struct ssm_cuda_config {
     int linrec_mat;       /* sequential and chunked recurrences with m >= 8 state columns:
                              1 = the f32 CUDA-core kernel; by default the tensor-core kernel
                              (16-bit A, n = 8..128 by 8; f32 A on 3xTF32, n = 8..64 by 4;
-                             rows or columns of A contiguous and 16-byte aligned)             */
+                             rows or columns of A contiguous and 16-byte aligned). 1 also
+                             keeps the f32 level kernels' products (cr, HS, Blelloch at n or
+                             m > 32) on FMAs instead of 3xTF32 on the tensor cores            */
     int bell_f32;         /* block-ELL with f32 operands: by default 3xTF32 on the tensor cores
                              (each product as hi hi + hi lo + lo hi of TF32 parts, ~2^-21
                              relative; f32 sums); 1 = f32 FMAs on the CUDA cores (exact
@@ -1493,10 +1497,15 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    task is a chain of tile loads, a barrier, the product and the stores, so the loads go out
    together (ssm__cu_cr_load, ssm__cu_cr_store). At R = 8 a task holds one CTA an SM (two f32
    128 x 128 tiles); staging them in k-halves for two CTAs an SM (128 registers) measured
-   slower (H200, f32 S4 T1024 n128 m128: 5.55 ms against 3.66).
+   slower (H200, f32 S4 T1024 n128 m128: 5.55 ms against 3.66). At R >= SSM__CR_TC_R the
+   products run on the tensor cores instead (ssm__cu_cr_mm_tc: m16n8k8 in 3xTF32, ~f32 accurate;
+   plain TF32 with linrec_tc_split = 1; CUDA-core FMAs with linrec_mat = 1).
    Used on its own for every shape it takes, and for the carries between tensor-core spans. */
 #define SSM__CR_MAXN 128
-#define SSM__CR_LD(R) (16 * (R) + 4) /* row stride (floats) of the shared tiles: float4 rows */
+/* row stride (floats) of the shared tiles: float4 rows, and 8 banks apart (rows k and k + 4 of
+   an m16n8k8 fragment load meet 32 distinct banks) */
+#define SSM__CR_LD(R) (16 * (R) + 8)
+#define SSM__CR_TC_R 4 /* the smallest R whose products take the tensor cores */
 /* CTAs an SM the registers must allow: 8 at R <= 2 (32 registers; uncapped, the loads in flight
    took them to 64-80 and the small tiles lost their occupancy: f32 S64 T1024 n32 m32 1.83 ms vs
    1.35 capped); none above, where a cap spilled (the shared tiles limit those anyway) */
@@ -1505,6 +1514,10 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    one vector load or store: f32 16-byte, 16-bit 8-byte aligned */
 __host__ __device__ __forceinline__ int ssm__cu_v4_at(const ssm__cu_rv &v, int64_t i, int64_t step) {
     return !((i | step) & 3) && !((uintptr_t)v.p & (v.dt == 0 ? 15 : 7));
+}
+/* the same for two elements: f32 8-byte, 16-bit 4-byte aligned */
+__device__ __forceinline__ int ssm__cu_v2_at(const ssm__cu_rv &v, int64_t i, int64_t step) {
+    return !((i | step) & 1) && !((uintptr_t)v.p & (v.dt == 0 ? 7 : 3));
 }
 /* dst[i*ld + j] = v(i, j), or dst[j*ld + i] when tr (the left operand is kept transposed so a
    thread's R rows are one vector load per k). Up to eight loads in flight a thread before their
@@ -1583,89 +1596,160 @@ __device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, 
             for (int c = 0; c < R; ++c) acc[a][c] = fmaf(av[a], xv[c], acc[a][c]);
     }
 }
-/* acc = A X for the n x n A at ab in A (staged in As, transposed, when stageA; else As holds it
-   already) and the n x cols X at xb in X (staged in Xs); Xs is free again on return. */
+/* The same product on the tensor cores (R >= 4): m16n8k8 TF32, 3xTF32 when split. The 8 warps
+   tile the 16R x 16R output 4 x 2, a warp's 4R x 8R block as R / 4 x R tiles of 16 x 8 (rows past
+   n, columns past cols skipped); acc[nt][4 mt + z] is element z of tile (mt, nt)'s fragment
+   (ssm__cu_cr_store's TC layout). The k-slabs run to n rounded up to 8, so rows n .. of both
+   tiles must be zero there (ssm__cu_cr_zpad). */
 template <int R>
+__device__ __forceinline__ void ssm__cu_cr_mm_tc(const float *At, const float *Xs, int ld, int n, int cols, int split,
+                                                 float acc[R][R]) {
+    constexpr int MT = R / 4;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int i0 = (warp >> 1) * 4 * R, j0 = (warp & 1) * 8 * R;
+#pragma unroll
+    for (int a = 0; a < R; ++a)
+#pragma unroll
+        for (int c = 0; c < R; ++c) acc[a][c] = 0.f;
+    if (i0 >= n || j0 >= cols) return;
+    const int mtn = min(MT, (n - i0 + 15) / 16), ntn = min(R, (cols - j0 + 7) / 8); /* the tiles inside n x cols */
+    for (int k0 = 0; k0 < n; k0 += 8) {
+        unsigned ah[MT][4], al[MT][4], bh[R][2], bl[R][2];
+        /* A(i, k) at At[k ld + i]: fragment element z at row g + 8 (z & 1), column q + 4 (z >> 1) */
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int z = 0; z < 4; ++z)
+                ssm__tc_split32(At[(k0 + q + 4 * (z >> 1)) * ld + i0 + 16 * mt + g + 8 * (z & 1)], &ah[mt][z], &al[mt][z]);
+#pragma unroll
+        for (int nt = 0; nt < R; ++nt)
+#pragma unroll
+            for (int z = 0; z < 2; ++z) ssm__tc_split32(Xs[(k0 + q + 4 * z) * ld + j0 + 8 * nt + g], &bh[nt][z], &bl[nt][z]);
+        /* the three products of 3xTF32 as passes over every tile: no MMA waits on the one before it
+           (one tile's three in a row were a chain of dependent MMAs) */
+        auto pass = [&](const unsigned (*a)[4], const unsigned (*b)[2]) {
+#pragma unroll
+            for (int nt = 0; nt < R; ++nt)
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    if (nt < ntn && mt < mtn) SSM__TC_MMA(SSM__TC_TF32, (&acc[nt][4 * mt]), a[mt], b[nt][0], b[nt][1]);
+        };
+        if (split) pass(al, bh), pass(ah, bl);
+        pass(ah, bh);
+    }
+}
+/* zeroes rows n .. (n rounded up to 8) of both tiles (the tensor-core products' last k-slab) */
+template <int R> __device__ __forceinline__ void ssm__cu_cr_zpad(float *As, float *Xs, int n) {
+    const int pad = (-n & 7) * SSM__CR_LD(R);
+    for (int e = threadIdx.x; e < pad; e += 256) As[n * SSM__CR_LD(R) + e] = 0.f, Xs[n * SSM__CR_LD(R) + e] = 0.f;
+}
+/* acc = A X for the n x n A at ab in A (staged in As, transposed, when stageA; else As holds it
+   already) and the n x cols X at xb in X (staged in Xs); Xs is free again on return. TC: on the
+   tensor cores (split: 3xTF32). */
+template <int R, int TC>
 __device__ __forceinline__ void ssm__cu_cr_product(float *As, float *Xs, int stageA, const ssm__cu_rv &A, int64_t ab,
-                                                   const ssm__cu_rv &X, int64_t xb, int n, int cols, float acc[R][R]) {
+                                                   const ssm__cu_rv &X, int64_t xb, int n, int cols, int split, float acc[R][R]) {
     if (stageA) ssm__cu_cr_load<R>(As, SSM__CR_LD(R), A, ab, n, n, 1);
     ssm__cu_cr_load<R>(Xs, SSM__CR_LD(R), X, xb, n, cols, 0);
     __syncthreads();
-    ssm__cu_cr_mm<R>(As, Xs, SSM__CR_LD(R), n, acc);
+    if constexpr (TC) ssm__cu_cr_mm_tc<R>(As, Xs, SSM__CR_LD(R), n, cols, split, acc);
+    else ssm__cu_cr_mm<R>(As, Xs, SSM__CR_LD(R), n, acc);
     __syncthreads();
 }
 /* out[base_o + i*rs + j*cs] = acc (+ add[base_a + ...] when add.p), i < n, j < cols. The
    addends are all loaded before the first store (out may be add itself, so a load could not pass
-   a store: each element was a global round trip), four columns a load or store where the rows
-   allow. */
-template <int R>
+   a store: each element was a global round trip), V columns a load or store where the rows
+   allow: four of ssm__cu_cr_mm's R x R block (R >= 4), two of a tensor-core fragment (TC). */
+template <int R, int TC>
 __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, int cols, const ssm__cu_rv &o, int64_t bo,
                                                  const ssm__cu_rv &add, int64_t ba) {
+    constexpr int V = TC ? 2 : 4, VEC = TC || R >= 4;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int va = R >= 4 && add.p && add.cs == 1 && !(cols & 3) && ssm__cu_v4_at(add, ba, add.rs);
-    const int vo = R >= 4 && o.cs == 1 && !(cols & 3) && ssm__cu_v4_at(o, bo, o.rs);
-    /* f(a, c, i, j) for this thread's outputs four columns at a time: acc[a][c..], element (i, j..) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i0 = (warp >> 1) * 4 * R + (lane >> 2), j0 = (warp & 1) * 8 * R + 2 * (lane & 3);
+    const int va = VEC && add.p && add.cs == 1 && !(cols & (V - 1)) && (V == 4 ? ssm__cu_v4_at(add, ba, add.rs) : ssm__cu_v2_at(add, ba, add.rs));
+    const int vo = VEC && o.cs == 1 && !(cols & (V - 1)) && (V == 4 ? ssm__cu_v4_at(o, bo, o.rs) : ssm__cu_v2_at(o, bo, o.rs));
+    /* f(a, c, i, j) for this thread's outputs V columns at a time: acc[a][c..], element (i, j..) */
     auto quads = [&](auto &&f) {
 #pragma unroll
         for (int a = 0; a < R; ++a)
 #pragma unroll
-            for (int c = 0; c < R; c += 4) f(a, c, ty * R + a, tx * R + c);
+            for (int c = 0; c < R; c += V) {
+                if constexpr (TC) f(a, c, i0 + 16 * (c >> 2) + 8 * ((c >> 1) & 1), j0 + 8 * a);
+                else f(a, c, ty * R + a, tx * R + c);
+            }
     };
     float v[R][R];
     quads([&](int a, int c, int i, int j) {
-        if constexpr (R >= 4)
+        if constexpr (VEC)
             if (va) {
-                const float4 x = i < n && j < cols ? ssm__cu_ld4(add.p, add.dt, ba + i * add.rs + j) : make_float4(0.f, 0.f, 0.f, 0.f);
-                v[a][c] = x.x, v[a][c + 1] = x.y, v[a][c + 2] = x.z, v[a][c + 3] = x.w;
+                if constexpr (V == 4) {
+                    const float4 x = i < n && j < cols ? ssm__cu_ld4(add.p, add.dt, ba + i * add.rs + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+                    v[a][c] = x.x, v[a][c + 1] = x.y, v[a][c + 2] = x.z, v[a][c + 3] = x.w;
+                } else {
+                    const float2 x = i < n && j < cols ? ssm__cu_ld2(add.p, add.dt, ba + i * add.rs + j) : make_float2(0.f, 0.f);
+                    v[a][c] = x.x, v[a][c + 1] = x.y;
+                }
                 return;
             }
 #pragma unroll
-        for (int cc = c; cc < c + 4 && cc < R; ++cc)
+        for (int cc = c; cc < c + V && cc < R; ++cc)
             v[a][cc] = add.p && i < n && j + cc - c < cols ? ssm__cu_ld(add.p, add.dt, ba + i * add.rs + (j + cc - c) * add.cs) : 0.f;
     });
     quads([&](int a, int c, int i, int j) {
-        if constexpr (R >= 4)
+        if constexpr (VEC)
             if (vo) {
-                if (i < n && j < cols)
-                    ssm__cu_st4(o.p, o.dt, bo + i * o.rs + j,
-                                make_float4(acc[a][c] + v[a][c], acc[a][c + 1] + v[a][c + 1], acc[a][c + 2] + v[a][c + 2],
-                                            acc[a][c + 3] + v[a][c + 3]));
+                if (i < n && j < cols) {
+                    if constexpr (V == 4)
+                        ssm__cu_st4(o.p, o.dt, bo + i * o.rs + j,
+                                    make_float4(acc[a][c] + v[a][c], acc[a][c + 1] + v[a][c + 1], acc[a][c + 2] + v[a][c + 2],
+                                                acc[a][c + 3] + v[a][c + 3]));
+                    else ssm__cu_st2(o.p, o.dt, bo + i * o.rs + j, make_float2(acc[a][c] + v[a][c], acc[a][c + 1] + v[a][c + 1]));
+                }
                 return;
             }
 #pragma unroll
-        for (int cc = c; cc < c + 4 && cc < R; ++cc)
+        for (int cc = c; cc < c + V && cc < R; ++cc)
             if (i < n && j + cc - c < cols) ssm__cu_stv(o.p, o.dt, bo + i * o.rs + (j + cc - c) * o.cs, acc[a][cc] + v[a][cc]);
     });
 }
 
-template <int R>
+/* The level kernels: TC, products on the tensor cores (split: 3xTF32) */
+template <int R, int TC>
 __global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
-                                                                                ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv A2) {
+                                                                                ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv A2, int split) {
     extern __shared__ __align__(16) float ssm__cr_sm[];
     float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
     const int64_t i = blockIdx.x, s = s0 + blockIdx.y, ko = 2 * i + 1, ab = A.off + s * A.ss + ko * A.ts;
     float acc[R][R];
+    if (TC) ssm__cu_cr_zpad<R>(As, Xs, n);
     if (i > 0) {
-        ssm__cu_cr_product<R>(As, Xs, 1, A, ab, A, ab - A.ts, n, n, acc);
+        ssm__cu_cr_product<R, TC>(As, Xs, 1, A, ab, A, ab - A.ts, n, n, split, acc);
         ssm__cu_rv none;
         none.p = NULL;
-        ssm__cu_cr_store<R>(acc, n, n, A2, A2.off + s * A2.ss + i * A2.ts, none, 0);
-        ssm__cu_cr_product<R>(As, Xs, 0, A, ab, b, b.off + s * b.ss + (ko - 1) * b.ts, n, m, acc); /* an even slot: read-only here */
+        ssm__cu_cr_store<R, TC>(acc, n, n, A2, A2.off + s * A2.ss + i * A2.ts, none, 0);
+        ssm__cu_cr_product<R, TC>(As, Xs, 0, A, ab, b, b.off + s * b.ss + (ko - 1) * b.ts, n, m, split, acc); /* an even slot: read-only here */
     } else
-        ssm__cu_cr_product<R>(As, Xs, 1, A, ab, h, h.off + s * h.ss, n, m, acc);
+        ssm__cu_cr_product<R, TC>(As, Xs, 1, A, ab, h, h.off + s * h.ss, n, m, split, acc);
     /* each element of b_ko is read by the thread that then writes h_ko: safe when b = h */
-    ssm__cu_cr_store<R>(acc, n, m, h, h.off + s * h.ss + ko * h.ts, b, b.off + s * b.ss + ko * b.ts);
+    ssm__cu_cr_store<R, TC>(acc, n, m, h, h.off + s * h.ss + ko * h.ts, b, b.off + s * b.ss + ko * b.ts);
 }
 
-template <int R>
+template <int R, int TC>
 __global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_cr_back_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
-                                                                              ssm__cu_rv b, ssm__cu_rv h) {
+                                                                              ssm__cu_rv b, ssm__cu_rv h, int split) {
     extern __shared__ __align__(16) float ssm__cr_sm[];
     float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
     const int64_t ke = 2 * ((int64_t)blockIdx.x + 1), s = s0 + blockIdx.y;
     float acc[R][R];
-    ssm__cu_cr_product<R>(As, Xs, 1, A, A.off + s * A.ss + ke * A.ts, h, h.off + s * h.ss + (ke - 1) * h.ts, n, m, acc);
-    ssm__cu_cr_store<R>(acc, n, m, h, h.off + s * h.ss + ke * h.ts, b, b.off + s * b.ss + ke * b.ts);
+    if (TC) ssm__cu_cr_zpad<R>(As, Xs, n);
+    ssm__cu_cr_product<R, TC>(As, Xs, 1, A, A.off + s * A.ss + ke * A.ts, h, h.off + s * h.ss + (ke - 1) * h.ts, n, m, split, acc);
+    ssm__cu_cr_store<R, TC>(acc, n, m, h, h.off + s * h.ss + ke * h.ts, b, b.off + s * b.ss + ke * b.ts);
+}
+/* 1 when the level kernels' products at tile factor R take the tensor cores; *split: in 3xTF32 */
+static int ssm__cu_cr_on_tc(const ssm_ctx *ctx, int R, int *split) {
+    const ssm__cu_state *cs = ssm__cu_st(ctx);
+    *split = cs->knobs.linrec_tc_split != 1;
+    return R >= SSM__CR_TC_R && cs->knobs.linrec_mat != 1;
 }
 
 static int ssm__cu_cr_r(int64_t n, int64_t m) {
@@ -1702,8 +1786,8 @@ static size_t ssm__cu_cr_levels_bytes(int64_t S, int64_t T, int64_t n, int esz) 
     return e;
 }
 
-template <int R>
-static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws) {
+template <int R, int TC>
+static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, int split, char *ws) {
     const int64_t half = T / 2, nb = (T - 1) / 2, n = L->n;
     const size_t smem = ssm__cu_cr_smem(R);
     cudaStream_t st = ssm__cu_st(L->ctx)->stream;
@@ -1713,41 +1797,43 @@ static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
     ws += ssm__cu_cr_levels_bytes(L->S, T, n, 4) - ssm__cu_cr_levels_bytes(L->S, half, n, 4);
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
         dim3 grid((unsigned)half, SSM__CU_GRID_Y(L->S - s0));
-        ssm__cu_cr_reduce_kernel<R><<<grid, 256, smem, st>>>(s0, (int)n, (int)L->m, A, b, h, A2);
+        ssm__cu_cr_reduce_kernel<R, TC><<<grid, 256, smem, st>>>(s0, (int)n, (int)L->m, A, b, h, A2, split);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_cr_reduce_kernel");
     }
     L->st->mat_mat += L->S * (half - 1);
     L->st->mat_state += L->S * (half + nb);
     ho = h, ho.off += h.ts, ho.ts *= 2;
-    SSM__TRY(ssm__cu_cr_level<R>(L, half, A2, ho, ho, ws));
+    SSM__TRY((ssm__cu_cr_level<R, TC>(L, half, A2, ho, ho, split, ws)));
     if (nb <= 0) return SSM_OK;
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
         dim3 grid((unsigned)nb, SSM__CU_GRID_Y(L->S - s0));
-        ssm__cu_cr_back_kernel<R><<<grid, 256, smem, st>>>(s0, (int)n, (int)L->m, A, b, h);
+        ssm__cu_cr_back_kernel<R, TC><<<grid, 256, smem, st>>>(s0, (int)n, (int)L->m, A, b, h, split);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_cr_back_kernel");
     }
     return SSM_OK;
 }
-template <int R>
-static ssm_result ssm__cu_cr_go(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws) {
+template <int R, int TC>
+static ssm_result ssm__cu_cr_go(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, int split, char *ws) {
     const size_t smem = ssm__cu_cr_smem(R);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(ssm__cu_cr_reduce_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_cr_reduce_kernel<R, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(ssm__cu_cr_back_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            e = cudaFuncSetAttribute(ssm__cu_cr_back_kernel<R, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem,
                                  cudaGetErrorString(e));
     }
-    return ssm__cu_cr_level<R>(L, T, A, b, h, ws);
+    return ssm__cu_cr_level<R, TC>(L, T, A, b, h, split, ws);
 }
 /* Steps 1..T-1 of h_t = A_t h_{t-1} + b_t (h_0 in h; b may be h itself) by cyclic reduction. */
 static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws) {
-    switch (ssm__cu_cr_r(L->n, L->m)) {
-    case 1: return ssm__cu_cr_go<1>(L, T, A, b, h, ws);
-    case 2: return ssm__cu_cr_go<2>(L, T, A, b, h, ws);
-    case 4: return ssm__cu_cr_go<4>(L, T, A, b, h, ws);
-    default: return ssm__cu_cr_go<8>(L, T, A, b, h, ws);
+    const int R = ssm__cu_cr_r(L->n, L->m);
+    int split, tc = ssm__cu_cr_on_tc(L->ctx, R, &split);
+    switch (R) {
+    case 1: return ssm__cu_cr_go<1, 0>(L, T, A, b, h, split, ws);
+    case 2: return ssm__cu_cr_go<2, 0>(L, T, A, b, h, split, ws);
+    case 4: return tc ? ssm__cu_cr_go<4, 1>(L, T, A, b, h, split, ws) : ssm__cu_cr_go<4, 0>(L, T, A, b, h, split, ws);
+    default: return tc ? ssm__cu_cr_go<8, 1>(L, T, A, b, h, split, ws) : ssm__cu_cr_go<8, 0>(L, T, A, b, h, split, ws);
     }
 }
 
@@ -3414,9 +3500,10 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ss
     }
 }
 
-/* f32: a task per CTA (grid x: t, grid y: sequences), 256 threads, products as in cyclic reduction */
-template <int R>
-__global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a) {
+/* f32: a task per CTA (grid x: t, grid y: sequences), 256 threads, products as in cyclic reduction
+   (TC: on the tensor cores, split: 3xTF32) */
+template <int R, int TC>
+__global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a, int split) {
     extern __shared__ __align__(16) float ssm__cr_sm[];
     const int n = a.n, m = a.m;
     float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
@@ -3437,14 +3524,15 @@ __global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_hs_fma_kernel(in
         }
     if (!doV) return;
     float acc[R][R];
+    if (TC) ssm__cu_cr_zpad<R>(As, Xs, n);
     /* M_t staged once for both products (Blelloch's up-sweep overwrites it in place) */
-    ssm__cu_cr_product<R>(As, Xs, 1, a.Mc, mct, a.vc, vct - a.d * a.vc.ts, n, m, acc);
-    ssm__cu_cr_store<R>(acc, n, m, a.vn, vnt, a.vc, vct);
+    ssm__cu_cr_product<R, TC>(As, Xs, 1, a.Mc, mct, a.vc, vct - a.d * a.vc.ts, n, m, split, acc);
+    ssm__cu_cr_store<R, TC>(acc, n, m, a.vn, vnt, a.vc, vct);
     if (doM) {
         ssm__cu_rv none;
         none.p = NULL;
-        ssm__cu_cr_product<R>(As, Xs, 0, a.Mc, mct, a.Mc, mct - a.d * a.Mc.ts, n, n, acc);
-        ssm__cu_cr_store<R>(acc, n, n, a.Mn, mnt, none, 0);
+        ssm__cu_cr_product<R, TC>(As, Xs, 0, a.Mc, mct, a.Mc, mct - a.d * a.Mc.ts, n, n, split, acc);
+        ssm__cu_cr_store<R, TC>(acc, n, n, a.Mn, mnt, none, 0);
     }
 }
 
@@ -3485,28 +3573,32 @@ static ssm_result ssm__cu_hs_tc_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_tc_kernel");
     return SSM_OK;
 }
-template <int R>
-static ssm_result ssm__cu_hs_fma_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
+template <int R, int TC>
+static ssm_result ssm__cu_hs_fma_launch(ssm__cu_lr *L, const ssm__hs_args &a, int split) {
     const size_t smem = ssm__cu_cr_smem(R);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_fma_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_fma_kernel<R, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
     }
     for (int64_t s0 = 0; s0 < a.S; s0 += 65535) {
         dim3 grid((unsigned)a.ntask, SSM__CU_GRID_Y(a.S - s0));
-        ssm__cu_hs_fma_kernel<R><<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>(s0, a);
+        ssm__cu_hs_fma_kernel<R, TC><<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>(s0, a, split);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_fma_kernel");
     }
     return SSM_OK;
 }
 static ssm_result ssm__cu_hs_level(ssm__cu_lr *L, const ssm__hs_args &a, int bf) {
-    if (a.Mn.dt == 0) switch (ssm__cu_cr_r(a.n, a.m)) {
-        case 1: return ssm__cu_hs_fma_launch<1>(L, a);
-        case 2: return ssm__cu_hs_fma_launch<2>(L, a);
-        case 4: return ssm__cu_hs_fma_launch<4>(L, a);
-        default: return ssm__cu_hs_fma_launch<8>(L, a);
+    if (a.Mn.dt == 0) {
+        const int R = ssm__cu_cr_r(a.n, a.m);
+        int split, tc = ssm__cu_cr_on_tc(L->ctx, R, &split);
+        switch (R) {
+        case 1: return ssm__cu_hs_fma_launch<1, 0>(L, a, split);
+        case 2: return ssm__cu_hs_fma_launch<2, 0>(L, a, split);
+        case 4: return tc ? ssm__cu_hs_fma_launch<4, 1>(L, a, split) : ssm__cu_hs_fma_launch<4, 0>(L, a, split);
+        default: return tc ? ssm__cu_hs_fma_launch<8, 1>(L, a, split) : ssm__cu_hs_fma_launch<8, 0>(L, a, split);
         }
+    }
     switch (ssm__hs_np(a.n) * 2 + bf) {
     case 32: return ssm__cu_hs_tc_launch<16, 0>(L, a);
     case 33: return ssm__cu_hs_tc_launch<16, 1>(L, a);

@@ -290,6 +290,8 @@ int main(int argc, char **argv) {
                     }
                     linrec_rows(ctx, jl, dt, S, T, n, n, ms, 1);
                     if (ti == 0) linrec_rows(cores, jl, dt, S, T, n, n, chunked, 1, "cudacores"); /* the CUDA-core kernel beside it */
+                    if (ti == 0 && di == 2) /* and the f32 level kernels' FMA products beside their 3xTF32 ones */
+                        linrec_rows(cores, jl, dt, S, T, n, n, {SSM_LINREC_CR, SSM_LINREC_BLELLOCH}, 1, "cudacores");
                 }
         }
         fclose(jl), fclose(jd);

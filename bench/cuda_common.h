@@ -73,6 +73,7 @@ template <class F> static ssm_ctx *ctx_with(F set) {
     ssm_ctx_config cfg = ssm_ctx_config_init();
     ssm_cuda_config c = ssm_cuda_config_init();
     ssm_ctx *x = NULL;
+    if (getenv("BENCH_LINREC_MAT")) c.linrec_mat = atoi(getenv("BENCH_LINREC_MAT")); /* A/B runs: 1 = CUDA cores */
     set(c);
     cfg.backend = ssm_cuda_backend();
     cfg.backend_config = &c;

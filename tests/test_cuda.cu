@@ -1108,11 +1108,19 @@ int main(void) {
         cases_label = "scan-pertask";
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         cc.linrec_scan = 0;
-        cc.linrec_mat = 1; /* matrix states on the CUDA-core kernel instead of the tensor-core one */
+        cc.linrec_mat = 1; /* matrix states on the CUDA-core kernel instead of the tensor-core one, */
         cases_label = "mat-cuda-cores";
         cases_variant = SSM_LINREC_SEQUENTIAL;
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         cases_variant = SSM_LINREC_CHUNKED;
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_cr = 2; /* and the f32 level kernels' products (R >= 4) on FMAs instead of 3xTF32 */
+        cases_variant = SSM_LINREC_CR;
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_cr = 0;
+        cases_variant = SSM_LINREC_BLELLOCH;
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cases_variant = SSM_LINREC_SCAN_HS;
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         cc.linrec_mat = 0;
         cases_variant = -1;
