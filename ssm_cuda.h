@@ -1506,10 +1506,16 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    an m16n8k8 fragment load meet 32 distinct banks) */
 #define SSM__CR_LD(R) (16 * (R) + 8)
 #define SSM__CR_TC_R 4 /* the smallest R whose products take the tensor cores */
+/* Column blocks of cyclic reduction's tasks: at R = 8 on the tensor cores a task's outputs go to
+   two CTAs of 64 columns each (grid z), whose tiles (A whole, X's half: 104 KB) let two CTAs
+   share an SM, so one loads while the other multiplies; the FMA layout takes whole tasks */
+#define SSM__CR_H(R, TC) ((TC) && (R) == 8 ? 2 : 1)
+#define SSM__CR_LDX(R, H) (16 * (R) / (H) + 8) /* row stride of the X tile (8 banks apart, as above) */
 /* CTAs an SM the registers must allow: 8 at R <= 2 (32 registers; uncapped, the loads in flight
    took them to 64-80 and the small tiles lost their occupancy: f32 S64 T1024 n32 m32 1.83 ms vs
    1.35 capped); none above, where a cap spilled (the shared tiles limit those anyway) */
 #define SSM__CR_MINB(R) ((R) <= 2 ? 8 : 1)
+#define SSM__CR_MINBH(R, TC) (SSM__CR_MINB(R) * SSM__CR_H(R, TC)) /* (two CTAs of column blocks, <= 128 registers) */
 /* 1 when four elements of v from index i on (i a multiple of 4 apart from the view's rows) take
    one vector load or store: f32 16-byte, 16-bit 8-byte aligned */
 __host__ __device__ __forceinline__ int ssm__cu_v4_at(const ssm__cu_rv &v, int64_t i, int64_t step) {
@@ -1601,20 +1607,20 @@ __device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, 
    n, columns past cols skipped); acc[nt][4 mt + z] is element z of tile (mt, nt)'s fragment
    (ssm__cu_cr_store's TC layout). The k-slabs run to n rounded up to 8, so rows n .. of both
    tiles must be zero there (ssm__cu_cr_zpad). */
-template <int R>
-__device__ __forceinline__ void ssm__cu_cr_mm_tc(const float *At, const float *Xs, int ld, int n, int cols, int split,
+template <int R, int H>
+__device__ __forceinline__ void ssm__cu_cr_mm_tc(const float *At, int ld, const float *Xs, int ldx, int n, int cols, int split,
                                                  float acc[R][R]) {
-    constexpr int MT = R / 4;
+    constexpr int MT = R / 4, NT = R / H;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    const int i0 = (warp >> 1) * 4 * R, j0 = (warp & 1) * 8 * R;
+    const int i0 = (warp >> 1) * 4 * R, j0 = (warp & 1) * 8 * NT;
 #pragma unroll
-    for (int a = 0; a < R; ++a)
+    for (int a = 0; a < NT; ++a)
 #pragma unroll
         for (int c = 0; c < R; ++c) acc[a][c] = 0.f;
     if (i0 >= n || j0 >= cols) return;
-    const int mtn = min(MT, (n - i0 + 15) / 16), ntn = min(R, (cols - j0 + 7) / 8); /* the tiles inside n x cols */
+    const int mtn = min(MT, (n - i0 + 15) / 16), ntn = min(NT, (cols - j0 + 7) / 8); /* the tiles inside n x cols */
     for (int k0 = 0; k0 < n; k0 += 8) {
-        unsigned ah[MT][4], al[MT][4], bh[R][2], bl[R][2];
+        unsigned ah[MT][4], al[MT][4], bh[NT][2], bl[NT][2];
         /* A(i, k) at At[k ld + i]: fragment element z at row g + 8 (z & 1), column q + 4 (z >> 1) */
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -1622,14 +1628,14 @@ __device__ __forceinline__ void ssm__cu_cr_mm_tc(const float *At, const float *X
             for (int z = 0; z < 4; ++z)
                 ssm__tc_split32(At[(k0 + q + 4 * (z >> 1)) * ld + i0 + 16 * mt + g + 8 * (z & 1)], &ah[mt][z], &al[mt][z]);
 #pragma unroll
-        for (int nt = 0; nt < R; ++nt)
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-            for (int z = 0; z < 2; ++z) ssm__tc_split32(Xs[(k0 + q + 4 * z) * ld + j0 + 8 * nt + g], &bh[nt][z], &bl[nt][z]);
+            for (int z = 0; z < 2; ++z) ssm__tc_split32(Xs[(k0 + q + 4 * z) * ldx + j0 + 8 * nt + g], &bh[nt][z], &bl[nt][z]);
         /* the three products of 3xTF32 as passes over every tile: no MMA waits on the one before it
            (one tile's three in a row were a chain of dependent MMAs) */
         auto pass = [&](const unsigned (*a)[4], const unsigned (*b)[2]) {
 #pragma unroll
-            for (int nt = 0; nt < R; ++nt)
+            for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
                     if (nt < ntn && mt < mtn) SSM__TC_MMA(SSM__TC_TF32, (&acc[nt][4 * mt]), a[mt], b[nt][0], b[nt][1]);
@@ -1639,20 +1645,20 @@ __device__ __forceinline__ void ssm__cu_cr_mm_tc(const float *At, const float *X
     }
 }
 /* zeroes rows n .. (n rounded up to 8) of both tiles (the tensor-core products' last k-slab) */
-template <int R> __device__ __forceinline__ void ssm__cu_cr_zpad(float *As, float *Xs, int n) {
-    const int pad = (-n & 7) * SSM__CR_LD(R);
-    for (int e = threadIdx.x; e < pad; e += 256) As[n * SSM__CR_LD(R) + e] = 0.f, Xs[n * SSM__CR_LD(R) + e] = 0.f;
+template <int R, int H = 1> __device__ __forceinline__ void ssm__cu_cr_zpad(float *As, float *Xs, int n) {
+    for (int e = threadIdx.x; e < (-n & 7) * SSM__CR_LD(R); e += 256) As[n * SSM__CR_LD(R) + e] = 0.f;
+    for (int e = threadIdx.x; e < (-n & 7) * SSM__CR_LDX(R, H); e += 256) Xs[n * SSM__CR_LDX(R, H) + e] = 0.f;
 }
 /* acc = A X for the n x n A at ab in A (staged in As, transposed, when stageA; else As holds it
    already) and the n x cols X at xb in X (staged in Xs); Xs is free again on return. TC: on the
    tensor cores (split: 3xTF32). */
-template <int R, int TC>
+template <int R, int TC, int H = 1>
 __device__ __forceinline__ void ssm__cu_cr_product(float *As, float *Xs, int stageA, const ssm__cu_rv &A, int64_t ab,
                                                    const ssm__cu_rv &X, int64_t xb, int n, int cols, int split, float acc[R][R]) {
     if (stageA) ssm__cu_cr_load<R>(As, SSM__CR_LD(R), A, ab, n, n, 1);
-    ssm__cu_cr_load<R>(Xs, SSM__CR_LD(R), X, xb, n, cols, 0);
+    ssm__cu_cr_load<R>(Xs, SSM__CR_LDX(R, H), X, xb, n, cols, 0);
     __syncthreads();
-    if constexpr (TC) ssm__cu_cr_mm_tc<R>(As, Xs, SSM__CR_LD(R), n, cols, split, acc);
+    if constexpr (TC) ssm__cu_cr_mm_tc<R, H>(As, SSM__CR_LD(R), Xs, SSM__CR_LDX(R, H), n, cols, split, acc);
     else ssm__cu_cr_mm<R>(As, Xs, SSM__CR_LD(R), n, acc);
     __syncthreads();
 }
@@ -1660,18 +1666,18 @@ __device__ __forceinline__ void ssm__cu_cr_product(float *As, float *Xs, int sta
    addends are all loaded before the first store (out may be add itself, so a load could not pass
    a store: each element was a global round trip), V columns a load or store where the rows
    allow: four of ssm__cu_cr_mm's R x R block (R >= 4), two of a tensor-core fragment (TC). */
-template <int R, int TC>
+template <int R, int TC, int H = 1>
 __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, int cols, const ssm__cu_rv &o, int64_t bo,
                                                  const ssm__cu_rv &add, int64_t ba) {
-    constexpr int V = TC ? 2 : 4, VEC = TC || R >= 4;
+    constexpr int V = TC ? 2 : 4, VEC = TC || R >= 4, NA = TC ? R / H : R; /* acc[a] for a < NA */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i0 = (warp >> 1) * 4 * R + (lane >> 2), j0 = (warp & 1) * 8 * R + 2 * (lane & 3);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i0 = (warp >> 1) * 4 * R + (lane >> 2), j0 = (warp & 1) * 8 * NA + 2 * (lane & 3);
     const int va = VEC && add.p && add.cs == 1 && !(cols & (V - 1)) && (V == 4 ? ssm__cu_v4_at(add, ba, add.rs) : ssm__cu_v2_at(add, ba, add.rs));
     const int vo = VEC && o.cs == 1 && !(cols & (V - 1)) && (V == 4 ? ssm__cu_v4_at(o, bo, o.rs) : ssm__cu_v2_at(o, bo, o.rs));
     /* f(a, c, i, j) for this thread's outputs V columns at a time: acc[a][c..], element (i, j..) */
     auto quads = [&](auto &&f) {
 #pragma unroll
-        for (int a = 0; a < R; ++a)
+        for (int a = 0; a < NA; ++a)
 #pragma unroll
             for (int c = 0; c < R; c += V) {
                 if constexpr (TC) f(a, c, i0 + 16 * (c >> 2) + 8 * ((c >> 1) & 1), j0 + 8 * a);
@@ -1713,37 +1719,50 @@ __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, i
     });
 }
 
-/* The level kernels: TC, products on the tensor cores (split: 3xTF32) */
+/* The level kernels: TC, products on the tensor cores (split: 3xTF32); the task's columns c0 ..
+   c0 + 16R / H - 1 of each product (grid z: the column block, SSM__CR_H) */
 template <int R, int TC>
-__global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
-                                                                                ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv A2, int split) {
+__global__ void __launch_bounds__(256, SSM__CR_MINBH(R, TC)) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
+                                                                                     ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv A2, int split) {
+    constexpr int H = SSM__CR_H(R, TC), CW = 16 * R / H;
     extern __shared__ __align__(16) float ssm__cr_sm[];
     float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
     const int64_t i = blockIdx.x, s = s0 + blockIdx.y, ko = 2 * i + 1, ab = A.off + s * A.ss + ko * A.ts;
+    const int c0 = (int)blockIdx.z * CW, nw = min(n - c0, CW), mw = min(m - c0, CW); /* this block's columns of each product */
+    int staged = 0;
     float acc[R][R];
-    if (TC) ssm__cu_cr_zpad<R>(As, Xs, n);
+    if (TC) ssm__cu_cr_zpad<R, H>(As, Xs, n);
     if (i > 0) {
-        ssm__cu_cr_product<R, TC>(As, Xs, 1, A, ab, A, ab - A.ts, n, n, split, acc);
-        ssm__cu_rv none;
-        none.p = NULL;
-        ssm__cu_cr_store<R, TC>(acc, n, n, A2, A2.off + s * A2.ss + i * A2.ts, none, 0);
-        ssm__cu_cr_product<R, TC>(As, Xs, 0, A, ab, b, b.off + s * b.ss + (ko - 1) * b.ts, n, m, split, acc); /* an even slot: read-only here */
-    } else
-        ssm__cu_cr_product<R, TC>(As, Xs, 1, A, ab, h, h.off + s * h.ss, n, m, split, acc);
+        if (nw > 0) {
+            ssm__cu_cr_product<R, TC, H>(As, Xs, 1, A, ab, A, ab - A.ts + c0 * A.cs, n, nw, split, acc);
+            ssm__cu_rv none;
+            none.p = NULL;
+            ssm__cu_cr_store<R, TC, H>(acc, n, nw, A2, A2.off + s * A2.ss + i * A2.ts + c0 * A2.cs, none, 0);
+            staged = 1;
+        }
+        if (mw > 0) /* an even slot: read-only here */
+            ssm__cu_cr_product<R, TC, H>(As, Xs, !staged, A, ab, b, b.off + s * b.ss + (ko - 1) * b.ts + c0 * b.cs, n, mw, split, acc);
+    } else if (mw > 0)
+        ssm__cu_cr_product<R, TC, H>(As, Xs, 1, A, ab, h, h.off + s * h.ss + c0 * h.cs, n, mw, split, acc);
     /* each element of b_ko is read by the thread that then writes h_ko: safe when b = h */
-    ssm__cu_cr_store<R, TC>(acc, n, m, h, h.off + s * h.ss + ko * h.ts, b, b.off + s * b.ss + ko * b.ts);
+    if (mw > 0)
+        ssm__cu_cr_store<R, TC, H>(acc, n, mw, h, h.off + s * h.ss + ko * h.ts + c0 * h.cs, b, b.off + s * b.ss + ko * b.ts + c0 * b.cs);
 }
 
 template <int R, int TC>
-__global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_cr_back_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
-                                                                              ssm__cu_rv b, ssm__cu_rv h, int split) {
+__global__ void __launch_bounds__(256, SSM__CR_MINBH(R, TC)) ssm__cu_cr_back_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
+                                                                                   ssm__cu_rv b, ssm__cu_rv h, int split) {
+    constexpr int H = SSM__CR_H(R, TC), CW = 16 * R / H;
     extern __shared__ __align__(16) float ssm__cr_sm[];
     float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
     const int64_t ke = 2 * ((int64_t)blockIdx.x + 1), s = s0 + blockIdx.y;
+    const int c0 = (int)blockIdx.z * CW, mw = min(m - c0, CW);
     float acc[R][R];
-    if (TC) ssm__cu_cr_zpad<R>(As, Xs, n);
-    ssm__cu_cr_product<R, TC>(As, Xs, 1, A, A.off + s * A.ss + ke * A.ts, h, h.off + s * h.ss + (ke - 1) * h.ts, n, m, split, acc);
-    ssm__cu_cr_store<R, TC>(acc, n, m, h, h.off + s * h.ss + ke * h.ts, b, b.off + s * b.ss + ke * b.ts);
+    if (mw <= 0) return;
+    if (TC) ssm__cu_cr_zpad<R, H>(As, Xs, n);
+    ssm__cu_cr_product<R, TC, H>(As, Xs, 1, A, A.off + s * A.ss + ke * A.ts, h, h.off + s * h.ss + (ke - 1) * h.ts + c0 * h.cs, n, mw,
+                                 split, acc);
+    ssm__cu_cr_store<R, TC, H>(acc, n, mw, h, h.off + s * h.ss + ke * h.ts + c0 * h.cs, b, b.off + s * b.ss + ke * b.ts + c0 * b.cs);
 }
 /* 1 when the level kernels' products at tile factor R take the tensor cores; *split: in 3xTF32 */
 static int ssm__cu_cr_on_tc(const ssm_ctx *ctx, int R, int *split) {
@@ -1756,7 +1775,7 @@ static int ssm__cu_cr_r(int64_t n, int64_t m) {
     const int64_t w = n > m ? n : m;
     return w <= 16 ? 1 : w <= 32 ? 2 : w <= 64 ? 4 : 8;
 }
-static size_t ssm__cu_cr_smem(int R) { return (size_t)2 * 16 * R * SSM__CR_LD(R) * 4; }
+static size_t ssm__cu_cr_smem(int R, int H = 1) { return (size_t)16 * R * (SSM__CR_LD(R) + SSM__CR_LDX(R, H)) * 4; }
 /* The level kernels fit n, m <= 128 and T - 1 within a grid's x (2^31 - 1 blocks). By shape
    they take n <= 64, matrix states (m > 64), and the tensor-core shapes (whose spans reduce to
    carries on the level kernels); other n > 64 with narrow states ran faster on ssm.h's generic
@@ -1789,14 +1808,14 @@ static size_t ssm__cu_cr_levels_bytes(int64_t S, int64_t T, int64_t n, int esz) 
 template <int R, int TC>
 static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, int split, char *ws) {
     const int64_t half = T / 2, nb = (T - 1) / 2, n = L->n;
-    const size_t smem = ssm__cu_cr_smem(R);
+    const size_t smem = ssm__cu_cr_smem(R, SSM__CR_H(R, TC));
     cudaStream_t st = ssm__cu_st(L->ctx)->stream;
     ssm__cu_rv A2, ho;
     if (T < 2) return SSM_OK;
     A2.p = ws, A2.dt = 0, A2.off = -n * n, A2.ts = n * n, A2.rs = n, A2.cs = 1, A2.ss = (half - 1) * n * n, A2.chs = 0;
     ws += ssm__cu_cr_levels_bytes(L->S, T, n, 4) - ssm__cu_cr_levels_bytes(L->S, half, n, 4);
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
-        dim3 grid((unsigned)half, SSM__CU_GRID_Y(L->S - s0));
+        dim3 grid((unsigned)half, SSM__CU_GRID_Y(L->S - s0), SSM__CR_H(R, TC));
         ssm__cu_cr_reduce_kernel<R, TC><<<grid, 256, smem, st>>>(s0, (int)n, (int)L->m, A, b, h, A2, split);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_cr_reduce_kernel");
     }
@@ -1806,7 +1825,7 @@ static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
     SSM__TRY((ssm__cu_cr_level<R, TC>(L, half, A2, ho, ho, split, ws)));
     if (nb <= 0) return SSM_OK;
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) {
-        dim3 grid((unsigned)nb, SSM__CU_GRID_Y(L->S - s0));
+        dim3 grid((unsigned)nb, SSM__CU_GRID_Y(L->S - s0), SSM__CR_H(R, TC));
         ssm__cu_cr_back_kernel<R, TC><<<grid, 256, smem, st>>>(s0, (int)n, (int)L->m, A, b, h, split);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_cr_back_kernel");
     }
@@ -1814,7 +1833,7 @@ static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
 }
 template <int R, int TC>
 static ssm_result ssm__cu_cr_go(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, int split, char *ws) {
-    const size_t smem = ssm__cu_cr_smem(R);
+    const size_t smem = ssm__cu_cr_smem(R, SSM__CR_H(R, TC));
     if (smem > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(ssm__cu_cr_reduce_kernel<R, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e == cudaSuccess)
@@ -1822,6 +1841,12 @@ static ssm_result ssm__cu_cr_go(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem,
                                  cudaGetErrorString(e));
+        if (SSM__CR_H(R, TC) > 1) { /* a hint: the whole carveout as shared memory, so two CTAs fit an SM */
+            (void)cudaFuncSetAttribute(ssm__cu_cr_reduce_kernel<R, TC>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared);
+            (void)cudaFuncSetAttribute(ssm__cu_cr_back_kernel<R, TC>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared);
+        }
     }
     return ssm__cu_cr_level<R, TC>(L, T, A, b, h, split, ws);
 }
