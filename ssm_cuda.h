@@ -1499,7 +1499,8 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    128 x 128 tiles); staging them in k-halves for two CTAs an SM (128 registers) measured
    slower (H200, f32 S4 T1024 n128 m128: 5.55 ms against 3.66). At R >= SSM__CR_TC_R the
    products run on the tensor cores instead (ssm__cu_cr_mm_tc: m16n8k8 in 3xTF32, ~f32 accurate;
-   plain TF32 with linrec_tc_split = 1; CUDA-core FMAs with linrec_mat = 1).
+   plain TF32 with linrec_tc_split = 1; CUDA-core FMAs with linrec_mat = 1), and at R = 8 a task
+   is two CTAs of 64 output columns (SSM__CR_H), two an SM: 3.64 -> 2.39 ms at that shape.
    Used on its own for every shape it takes, and for the carries between tensor-core spans. */
 #define SSM__CR_MAXN 128
 /* row stride (floats) of the shared tiles: float4 rows, and 8 banks apart (rows k and k + 4 of
