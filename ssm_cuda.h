@@ -3527,15 +3527,19 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ss
 }
 
 /* f32: a task per CTA (grid x: t, grid y: sequences), 256 threads, products as in cyclic reduction
-   (TC: on the tensor cores, split: 3xTF32) */
-template <int R, int TC>
-__global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a, int split) {
+   (TC: on the tensor cores, split: 3xTF32), or a task's H column blocks (grid z, as in cyclic
+   reduction: H = 2 only where no task writes M in place, not in Blelloch's up-sweep, whose second
+   block would still read the M_t the first one overwrites) */
+template <int R, int TC, int H>
+__global__ void __launch_bounds__(256, SSM__CR_MINB(R) * H) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a, int split) {
+    constexpr int CW = 16 * R / H;
     extern __shared__ __align__(16) float ssm__cr_sm[];
-    const int n = a.n, m = a.m;
+    const int n = a.n, m = a.m, c0 = (int)blockIdx.z * CW, nw = min(n - c0, CW), mw = min(m - c0, CW);
     float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
     const int64_t s = s0 + blockIdx.y, t = a.t0 + (int64_t)blockIdx.x * a.step;
     int doV, cpV, doM, cpM;
     ssm__hs_roles(a, t, doV, cpV, doM, cpM);
+    if (blockIdx.z) cpV = cpM = 0; /* the copies: the first block's */
     const int64_t mct = a.Mc.off + s * a.Mc.ss + t * a.Mc.ts, mnt = a.Mn.off + s * a.Mn.ss + t * a.Mn.ts;
     const int64_t vct = a.vc.off + s * a.vc.ss + t * a.vc.ts, vnt = a.vn.off + s * a.vn.ss + t * a.vn.ts;
     if (cpM)
@@ -3550,15 +3554,17 @@ __global__ void __launch_bounds__(256, SSM__CR_MINB(R)) ssm__cu_hs_fma_kernel(in
         }
     if (!doV) return;
     float acc[R][R];
-    if (TC) ssm__cu_cr_zpad<R>(As, Xs, n);
+    if (TC) ssm__cu_cr_zpad<R, H>(As, Xs, n);
     /* M_t staged once for both products (Blelloch's up-sweep overwrites it in place) */
-    ssm__cu_cr_product<R, TC>(As, Xs, 1, a.Mc, mct, a.vc, vct - a.d * a.vc.ts, n, m, split, acc);
-    ssm__cu_cr_store<R, TC>(acc, n, m, a.vn, vnt, a.vc, vct);
-    if (doM) {
+    if (mw > 0) {
+        ssm__cu_cr_product<R, TC, H>(As, Xs, 1, a.Mc, mct, a.vc, vct - a.d * a.vc.ts + c0 * a.vc.cs, n, mw, split, acc);
+        ssm__cu_cr_store<R, TC, H>(acc, n, mw, a.vn, vnt + c0 * a.vn.cs, a.vc, vct + c0 * a.vc.cs);
+    }
+    if (doM && nw > 0) {
         ssm__cu_rv none;
         none.p = NULL;
-        ssm__cu_cr_product<R, TC>(As, Xs, 0, a.Mc, mct, a.Mc, mct - a.d * a.Mc.ts, n, n, split, acc);
-        ssm__cu_cr_store<R, TC>(acc, n, n, a.Mn, mnt, none, 0);
+        ssm__cu_cr_product<R, TC, H>(As, Xs, mw <= 0, a.Mc, mct, a.Mc, mct - a.d * a.Mc.ts + c0 * a.Mc.cs, n, nw, split, acc);
+        ssm__cu_cr_store<R, TC, H>(acc, n, nw, a.Mn, mnt + c0 * a.Mn.cs, none, 0);
     }
 }
 
@@ -3599,17 +3605,20 @@ static ssm_result ssm__cu_hs_tc_launch(ssm__cu_lr *L, const ssm__hs_args &a) {
     SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_tc_kernel");
     return SSM_OK;
 }
-template <int R, int TC>
+template <int R, int TC, int H = 1>
 static ssm_result ssm__cu_hs_fma_launch(ssm__cu_lr *L, const ssm__hs_args &a, int split) {
-    const size_t smem = ssm__cu_cr_smem(R);
+    const size_t smem = ssm__cu_cr_smem(R, H);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_fma_kernel<R, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(ssm__cu_hs_fma_kernel<R, TC, H>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
+        if (H > 1) /* a hint: the whole carveout as shared memory, so two CTAs fit an SM */
+            (void)cudaFuncSetAttribute(ssm__cu_hs_fma_kernel<R, TC, H>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       cudaSharedmemCarveoutMaxShared);
     }
     for (int64_t s0 = 0; s0 < a.S; s0 += 65535) {
-        dim3 grid((unsigned)a.ntask, SSM__CU_GRID_Y(a.S - s0));
-        ssm__cu_hs_fma_kernel<R, TC><<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>(s0, a, split);
+        dim3 grid((unsigned)a.ntask, SSM__CU_GRID_Y(a.S - s0), H);
+        ssm__cu_hs_fma_kernel<R, TC, H><<<grid, 256, smem, ssm__cu_st(L->ctx)->stream>>>(s0, a, split);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_hs_fma_kernel");
     }
     return SSM_OK;
@@ -3622,7 +3631,9 @@ static ssm_result ssm__cu_hs_level(ssm__cu_lr *L, const ssm__hs_args &a, int bf)
         case 1: return ssm__cu_hs_fma_launch<1, 0>(L, a, split);
         case 2: return ssm__cu_hs_fma_launch<2, 0>(L, a, split);
         case 4: return tc ? ssm__cu_hs_fma_launch<4, 1>(L, a, split) : ssm__cu_hs_fma_launch<4, 0>(L, a, split);
-        default: return tc ? ssm__cu_hs_fma_launch<8, 1>(L, a, split) : ssm__cu_hs_fma_launch<8, 0>(L, a, split);
+        default:
+            if (!tc) return ssm__cu_hs_fma_launch<8, 0>(L, a, split);
+            return a.mode == 1 ? ssm__cu_hs_fma_launch<8, 1>(L, a, split) : ssm__cu_hs_fma_launch<8, 1, 2>(L, a, split);
         }
     }
     switch (ssm__hs_np(a.n) * 2 + bf) {
