@@ -1516,16 +1516,13 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    took them to 64-80 and the small tiles lost their occupancy: f32 S64 T1024 n32 m32 1.83 ms vs
    1.35 capped); none above, where a cap spilled (the shared tiles limit those anyway) */
 #define SSM__CR_MINB(R) ((R) <= 2 ? 8 : 1)
-#define SSM__CR_MINBH(R, TC) (SSM__CR_MINB(R) * SSM__CR_H(R, TC)) /* (two CTAs of column blocks, <= 128 registers) */
-/* 1 when four elements of v from index i on (i a multiple of 4 apart from the view's rows) take
-   one vector load or store: f32 16-byte, 16-bit 8-byte aligned */
-__host__ __device__ __forceinline__ int ssm__cu_v4_at(const ssm__cu_rv &v, int64_t i, int64_t step) {
-    return !((i | step) & 3) && !((uintptr_t)v.p & (v.dt == 0 ? 15 : 7));
+#define SSM__CR_MINBH(R, H) (SSM__CR_MINB(R) * (H)) /* (H column blocks: two CTAs an SM, <= 128 registers) */
+/* 1 when V (2 or 4) elements of v from index i on (i a multiple of V, as is step, the distance
+   between the view's rows) take one vector load or store: V f32 or V 16-bit values aligned */
+__host__ __device__ __forceinline__ int ssm__cu_vec_at(const ssm__cu_rv &v, int64_t i, int64_t step, int V) {
+    return !((i | step) & (V - 1)) && !((uintptr_t)v.p & (V * (v.dt == 0 ? 4 : 2) - 1));
 }
-/* the same for two elements: f32 8-byte, 16-bit 4-byte aligned */
-__device__ __forceinline__ int ssm__cu_v2_at(const ssm__cu_rv &v, int64_t i, int64_t step) {
-    return !((i | step) & 1) && !((uintptr_t)v.p & (v.dt == 0 ? 7 : 3));
-}
+__host__ __device__ __forceinline__ int ssm__cu_v4_at(const ssm__cu_rv &v, int64_t i, int64_t step) { return ssm__cu_vec_at(v, i, step, 4); }
 /* dst[i*ld + j] = v(i, j), or dst[j*ld + i] when tr (the left operand is kept transposed so a
    thread's R rows are one vector load per k). Up to eight loads in flight a thread before their
    stores (one load, one store at a time left each task a chain of dependent global round trips), four
@@ -1673,8 +1670,8 @@ __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, i
     constexpr int V = TC ? 2 : 4, VEC = TC || R >= 4, NA = TC ? R / H : R; /* acc[a] for a < NA */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i0 = (warp >> 1) * 4 * R + (lane >> 2), j0 = (warp & 1) * 8 * NA + 2 * (lane & 3);
-    const int va = VEC && add.p && add.cs == 1 && !(cols & (V - 1)) && (V == 4 ? ssm__cu_v4_at(add, ba, add.rs) : ssm__cu_v2_at(add, ba, add.rs));
-    const int vo = VEC && o.cs == 1 && !(cols & (V - 1)) && (V == 4 ? ssm__cu_v4_at(o, bo, o.rs) : ssm__cu_v2_at(o, bo, o.rs));
+    const int va = VEC && add.p && add.cs == 1 && !(cols & (V - 1)) && ssm__cu_vec_at(add, ba, add.rs, V);
+    const int vo = VEC && o.cs == 1 && !(cols & (V - 1)) && ssm__cu_vec_at(o, bo, o.rs, V);
     /* f(a, c, i, j) for this thread's outputs V columns at a time: acc[a][c..], element (i, j..) */
     auto quads = [&](auto &&f) {
 #pragma unroll
@@ -1723,7 +1720,7 @@ __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, i
 /* The level kernels: TC, products on the tensor cores (split: 3xTF32); the task's columns c0 ..
    c0 + 16R / H - 1 of each product (grid z: the column block, SSM__CR_H) */
 template <int R, int TC>
-__global__ void __launch_bounds__(256, SSM__CR_MINBH(R, TC)) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
+__global__ void __launch_bounds__(256, SSM__CR_MINBH(R, SSM__CR_H(R, TC))) ssm__cu_cr_reduce_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
                                                                                      ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv A2, int split) {
     constexpr int H = SSM__CR_H(R, TC), CW = 16 * R / H;
     extern __shared__ __align__(16) float ssm__cr_sm[];
@@ -1751,7 +1748,7 @@ __global__ void __launch_bounds__(256, SSM__CR_MINBH(R, TC)) ssm__cu_cr_reduce_k
 }
 
 template <int R, int TC>
-__global__ void __launch_bounds__(256, SSM__CR_MINBH(R, TC)) ssm__cu_cr_back_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
+__global__ void __launch_bounds__(256, SSM__CR_MINBH(R, SSM__CR_H(R, TC))) ssm__cu_cr_back_kernel(int64_t s0, int n, int m, ssm__cu_rv A,
                                                                                    ssm__cu_rv b, ssm__cu_rv h, int split) {
     constexpr int H = SSM__CR_H(R, TC), CW = 16 * R / H;
     extern __shared__ __align__(16) float ssm__cr_sm[];
@@ -3531,7 +3528,7 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ss
    reduction: H = 2 only where no task writes M in place, not in Blelloch's up-sweep, whose second
    block would still read the M_t the first one overwrites) */
 template <int R, int TC, int H>
-__global__ void __launch_bounds__(256, SSM__CR_MINB(R) * H) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a, int split) {
+__global__ void __launch_bounds__(256, SSM__CR_MINBH(R, H)) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a, int split) {
     constexpr int CW = 16 * R / H;
     extern __shared__ __align__(16) float ssm__cr_sm[];
     const int n = a.n, m = a.m, c0 = (int)blockIdx.z * CW, nw = min(n - c0, CW), mw = min(m - c0, CW);
