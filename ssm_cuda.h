@@ -595,6 +595,102 @@ __device__ __forceinline__ void ssm__cu_st4(void *p, int dt, int64_t i, float4 v
     *(uint2 *)((unsigned short *)p + i) = u;
 }
 
+/* ---- warp-level tensor-core primitives (sm_80: cp.async, ldmatrix, mma.sync) --------------- */
+/* Shared by the recurrence, block-ELL, projection and delta-rule kernels, and by the Hopper
+   section below. */
+__device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ssm__tc_cp16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__tc_sa(dst)), "l"(src));
+}
+/* the same, zero-filled (no read) when !ok */
+__device__ __forceinline__ void ssm__tc_cp16z(void *dst, const void *src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void ssm__tc_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void ssm__tc_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+/* ldmatrix .x4 (four 8 x 8 b16 matrices: an m16n8k16 A fragment of 16 rows) at a shared-memory
+   address (the Hopper kernels' swizzled operands), or at a pointer */
+__device__ __forceinline__ void ssm__tc_ldm4a(unsigned r[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ssm__tc_ldm4(unsigned r[4], const void *p) { ssm__tc_ldm4a(r, ssm__tc_sa(p)); }
+__device__ __forceinline__ void ssm__tc_ldm4t(unsigned r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__tc_sa(p)));
+}
+/* mma.sync with f32 accumulators: c += a b (SSM__TC_MMA) or c = a b (SSM__TC_MMA0: the zero
+   accumulator in, no clearing), INSTR the shape and operand types. */
+#define SSM__TC_MMA(INSTR, c, a, b0, b1)                                                                      \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                            \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+#define SSM__TC_MMA0(INSTR, c, a, b0, b1)                                                                     \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"                        \
+                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])                                             \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f))
+#define SSM__TC_BF16 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#define SSM__TC_F16 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define SSM__TC_TF32 "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+/* Tile widths and limits of the tensor-core recurrence kernels (>>linrec: the chunked passes, the
+   matrix-state kernel) */
+#define SSM__TC_NS 32 /* the small tile */
+#define SSM__TC_N 64 /* the narrow tile (and the only one of the wgmma products) */
+#define SSM__TC_NMAX 128
+#define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
+#define SSM__TC_NMIN 16 /* n = 16 already runs at 21x its floor on the padded tiles; smaller n stays on the CUDA cores */
+template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    if (BF) SSM__TC_MMA(SSM__TC_BF16, c, a, b0, b1);
+    else SSM__TC_MMA(SSM__TC_F16, c, a, b0, b1);
+}
+template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+    if (BF) SSM__TC_MMA0(SSM__TC_BF16, c, a, b0, b1);
+    else SSM__TC_MMA0(SSM__TC_F16, c, a, b0, b1);
+}
+/* Two 8-column tiles, c0 and c1, from one A fragment and the B fragments b[0..1], b[2..3] of an
+   ldmatrix.x4; first: the first k-slab, accumulators start from zero. */
+template <int BF>
+__device__ __forceinline__ void ssm__tc_mma16(float c0[4], float c1[4], const unsigned a[4], const unsigned b[4], int first) {
+    if (first) {
+        ssm__tc_mma0<BF>(c0, a, b[0], b[1]);
+        ssm__tc_mma0<BF>(c1, a, b[2], b[3]);
+    } else {
+        ssm__tc_mma<BF>(c0, a, b[0], b[1]);
+        ssm__tc_mma<BF>(c1, a, b[2], b[3]);
+    }
+}
+/* f32 on the tensor cores (3xTF32): x = hi + lo, hi = x rounded to TF32 (10-bit mantissa), and
+   a product a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi on m16n8k8 (the dropped a_lo b_lo is ~2^-22
+   of it): near-f32 accuracy at three MMAs; plain TF32 (hi only) is 2^-11. The rounding is an
+   add and a mask (cvt.rna.tf32.f32 is emulated on sm_90, ~10 instructions); lo goes to the MMA
+   as an f32 pattern, whose low 13 bits the tensor cores do not use (an error of 2^-10 of lo,
+   ~2^-21 of x). */
+__device__ __forceinline__ unsigned ssm__tc_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned *lo) {
+    *hi = ssm__tc_tf32(x);
+    *lo = __float_as_uint(x - __uint_as_float(*hi));
+}
+/* c (+)= a b, m16n8k8 TF32; first: the accumulator starts from zero */
+__device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
+    if (first) SSM__TC_MMA0(SSM__TC_TF32, c, a, b0, b1);
+    else SSM__TC_MMA(SSM__TC_TF32, c, a, b0, b1);
+}
+/* An f32 operand of m16n8k8 for SPLIT = 1 (3xTF32: hi and lo) or 0 (plain TF32: hi, rounded) */
+template <int SPLIT> __device__ __forceinline__ void ssm__tc_tf32_op(float x, unsigned *hi, unsigned *lo) {
+    if (SPLIT) ssm__tc_split32(x, hi, lo);
+    else *hi = ssm__tc_tf32(x), *lo = 0u;
+}
+/* c += a b from such operands: lo hi + hi lo + hi hi (3xTF32) or hi hi */
+template <int SPLIT>
+__device__ __forceinline__ void ssm__tc_mma8x(float c[4], const unsigned ah[4], const unsigned al[4], unsigned bh0,
+                                              unsigned bh1, unsigned bl0, unsigned bl1) {
+    if (SPLIT) {
+        SSM__TC_MMA(SSM__TC_TF32, c, al, bh0, bh1);
+        SSM__TC_MMA(SSM__TC_TF32, c, ah, bl0, bl1);
+    }
+    SSM__TC_MMA(SSM__TC_TF32, c, ah, bh0, bh1);
+}
+
 /* An ssm_matrix_batch on the device: element (s, k, i, j) at p[s*ss + k*bs + i*rs + j*cs] of
    dtype dt (0 f32, 1 f16, 2 bf16). */
 typedef struct ssm__cu_op {
@@ -652,47 +748,107 @@ __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, i
     }
 }
 
-/* The same product on 64 x 64 tiles for M, N >= 64: 256 threads, a 4 x 4 block of C each, from
-   k-slabs of 16 staged as floats (A transposed, so a thread's four rows and four columns are one
-   float4 read each: 16 FMAs per two shared loads, against 4 FMAs per five in the 32 x 32 kernel,
-   which ran the adjoint's dA_t = g_t h_{t-1}^T at n = m = 128 near 8 TFLOP/s). */
+/* The same product on 64 x 64 tiles for M, N >= 64, on the tensor cores: m16n8k8 TF32, an f32
+   operand split hi + lo (3xTF32, ~f32 accurate; a 16-bit operand (A16, B16) is exact in TF32, so
+   its lo products are skipped). k-slabs of 32 staged k-contiguous, [row][k] with rows 4 banks
+   apart (conflict-free fragment loads). VEC: both operands of unit stride along k with 16-byte
+   rows: a slab is cp.async copies of the input type, two slabs in a ring (the next in flight
+   while this one multiplies); else element loads converted to f32. 8 warps, a warp 16 x 32 of C.
+   (The CUDA-core form, a 4 x 4 block of FMAs a thread, ran the adjoint's dA_t = g_t h_{t-1}^T
+   (both operands k-contiguous) near 10 TFLOP/s: at f32 n = m = 128 1.77 of a cyclic-reduction
+   backward's 4.74 ms under ncu; register-staged slabs on the tensor cores, 228 registers, 1.46,
+   and slower than the FMAs for 16-bit h: bench/results/cuda_cr_rowblocks_s51.log.) */
+#define SSM__MM_KS 32
+template <int A16, int B16, int VEC>
 __global__ void __launch_bounds__(256) ssm__cu_mm64_kernel(int64_t nbatch, int64_t count, int M, int N, int K, float alpha,
                                                           float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
-    __shared__ __align__(16) float At[16][68], Bs[16][68];
+    constexpr int KS = SSM__MM_KS, LDF = KS + 4, LDH = KS + 8; /* row strides: f32 words, 16-bit elements */
+    constexpr int AW = 64 * (A16 ? LDH / 2 : LDF), BW = 64 * (B16 ? LDH / 2 : LDF), SW = AW + BW; /* words a slab */
+    __shared__ __align__(16) float sm[(VEC ? 2 : 1) * SW];
     const int tilesN = (N + 63) / 64, tm = blockIdx.x / tilesN, tn = blockIdx.x % tilesN;
-    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+    const int wi = (warp >> 1) * 16, wj = (warp & 1) * 32, nslab = (K + KS - 1) / KS;
+    /* a staged operand's fragment element (r, k) as a TF32 pair: 16-bit exact (lo 0), f32 split */
+    auto frag = [&](const float *base, int s16, int dt, int r, int k, unsigned *hi, unsigned *lo) {
+        if (!s16) return ssm__tc_split32(base[r * LDF + k], hi, lo);
+        const unsigned short u = ((const unsigned short *)base)[r * LDH + k];
+        *hi = dt == 1 ? __float_as_uint(__half2float(__ushort_as_half(u))) : (unsigned)u << 16, *lo = 0u;
+    };
     for (int64_t bi = blockIdx.y; bi < nbatch; bi += gridDim.y) {
-        const int64_t s = bi / count, k = bi % count;
-        const int64_t a0 = s * A.ss + k * A.bs, b0 = s * B.ss + k * B.bs, c0 = s * C.ss + k * C.bs;
-        float acc[4][4] = {{0.f}};
-        for (int k0 = 0; k0 < K; k0 += 16) {
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const int e = tid + 256 * q, ka = e & 15, ia = e >> 4, jb = e & 63, kb = e >> 6;
-                const int i = tm * 64 + ia, j = tn * 64 + jb;
-                At[ka][ia] = (i < M && k0 + ka < K) ? ssm__cu_ld(A.p, A.dt, a0 + i * A.rs + (int64_t)(k0 + ka) * A.cs) : 0.f;
-                Bs[kb][jb] = (k0 + kb < K && j < N) ? ssm__cu_ld(B.p, B.dt, b0 + (int64_t)(k0 + kb) * B.rs + j * B.cs) : 0.f;
+        const int64_t s = bi / count, kb = bi % count;
+        const int64_t a0 = s * A.ss + kb * A.bs, b0 = s * B.ss + kb * B.bs, c0 = s * C.ss + kb * C.bs;
+        /* slab k0.. into ring slot st: rows of A (tile rows) and of B^T (tile columns), k-contiguous */
+        auto stage = [&](int st, int k0) {
+            float *as = sm + st * SW, *bs = as + AW;
+            if constexpr (VEC) {
+                constexpr int EA = A16 ? 2 : 4, EB = B16 ? 2 : 4, CA = KS * EA / 16, CB = KS * EB / 16; /* 16-byte pieces a row */
+                for (int c = tid; c < 64 * CA; c += 256) {
+                    const int r = c / CA, k = (c % CA) * (16 / EA), ig = tm * 64 + r, kg = k0 + k;
+                    const bool ok = ig < M && kg < K;
+                    ssm__tc_cp16z((char *)as + r * (A16 ? 2 * LDH : 4 * LDF) + k * EA,
+                                  (const char *)A.p + (ok ? (a0 + ig * A.rs + kg) * EA : 0), ok);
+                }
+                for (int c = tid; c < 64 * CB; c += 256) {
+                    const int r = c / CB, k = (c % CB) * (16 / EB), jg = tn * 64 + r, kg = k0 + k;
+                    const bool ok = jg < N && kg < K;
+                    ssm__tc_cp16z((char *)bs + r * (B16 ? 2 * LDH : 4 * LDF) + k * EB,
+                                  (const char *)B.p + (ok ? (b0 + jg * B.cs + kg) * EB : 0), ok);
+                }
+                ssm__tc_commit();
+            } else {
+                for (int e = tid; e < 64 * KS; e += 256) { /* along k where that is unit stride, else along the rows */
+                    int r = A.cs == 1 ? e / KS : e & 63, k = A.cs == 1 ? e % KS : e >> 6;
+                    const int ig = tm * 64 + r, kg = k0 + k;
+                    as[r * LDF + k] = ig < M && kg < K ? ssm__cu_ld(A.p, A.dt, a0 + ig * A.rs + (int64_t)kg * A.cs) : 0.f;
+                    r = B.rs == 1 ? e / KS : e & 63, k = B.rs == 1 ? e % KS : e >> 6;
+                    const int jg = tn * 64 + r, kh = k0 + k;
+                    bs[r * LDF + k] = jg < N && kh < K ? ssm__cu_ld(B.p, B.dt, b0 + (int64_t)kh * B.rs + jg * B.cs) : 0.f;
+                }
             }
+        };
+        float acc[4][4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+#pragma unroll
+            for (int z = 0; z < 4; ++z) acc[t][z] = 0.f;
+        if (VEC) stage(0, 0);
+        for (int sl = 0; sl < nslab; ++sl) {
+            const int st = VEC ? sl & 1 : 0;
+            if (!VEC) stage(0, sl * KS);
+            else if (sl + 1 < nslab) stage(st ^ 1, (sl + 1) * KS), ssm__tc_wait<1>();
+            else ssm__tc_wait<0>();
             __syncthreads();
+            const float *as = sm + st * SW, *bs = as + AW;
 #pragma unroll
-            for (int kk = 0; kk < 16; ++kk) {
-                const float4 a = *(const float4 *)&At[kk][4 * ty], b = *(const float4 *)&Bs[kk][4 * tx];
-                const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+            for (int kk = 0; kk < KS; kk += 8) {
+                unsigned ah[4], al[4], bh[4][2], bl[4][2];
 #pragma unroll
-                for (int r = 0; r < 4; ++r)
+                for (int z = 0; z < 4; ++z) frag(as, A16, A.dt, wi + g + 8 * (z & 1), kk + q + 4 * (z >> 1), &ah[z], &al[z]);
 #pragma unroll
-                    for (int c = 0; c < 4; ++c) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+                for (int t = 0; t < 4; ++t)
+#pragma unroll
+                    for (int z = 0; z < 2; ++z) frag(bs, B16, B.dt, wj + 8 * t + g, kk + q + 4 * z, &bh[t][z], &bl[t][z]);
+                /* the products as passes over the four tiles: no MMA waits on the one before it */
+                if (!A16)
+#pragma unroll
+                    for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], al, bh[t][0], bh[t][1]);
+                if (!B16)
+#pragma unroll
+                    for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], ah, bl[t][0], bl[t][1]);
+#pragma unroll
+                for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], ah, bh[t][0], bh[t][1]);
             }
             __syncthreads();
         }
+        /* acc[t][z]: row wi + g + 8 (z >> 1), column wj + 8 t + 2 q + (z & 1) */
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < 4; ++t)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const int i = tm * 64 + 4 * ty + r, j = tn * 64 + 4 * tx + c;
+            for (int z = 0; z < 4; ++z) {
+                const int i = tm * 64 + wi + g + 8 * (z >> 1), j = tn * 64 + wj + 8 * t + 2 * q + (z & 1);
                 if (i < M && j < N) {
                     const int64_t ci = c0 + i * C.rs + j * C.cs;
-                    float v = alpha * acc[r][c];
+                    float v = alpha * acc[t][z];
                     if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
                     ssm__cu_stv(C.p, C.dt, ci, v);
                 }
@@ -820,13 +976,24 @@ __global__ void ssm__cu_copy_kernel(int64_t total, int64_t count, int rows, int 
 /* ---- the backend's primitives: gemm (cuBLAS where a layout allows, else the kernels above)
    and copy ------------------------------------------------------------------------------------ */
 
+/* 1 when operand o's slabs go by 16-byte copies (ssm__cu_mm64_kernel's VEC): unit stride along k
+   (kstride), and its other strides, K and the base in whole 16-byte pieces */
+static int ssm__cu_mm_kvec(const ssm__cu_op &o, int64_t kstride, int64_t other, int64_t K) {
+    const int64_t ve = o.dt == 0 ? 4 : 8;
+    return kstride == 1 && !((other | o.bs | o.ss | K) & (ve - 1)) && !((uintptr_t)o.p & 15);
+}
 static ssm_result ssm__cu_mm_launch(ssm_ctx *ctx, int64_t outer, int64_t count, int64_t M, int64_t N, int64_t K,
                                     float alpha, float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
     int64_t nb = outer * count;
     if (nb <= 0 || M <= 0 || N <= 0) return SSM_OK;
     if (M >= 64 && N >= 64) {
+        typedef void (*mm64_fn)(int64_t, int64_t, int, int, int, float, float, ssm__cu_op, ssm__cu_op, ssm__cu_op);
         dim3 grid((unsigned)(((M + 63) / 64) * ((N + 63) / 64)), SSM__CU_GRID_Y(nb));
-        ssm__cu_mm64_kernel<<<grid, 256, 0, ssm__cu_st(ctx)->stream>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
+        mm64_fn k = ssm__cu_mm64_kernel<0, 0, 0>;
+        if (ssm__cu_mm_kvec(A, A.cs, A.rs, K) && ssm__cu_mm_kvec(B, B.rs, B.cs, K))
+            k = A.dt ? (B.dt ? ssm__cu_mm64_kernel<1, 1, 1> : ssm__cu_mm64_kernel<1, 0, 1>)
+                     : (B.dt ? ssm__cu_mm64_kernel<0, 1, 1> : ssm__cu_mm64_kernel<0, 0, 1>);
+        k<<<grid, 256, 0, ssm__cu_st(ctx)->stream>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
         SSM__CU_LAUNCHED(ctx, "ssm__cu_mm64_kernel");
         return SSM_OK;
     }
@@ -918,98 +1085,6 @@ static ssm_result ssm__cu_copy(ssm_ctx *ctx, ssm_dtype dtype, int64_t outer, int
                                                                  accumulate);
     SSM__CU_LAUNCHED(ctx, "ssm__cu_copy_kernel");
     return SSM_OK;
-}
-
-/* ---- warp-level tensor-core primitives (sm_80: cp.async, ldmatrix, mma.sync) --------------- */
-/* Shared by the recurrence, block-ELL, projection and delta-rule kernels, and by the Hopper
-   section below. */
-__device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void ssm__tc_cp16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__tc_sa(dst)), "l"(src));
-}
-__device__ __forceinline__ void ssm__tc_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void ssm__tc_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-/* ldmatrix .x4 (four 8 x 8 b16 matrices: an m16n8k16 A fragment of 16 rows) at a shared-memory
-   address (the Hopper kernels' swizzled operands), or at a pointer */
-__device__ __forceinline__ void ssm__tc_ldm4a(unsigned r[4], unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ssm__tc_ldm4(unsigned r[4], const void *p) { ssm__tc_ldm4a(r, ssm__tc_sa(p)); }
-__device__ __forceinline__ void ssm__tc_ldm4t(unsigned r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(ssm__tc_sa(p)));
-}
-/* mma.sync with f32 accumulators: c += a b (SSM__TC_MMA) or c = a b (SSM__TC_MMA0: the zero
-   accumulator in, no clearing), INSTR the shape and operand types. */
-#define SSM__TC_MMA(INSTR, c, a, b0, b1)                                                                      \
-    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                            \
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                             \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
-#define SSM__TC_MMA0(INSTR, c, a, b0, b1)                                                                     \
-    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"                        \
-                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])                                             \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f))
-#define SSM__TC_BF16 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-#define SSM__TC_F16 "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-#define SSM__TC_TF32 "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
-/* Tile widths and limits of the tensor-core recurrence kernels (>>linrec: the chunked passes, the
-   matrix-state kernel) */
-#define SSM__TC_NS 32 /* the small tile */
-#define SSM__TC_N 64 /* the narrow tile (and the only one of the wgmma products) */
-#define SSM__TC_NMAX 128
-#define SSM__TC_LMAX 128 /* longest chunk (b of the chunk is staged in shared memory) */
-#define SSM__TC_NMIN 16 /* n = 16 already runs at 21x its floor on the padded tiles; smaller n stays on the CUDA cores */
-template <int BF> __device__ __forceinline__ void ssm__tc_mma(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    if (BF) SSM__TC_MMA(SSM__TC_BF16, c, a, b0, b1);
-    else SSM__TC_MMA(SSM__TC_F16, c, a, b0, b1);
-}
-template <int BF> __device__ __forceinline__ void ssm__tc_mma0(float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-    if (BF) SSM__TC_MMA0(SSM__TC_BF16, c, a, b0, b1);
-    else SSM__TC_MMA0(SSM__TC_F16, c, a, b0, b1);
-}
-/* Two 8-column tiles, c0 and c1, from one A fragment and the B fragments b[0..1], b[2..3] of an
-   ldmatrix.x4; first: the first k-slab, accumulators start from zero. */
-template <int BF>
-__device__ __forceinline__ void ssm__tc_mma16(float c0[4], float c1[4], const unsigned a[4], const unsigned b[4], int first) {
-    if (first) {
-        ssm__tc_mma0<BF>(c0, a, b[0], b[1]);
-        ssm__tc_mma0<BF>(c1, a, b[2], b[3]);
-    } else {
-        ssm__tc_mma<BF>(c0, a, b[0], b[1]);
-        ssm__tc_mma<BF>(c1, a, b[2], b[3]);
-    }
-}
-/* f32 on the tensor cores (3xTF32): x = hi + lo, hi = x rounded to TF32 (10-bit mantissa), and
-   a product a b ~ a_hi b_hi + a_hi b_lo + a_lo b_hi on m16n8k8 (the dropped a_lo b_lo is ~2^-22
-   of it): near-f32 accuracy at three MMAs; plain TF32 (hi only) is 2^-11. The rounding is an
-   add and a mask (cvt.rna.tf32.f32 is emulated on sm_90, ~10 instructions); lo goes to the MMA
-   as an f32 pattern, whose low 13 bits the tensor cores do not use (an error of 2^-10 of lo,
-   ~2^-21 of x). */
-__device__ __forceinline__ unsigned ssm__tc_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
-__device__ __forceinline__ void ssm__tc_split32(float x, unsigned *hi, unsigned *lo) {
-    *hi = ssm__tc_tf32(x);
-    *lo = __float_as_uint(x - __uint_as_float(*hi));
-}
-/* c (+)= a b, m16n8k8 TF32; first: the accumulator starts from zero */
-__device__ __forceinline__ void ssm__tc_mma8(float c[4], const unsigned a[4], unsigned b0, unsigned b1, int first) {
-    if (first) SSM__TC_MMA0(SSM__TC_TF32, c, a, b0, b1);
-    else SSM__TC_MMA(SSM__TC_TF32, c, a, b0, b1);
-}
-/* An f32 operand of m16n8k8 for SPLIT = 1 (3xTF32: hi and lo) or 0 (plain TF32: hi, rounded) */
-template <int SPLIT> __device__ __forceinline__ void ssm__tc_tf32_op(float x, unsigned *hi, unsigned *lo) {
-    if (SPLIT) ssm__tc_split32(x, hi, lo);
-    else *hi = ssm__tc_tf32(x), *lo = 0u;
-}
-/* c += a b from such operands: lo hi + hi lo + hi hi (3xTF32) or hi hi */
-template <int SPLIT>
-__device__ __forceinline__ void ssm__tc_mma8x(float c[4], const unsigned ah[4], const unsigned al[4], unsigned bh0,
-                                              unsigned bh1, unsigned bl0, unsigned bl1) {
-    if (SPLIT) {
-        SSM__TC_MMA(SSM__TC_TF32, c, al, bh0, bh1);
-        SSM__TC_MMA(SSM__TC_TF32, c, ah, bl0, bl1);
-    }
-    SSM__TC_MMA(SSM__TC_TF32, c, ah, bh0, bh1);
 }
 
 /* >>sm90 ---- Hopper (sm_90a) primitives: mbarriers, TMA, wgmma ------------------------------ */
@@ -1507,16 +1582,21 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    an m16n8k8 fragment load meet 32 distinct banks) */
 #define SSM__CR_LD(R) (16 * (R) + 8)
 #define SSM__CR_TC_R 4 /* the smallest R whose products take the tensor cores */
-/* Column blocks of cyclic reduction's tasks: at R = 8 on the tensor cores a task's outputs go to
-   two CTAs of 64 columns each (grid z), whose tiles (A whole, X's half: 104 KB) let two CTAs
-   share an SM, so one loads while the other multiplies; the FMA layout takes whole tasks */
+/* Blocks of a task at R = 8 on the tensor cores: its outputs go to two CTAs (grid z), whose tiles
+   (104 KB: A whole and X's half, or A's half and X whole) let two CTAs share an SM, so one loads
+   while the other multiplies; the FMA layout takes whole tasks. Cyclic reduction cuts the
+   columns (SSM__CR_H; the A tile, staged once, serves both products: f32 S4 T1024 n128 m128
+   2.41 ms against 3.12 by rows). Hillis-Steele and Blelloch cut the rows where n > 64
+   (ssm__cu_cr_h): a block reads and writes only its own rows of M_t and v_t, so Blelloch's
+   in-place up-sweep takes them too (Blelloch 4.15 -> 3.19 ms, HS 18.3 -> 17.6 at that shape,
+   bench/results/cuda_cr_rowblocks_s51.log). HR x HC blocks (one of them 1) in the helpers below. */
 #define SSM__CR_H(R, TC) ((TC) && (R) == 8 ? 2 : 1)
-#define SSM__CR_LDX(R, H) (16 * (R) / (H) + 8) /* row stride of the X tile (8 banks apart, as above) */
+#define SSM__CR_LDH(R, H) (16 * (R) / (H) + 8) /* row stride of a tile cut in H blocks along its rows (8 banks apart, as above) */
 /* CTAs an SM the registers must allow: 8 at R <= 2 (32 registers; uncapped, the loads in flight
    took them to 64-80 and the small tiles lost their occupancy: f32 S64 T1024 n32 m32 1.83 ms vs
    1.35 capped); none above, where a cap spilled (the shared tiles limit those anyway) */
 #define SSM__CR_MINB(R) ((R) <= 2 ? 8 : 1)
-#define SSM__CR_MINBH(R, H) (SSM__CR_MINB(R) * (H)) /* (H column blocks: two CTAs an SM, <= 128 registers) */
+#define SSM__CR_MINBH(R, H) (SSM__CR_MINB(R) * (H)) /* (H blocks: two CTAs an SM, <= 128 registers) */
 /* 1 when V (2 or 4) elements of v from index i on (i a multiple of V, as is step, the distance
    between the view's rows) take one vector load or store: V f32 or V 16-bit values aligned */
 __host__ __device__ __forceinline__ int ssm__cu_vec_at(const ssm__cu_rv &v, int64_t i, int64_t step, int V) {
@@ -1600,23 +1680,24 @@ __device__ __forceinline__ void ssm__cu_cr_mm(const float *At, const float *Xs, 
             for (int c = 0; c < R; ++c) acc[a][c] = fmaf(av[a], xv[c], acc[a][c]);
     }
 }
-/* The same product on the tensor cores (R >= 4): m16n8k8 TF32, 3xTF32 when split. The 8 warps
-   tile the 16R x 16R output 4 x 2, a warp's 4R x 8R block as R / 4 x R tiles of 16 x 8 (rows past
-   n, columns past cols skipped); acc[nt][4 mt + z] is element z of tile (mt, nt)'s fragment
-   (ssm__cu_cr_store's TC layout). The k-slabs run to n rounded up to 8, so rows n .. of both
-   tiles must be zero there (ssm__cu_cr_zpad). */
-template <int R, int H>
-__device__ __forceinline__ void ssm__cu_cr_mm_tc(const float *At, int ld, const float *Xs, int ldx, int n, int cols, int split,
-                                                 float acc[R][R]) {
-    constexpr int MT = R / 4, NT = R / H;
+/* The same product on the tensor cores (R >= 4) for a block of a task (HR row blocks or HC column
+   blocks): m16n8k8 TF32, 3xTF32 when split. The 8 warps tile the block's 16R / HR x 16R / HC
+   outputs 4 / HR x 2 HR, a warp's 4R x 8R / (HR HC) as R / 4 x R / (HR HC) tiles of 16 x 8 (rows
+   past rows, columns past cols skipped); acc[nt][4 mt + z] is element z of tile (mt, nt)'s
+   fragment (ssm__cu_cr_store's TC layout). The k-slabs run to n rounded up to 8, so rows n .. of
+   both tiles must be zero there (ssm__cu_cr_zpad). */
+template <int R, int HR, int HC>
+__device__ __forceinline__ void ssm__cu_cr_mm_tc(const float *At, int ld, const float *Xs, int ldx, int rows, int n, int cols,
+                                                 int split, float acc[R][R]) {
+    constexpr int MT = R / 4, NT = R / (HR * HC);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    const int i0 = (warp >> 1) * 4 * R, j0 = (warp & 1) * 8 * NT;
+    const int i0 = warp / (2 * HR) * 4 * R, j0 = warp % (2 * HR) * 8 * NT;
 #pragma unroll
     for (int a = 0; a < NT; ++a)
 #pragma unroll
         for (int c = 0; c < R; ++c) acc[a][c] = 0.f;
-    if (i0 >= n || j0 >= cols) return;
-    const int mtn = min(MT, (n - i0 + 15) / 16), ntn = min(NT, (cols - j0 + 7) / 8); /* the tiles inside n x cols */
+    if (i0 >= rows || j0 >= cols) return;
+    const int mtn = min(MT, (rows - i0 + 15) / 16), ntn = min(NT, (cols - j0 + 7) / 8); /* the tiles inside rows x cols */
     for (int k0 = 0; k0 < n; k0 += 8) {
         unsigned ah[MT][4], al[MT][4], bh[NT][2], bl[NT][2];
         /* A(i, k) at At[k ld + i]: fragment element z at row g + 8 (z & 1), column q + 4 (z >> 1) */
@@ -1643,20 +1724,21 @@ __device__ __forceinline__ void ssm__cu_cr_mm_tc(const float *At, int ld, const 
     }
 }
 /* zeroes rows n .. (n rounded up to 8) of both tiles (the tensor-core products' last k-slab) */
-template <int R, int H = 1> __device__ __forceinline__ void ssm__cu_cr_zpad(float *As, float *Xs, int n) {
-    for (int e = threadIdx.x; e < (-n & 7) * SSM__CR_LD(R); e += 256) As[n * SSM__CR_LD(R) + e] = 0.f;
-    for (int e = threadIdx.x; e < (-n & 7) * SSM__CR_LDX(R, H); e += 256) Xs[n * SSM__CR_LDX(R, H) + e] = 0.f;
+template <int R, int HR, int HC> __device__ __forceinline__ void ssm__cu_cr_zpad(float *As, float *Xs, int n) {
+    for (int e = threadIdx.x; e < (-n & 7) * SSM__CR_LDH(R, HR); e += 256) As[n * SSM__CR_LDH(R, HR) + e] = 0.f;
+    for (int e = threadIdx.x; e < (-n & 7) * SSM__CR_LDH(R, HC); e += 256) Xs[n * SSM__CR_LDH(R, HC) + e] = 0.f;
 }
-/* acc = A X for the n x n A at ab in A (staged in As, transposed, when stageA; else As holds it
-   already) and the n x cols X at xb in X (staged in Xs); Xs is free again on return. TC: on the
-   tensor cores (split: 3xTF32). */
-template <int R, int TC, int H = 1>
+/* acc = A X for the rows x n A at ab in A (staged in As, transposed, when stageA; else As holds
+   it already) and the n x cols X at xb in X (staged in Xs); Xs is free again on return. TC: on
+   the tensor cores (split: 3xTF32), a block of a task (HR x HC, SSM__CR_H). */
+template <int R, int TC, int HR = 1, int HC = 1>
 __device__ __forceinline__ void ssm__cu_cr_product(float *As, float *Xs, int stageA, const ssm__cu_rv &A, int64_t ab,
-                                                   const ssm__cu_rv &X, int64_t xb, int n, int cols, int split, float acc[R][R]) {
-    if (stageA) ssm__cu_cr_load<R>(As, SSM__CR_LD(R), A, ab, n, n, 1);
-    ssm__cu_cr_load<R>(Xs, SSM__CR_LDX(R, H), X, xb, n, cols, 0);
+                                                   const ssm__cu_rv &X, int64_t xb, int rows, int n, int cols, int split,
+                                                   float acc[R][R]) {
+    if (stageA) ssm__cu_cr_load<R>(As, SSM__CR_LDH(R, HR), A, ab, rows, n, 1);
+    ssm__cu_cr_load<R>(Xs, SSM__CR_LDH(R, HC), X, xb, n, cols, 0);
     __syncthreads();
-    if constexpr (TC) ssm__cu_cr_mm_tc<R, H>(As, SSM__CR_LD(R), Xs, SSM__CR_LDX(R, H), n, cols, split, acc);
+    if constexpr (TC) ssm__cu_cr_mm_tc<R, HR, HC>(As, SSM__CR_LDH(R, HR), Xs, SSM__CR_LDH(R, HC), rows, n, cols, split, acc);
     else ssm__cu_cr_mm<R>(As, Xs, SSM__CR_LD(R), n, acc);
     __syncthreads();
 }
@@ -1664,12 +1746,12 @@ __device__ __forceinline__ void ssm__cu_cr_product(float *As, float *Xs, int sta
    addends are all loaded before the first store (out may be add itself, so a load could not pass
    a store: each element was a global round trip), V columns a load or store where the rows
    allow: four of ssm__cu_cr_mm's R x R block (R >= 4), two of a tensor-core fragment (TC). */
-template <int R, int TC, int H = 1>
+template <int R, int TC, int HR = 1, int HC = 1>
 __device__ __forceinline__ void ssm__cu_cr_store(const float acc[R][R], int n, int cols, const ssm__cu_rv &o, int64_t bo,
                                                  const ssm__cu_rv &add, int64_t ba) {
-    constexpr int V = TC ? 2 : 4, VEC = TC || R >= 4, NA = TC ? R / H : R; /* acc[a] for a < NA */
+    constexpr int V = TC ? 2 : 4, VEC = TC || R >= 4, NA = TC ? R / (HR * HC) : R; /* acc[a] for a < NA */
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i0 = (warp >> 1) * 4 * R + (lane >> 2), j0 = (warp & 1) * 8 * NA + 2 * (lane & 3);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, i0 = warp / (2 * HR) * 4 * R + (lane >> 2), j0 = warp % (2 * HR) * 8 * NA + 2 * (lane & 3);
     const int va = VEC && add.p && add.cs == 1 && !(cols & (V - 1)) && ssm__cu_vec_at(add, ba, add.rs, V);
     const int vo = VEC && o.cs == 1 && !(cols & (V - 1)) && ssm__cu_vec_at(o, bo, o.rs, V);
     /* f(a, c, i, j) for this thread's outputs V columns at a time: acc[a][c..], element (i, j..) */
@@ -1729,22 +1811,23 @@ __global__ void __launch_bounds__(256, SSM__CR_MINBH(R, SSM__CR_H(R, TC))) ssm__
     const int c0 = (int)blockIdx.z * CW, nw = min(n - c0, CW), mw = min(m - c0, CW); /* this block's columns of each product */
     int staged = 0;
     float acc[R][R];
-    if (TC) ssm__cu_cr_zpad<R, H>(As, Xs, n);
+    if (TC) ssm__cu_cr_zpad<R, 1, H>(As, Xs, n);
     if (i > 0) {
         if (nw > 0) {
-            ssm__cu_cr_product<R, TC, H>(As, Xs, 1, A, ab, A, ab - A.ts + c0 * A.cs, n, nw, split, acc);
+            ssm__cu_cr_product<R, TC, 1, H>(As, Xs, 1, A, ab, A, ab - A.ts + c0 * A.cs, n, n, nw, split, acc);
             ssm__cu_rv none;
             none.p = NULL;
-            ssm__cu_cr_store<R, TC, H>(acc, n, nw, A2, A2.off + s * A2.ss + i * A2.ts + c0 * A2.cs, none, 0);
+            ssm__cu_cr_store<R, TC, 1, H>(acc, n, nw, A2, A2.off + s * A2.ss + i * A2.ts + c0 * A2.cs, none, 0);
             staged = 1;
         }
         if (mw > 0) /* an even slot: read-only here */
-            ssm__cu_cr_product<R, TC, H>(As, Xs, !staged, A, ab, b, b.off + s * b.ss + (ko - 1) * b.ts + c0 * b.cs, n, mw, split, acc);
+            ssm__cu_cr_product<R, TC, 1, H>(As, Xs, !staged, A, ab, b, b.off + s * b.ss + (ko - 1) * b.ts + c0 * b.cs, n, n, mw, split,
+                                            acc);
     } else if (mw > 0)
-        ssm__cu_cr_product<R, TC, H>(As, Xs, 1, A, ab, h, h.off + s * h.ss + c0 * h.cs, n, mw, split, acc);
+        ssm__cu_cr_product<R, TC, 1, H>(As, Xs, 1, A, ab, h, h.off + s * h.ss + c0 * h.cs, n, n, mw, split, acc);
     /* each element of b_ko is read by the thread that then writes h_ko: safe when b = h */
     if (mw > 0)
-        ssm__cu_cr_store<R, TC, H>(acc, n, mw, h, h.off + s * h.ss + ko * h.ts + c0 * h.cs, b, b.off + s * b.ss + ko * b.ts + c0 * b.cs);
+        ssm__cu_cr_store<R, TC, 1, H>(acc, n, mw, h, h.off + s * h.ss + ko * h.ts + c0 * h.cs, b, b.off + s * b.ss + ko * b.ts + c0 * b.cs);
 }
 
 template <int R, int TC>
@@ -1757,10 +1840,10 @@ __global__ void __launch_bounds__(256, SSM__CR_MINBH(R, SSM__CR_H(R, TC))) ssm__
     const int c0 = (int)blockIdx.z * CW, mw = min(m - c0, CW);
     float acc[R][R];
     if (mw <= 0) return;
-    if (TC) ssm__cu_cr_zpad<R, H>(As, Xs, n);
-    ssm__cu_cr_product<R, TC, H>(As, Xs, 1, A, A.off + s * A.ss + ke * A.ts, h, h.off + s * h.ss + (ke - 1) * h.ts + c0 * h.cs, n, mw,
-                                 split, acc);
-    ssm__cu_cr_store<R, TC, H>(acc, n, mw, h, h.off + s * h.ss + ke * h.ts + c0 * h.cs, b, b.off + s * b.ss + ke * b.ts + c0 * b.cs);
+    if (TC) ssm__cu_cr_zpad<R, 1, H>(As, Xs, n);
+    ssm__cu_cr_product<R, TC, 1, H>(As, Xs, 1, A, A.off + s * A.ss + ke * A.ts, h, h.off + s * h.ss + (ke - 1) * h.ts + c0 * h.cs, n, n,
+                                    mw, split, acc);
+    ssm__cu_cr_store<R, TC, 1, H>(acc, n, mw, h, h.off + s * h.ss + ke * h.ts + c0 * h.cs, b, b.off + s * b.ss + ke * b.ts + c0 * b.cs);
 }
 /* 1 when the level kernels' products at tile factor R take the tensor cores; *split: in 3xTF32 */
 static int ssm__cu_cr_on_tc(const ssm_ctx *ctx, int R, int *split) {
@@ -1768,12 +1851,15 @@ static int ssm__cu_cr_on_tc(const ssm_ctx *ctx, int R, int *split) {
     *split = cs->knobs.linrec_tc_split != 1;
     return R >= SSM__CR_TC_R && cs->knobs.linrec_mat != 1;
 }
+/* HS / Blelloch's row blocks of a task: two at R = 8 on the tensor cores where n > 64 */
+static int ssm__cu_cr_h(int R, int tc, int64_t n) { return SSM__CR_H(R, tc) == 2 && n > 64 ? 2 : 1; }
 
 static int ssm__cu_cr_r(int64_t n, int64_t m) {
     const int64_t w = n > m ? n : m;
     return w <= 16 ? 1 : w <= 32 ? 2 : w <= 64 ? 4 : 8;
 }
-static size_t ssm__cu_cr_smem(int R, int H = 1) { return (size_t)16 * R * (SSM__CR_LD(R) + SSM__CR_LDX(R, H)) * 4; }
+/* the level kernels' tiles: A cut in HR row blocks, X in HC column blocks */
+static size_t ssm__cu_cr_smem(int R, int HR = 1, int HC = 1) { return (size_t)16 * R * (SSM__CR_LDH(R, HR) + SSM__CR_LDH(R, HC)) * 4; }
 /* The level kernels fit n, m <= 128 and T - 1 within a grid's x (2^31 - 1 blocks). By shape
    they take n <= 64, matrix states (m > 64), and the tensor-core shapes (whose spans reduce to
    carries on the level kernels); other n > 64 with narrow states ran faster on ssm.h's generic
@@ -1806,7 +1892,7 @@ static size_t ssm__cu_cr_levels_bytes(int64_t S, int64_t T, int64_t n, int esz) 
 template <int R, int TC>
 static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, int split, char *ws) {
     const int64_t half = T / 2, nb = (T - 1) / 2, n = L->n;
-    const size_t smem = ssm__cu_cr_smem(R, SSM__CR_H(R, TC));
+    const size_t smem = ssm__cu_cr_smem(R, 1, SSM__CR_H(R, TC));
     cudaStream_t st = ssm__cu_st(L->ctx)->stream;
     ssm__cu_rv A2, ho;
     if (T < 2) return SSM_OK;
@@ -1831,7 +1917,7 @@ static ssm_result ssm__cu_cr_level(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
 }
 template <int R, int TC>
 static ssm_result ssm__cu_cr_go(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, int split, char *ws) {
-    const size_t smem = ssm__cu_cr_smem(R, SSM__CR_H(R, TC));
+    const size_t smem = ssm__cu_cr_smem(R, 1, SSM__CR_H(R, TC));
     if (smem > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(ssm__cu_cr_reduce_kernel<R, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e == cudaSuccess)
@@ -3524,15 +3610,12 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ss
 }
 
 /* f32: a task per CTA (grid x: t, grid y: sequences), 256 threads, products as in cyclic reduction
-   (TC: on the tensor cores, split: 3xTF32), or a task's H column blocks (grid z, as in cyclic
-   reduction: H = 2 only where no task writes M in place, not in Blelloch's up-sweep, whose second
-   block would still read the M_t the first one overwrites) */
+   (TC: on the tensor cores, split: 3xTF32), or a task's H row blocks (grid z, ssm__cu_cr_h) */
 template <int R, int TC, int H>
 __global__ void __launch_bounds__(256, SSM__CR_MINBH(R, H)) ssm__cu_hs_fma_kernel(int64_t s0, ssm__hs_args a, int split) {
-    constexpr int CW = 16 * R / H;
     extern __shared__ __align__(16) float ssm__cr_sm[];
-    const int n = a.n, m = a.m, c0 = (int)blockIdx.z * CW, nw = min(n - c0, CW), mw = min(m - c0, CW);
-    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LD(R);
+    const int n = a.n, m = a.m, r0 = (int)blockIdx.z * (16 * R / H), rw = min(n - r0, 16 * R / H); /* this block's rows */
+    float *As = ssm__cr_sm, *Xs = ssm__cr_sm + 16 * R * SSM__CR_LDH(R, H);
     const int64_t s = s0 + blockIdx.y, t = a.t0 + (int64_t)blockIdx.x * a.step;
     int doV, cpV, doM, cpM;
     ssm__hs_roles(a, t, doV, cpV, doM, cpM);
@@ -3551,17 +3634,15 @@ __global__ void __launch_bounds__(256, SSM__CR_MINBH(R, H)) ssm__cu_hs_fma_kerne
         }
     if (!doV) return;
     float acc[R][R];
-    if (TC) ssm__cu_cr_zpad<R, H>(As, Xs, n);
-    /* M_t staged once for both products (Blelloch's up-sweep overwrites it in place) */
-    if (mw > 0) {
-        ssm__cu_cr_product<R, TC, H>(As, Xs, 1, a.Mc, mct, a.vc, vct - a.d * a.vc.ts + c0 * a.vc.cs, n, mw, split, acc);
-        ssm__cu_cr_store<R, TC, H>(acc, n, mw, a.vn, vnt + c0 * a.vn.cs, a.vc, vct + c0 * a.vc.cs);
-    }
-    if (doM && nw > 0) {
+    if (TC) ssm__cu_cr_zpad<R, H, 1>(As, Xs, n);
+    /* this block's rows of M_t staged once for both products (Blelloch's up-sweep overwrites them in place) */
+    ssm__cu_cr_product<R, TC, H>(As, Xs, 1, a.Mc, mct + r0 * a.Mc.rs, a.vc, vct - a.d * a.vc.ts, rw, n, m, split, acc);
+    ssm__cu_cr_store<R, TC, H>(acc, rw, m, a.vn, vnt + r0 * a.vn.rs, a.vc, vct + r0 * a.vc.rs);
+    if (doM) {
         ssm__cu_rv none;
         none.p = NULL;
-        ssm__cu_cr_product<R, TC, H>(As, Xs, mw <= 0, a.Mc, mct, a.Mc, mct - a.d * a.Mc.ts + c0 * a.Mc.cs, n, nw, split, acc);
-        ssm__cu_cr_store<R, TC, H>(acc, n, nw, a.Mn, mnt + c0 * a.Mn.cs, none, 0);
+        ssm__cu_cr_product<R, TC, H>(As, Xs, 0, a.Mc, mct + r0 * a.Mc.rs, a.Mc, mct - a.d * a.Mc.ts, rw, n, n, split, acc);
+        ssm__cu_cr_store<R, TC, H>(acc, rw, n, a.Mn, mnt + r0 * a.Mn.rs, none, 0);
     }
 }
 
@@ -3630,7 +3711,7 @@ static ssm_result ssm__cu_hs_level(ssm__cu_lr *L, const ssm__hs_args &a, int bf)
         case 4: return tc ? ssm__cu_hs_fma_launch<4, 1>(L, a, split) : ssm__cu_hs_fma_launch<4, 0>(L, a, split);
         default:
             if (!tc) return ssm__cu_hs_fma_launch<8, 0>(L, a, split);
-            return a.mode == 1 ? ssm__cu_hs_fma_launch<8, 1>(L, a, split) : ssm__cu_hs_fma_launch<8, 1, 2>(L, a, split);
+            return ssm__cu_cr_h(8, tc, a.n) == 2 ? ssm__cu_hs_fma_launch<8, 1, 2>(L, a, split) : ssm__cu_hs_fma_launch<8, 1>(L, a, split);
         }
     }
     switch (ssm__hs_np(a.n) * 2 + bf) {
@@ -4535,9 +4616,7 @@ __device__ __forceinline__ void ssm__cu_dkt_load(int64_t u0, int64_t Tn, bool va
 
 /* cp.async of one thread's V columns (8 or 16 bytes); zero-filled (no read) when !ok. */
 template <int N> __device__ __forceinline__ void ssm__cu_dkt_cp(void *dst, const void *src, bool ok);
-template <> __device__ __forceinline__ void ssm__cu_dkt_cp<16>(void *dst, const void *src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
+template <> __device__ __forceinline__ void ssm__cu_dkt_cp<16>(void *dst, const void *src, bool ok) { ssm__tc_cp16z(dst, src, ok); }
 template <> __device__ __forceinline__ void ssm__cu_dkt_cp<8>(void *dst, const void *src, bool ok) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(ok ? 8 : 0) : "memory");
 }

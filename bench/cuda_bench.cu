@@ -9,10 +9,12 @@
    with chunked, auto and the scans at the target shapes. `cuda_bench scan` runs the scans
    (Hillis-Steele, Blelloch) alone, ours against ssm.h's generic levels; `cuda_bench decay` the
    decay-scan rows alone; `cuda_bench mat` the matrix-state grid (m = n, every T and dtype,
-   forward and backward; BENCH_MAT_N / _T / _DT pick one shape, BENCH_CHUNK sets the chunk). */
+   forward and backward; BENCH_MAT_N / _T / _DT pick one shape, BENCH_MAT_METHOD one method,
+   BENCH_CHUNK sets the chunk). */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
+#include <cuda_profiler_api.h>
 #include <algorithm>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +63,13 @@ static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t
         d.stats = &st;
         if (getenv("BENCH_CHUNK")) d.chunk = atoll(getenv("BENCH_CHUNK")); /* the chunk (span) length, by shape when unset */
         ssm_linrec_workspace_size(ctx, &d, dt, S, T, n, m, 0, &ws);
+        /* BENCH_PROFILE=fwd or bwd: the first (untimed) call of that direction between cudaProfilerStart / Stop, so
+           `ncu --profile-from-start off` captures exactly one forward or backward */
+        const char *prof = getenv("BENCH_PROFILE");
+        const int pf = prof && !strcmp(prof, "fwd"), pb = prof && !strcmp(prof, "bwd");
+        if (pf) cudaProfilerStart();
         ssm_result r = ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL);
+        if (pf) cudaProfilerStop();
         if (r != SSM_OK) { printf("  %s: %s\n", ssm_linrec_method_name(meth), ssm_ctx_last_error(ctx)); continue; }
         double ms = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); }, T * S > 100000 && meth == SSM_LINREC_SEQUENTIAL ? 3 : 10);
         double bytes = (double)es * (S * T * n * n + 2.0 * S * T * n * m), floor_ms = bytes / g_bw;
@@ -77,7 +85,9 @@ static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t
                 mn, ssm_dtype_name(dt), (long long)S, (long long)T, (long long)n, (long long)m, ms, floor_ms, ws,
                 st.flops / ms * 1e-9, ssm_linrec_method_name(st.method), g_dev, g_date, SSM_BENCH_COMMIT);
         if (bwd) {
+            if (pb) cudaProfilerStart();
             r = ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL);
+            if (pb) cudaProfilerStop();
             if (r != SSM_OK) { printf("  bwd: %s\n", ssm_ctx_last_error(ctx)); continue; }
             double bms = time_ms([&] { ssm_linrec_backward(ctx, &d, &tA, NULL, &th, &tdh, NULL, &tdA, &tdb, NULL); }, 5);
             double bb = (double)es * (2.0 * S * T * n * n + 3.0 * S * T * n * m), bf = bb / g_bw;
@@ -283,9 +293,9 @@ int main(int argc, char **argv) {
                     if (getenv("BENCH_MAT_N") && atoll(getenv("BENCH_MAT_N")) != n) continue; /* one shape (profiles) */
                     if (getenv("BENCH_MAT_T") && atoll(getenv("BENCH_MAT_T")) != T) continue;
                     if (getenv("BENCH_MAT_DT") && atoi(getenv("BENCH_MAT_DT")) != di) continue;
-                    if (getenv("BENCH_MAT_METHOD")) { /* one method, forward only (profiles) */
+                    if (getenv("BENCH_MAT_METHOD")) { /* one method, forward only (profiles; BENCH_MAT_BWD=1: and backward) */
                         std::vector<ssm_linrec_method> one = {(ssm_linrec_method)atoi(getenv("BENCH_MAT_METHOD"))};
-                        linrec_rows(ctx, jl, dt, S, T, n, n, one, 0);
+                        linrec_rows(ctx, jl, dt, S, T, n, n, one, getenv("BENCH_MAT_BWD") != NULL);
                         continue;
                     }
                     linrec_rows(ctx, jl, dt, S, T, n, n, ms, 1);

@@ -1391,9 +1391,10 @@ static void build(void) {
         lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 3, 77, 64, 20, 0, 0.9, CASE_HT | CASE_REVERSE);
         lr_row(v, CASE_F16 | CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 2, 150, 24, 4, 0, 0.9, CASE_H0 | CASE_HT);
         lr_row(v, CASE_F32, LAYOUT_PADDED, SSM_LINREC_CR, 2, 65, 40, 8, 0, 0.9, CASE_H0);
-        /* R = 8 on the tensor cores in two column blocks: n < 64 < m (the second block has only
-           state columns; n % 8 != 0: the zeroed k-slab), and HS / Blelloch (blocks in HS and the
-           down-sweep, whole tasks in the up-sweep) at n = 100, m = 70 */
+        /* R = 8 on the tensor cores: cr in two column blocks at n < 64 < m (the second block has
+           only state columns; n % 8 != 0: the zeroed k-slab), HS / Blelloch in two row blocks at
+           n = 100, m = 70 (the second block 36 rows; Blelloch's up-sweep writes its rows of M_t
+           in place) */
         lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 2, 50, 37, 90, 0, 0.9, CASE_H0 | CASE_HT);
         lr_row(v, CASE_F32, LAYOUT_REVERSED, SSM_LINREC_SCAN_HS, 2, 41, 100, 70, 0, 0.9, CASE_H0 | CASE_HT);
         lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_BLELLOCH, 1, 45, 100, 70, 0, 0.9, CASE_HT | CASE_REVERSE);
