@@ -748,23 +748,75 @@ __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, i
     }
 }
 
-/* The same product on 64 x 64 tiles for M, N >= 64, on the tensor cores: m16n8k8 TF32, an f32
-   operand split hi + lo (3xTF32, ~f32 accurate; a 16-bit operand (A16, B16) is exact in TF32, so
-   its lo products are skipped). k-slabs of 32 staged k-contiguous, [row][k] with rows 4 banks
-   apart (conflict-free fragment loads). VEC: both operands of unit stride along k with 16-byte
-   rows: a slab is cp.async copies of the input type, two slabs in a ring (the next in flight
-   while this one multiplies); else element loads converted to f32. 8 warps, a warp 16 x 32 of C.
-   (The CUDA-core form, a 4 x 4 block of FMAs a thread, ran the adjoint's dA_t = g_t h_{t-1}^T
-   (both operands k-contiguous) near 10 TFLOP/s: at f32 n = m = 128 1.77 of a cyclic-reduction
-   backward's 4.74 ms under ncu; register-staged slabs on the tensor cores, 228 registers, 1.46,
-   and slower than the FMAs for 16-bit h: bench/results/cuda_cr_rowblocks_s51.log.) */
+/* The same product on 64 x 64 tiles for M, N >= 64 whose slabs are not 16-byte copies (else
+   ssm__cu_mm64_kernel below): 256 threads, a 4 x 4 block of C each, from k-slabs of 16 staged as
+   floats (A transposed, so a thread's four rows and four columns are one float4 read each: 16
+   FMAs per two shared loads, against 4 FMAs per five in the 32 x 32 kernel). In ssm.h's generic
+   chunked method at f32 n = m = 128 (h_{t-1} row-major: not k-contiguous) it ran 7.7 ms where a
+   tensor-core kernel loading such slabs element by element ran 11.2
+   (bench/results/cuda_cr_rowblocks_s51.log). */
+__global__ void __launch_bounds__(256) ssm__cu_mm64f_kernel(int64_t nbatch, int64_t count, int M, int N, int K, float alpha,
+                                                           float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
+    __shared__ __align__(16) float At[16][68], Bs[16][68];
+    const int tilesN = (N + 63) / 64, tm = blockIdx.x / tilesN, tn = blockIdx.x % tilesN;
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    for (int64_t bi = blockIdx.y; bi < nbatch; bi += gridDim.y) {
+        const int64_t s = bi / count, k = bi % count;
+        const int64_t a0 = s * A.ss + k * A.bs, b0 = s * B.ss + k * B.bs, c0 = s * C.ss + k * C.bs;
+        float acc[4][4] = {{0.f}};
+        for (int k0 = 0; k0 < K; k0 += 16) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int e = tid + 256 * q, ka = e & 15, ia = e >> 4, jb = e & 63, kb = e >> 6;
+                const int i = tm * 64 + ia, j = tn * 64 + jb;
+                At[ka][ia] = (i < M && k0 + ka < K) ? ssm__cu_ld(A.p, A.dt, a0 + i * A.rs + (int64_t)(k0 + ka) * A.cs) : 0.f;
+                Bs[kb][jb] = (k0 + kb < K && j < N) ? ssm__cu_ld(B.p, B.dt, b0 + (int64_t)(k0 + kb) * B.rs + j * B.cs) : 0.f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < 16; ++kk) {
+                const float4 a = *(const float4 *)&At[kk][4 * ty], b = *(const float4 *)&Bs[kk][4 * tx];
+                const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) acc[r][c] = fmaf(av[r], bv[c], acc[r][c]);
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int i = tm * 64 + 4 * ty + r, j = tn * 64 + 4 * tx + c;
+                if (i < M && j < N) {
+                    const int64_t ci = c0 + i * C.rs + j * C.cs;
+                    float v = alpha * acc[r][c];
+                    if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
+                    ssm__cu_stv(C.p, C.dt, ci, v);
+                }
+            }
+    }
+}
+
+/* The same product on 64 x 64 tiles (M, N >= 64) on the tensor cores, where both operands have unit
+   stride along k and 16-byte rows (ssm__cu_mm_kvec): m16n8k8 TF32, an f32 operand split hi + lo
+   (3xTF32, ~f32 accurate; a 16-bit operand (A16, B16) is exact in TF32, so its lo products are
+   skipped). k-slabs of 32 staged k-contiguous by cp.async copies of the input type, [row][k] with
+   rows 4 banks apart (conflict-free fragment loads), two slabs in a ring (the next in flight while
+   this one multiplies). 8 warps, a warp 16 x 32 of C. The adjoint's dA_t = g_t h_{t-1}^T (both
+   operands k-contiguous) at f32 n = m = 128, under ncu: 1.77 ms on ssm__cu_mm64f_kernel's FMAs,
+   1.46 with the slabs staged through registers (228 registers; slower than the FMAs for 16-bit h),
+   0.72 by cp.async. At n = m = 32 a quarter-used tile ran dA slower than the 32 x 32 FMA kernel
+   (f32 S64 T1024 backward 1.38 -> 1.62 ms), so that shape keeps it
+   (bench/results/cuda_cr_rowblocks_s51.log). */
 #define SSM__MM_KS 32
-template <int A16, int B16, int VEC>
+template <int A16, int B16>
 __global__ void __launch_bounds__(256) ssm__cu_mm64_kernel(int64_t nbatch, int64_t count, int M, int N, int K, float alpha,
                                                           float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
     constexpr int KS = SSM__MM_KS, LDF = KS + 4, LDH = KS + 8; /* row strides: f32 words, 16-bit elements */
     constexpr int AW = 64 * (A16 ? LDH / 2 : LDF), BW = 64 * (B16 ? LDH / 2 : LDF), SW = AW + BW; /* words a slab */
-    __shared__ __align__(16) float sm[(VEC ? 2 : 1) * SW];
+    __shared__ __align__(16) float sm[2 * SW];
     const int tilesN = (N + 63) / 64, tm = blockIdx.x / tilesN, tn = blockIdx.x % tilesN;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
     const int wi = (warp >> 1) * 16, wj = (warp & 1) * 32, nslab = (K + KS - 1) / KS;
@@ -780,42 +832,30 @@ __global__ void __launch_bounds__(256) ssm__cu_mm64_kernel(int64_t nbatch, int64
         /* slab k0.. into ring slot st: rows of A (tile rows) and of B^T (tile columns), k-contiguous */
         auto stage = [&](int st, int k0) {
             float *as = sm + st * SW, *bs = as + AW;
-            if constexpr (VEC) {
-                constexpr int EA = A16 ? 2 : 4, EB = B16 ? 2 : 4, CA = KS * EA / 16, CB = KS * EB / 16; /* 16-byte pieces a row */
-                for (int c = tid; c < 64 * CA; c += 256) {
-                    const int r = c / CA, k = (c % CA) * (16 / EA), ig = tm * 64 + r, kg = k0 + k;
-                    const bool ok = ig < M && kg < K;
-                    ssm__tc_cp16z((char *)as + r * (A16 ? 2 * LDH : 4 * LDF) + k * EA,
-                                  (const char *)A.p + (ok ? (a0 + ig * A.rs + kg) * EA : 0), ok);
-                }
-                for (int c = tid; c < 64 * CB; c += 256) {
-                    const int r = c / CB, k = (c % CB) * (16 / EB), jg = tn * 64 + r, kg = k0 + k;
-                    const bool ok = jg < N && kg < K;
-                    ssm__tc_cp16z((char *)bs + r * (B16 ? 2 * LDH : 4 * LDF) + k * EB,
-                                  (const char *)B.p + (ok ? (b0 + jg * B.cs + kg) * EB : 0), ok);
-                }
-                ssm__tc_commit();
-            } else {
-                for (int e = tid; e < 64 * KS; e += 256) { /* along k where that is unit stride, else along the rows */
-                    int r = A.cs == 1 ? e / KS : e & 63, k = A.cs == 1 ? e % KS : e >> 6;
-                    const int ig = tm * 64 + r, kg = k0 + k;
-                    as[r * LDF + k] = ig < M && kg < K ? ssm__cu_ld(A.p, A.dt, a0 + ig * A.rs + (int64_t)kg * A.cs) : 0.f;
-                    r = B.rs == 1 ? e / KS : e & 63, k = B.rs == 1 ? e % KS : e >> 6;
-                    const int jg = tn * 64 + r, kh = k0 + k;
-                    bs[r * LDF + k] = jg < N && kh < K ? ssm__cu_ld(B.p, B.dt, b0 + (int64_t)kh * B.rs + jg * B.cs) : 0.f;
-                }
+            constexpr int EA = A16 ? 2 : 4, EB = B16 ? 2 : 4, CA = KS * EA / 16, CB = KS * EB / 16; /* 16-byte pieces a row */
+            for (int c = tid; c < 64 * CA; c += 256) {
+                const int r = c / CA, k = (c % CA) * (16 / EA), ig = tm * 64 + r, kg = k0 + k;
+                const bool ok = ig < M && kg < K;
+                ssm__tc_cp16z((char *)as + r * (A16 ? 2 * LDH : 4 * LDF) + k * EA,
+                              (const char *)A.p + (ok ? (a0 + ig * A.rs + kg) * EA : 0), ok);
             }
+            for (int c = tid; c < 64 * CB; c += 256) {
+                const int r = c / CB, k = (c % CB) * (16 / EB), jg = tn * 64 + r, kg = k0 + k;
+                const bool ok = jg < N && kg < K;
+                ssm__tc_cp16z((char *)bs + r * (B16 ? 2 * LDH : 4 * LDF) + k * EB,
+                              (const char *)B.p + (ok ? (b0 + jg * B.cs + kg) * EB : 0), ok);
+            }
+            ssm__tc_commit();
         };
         float acc[4][4];
 #pragma unroll
         for (int t = 0; t < 4; ++t)
 #pragma unroll
             for (int z = 0; z < 4; ++z) acc[t][z] = 0.f;
-        if (VEC) stage(0, 0);
+        stage(0, 0);
         for (int sl = 0; sl < nslab; ++sl) {
-            const int st = VEC ? sl & 1 : 0;
-            if (!VEC) stage(0, sl * KS);
-            else if (sl + 1 < nslab) stage(st ^ 1, (sl + 1) * KS), ssm__tc_wait<1>();
+            const int st = sl & 1;
+            if (sl + 1 < nslab) stage(st ^ 1, (sl + 1) * KS), ssm__tc_wait<1>();
             else ssm__tc_wait<0>();
             __syncthreads();
             const float *as = sm + st * SW, *bs = as + AW;
@@ -976,7 +1016,7 @@ __global__ void ssm__cu_copy_kernel(int64_t total, int64_t count, int rows, int 
 /* ---- the backend's primitives: gemm (cuBLAS where a layout allows, else the kernels above)
    and copy ------------------------------------------------------------------------------------ */
 
-/* 1 when operand o's slabs go by 16-byte copies (ssm__cu_mm64_kernel's VEC): unit stride along k
+/* 1 when operand o's slabs go by 16-byte copies (ssm__cu_mm64_kernel): unit stride along k
    (kstride), and its other strides, K and the base in whole 16-byte pieces */
 static int ssm__cu_mm_kvec(const ssm__cu_op &o, int64_t kstride, int64_t other, int64_t K) {
     const int64_t ve = o.dt == 0 ? 4 : 8;
@@ -989,10 +1029,10 @@ static ssm_result ssm__cu_mm_launch(ssm_ctx *ctx, int64_t outer, int64_t count, 
     if (M >= 64 && N >= 64) {
         typedef void (*mm64_fn)(int64_t, int64_t, int, int, int, float, float, ssm__cu_op, ssm__cu_op, ssm__cu_op);
         dim3 grid((unsigned)(((M + 63) / 64) * ((N + 63) / 64)), SSM__CU_GRID_Y(nb));
-        mm64_fn k = ssm__cu_mm64_kernel<0, 0, 0>;
+        mm64_fn k = ssm__cu_mm64f_kernel;
         if (ssm__cu_mm_kvec(A, A.cs, A.rs, K) && ssm__cu_mm_kvec(B, B.rs, B.cs, K))
-            k = A.dt ? (B.dt ? ssm__cu_mm64_kernel<1, 1, 1> : ssm__cu_mm64_kernel<1, 0, 1>)
-                     : (B.dt ? ssm__cu_mm64_kernel<0, 1, 1> : ssm__cu_mm64_kernel<0, 0, 1>);
+            k = A.dt ? (B.dt ? ssm__cu_mm64_kernel<1, 1> : ssm__cu_mm64_kernel<1, 0>)
+                     : (B.dt ? ssm__cu_mm64_kernel<0, 1> : ssm__cu_mm64_kernel<0, 0>);
         k<<<grid, 256, 0, ssm__cu_st(ctx)->stream>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
         SSM__CU_LAUNCHED(ctx, "ssm__cu_mm64_kernel");
         return SSM_OK;
