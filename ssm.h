@@ -984,8 +984,10 @@ struct ssm_backend {
     void (*linrec_pick)(const ssm_ctx *ctx, ssm_linrec_plan *plan);
     /* linrec: a specialised kernel for the method's steps 1..T-1 of every sequence, h_0
        already in h (all views in processing order; h in plan->work). out, when its ptr is set,
-       is the caller's view of the solution in plan->dtype: a kernel that also writes it sets
-       *out_written. Counts its products into st. SSM__NOT_MINE = the generic algorithm. */
+       is the caller's view of the solution in plan->dtype: a kernel that also writes its steps
+       1..T-1 sets *out_written (then, in a forward, h need hold only h_{T-1} besides h_0: the
+       driver reads back no other step). Counts its products into st. SSM__NOT_MINE = the
+       generic algorithm. */
     ssm_result (*linrec_steps)(ssm_ctx *ctx, const ssm_linrec_plan *p, ssm_seq_view A,
                                ssm_seq_view b, ssm_seq_view h, ssm_seq_view out, int *out_written,
                                void *scratch, ssm_linrec_stats *st);

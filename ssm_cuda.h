@@ -749,7 +749,7 @@ __global__ void ssm__cu_mm_kernel(int64_t nbatch, int64_t count, int M, int N, i
 }
 
 /* The same product on 64 x 64 tiles for M, N >= 64 whose slabs are not 16-byte copies (else
-   ssm__cu_mm64_kernel below): 256 threads, a 4 x 4 block of C each, from k-slabs of 16 staged as
+   ssm__cu_mmtc_kernel below): 256 threads, a 4 x 4 block of C each, from k-slabs of 16 staged as
    floats (A transposed, so a thread's four rows and four columns are one float4 read each: 16
    FMAs per two shared loads, against 4 FMAs per five in the 32 x 32 kernel). In ssm.h's generic
    chunked method at f32 n = m = 128 (h_{t-1} row-major: not k-contiguous) it ran 7.7 ms where a
@@ -799,99 +799,106 @@ __global__ void __launch_bounds__(256) ssm__cu_mm64f_kernel(int64_t nbatch, int6
     }
 }
 
-/* The same product on 64 x 64 tiles (M, N >= 64) on the tensor cores, where both operands have unit
-   stride along k and 16-byte rows (ssm__cu_mm_kvec): m16n8k8 TF32, an f32 operand split hi + lo
-   (3xTF32, ~f32 accurate; a 16-bit operand (A16, B16) is exact in TF32, so its lo products are
-   skipped). k-slabs of 32 staged k-contiguous by cp.async copies of the input type, [row][k] with
-   rows 4 banks apart (conflict-free fragment loads), two slabs in a ring (the next in flight while
-   this one multiplies). 8 warps, a warp 16 x 32 of C. The adjoint's dA_t = g_t h_{t-1}^T (both
+/* The same product on the tensor cores where both operands have unit stride along k and 16-byte
+   rows (ssm__cu_mm_kvec), on TILE x TILE tiles: 64 (M, N >= 64; 8 warps) or 32 (2 warps), a warp
+   16 x 32 of C. m16n8k8 TF32, an f32 operand split hi + lo (3xTF32, ~f32 accurate; a 16-bit
+   operand (A16, B16) is exact in TF32, so its lo products are skipped). k-slabs of 32 staged
+   k-contiguous by cp.async copies of the input type, [row][k] with rows 4 banks apart
+   (conflict-free fragment loads), two slabs in a ring: the next slab, of this item or the CTA's
+   next one, in flight while this one multiplies. The adjoint's dA_t = g_t h_{t-1}^T (both
    operands k-contiguous) at f32 n = m = 128, under ncu: 1.77 ms on ssm__cu_mm64f_kernel's FMAs,
-   1.46 with the slabs staged through registers (228 registers; slower than the FMAs for 16-bit h),
-   0.72 by cp.async. At n = m = 32 a quarter-used tile ran dA slower than the 32 x 32 FMA kernel
-   (f32 S64 T1024 backward 1.38 -> 1.62 ms), so that shape keeps it
-   (bench/results/cuda_cr_rowblocks_s51.log). */
+   1.46 with the slabs staged through registers (228 registers; slower than the FMAs for 16-bit
+   h), 0.72 by cp.async. At n = m = 32 a quarter-used 64-tile ran dA slower than the 32 x 32 FMA
+   kernel (f32 S64 T1024 backward 1.38 -> 1.62 ms, bench/results/cuda_cr_rowblocks_s51.log);
+   the 32-tiles, a CTA taking many items in a row, replace both there. */
 #define SSM__MM_KS 32
-template <int A16, int B16>
-__global__ void __launch_bounds__(256) ssm__cu_mm64_kernel(int64_t nbatch, int64_t count, int M, int N, int K, float alpha,
-                                                          float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
+template <int A16, int B16, int TILE>
+__global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t nbatch, int64_t count, int M, int N, int K,
+                                                                       float alpha, float beta, ssm__cu_op A, ssm__cu_op B,
+                                                                       ssm__cu_op C) {
     constexpr int KS = SSM__MM_KS, LDF = KS + 4, LDH = KS + 8; /* row strides: f32 words, 16-bit elements */
-    constexpr int AW = 64 * (A16 ? LDH / 2 : LDF), BW = 64 * (B16 ? LDH / 2 : LDF), SW = AW + BW; /* words a slab */
+    constexpr int NT = TILE * TILE / 16;                       /* a warp 16 x 32 of C: 8 warps at TILE 64, 2 at 32 */
+    constexpr int AW = TILE * (A16 ? LDH / 2 : LDF), BW = TILE * (B16 ? LDH / 2 : LDF), SW = AW + BW; /* words a slab */
     __shared__ __align__(16) float sm[2 * SW];
-    const int tilesN = (N + 63) / 64, tm = blockIdx.x / tilesN, tn = blockIdx.x % tilesN;
+    const int tilesN = (N + TILE - 1) / TILE, tm = blockIdx.x / tilesN, tn = blockIdx.x % tilesN;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-    const int wi = (warp >> 1) * 16, wj = (warp & 1) * 32, nslab = (K + KS - 1) / KS;
+    const int wi = warp / (TILE / 32) * 16, wj = warp % (TILE / 32) * 32, nslab = K > 0 ? (K + KS - 1) / KS : 1;
+    /* this CTA's items blockIdx.y + j gridDim.y as one stream of (item, k-slab) steps: the next
+       step, of this item or the next, in flight while this one multiplies */
+    const int64_t nitem = nbatch > blockIdx.y ? (nbatch - 1 - blockIdx.y) / gridDim.y + 1 : 0, nstep = nitem * nslab;
     /* a staged operand's fragment element (r, k) as a TF32 pair: 16-bit exact (lo 0), f32 split */
     auto frag = [&](const float *base, int s16, int dt, int r, int k, unsigned *hi, unsigned *lo) {
         if (!s16) return ssm__tc_split32(base[r * LDF + k], hi, lo);
-        const unsigned short u = ((const unsigned short *)base)[r * LDH + k];
-        *hi = dt == 1 ? __float_as_uint(__half2float(__ushort_as_half(u))) : (unsigned)u << 16, *lo = 0u;
+        *hi = __float_as_uint(ssm__cu_ld(base, dt, r * LDH + k)), *lo = 0u;
     };
-    for (int64_t bi = blockIdx.y; bi < nbatch; bi += gridDim.y) {
-        const int64_t s = bi / count, kb = bi % count;
-        const int64_t a0 = s * A.ss + kb * A.bs, b0 = s * B.ss + kb * B.bs, c0 = s * C.ss + kb * C.bs;
-        /* slab k0.. into ring slot st: rows of A (tile rows) and of B^T (tile columns), k-contiguous */
-        auto stage = [&](int st, int k0) {
-            float *as = sm + st * SW, *bs = as + AW;
-            constexpr int EA = A16 ? 2 : 4, EB = B16 ? 2 : 4, CA = KS * EA / 16, CB = KS * EB / 16; /* 16-byte pieces a row */
-            for (int c = tid; c < 64 * CA; c += 256) {
-                const int r = c / CA, k = (c % CA) * (16 / EA), ig = tm * 64 + r, kg = k0 + k;
-                const bool ok = ig < M && kg < K;
-                ssm__tc_cp16z((char *)as + r * (A16 ? 2 * LDH : 4 * LDF) + k * EA,
-                              (const char *)A.p + (ok ? (a0 + ig * A.rs + kg) * EA : 0), ok);
-            }
-            for (int c = tid; c < 64 * CB; c += 256) {
-                const int r = c / CB, k = (c % CB) * (16 / EB), jg = tn * 64 + r, kg = k0 + k;
-                const bool ok = jg < N && kg < K;
-                ssm__tc_cp16z((char *)bs + r * (B16 ? 2 * LDH : 4 * LDF) + k * EB,
-                              (const char *)B.p + (ok ? (b0 + jg * B.cs + kg) * EB : 0), ok);
-            }
-            ssm__tc_commit();
-        };
-        float acc[4][4];
-#pragma unroll
-        for (int t = 0; t < 4; ++t)
-#pragma unroll
-            for (int z = 0; z < 4; ++z) acc[t][z] = 0.f;
-        stage(0, 0);
-        for (int sl = 0; sl < nslab; ++sl) {
-            const int st = sl & 1;
-            if (sl + 1 < nslab) stage(st ^ 1, (sl + 1) * KS), ssm__tc_wait<1>();
-            else ssm__tc_wait<0>();
-            __syncthreads();
-            const float *as = sm + st * SW, *bs = as + AW;
-#pragma unroll
-            for (int kk = 0; kk < KS; kk += 8) {
-                unsigned ah[4], al[4], bh[4][2], bl[4][2];
-#pragma unroll
-                for (int z = 0; z < 4; ++z) frag(as, A16, A.dt, wi + g + 8 * (z & 1), kk + q + 4 * (z >> 1), &ah[z], &al[z]);
-#pragma unroll
-                for (int t = 0; t < 4; ++t)
-#pragma unroll
-                    for (int z = 0; z < 2; ++z) frag(bs, B16, B.dt, wj + 8 * t + g, kk + q + 4 * z, &bh[t][z], &bl[t][z]);
-                /* the products as passes over the four tiles: no MMA waits on the one before it */
-                if (!A16)
-#pragma unroll
-                    for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], al, bh[t][0], bh[t][1]);
-                if (!B16)
-#pragma unroll
-                    for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], ah, bl[t][0], bl[t][1]);
-#pragma unroll
-                for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], ah, bh[t][0], bh[t][1]);
-            }
-            __syncthreads();
+    auto item = [&](int64_t step) { return blockIdx.y + step / nslab * gridDim.y; };
+    /* step's slab into ring slot st: rows of A (tile rows) and of B^T (tile columns), k-contiguous */
+    auto stage = [&](int st, int64_t step) {
+        const int64_t bi = item(step), s = bi / count, kb = bi % count, a0 = s * A.ss + kb * A.bs, b0 = s * B.ss + kb * B.bs;
+        const int k0 = (int)(step % nslab) * KS;
+        float *as = sm + st * SW, *bs = as + AW;
+        constexpr int EA = A16 ? 2 : 4, EB = B16 ? 2 : 4, CA = KS * EA / 16, CB = KS * EB / 16; /* 16-byte pieces a row */
+        for (int c = tid; c < TILE * CA; c += NT) {
+            const int r = c / CA, k = (c % CA) * (16 / EA), ig = tm * TILE + r, kg = k0 + k;
+            const bool ok = ig < M && kg < K;
+            ssm__tc_cp16z((char *)as + r * (A16 ? 2 * LDH : 4 * LDF) + k * EA,
+                          (const char *)A.p + (ok ? (a0 + ig * A.rs + kg) * EA : 0), ok);
         }
-        /* acc[t][z]: row wi + g + 8 (z >> 1), column wj + 8 t + 2 q + (z & 1) */
+        for (int c = tid; c < TILE * CB; c += NT) {
+            const int r = c / CB, k = (c % CB) * (16 / EB), jg = tn * TILE + r, kg = k0 + k;
+            const bool ok = jg < N && kg < K;
+            ssm__tc_cp16z((char *)bs + r * (B16 ? 2 * LDH : 4 * LDF) + k * EB,
+                          (const char *)B.p + (ok ? (b0 + jg * B.cs + kg) * EB : 0), ok);
+        }
+        ssm__tc_commit();
+    };
+    float acc[4][4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+        for (int z = 0; z < 4; ++z) acc[t][z] = 0.f;
+    if (nstep > 0) stage(0, 0);
+    for (int64_t step = 0; step < nstep; ++step) {
+        const int st = (int)(step & 1);
+        if (step + 1 < nstep) stage(st ^ 1, step + 1), ssm__tc_wait<1>();
+        else ssm__tc_wait<0>();
+        __syncthreads();
+        const float *as = sm + st * SW, *bs = as + AW;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk += 8) {
+            unsigned ah[4], al[4], bh[4][2], bl[4][2];
+#pragma unroll
+            for (int z = 0; z < 4; ++z) frag(as, A16, A.dt, wi + g + 8 * (z & 1), kk + q + 4 * (z >> 1), &ah[z], &al[z]);
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+#pragma unroll
+                for (int z = 0; z < 2; ++z) frag(bs, B16, B.dt, wj + 8 * t + g, kk + q + 4 * z, &bh[t][z], &bl[t][z]);
+            /* the products as passes over the four tiles: no MMA waits on the one before it */
+            if (!A16)
+#pragma unroll
+                for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], al, bh[t][0], bh[t][1]);
+            if (!B16)
+#pragma unroll
+                for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], ah, bl[t][0], bl[t][1]);
+#pragma unroll
+            for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], ah, bh[t][0], bh[t][1]);
+        }
+        __syncthreads();
+        if (step % nslab != nslab - 1) continue;
+        /* the item's last slab: acc[t][z] is row wi + g + 8 (z >> 1), column wj + 8 t + 2 q + (z & 1) of C */
+        const int64_t bi = item(step), c0 = bi / count * C.ss + bi % count * C.bs;
 #pragma unroll
         for (int t = 0; t < 4; ++t)
 #pragma unroll
             for (int z = 0; z < 4; ++z) {
-                const int i = tm * 64 + wi + g + 8 * (z >> 1), j = tn * 64 + wj + 8 * t + 2 * q + (z & 1);
+                const int i = tm * TILE + wi + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q + (z & 1);
                 if (i < M && j < N) {
                     const int64_t ci = c0 + i * C.rs + j * C.cs;
                     float v = alpha * acc[t][z];
                     if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
                     ssm__cu_stv(C.p, C.dt, ci, v);
                 }
+                acc[t][z] = 0.f;
             }
     }
 }
@@ -1016,7 +1023,7 @@ __global__ void ssm__cu_copy_kernel(int64_t total, int64_t count, int rows, int 
 /* ---- the backend's primitives: gemm (cuBLAS where a layout allows, else the kernels above)
    and copy ------------------------------------------------------------------------------------ */
 
-/* 1 when operand o's slabs go by 16-byte copies (ssm__cu_mm64_kernel): unit stride along k
+/* 1 when operand o's slabs go by 16-byte copies (ssm__cu_mmtc_kernel): unit stride along k
    (kstride), and its other strides, K and the base in whole 16-byte pieces */
 static int ssm__cu_mm_kvec(const ssm__cu_op &o, int64_t kstride, int64_t other, int64_t K) {
     const int64_t ve = o.dt == 0 ? 4 : 8;
@@ -1024,21 +1031,32 @@ static int ssm__cu_mm_kvec(const ssm__cu_op &o, int64_t kstride, int64_t other, 
 }
 static ssm_result ssm__cu_mm_launch(ssm_ctx *ctx, int64_t outer, int64_t count, int64_t M, int64_t N, int64_t K,
                                     float alpha, float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C) {
-    int64_t nb = outer * count;
+    typedef void (*mm_fn)(int64_t, int64_t, int, int, int, float, float, ssm__cu_op, ssm__cu_op, ssm__cu_op);
+    const int64_t nb = outer * count;
     if (nb <= 0 || M <= 0 || N <= 0) return SSM_OK;
-    if (M >= 64 && N >= 64) {
-        typedef void (*mm64_fn)(int64_t, int64_t, int, int, int, float, float, ssm__cu_op, ssm__cu_op, ssm__cu_op);
+    const int tc = ssm__cu_mm_kvec(A, A.cs, A.rs, K) && ssm__cu_mm_kvec(B, B.rs, B.cs, K), big = M >= 64 && N >= 64;
+    const cudaStream_t st = ssm__cu_st(ctx)->stream;
+    if (tc) { /* 64-tiles one item a CTA; 32-tiles (small products) ~16 CTAs an SM, each a run of items */
+        const int T = big ? 64 : 32;
+        const int64_t tiles = ((M + T - 1) / T) * ((N + T - 1) / T), per = 16 * (int64_t)ssm__cu_st(ctx)->sms / tiles + 1;
+        mm_fn k = A.dt ? (B.dt ? ssm__cu_mmtc_kernel<1, 1, 64> : ssm__cu_mmtc_kernel<1, 0, 64>)
+                       : (B.dt ? ssm__cu_mmtc_kernel<0, 1, 64> : ssm__cu_mmtc_kernel<0, 0, 64>);
+        if (!big)
+            k = A.dt ? (B.dt ? ssm__cu_mmtc_kernel<1, 1, 32> : ssm__cu_mmtc_kernel<1, 0, 32>)
+                     : (B.dt ? ssm__cu_mmtc_kernel<0, 1, 32> : ssm__cu_mmtc_kernel<0, 0, 32>);
+        k<<<dim3((unsigned)tiles, SSM__CU_GRID_Y(big || nb < per ? nb : per)), T * T / 16, 0, st>>>(
+            nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
+        SSM__CU_LAUNCHED(ctx, "ssm__cu_mmtc_kernel");
+        return SSM_OK;
+    }
+    if (big) {
         dim3 grid((unsigned)(((M + 63) / 64) * ((N + 63) / 64)), SSM__CU_GRID_Y(nb));
-        mm64_fn k = ssm__cu_mm64f_kernel;
-        if (ssm__cu_mm_kvec(A, A.cs, A.rs, K) && ssm__cu_mm_kvec(B, B.rs, B.cs, K))
-            k = A.dt ? (B.dt ? ssm__cu_mm64_kernel<1, 1> : ssm__cu_mm64_kernel<1, 0>)
-                     : (B.dt ? ssm__cu_mm64_kernel<0, 1> : ssm__cu_mm64_kernel<0, 0>);
-        k<<<grid, 256, 0, ssm__cu_st(ctx)->stream>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
-        SSM__CU_LAUNCHED(ctx, "ssm__cu_mm64_kernel");
+        ssm__cu_mm64f_kernel<<<grid, 256, 0, st>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
+        SSM__CU_LAUNCHED(ctx, "ssm__cu_mm64f_kernel");
         return SSM_OK;
     }
     dim3 grid((unsigned)(((M + 31) / 32) * ((N + 31) / 32)), SSM__CU_GRID_Y(nb)), block(32, 8);
-    ssm__cu_mm_kernel<<<grid, block, 0, ssm__cu_st(ctx)->stream>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
+    ssm__cu_mm_kernel<<<grid, block, 0, st>>>(nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
     SSM__CU_LAUNCHED(ctx, "ssm__cu_mm_kernel");
     return SSM_OK;
 }
@@ -1501,6 +1519,13 @@ static ssm__cu_rv ssm__cu_rv_of(ssm_seq_view v, int64_t start, int64_t chs_steps
     r.ss = v.ss, r.chs = chs_steps * v.ts;
     return r;
 }
+/* Steps t, t + 1, ... of every sequence of a view, as a copy's operand (batch index: the step). */
+static ssm_matrix_batch ssm__cu_mb_at(ssm_seq_view v, int64_t t) {
+    ssm_matrix_batch m;
+    m.ptr = (char *)v.ptr + (v.off + t * v.ts) * (int64_t)ssm__cu_esize(v.dtype), m.dtype = v.dtype;
+    m.rs = v.rs, m.cs = v.cs, m.bs = v.ts, m.ss = v.ss;
+    return m;
+}
 /* Matrix t of every sequence of a view, as a gemm operand. */
 static ssm__cu_op ssm__cu_op_at(ssm_seq_view v, int64_t t) {
     ssm__cu_op o;
@@ -1511,16 +1536,18 @@ static ssm__cu_op ssm__cu_op_at(ssm_seq_view v, int64_t t) {
 
 static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A, const ssm__cu_rv &b);
 static ssm_result ssm__cu_tcm_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last, ssm__cu_rv A,
-                                     ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P);
+                                     ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv o, ssm__cu_rv init, float *P);
 /* The fused recurrence over nchunks chunks: on the tensor cores where ssm__cu_tcm_fits (matrix
-   states), else ssm__cu_rec_kernel. */
+   states), else ssm__cu_rec_kernel. o (p NULL: none) takes the states too, in its own type:
+   the tensor-core kernel's only, so a caller passes one where ssm__cu_tcm_fits. */
 static ssm_result ssm__cu_rec_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last,
-                                     ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P) {
+                                     ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P,
+                                     ssm__cu_rv o = ssm__cu_rv()) {
     size_t smem = ssm__cu_rec_smem(L->n, L->m, P != NULL);
     cudaError_t e;
     if (nchunks <= 0) return SSM_OK;
     if (ssm__cu_tcm_fits(L, A, b)) {
-        SSM__TRY(ssm__cu_tcm_launch(L, nchunks, T, Lc, skip_last, A, b, h, init, P));
+        SSM__TRY(ssm__cu_tcm_launch(L, nchunks, T, Lc, skip_last, A, b, h, o, init, P));
         L->st->mat_state += L->S * T;
         return SSM_OK;
     }
@@ -1551,14 +1578,21 @@ static int ssm__cu_rec_runs(const ssm__cu_lr *L, int withP, ssm_seq_view A, ssm_
     return !withP || L->n <= SSM__TC_N || ssm__cu_rec_fits(L, 0);
 }
 
-/* Sequential: steps 1..T-1 (h_0 given) in one fused kernel. */
-static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h) {
-    ssm__cu_rv init;
+/* 1 when the matrix-state kernel over steps from 1 on writes the caller's view out beside h
+   (ssm_backend.linrec_steps' out: its copy from the f32 work buffer is skipped) */
+static int ssm__cu_rec_out(const ssm__cu_lr *L, ssm_seq_view A, ssm_seq_view b, ssm_seq_view out) {
+    return out.ptr && ssm__cu_tcm_fits(L, ssm__cu_rv_of(A, 1, 0), ssm__cu_rv_of(b, 1, 0));
+}
+/* Sequential: steps 1..T-1 (h_0 given) in one fused kernel (and out where ssm__cu_rec_out). */
+static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
+                                        ssm_seq_view out, int *out_written) {
+    ssm__cu_rv init, o = ssm__cu_rv();
     if (T <= 1) return SSM_OK;
     if (!ssm__cu_rec_runs(L, 0, A, b)) return SSM__NOT_MINE;
     init = ssm__cu_rv_of(h, 0, 0);
+    if (ssm__cu_rec_out(L, A, b, out)) o = ssm__cu_rv_of(out, 1, 0), *out_written = 1;
     return ssm__cu_rec_launch(L, 1, T - 1, T, 0, ssm__cu_rv_of(A, 1, 0), ssm__cu_rv_of(b, 1, 0), ssm__cu_rv_of(h, 1, 0),
-                              init, NULL);
+                              init, NULL, o);
 }
 
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A);
@@ -1568,19 +1602,24 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
                                         int phase = 0, int want_end = 0);
 /* Chunked, fused: (1) every chunk after the first runs from zero and forms P_c, all chunks in
    parallel, while the first chunk runs from h_0; (2) the carry recurrence over chunk ends
-   E_c = P_c E_{c-1} + E_c (one kernel); (3) every chunk re-runs from its true carry. */
+   E_c = P_c E_{c-1} + E_c (one kernel); (3) every chunk re-runs from its true carry. Where
+   ssm__cu_rec_out, (1)'s first chunk and (3) write the caller's out too (a forward's (3) out
+   alone: ssm.h reads back h_0 and h_{T-1} only, which (3) does not write), and the chunk ends
+   are copied there (f16 S128 T1024 n = m = 32: the whole work buffer's copy took 0.40 of the
+   forward's 1.21 ms). */
 static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
-                                     int64_t C, char *ws) {
+                                     int64_t C, ssm_seq_view out, int *out_written, char *ws) {
     int64_t nc, nfull, tail;
     ssm_seq_view P, E;
     ssm__cu_rv none;
-    if (C >= T) return ssm__cu_lr_sequential(L, T, A, b, h);
+    int wo = 0;
+    if (C >= T) return ssm__cu_lr_sequential(L, T, A, b, h, out, out_written);
     if (!ssm__cu_rec_runs(L, 1, A, b)) return SSM__NOT_MINE;
     memset(&none, 0, sizeof none);
     nc = (T - 1) / C, nfull = (T - C) / C, tail = (T - C) % C;
     P.ptr = ws, P.dtype = SSM_F32, P.off = 0, P.ts = L->n * L->n, P.rs = L->n, P.cs = 1, P.ss = nc * L->n * L->n;
     /* (1) chunk 0 from h_0 (its steps 1..C-1), chunks 1..nc from zero with products */
-    SSM__TRY(ssm__cu_lr_sequential(L, C, A, b, h));
+    SSM__TRY(ssm__cu_lr_sequential(L, C, A, b, h, out, &wo));
     SSM__TRY(ssm__cu_rec_launch(L, nc, T - C, C, 0, ssm__cu_rv_of(A, C, C), ssm__cu_rv_of(b, C, C),
                                 ssm__cu_rv_of(h, C, C), none, (float *)P.ptr));
     L->st->mat_mat += L->S * (T - C - nc);
@@ -1596,8 +1635,22 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
         L->st->mat_state += L->S;
     }
     /* (3) chunks 1..nc from their carries, all steps but the last */
-    return ssm__cu_rec_launch(L, nc, T - C, C, 1, ssm__cu_rv_of(A, C, C), ssm__cu_rv_of(b, C, C), ssm__cu_rv_of(h, C, C),
-                              ssm__cu_rv_of(h, C - 1, C), NULL);
+    {
+        const int fwd = wo && L->p->op == SSM_OP_LINREC_FORWARD;
+        SSM__TRY(ssm__cu_rec_launch(L, nc, T - C, C, 1, ssm__cu_rv_of(A, C, C), ssm__cu_rv_of(b, C, C),
+                                    ssm__cu_rv_of(fwd ? out : h, C, C), ssm__cu_rv_of(h, C - 1, C), NULL,
+                                    wo && !fwd ? ssm__cu_rv_of(out, C, C) : none));
+    }
+    if (!wo) return SSM_OK;
+    /* out's chunk ends 1..nfull and its last step (when a partial chunk ends the sequence) */
+    *out_written = 1;
+    if (nfull > 0) {
+        ssm_seq_view Eo = out;
+        Eo.off += (C - 1) * out.ts, Eo.ts *= C;
+        SSM__TRY(ssm__cu_copy(L->ctx, out.dtype, L->S, nfull, L->n, L->m, ssm__cu_mb_at(E, 1), ssm__cu_mb_at(Eo, 1), 0));
+    }
+    if (tail > 0) SSM__TRY(ssm__cu_copy(L->ctx, out.dtype, L->S, 1, L->n, L->m, ssm__cu_mb_at(h, T - 1), ssm__cu_mb_at(out, T - 1), 0));
+    return SSM_OK;
 }
 
 /* ---- cyclic reduction, a level per launch pair -----------------------------------------------
@@ -1618,9 +1671,10 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    is two CTAs of 64 output columns (SSM__CR_H), two an SM: 3.64 -> 2.39 ms at that shape.
    Used on its own for every shape it takes, and for the carries between tensor-core spans. */
 #define SSM__CR_MAXN 128
-/* row stride (floats) of the shared tiles: float4 rows, and 8 banks apart (rows k and k + 4 of
-   an m16n8k8 fragment load meet 32 distinct banks) */
-#define SSM__CR_LD(R) (16 * (R) + 8)
+/* row stride (floats) of the shared tiles, of a tile cut in H blocks along its rows: float4
+   rows, and 8 banks apart (rows k and k + 4 of an m16n8k8 fragment load meet 32 distinct banks) */
+#define SSM__CR_LDH(R, H) (16 * (R) / (H) + 8)
+#define SSM__CR_LD(R) SSM__CR_LDH(R, 1)
 #define SSM__CR_TC_R 4 /* the smallest R whose products take the tensor cores */
 /* Blocks of a task at R = 8 on the tensor cores: its outputs go to two CTAs (grid z), whose tiles
    (104 KB: A whole and X's half, or A's half and X whole) let two CTAs share an SM, so one loads
@@ -1631,7 +1685,6 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    in-place up-sweep takes them too (Blelloch 4.15 -> 3.19 ms, HS 18.3 -> 17.6 at that shape,
    bench/results/cuda_cr_rowblocks_s51.log). HR x HC blocks (one of them 1) in the helpers below. */
 #define SSM__CR_H(R, TC) ((TC) && (R) == 8 ? 2 : 1)
-#define SSM__CR_LDH(R, H) (16 * (R) / (H) + 8) /* row stride of a tile cut in H blocks along its rows (8 banks apart, as above) */
 /* CTAs an SM the registers must allow: 8 at R <= 2 (32 registers; uncapped, the loads in flight
    took them to 64-80 and the small tiles lost their occupancy: f32 S64 T1024 n32 m32 1.83 ms vs
    1.35 capped); none above, where a cap spilled (the shared tiles limit those anyway) */
@@ -3040,7 +3093,7 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
     if (Lc > T1) Lc = T1;
     if (Lc > SSM__TC_LMAX) Lc = SSM__TC_LMAX; /* a performance hint only: results do not depend on it */
     nc = (T1 + Lc - 1) / Lc;
-    if (nc > 2147483647) return ssm__cu_lr_sequential(L, T, A, b, h);
+    if (nc > 2147483647) return ssm__cu_lr_sequential(L, T, A, b, h, out, out_written);
     aos = tr ? A.cs : A.rs;
     P = (float *)ws;
     E = P + L->S * (nc - 1) * W * W;
@@ -3090,12 +3143,13 @@ template <int W, int BF> struct ssm__tcm { /* the kernel's shared memory */
 template <int BF> __device__ __forceinline__ float ssm__tcm_f(unsigned short v) {
     return BF ? __bfloat162float(__ushort_as_bfloat16(v)) : __half2float(__ushort_as_half(v));
 }
-/* fast: 1 = b by the ring (16-bit), 2 = h by the stage */
+/* fast: 1 = b by the ring (16-bit), 2 = h by the stage, 4 = o by the stage. o (p NULL: none) takes
+   the states h takes, in its own type (the caller's 16-bit view beside the f32 work buffer) */
 template <int W, int TR, int BF, int PAD>
 __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_t s0, int64_t T, int64_t Lc, int skip_last,
                                                                          int n, int m, ssm__cu_rv A, int64_t aos,
-                                                                         ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init,
-                                                                         float *P, int64_t nchunks, int fast) {
+                                                                         ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv o,
+                                                                         ssm__cu_rv init, float *P, int64_t nchunks, int fast) {
     extern __shared__ __align__(16) unsigned char ssm__tm_sm[];
     typedef ssm__tcg<W, BF> G;
     typedef ssm__tcm<W, BF> M;
@@ -3115,11 +3169,12 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
     const int len = (int)len64, hb = (m + 15) >> 4, nb = hb + (P ? (n + 15) >> 4 : 0);
     const int rb = (int)blockIdx.z * NW + warp, mbn = rb < nb, isH = rb < hb; /* this warp's 16-column block */
     const int cj0 = (int)blockIdx.z * CW, jw = 16 * rb, nk = PAD ? (n + 15) >> 4 : W / 16;
-    const int bvec = !G::F32 && (fast & 1) && cj0 < m, hvec = fast & 2, bw = min(CW, m - cj0); /* bw: b columns here */
+    const int bvec = !G::F32 && (fast & 1) && cj0 < m, hvec = fast & 2, ovec = o.p && (fast & 4), stage = hvec || ovec;
+    const int bw = min(CW, m - cj0); /* bw: b columns here */
     const Et *Ag = (const Et *)A.p;
     const unsigned short *Bg = (const unsigned short *)b.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
-    const int64_t hbase = h.off + s * h.ss + c * h.chs;
+    const int64_t hbase = h.off + s * h.ss + c * h.chs, obase = o.off + s * o.ss + c * o.chs;
     float acc[1][W / 8][4], bn[G::F32 ? W / 8 : 1][4]; /* bn: f32 b_u, loaded a step ahead */
     unsigned af[1][KS][4], al[1][KS][4];
     /* f32 b (of A's type): element (t, z) of b_u into bn, zero past n and m */
@@ -3184,7 +3239,7 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
         if (!isH) continue;
         const unsigned short *bt = Bs + (u % NST) * W * LDB;
         const bool store = !P || u == len - 1; /* with P only the chunk's end is read */
-        if (hvec && store) __syncwarp(); /* the last step's stage read */
+        if (stage && store) __syncwarp(); /* the last step's stage read */
 #pragma unroll
         for (int t = 0; t < W / 8; ++t)
 #pragma unroll
@@ -3194,16 +3249,21 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
                 else if (G::F32) acc[0][t][z] += bn[G::F32 ? t : 0][z];
                 else if (i < n && j < m) acc[0][t][z] += ssm__cu_ld(b.p, b.dt, bbase + u * b.ts + i * b.rs + j * b.cs);
                 if (!store) continue;
-                if (hvec) Hs[i * LDH + jl] = acc[0][t][z];
-                else if (i < n && j < m) ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + i * h.rs + j * h.cs, acc[0][t][z]);
+                if (stage) Hs[i * LDH + jl] = acc[0][t][z];
+                if (i >= n || j >= m) continue;
+                if (!hvec) ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + i * h.rs + j * h.cs, acc[0][t][z]);
+                if (o.p && !ovec) ssm__cu_stv(o.p, o.dt, obase + u * o.ts + i * o.rs + j * o.cs, acc[0][t][z]);
             }
-        if (hvec && store) { /* rows < n, the warp's columns < m (m % 4 == 0), 16 bytes a store */
+        if (stage && store) { /* rows < n, the warp's columns < m (m % 4 == 0), 4 elements a store */
             __syncwarp();
-            float *hg = (float *)h.p + hbase + u * h.ts + jw;
+            const int64_t hr = hbase + u * h.ts + jw, orow = obase + u * o.ts + jw;
             const int hw = min(16, m - jw);
             for (int f = lane; f < 4 * n; f += 32) {
                 const int r = f >> 2, c4 = 4 * (f & 3);
-                if (c4 < hw) *(float4 *)(hg + r * h.rs + c4) = *(const float4 *)(Hs + r * LDH + c4);
+                if (c4 >= hw) continue;
+                const float4 v = *(const float4 *)(Hs + r * LDH + c4);
+                if (hvec) ssm__cu_st4(h.p, h.dt, hr + r * h.rs + c4, v);
+                if (ovec) ssm__cu_st4(o.p, o.dt, orow + r * o.rs + c4, v);
             }
         }
         if (u + 1 < len) load_bn(u + 1); /* its latency behind the next step's MMAs */
@@ -3247,37 +3307,37 @@ static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A, const ssm_
     return smem <= cs->smem_optin;
 }
 /* The kernel's fast paths for these views: b rows contiguous, 16-byte aligned everywhere (16-bit;
-   m % 8); h f32 with rows contiguous, 16-byte aligned (m % 4). */
-static int ssm__cu_tcm_fast(const ssm__cu_lr *L, const ssm__cu_rv &b, const ssm__cu_rv &h) {
+   m % 8); h (and o) with rows contiguous, a vector of 4 aligned everywhere (m % 4). */
+static int ssm__cu_tcm_fast(const ssm__cu_lr *L, const ssm__cu_rv &b, const ssm__cu_rv &h, const ssm__cu_rv &o) {
     const int bv = b.dt != 0 && b.cs == 1 && !((uintptr_t)b.p & 15) && !((b.off | b.ts | b.rs | b.ss | b.chs) & 7) && !(L->m & 7);
-    const int hv = h.dt == 0 && h.cs == 1 && !((uintptr_t)h.p & 15) && !((h.off | h.ts | h.rs | h.ss | h.chs) & 3) && !(L->m & 3);
-    return bv | 2 * hv;
+    auto v4 = [&](const ssm__cu_rv &v) { return v.p && v.cs == 1 && !(L->m & 3) && ssm__cu_v4_at(v, v.off | v.ts | v.ss | v.chs, v.rs); };
+    return bv | 2 * v4(h) | 4 * v4(o);
 }
 template <int W, int TR, int BF, int PAD>
 static ssm_result ssm__cu_tcm_go(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last, ssm__cu_rv A,
-                                 int64_t aos, ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P) {
+                                 int64_t aos, ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv o, ssm__cu_rv init, float *P) {
     const size_t smem = ssm__tcm<W, BF>::template smem<TR>();
     const int64_t nb = (L->m + 15) / 16 + (P ? (L->n + 15) / 16 : 0);
-    const int fast = ssm__cu_tcm_fast(L, b, h);
+    const int fast = ssm__cu_tcm_fast(L, b, h, o);
     cudaError_t e = ssm__cu_smem_allow((const void *)ssm__cu_tcm_kernel<W, TR, BF, PAD>, smem, ssm__cu_st(L->ctx)->smem_optin);
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
     for (int64_t s0 = 0; s0 < L->S; s0 += 65535) { /* grid y stops at 65535 sequences a launch */
         dim3 grid((unsigned)nchunks, SSM__CU_GRID_Y(L->S - s0), (unsigned)((nb + SSM__TCM_WARPS - 1) / SSM__TCM_WARPS));
         ssm__cu_tcm_kernel<W, TR, BF, PAD><<<grid, 32 * SSM__TCM_WARPS, smem, ssm__cu_st(L->ctx)->stream>>>(
-            s0, T, Lc, skip_last, (int)L->n, (int)L->m, A, aos, b, h, init, P, nchunks, fast);
+            s0, T, Lc, skip_last, (int)L->n, (int)L->m, A, aos, b, h, o, init, P, nchunks, fast);
         SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tcm_kernel");
     }
     return SSM_OK;
 }
 /* ssm__cu_rec_launch's tensor-core form (the caller checked ssm__cu_tcm_fits). */
 static ssm_result ssm__cu_tcm_launch(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last, ssm__cu_rv A,
-                                     ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv init, float *P) {
+                                     ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv o, ssm__cu_rv init, float *P) {
     const int w = ssm__cu_tc_w(L->n), tr = A.cs != 1, pad = L->n != w, bf = A.dt == 0 ? 2 : A.dt == 2;
     const int64_t aos = tr ? A.cs : A.rs;
 #define SSM__TCM_GO(W_, TR_, BF_)                                                                         \
-    (pad ? ssm__cu_tcm_go<W_, TR_, BF_, 1>(L, nchunks, T, Lc, skip_last, A, aos, b, h, init, P)            \
-         : ssm__cu_tcm_go<W_, TR_, BF_, 0>(L, nchunks, T, Lc, skip_last, A, aos, b, h, init, P))
+    (pad ? ssm__cu_tcm_go<W_, TR_, BF_, 1>(L, nchunks, T, Lc, skip_last, A, aos, b, h, o, init, P)         \
+         : ssm__cu_tcm_go<W_, TR_, BF_, 0>(L, nchunks, T, Lc, skip_last, A, aos, b, h, o, init, P))
 #define SSM__TCM_W(W_)                                                                                    \
     (bf == 0 ? (tr ? SSM__TCM_GO(W_, 1, 0) : SSM__TCM_GO(W_, 0, 0))                                       \
              : tr ? SSM__TCM_GO(W_, 1, 1) : SSM__TCM_GO(W_, 0, 1))
@@ -4153,7 +4213,7 @@ static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
     if (T <= 1) return SSM_OK;
     if (ssm__cu_st(L->ctx)->knobs.linrec_cr != 2 && ssm__cu_tc_ok(L, A))
         return ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1);
-    if (ssm__cu_cr_spans(L->ctx, L->p)) return ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, ws);
+    if (ssm__cu_cr_spans(L->ctx, L->p)) return ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, out, out_written, ws);
     if (ssm__cu_cr_tc_takes(L->ctx, L->p) && A.dtype.bits == 16) return ssm__cu_cr_tc(L, T, A, b, h, out, out_written, ws);
     return ssm__cu_cr_solve(L, T, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0), ssm__cu_rv_of(h, 0, 0), ws);
 }
@@ -4166,13 +4226,13 @@ static ssm_result ssm__cu_linrec_steps(ssm_ctx *ctx, const ssm_linrec_plan *p, s
     ssm__cu_device_guard g(ssm__cu_st(ctx)->device);
     ssm__cu_lr L;
     L.ctx = ctx, L.p = p, L.S = p->group, L.n = p->n, L.m = p->m, L.st = st;
-    if (p->method == SSM_LINREC_SEQUENTIAL) return ssm__cu_lr_sequential(&L, p->T, A, b, h);
+    if (p->method == SSM_LINREC_SEQUENTIAL) return ssm__cu_lr_sequential(&L, p->T, A, b, h, out, out_written);
     if (p->method == SSM_LINREC_CR) return ssm__cu_lr_cr(&L, p->T, A, b, h, out, out_written, (char *)scratch);
     if (p->method == SSM_LINREC_SCAN_HS) return ssm__cu_lr_scan_hs(&L, p->T, A, b, h, (char *)scratch);
     if (p->method == SSM_LINREC_BLELLOCH) return ssm__cu_lr_blelloch(&L, p->T, A, b, h, (char *)scratch);
     if (p->method != SSM_LINREC_CHUNKED) return SSM__NOT_MINE;
     if (ssm__cu_tc_ok(&L, A)) return ssm__cu_lr_chunked_tc(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch, 0);
-    return ssm__cu_lr_chunked(&L, p->T, A, b, h, p->chunk, (char *)scratch);
+    return ssm__cu_lr_chunked(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch);
 }
 /* The linrec_steps_cp slot: the tensor-core chunked path (chunked, and cyclic reduction's spans
    on those shapes) splits at its carries; everything else is ssm.h's generic split. */

@@ -913,6 +913,95 @@ static ssm_ctx *cuda_ctx_owning(void *w, size_t bytes) {
     return c2;
 }
 
+/* The backend's gemm slot called directly: outer > 1 with uneven batch strides and operands of
+   mixed dtypes (what ssm.h's generic recurrence asks for: 16-bit inputs beside f32 work), which
+   cuBLAS does not take, so every tile kernel runs: k-contiguous slabs on the tensor cores (64- and
+   32-tiles, each dtype pair), others on the FMA kernels. f64 reference of the stored values; C
+   read (beta) and written in place, every byte outside its elements left as poisoned. */
+struct gemm_buf {
+    ssm_dtype dt;
+    int64_t rs, cs, bs, ss, n;
+    std::vector<unsigned char> h;
+    void *d;
+};
+/* batch strides rounded up to multiples of al elements */
+static gemm_buf gemm_new(ssm_dtype dt, int64_t outer, int64_t batch, int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t al) {
+    gemm_buf g;
+    g.dt = dt, g.rs = rs, g.cs = cs, g.bs = ((rows - 1) * rs + (cols - 1) * cs + 1 + 5 + al - 1) / al * al;
+    g.ss = (batch * g.bs + 7 + al - 1) / al * al;
+    g.n = (outer - 1) * g.ss + (batch - 1) * g.bs + (rows - 1) * rs + (cols - 1) * cs + 1;
+    g.h.assign((size_t)g.n * (dt.bits / 8), 0xFF);
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < batch; ++k)
+            for (int64_t i = 0; i < rows; ++i)
+                for (int64_t j = 0; j < cols; ++j)
+                    h_put(dt, g.h.data(), o * g.ss + k * g.bs + i * rs + j * cs, test_uniform(-1, 1));
+    cudaMalloc(&g.d, g.h.size());
+    cudaMemcpy(g.d, g.h.data(), g.h.size(), cudaMemcpyHostToDevice);
+    return g;
+}
+static ssm_matrix_batch gemm_mb(const gemm_buf &g) {
+    ssm_matrix_batch m;
+    m.ptr = g.d, m.rs = g.rs, m.cs = g.cs, m.bs = g.bs, m.ss = g.ss, m.dtype = g.dt;
+    return m;
+}
+static double gemm_at(const gemm_buf &g, int64_t o, int64_t k, int64_t i, int64_t j) {
+    return h_get(g.dt, g.h.data(), o * g.ss + k * g.bs + i * g.rs + j * g.cs);
+}
+static void gemm_case(ssm_ctx *cu, ssm_dtype da, ssm_dtype db, ssm_dtype dc, int64_t M, int64_t N, int64_t K, int kvec) {
+    const int64_t outer = 3, batch = 5;
+    const double alpha = 0.75, beta = 0.5;
+    char name[160];
+    snprintf(name, sizeof name, "cuda gemm slot mixed A %s B %s C %s %lldx%lldx%lld %s", ssm_dtype_name(da), ssm_dtype_name(db),
+             ssm_dtype_name(dc), (long long)M, (long long)N, (long long)K, kvec ? "k-contiguous" : "strided");
+    test_begin(name);
+    /* k-contiguous: rows of A and columns of B along k, 16-byte multiples apart; else A transposed, B row-major */
+    /* (the tensor-core tiles' 16-byte copies: batch strides in whole 16-byte pieces) */
+    const int64_t va = da.bits == 32 ? 4 : 8, vb = db.bits == 32 ? 4 : 8;
+    gemm_buf A = kvec ? gemm_new(da, outer, batch, M, K, K + 8, 1, va) : gemm_new(da, outer, batch, M, K, 1, M + 1, 1);
+    gemm_buf B = kvec ? gemm_new(db, outer, batch, K, N, 1, K + 8, vb) : gemm_new(db, outer, batch, K, N, N + 3, 1, 1);
+    gemm_buf C = gemm_new(dc, outer, batch, M, N, N + 3, 1, 1);
+    std::vector<unsigned char> c0 = C.h;
+    CHECK_OK(ssm_cuda_backend()->gemm(cu, SSM_F32, outer, batch, M, N, K, alpha, gemm_mb(A), gemm_mb(B), beta, gemm_mb(C)), cu);
+    cudaDeviceSynchronize();
+    std::vector<unsigned char> got(C.h.size());
+    cudaMemcpy(got.data(), C.d, got.size(), cudaMemcpyDeviceToHost);
+    std::vector<unsigned char> in(C.h.size(), 0);
+    const size_t es = dc.bits / 8;
+    const double rel = dc.bits == 32 ? 1e-5 : dc.code == SSM_DTYPE_BFLOAT ? 8e-3 : 1e-3;
+    double worst = 0;
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < batch; ++k)
+            for (int64_t i = 0; i < M; ++i)
+                for (int64_t j = 0; j < N; ++j) {
+                    double sum = 0, mag = 0;
+                    for (int64_t q = 0; q < K; ++q) {
+                        const double p = gemm_at(A, o, k, i, q) * gemm_at(B, o, k, q, j);
+                        sum += p, mag += fabs(p);
+                    }
+                    const int64_t off = o * C.ss + k * C.bs + i * C.rs + j * C.cs;
+                    const double c = h_get(dc, c0.data(), off), want = alpha * sum + beta * c;
+                    const double err = fabs(h_get(dc, got.data(), off) - want) / (alpha * mag + beta * fabs(c) + 1e-30);
+                    if (!(err <= worst)) worst = err;
+                    memset(&in[(size_t)off * es], 1, es);
+                }
+    size_t outside = 0;
+    for (size_t i = 0; i < got.size(); ++i) outside += !in[i] && got[i] != 0xFF;
+    CHECK(worst <= rel, "worst relative error %.3g (tolerance %.1g)", worst, rel);
+    CHECK(outside == 0, "%zu bytes outside C changed", outside);
+    cudaFree(A.d), cudaFree(B.d), cudaFree(C.d);
+    test_end();
+}
+static void suite_cuda_gemm(ssm_ctx *cu) {
+    const ssm_dtype f32 = SSM_F32, f16 = SSM_F16, bf16 = SSM_BF16;
+    const ssm_dtype pairs[][3] = {{f16, f32, f32}, {bf16, f32, f32}, {f32, f16, f32}, {f16, bf16, f32},
+                                  {f32, f32, f16}, {bf16, bf16, bf16}};
+    const int64_t shapes[][3] = {{67, 70, 40}, {128, 64, 72}, {32, 32, 32}, {29, 17, 24}, {31, 45, 72}, {5, 40, 8}};
+    for (const auto &d : pairs)
+        for (const auto &sh : shapes)
+            for (int kvec = 1; kvec >= 0; --kvec) gemm_case(cu, d[0], d[1], d[2], sh[0], sh[1], sh[2], kvec);
+}
+
 static void suite_cuda_workspace(ssm_ctx *cu) {
     test_begin("cuda workspace: queries in device bytes, exact caller-owned workspace, reserve");
     {
@@ -1087,6 +1176,11 @@ int main(void) {
                      cyclic-reduction rows with the level kernels forced (tensor-core shapes, n > 64) */
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         if (shard_take()) suite_linrec_cp(); /* ranks as threads on this GPU, the allgather through a host stage */
+        if (shard_take()) { /* the gemm slot's tile kernels, which the recurrences' products run on */
+            ssm_ctx *cu = cuda_ctx();
+            suite_cuda_gemm(cu);
+            ssm_ctx_destroy(cu);
+        }
         cases_variant = SSM_LINREC_CHUNKED;
         cc.linrec_tc_prod = 1;
         cases_label = "tc-mma.sync";
