@@ -1519,6 +1519,12 @@ static ssm__cu_rv ssm__cu_rv_of(ssm_seq_view v, int64_t start, int64_t chs_steps
     r.ss = v.ss, r.chs = chs_steps * v.ts;
     return r;
 }
+/* 1 when V (2 or 4) elements of v from index i on (i a multiple of V, as is step, the distance
+   between the view's rows) take one vector load or store: V f32 or V 16-bit values aligned */
+__host__ __device__ __forceinline__ int ssm__cu_vec_at(const ssm__cu_rv &v, int64_t i, int64_t step, int V) {
+    return !((i | step) & (V - 1)) && !((uintptr_t)v.p & (V * (v.dt == 0 ? 4 : 2) - 1));
+}
+__host__ __device__ __forceinline__ int ssm__cu_v4_at(const ssm__cu_rv &v, int64_t i, int64_t step) { return ssm__cu_vec_at(v, i, step, 4); }
 /* Steps t, t + 1, ... of every sequence of a view, as a copy's operand (batch index: the step). */
 static ssm_matrix_batch ssm__cu_mb_at(ssm_seq_view v, int64_t t) {
     ssm_matrix_batch m;
@@ -1578,10 +1584,17 @@ static int ssm__cu_rec_runs(const ssm__cu_lr *L, int withP, ssm_seq_view A, ssm_
     return !withP || L->n <= SSM__TC_N || ssm__cu_rec_fits(L, 0);
 }
 
-/* 1 when the matrix-state kernel over steps from 1 on writes the caller's view out beside h
-   (ssm_backend.linrec_steps' out: its copy from the f32 work buffer is skipped) */
-static int ssm__cu_rec_out(const ssm__cu_lr *L, ssm_seq_view A, ssm_seq_view b, ssm_seq_view out) {
-    return out.ptr && ssm__cu_tcm_fits(L, ssm__cu_rv_of(A, 1, 0), ssm__cu_rv_of(b, 1, 0));
+/* 1 when the matrix-state kernel's states go out of its stage in vectors of 4: rows contiguous, m % 4 == 0,
+   every offset and stride a multiple of 4 from an aligned base */
+static int ssm__cu_tcm_v4(const ssm__cu_lr *L, const ssm__cu_rv &v) {
+    return v.cs == 1 && !(L->m & 3) && ssm__cu_v4_at(v, v.off | v.ts | v.ss | v.chs, v.rs);
+}
+/* 1 when the matrix-state kernel over steps from 1 on (one chunk or chunks of any length) writes
+   the caller's view out beside h (ssm_backend.linrec_steps' out: its copy from the f32 work
+   buffer is skipped): both by its stage */
+static int ssm__cu_rec_out(const ssm__cu_lr *L, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h, ssm_seq_view out) {
+    return out.ptr && A.dtype.bits == 16 && ssm__cu_tcm_fits(L, ssm__cu_rv_of(A, 1, 0), ssm__cu_rv_of(b, 1, 0)) &&
+           ssm__cu_tcm_v4(L, ssm__cu_rv_of(h, 1, 1)) && ssm__cu_tcm_v4(L, ssm__cu_rv_of(out, 1, 1));
 }
 /* Sequential: steps 1..T-1 (h_0 given) in one fused kernel (and out where ssm__cu_rec_out). */
 static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
@@ -1590,7 +1603,7 @@ static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A
     if (T <= 1) return SSM_OK;
     if (!ssm__cu_rec_runs(L, 0, A, b)) return SSM__NOT_MINE;
     init = ssm__cu_rv_of(h, 0, 0);
-    if (ssm__cu_rec_out(L, A, b, out)) o = ssm__cu_rv_of(out, 1, 0), *out_written = 1;
+    if (ssm__cu_rec_out(L, A, b, h, out)) o = ssm__cu_rv_of(out, 1, 0), *out_written = 1;
     return ssm__cu_rec_launch(L, 1, T - 1, T, 0, ssm__cu_rv_of(A, 1, 0), ssm__cu_rv_of(b, 1, 0), ssm__cu_rv_of(h, 1, 0),
                               init, NULL, o);
 }
@@ -1690,12 +1703,6 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
    1.35 capped); none above, where a cap spilled (the shared tiles limit those anyway) */
 #define SSM__CR_MINB(R) ((R) <= 2 ? 8 : 1)
 #define SSM__CR_MINBH(R, H) (SSM__CR_MINB(R) * (H)) /* (H blocks: two CTAs an SM, <= 128 registers) */
-/* 1 when V (2 or 4) elements of v from index i on (i a multiple of V, as is step, the distance
-   between the view's rows) take one vector load or store: V f32 or V 16-bit values aligned */
-__host__ __device__ __forceinline__ int ssm__cu_vec_at(const ssm__cu_rv &v, int64_t i, int64_t step, int V) {
-    return !((i | step) & (V - 1)) && !((uintptr_t)v.p & (V * (v.dt == 0 ? 4 : 2) - 1));
-}
-__host__ __device__ __forceinline__ int ssm__cu_v4_at(const ssm__cu_rv &v, int64_t i, int64_t step) { return ssm__cu_vec_at(v, i, step, 4); }
 /* dst[i*ld + j] = v(i, j), or dst[j*ld + i] when tr (the left operand is kept transposed so a
    thread's R rows are one vector load per k). Up to eight loads in flight a thread before their
    stores (one load, one store at a time left each task a chain of dependent global round trips), four
@@ -3143,8 +3150,11 @@ template <int W, int BF> struct ssm__tcm { /* the kernel's shared memory */
 template <int BF> __device__ __forceinline__ float ssm__tcm_f(unsigned short v) {
     return BF ? __bfloat162float(__ushort_as_bfloat16(v)) : __half2float(__ushort_as_half(v));
 }
-/* fast: 1 = b by the ring (16-bit), 2 = h by the stage, 4 = o by the stage. o (p NULL: none) takes
-   the states h takes, in its own type (the caller's 16-bit view beside the f32 work buffer) */
+/* fast: 1 = b by the ring (16-bit), 2 = h by the stage. o (p NULL: none) takes the states h
+   takes, in its own type (the caller's 16-bit view beside the f32 work buffer), by the stage only
+   and for 16-bit A only: the caller passes one where h and o both take it (ssm__cu_rec_out). An
+   element path for o in the step loop made every instantiation 1.3-2x slower, o or not (its
+   addresses hoisted), and o's vector stores in the f32 kernels 7-12% slower, o or not. */
 template <int W, int TR, int BF, int PAD>
 __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_t s0, int64_t T, int64_t Lc, int skip_last,
                                                                          int n, int m, ssm__cu_rv A, int64_t aos,
@@ -3169,12 +3179,11 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
     const int len = (int)len64, hb = (m + 15) >> 4, nb = hb + (P ? (n + 15) >> 4 : 0);
     const int rb = (int)blockIdx.z * NW + warp, mbn = rb < nb, isH = rb < hb; /* this warp's 16-column block */
     const int cj0 = (int)blockIdx.z * CW, jw = 16 * rb, nk = PAD ? (n + 15) >> 4 : W / 16;
-    const int bvec = !G::F32 && (fast & 1) && cj0 < m, hvec = fast & 2, ovec = o.p && (fast & 4), stage = hvec || ovec;
-    const int bw = min(CW, m - cj0); /* bw: b columns here */
+    const int bvec = !G::F32 && (fast & 1) && cj0 < m, hvec = fast & 2, bw = min(CW, m - cj0); /* bw: b columns here */
     const Et *Ag = (const Et *)A.p;
     const unsigned short *Bg = (const unsigned short *)b.p;
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
-    const int64_t hbase = h.off + s * h.ss + c * h.chs, obase = o.off + s * o.ss + c * o.chs;
+    const int64_t hbase = h.off + s * h.ss + c * h.chs;
     float acc[1][W / 8][4], bn[G::F32 ? W / 8 : 1][4]; /* bn: f32 b_u, loaded a step ahead */
     unsigned af[1][KS][4], al[1][KS][4];
     /* f32 b (of A's type): element (t, z) of b_u into bn, zero past n and m */
@@ -3239,7 +3248,7 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
         if (!isH) continue;
         const unsigned short *bt = Bs + (u % NST) * W * LDB;
         const bool store = !P || u == len - 1; /* with P only the chunk's end is read */
-        if (stage && store) __syncwarp(); /* the last step's stage read */
+        if (hvec && store) __syncwarp(); /* the last step's stage read */
 #pragma unroll
         for (int t = 0; t < W / 8; ++t)
 #pragma unroll
@@ -3249,21 +3258,27 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
                 else if (G::F32) acc[0][t][z] += bn[G::F32 ? t : 0][z];
                 else if (i < n && j < m) acc[0][t][z] += ssm__cu_ld(b.p, b.dt, bbase + u * b.ts + i * b.rs + j * b.cs);
                 if (!store) continue;
-                if (stage) Hs[i * LDH + jl] = acc[0][t][z];
-                if (i >= n || j >= m) continue;
-                if (!hvec) ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + i * h.rs + j * h.cs, acc[0][t][z]);
-                if (o.p && !ovec) ssm__cu_stv(o.p, o.dt, obase + u * o.ts + i * o.rs + j * o.cs, acc[0][t][z]);
+                if (hvec) Hs[i * LDH + jl] = acc[0][t][z];
+                else if (i < n && j < m) ssm__cu_stv(h.p, h.dt, hbase + u * h.ts + i * h.rs + j * h.cs, acc[0][t][z]);
             }
-        if (stage && store) { /* rows < n, the warp's columns < m (m % 4 == 0), 4 elements a store */
+        if (hvec && store) { /* rows < n, the warp's columns < m (m % 4 == 0), 4 elements a store */
             __syncwarp();
-            const int64_t hr = hbase + u * h.ts + jw, orow = obase + u * o.ts + jw;
             const int hw = min(16, m - jw);
-            for (int f = lane; f < 4 * n; f += 32) {
-                const int r = f >> 2, c4 = 4 * (f & 3);
-                if (c4 >= hw) continue;
-                const float4 v = *(const float4 *)(Hs + r * LDH + c4);
-                if (hvec) ssm__cu_st4(h.p, h.dt, hr + r * h.rs + c4, v);
-                if (ovec) ssm__cu_st4(o.p, o.dt, orow + r * o.rs + c4, v);
+            if constexpr (G::F32) { /* h f32 (no work buffer, no o): 16-byte stores */
+                float *hg = (float *)h.p + hbase + u * h.ts + jw;
+                for (int f = lane; f < 4 * n; f += 32) {
+                    const int r = f >> 2, c4 = 4 * (f & 3);
+                    if (c4 < hw) *(float4 *)(hg + r * h.rs + c4) = *(const float4 *)(Hs + r * LDH + c4);
+                }
+            } else {
+                const int64_t hr = hbase + u * h.ts + jw, orow = o.off + s * o.ss + c * o.chs + u * o.ts + jw;
+                for (int f = lane; f < 4 * n; f += 32) {
+                    const int r = f >> 2, c4 = 4 * (f & 3);
+                    if (c4 >= hw) continue;
+                    const float4 v = *(const float4 *)(Hs + r * LDH + c4);
+                    ssm__cu_st4(h.p, h.dt, hr + r * h.rs + c4, v);
+                    if (o.p) ssm__cu_st4(o.p, o.dt, orow + r * o.rs + c4, v);
+                }
             }
         }
         if (u + 1 < len) load_bn(u + 1); /* its latency behind the next step's MMAs */
@@ -3307,18 +3322,17 @@ static int ssm__cu_tcm_fits(const ssm__cu_lr *L, const ssm__cu_rv &A, const ssm_
     return smem <= cs->smem_optin;
 }
 /* The kernel's fast paths for these views: b rows contiguous, 16-byte aligned everywhere (16-bit;
-   m % 8); h (and o) with rows contiguous, a vector of 4 aligned everywhere (m % 4). */
-static int ssm__cu_tcm_fast(const ssm__cu_lr *L, const ssm__cu_rv &b, const ssm__cu_rv &h, const ssm__cu_rv &o) {
+   m % 8); h with rows contiguous, a vector of 4 aligned everywhere (m % 4). */
+static int ssm__cu_tcm_fast(const ssm__cu_lr *L, const ssm__cu_rv &b, const ssm__cu_rv &h) {
     const int bv = b.dt != 0 && b.cs == 1 && !((uintptr_t)b.p & 15) && !((b.off | b.ts | b.rs | b.ss | b.chs) & 7) && !(L->m & 7);
-    auto v4 = [&](const ssm__cu_rv &v) { return v.p && v.cs == 1 && !(L->m & 3) && ssm__cu_v4_at(v, v.off | v.ts | v.ss | v.chs, v.rs); };
-    return bv | 2 * v4(h) | 4 * v4(o);
+    return bv | 2 * ssm__cu_tcm_v4(L, h);
 }
 template <int W, int TR, int BF, int PAD>
 static ssm_result ssm__cu_tcm_go(ssm__cu_lr *L, int64_t nchunks, int64_t T, int64_t Lc, int skip_last, ssm__cu_rv A,
                                  int64_t aos, ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv o, ssm__cu_rv init, float *P) {
     const size_t smem = ssm__tcm<W, BF>::template smem<TR>();
     const int64_t nb = (L->m + 15) / 16 + (P ? (L->n + 15) / 16 : 0);
-    const int fast = ssm__cu_tcm_fast(L, b, h, o);
+    const int fast = ssm__cu_tcm_fast(L, b, h);
     cudaError_t e = ssm__cu_smem_allow((const void *)ssm__cu_tcm_kernel<W, TR, BF, PAD>, smem, ssm__cu_st(L->ctx)->smem_optin);
     if (e != cudaSuccess)
         return ssm_ctx_error(L->ctx, SSM_ERROR_BACKEND, "CUDA: cudaFuncSetAttribute(%zu bytes smem): %s", smem, cudaGetErrorString(e));
