@@ -3153,8 +3153,9 @@ template <int BF> __device__ __forceinline__ float ssm__tcm_f(unsigned short v) 
 /* fast: 1 = b by the ring (16-bit), 2 = h by the stage. o (p NULL: none) takes the states h
    takes, in its own type (the caller's 16-bit view beside the f32 work buffer), by the stage only
    and for 16-bit A only: the caller passes one where h and o both take it (ssm__cu_rec_out). An
-   element path for o in the step loop made every instantiation 1.3-2x slower, o or not (its
-   addresses hoisted), and o's vector stores in the f32 kernels 7-12% slower, o or not. */
+   element path for o in the step loop made the n = 32 f32 and f16 kernels (those measured)
+   1.3-2x slower, o or not (its addresses hoisted), and o's vector stores in the f32 kernels
+   7-12% slower, o or not (bench/results/cuda_mmtc_out_s52.log). */
 template <int W, int TR, int BF, int PAD>
 __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_t s0, int64_t T, int64_t Lc, int skip_last,
                                                                          int n, int m, ssm__cu_rv A, int64_t aos,

@@ -918,35 +918,23 @@ static ssm_ctx *cuda_ctx_owning(void *w, size_t bytes) {
    cuBLAS does not take, so every tile kernel runs: k-contiguous slabs on the tensor cores (64- and
    32-tiles, each dtype pair), others on the FMA kernels. f64 reference of the stored values; C
    read (beta) and written in place, every byte outside its elements left as poisoned. */
-struct gemm_buf {
-    ssm_dtype dt;
-    int64_t rs, cs, bs, ss, n;
-    std::vector<unsigned char> h;
-    void *d;
-};
-/* batch strides rounded up to multiples of al elements */
-static gemm_buf gemm_new(ssm_dtype dt, int64_t outer, int64_t batch, int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t al) {
-    gemm_buf g;
-    g.dt = dt, g.rs = rs, g.cs = cs, g.bs = ((rows - 1) * rs + (cols - 1) * cs + 1 + 5 + al - 1) / al * al;
-    g.ss = (batch * g.bs + 7 + al - 1) / al * al;
-    g.n = (outer - 1) * g.ss + (batch - 1) * g.bs + (rows - 1) * rs + (cols - 1) * cs + 1;
-    g.h.assign((size_t)g.n * (dt.bits / 8), 0xFF);
-    for (int64_t o = 0; o < outer; ++o)
-        for (int64_t k = 0; k < batch; ++k)
-            for (int64_t i = 0; i < rows; ++i)
-                for (int64_t j = 0; j < cols; ++j)
-                    h_put(dt, g.h.data(), o * g.ss + k * g.bs + i * rs + j * cs, test_uniform(-1, 1));
-    cudaMalloc(&g.d, g.h.size());
-    cudaMemcpy(g.d, g.h.data(), g.h.size(), cudaMemcpyHostToDevice);
-    return g;
+/* A [outer, batch, rows, cols] operand (db_strided: poisoned around its elements) with uneven
+   batch strides, rounded up to multiples of al elements, filled with random values (v: as stored) */
+static dbuf gemm_operand(ssm_dtype dt, int64_t outer, int64_t batch, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                         int64_t al, std::vector<double> &v) {
+    const int64_t bs = ((rows - 1) * rs + (cols - 1) * cs + 1 + 5 + al - 1) / al * al, ss = (batch * bs + 7 + al - 1) / al * al;
+    const int64_t shape[4] = {outer, batch, rows, cols}, strides[4] = {ss, bs, rs, cs};
+    dbuf d = db_strided(dt, 4, shape, strides);
+    v.resize((size_t)(outer * batch * rows * cols));
+    for (auto &x : v) x = test_uniform(-1, 1);
+    db_set(&d, v.data());
+    return d;
 }
-static ssm_matrix_batch gemm_mb(const gemm_buf &g) {
+static ssm_matrix_batch gemm_mb(const dbuf &d) {
     ssm_matrix_batch m;
-    m.ptr = g.d, m.rs = g.rs, m.cs = g.cs, m.bs = g.bs, m.ss = g.ss, m.dtype = g.dt;
+    m.ptr = d.mem, m.ss = d.t.strides[0], m.bs = d.t.strides[1], m.rs = d.t.strides[2], m.cs = d.t.strides[3];
+    m.dtype = d.t.dtype;
     return m;
-}
-static double gemm_at(const gemm_buf &g, int64_t o, int64_t k, int64_t i, int64_t j) {
-    return h_get(g.dt, g.h.data(), o * g.ss + k * g.bs + i * g.rs + j * g.cs);
 }
 static void gemm_case(ssm_ctx *cu, ssm_dtype da, ssm_dtype db, ssm_dtype dc, int64_t M, int64_t N, int64_t K, int kvec) {
     const int64_t outer = 3, batch = 5;
@@ -955,41 +943,32 @@ static void gemm_case(ssm_ctx *cu, ssm_dtype da, ssm_dtype db, ssm_dtype dc, int
     snprintf(name, sizeof name, "cuda gemm slot mixed A %s B %s C %s %lldx%lldx%lld %s", ssm_dtype_name(da), ssm_dtype_name(db),
              ssm_dtype_name(dc), (long long)M, (long long)N, (long long)K, kvec ? "k-contiguous" : "strided");
     test_begin(name);
-    /* k-contiguous: rows of A and columns of B along k, 16-byte multiples apart; else A transposed, B row-major */
-    /* (the tensor-core tiles' 16-byte copies: batch strides in whole 16-byte pieces) */
+    /* k-contiguous: rows of A and columns of B along k, 16-byte multiples apart (the tensor-core
+       tiles' 16-byte copies: batch strides in whole 16-byte pieces too); else A transposed, B row-major */
     const int64_t va = da.bits == 32 ? 4 : 8, vb = db.bits == 32 ? 4 : 8;
-    gemm_buf A = kvec ? gemm_new(da, outer, batch, M, K, K + 8, 1, va) : gemm_new(da, outer, batch, M, K, 1, M + 1, 1);
-    gemm_buf B = kvec ? gemm_new(db, outer, batch, K, N, 1, K + 8, vb) : gemm_new(db, outer, batch, K, N, N + 3, 1, 1);
-    gemm_buf C = gemm_new(dc, outer, batch, M, N, N + 3, 1, 1);
-    std::vector<unsigned char> c0 = C.h;
+    std::vector<double> a, b, c;
+    dbuf A = kvec ? gemm_operand(da, outer, batch, M, K, K + 8, 1, va, a) : gemm_operand(da, outer, batch, M, K, 1, M + 1, 1, a);
+    dbuf B = kvec ? gemm_operand(db, outer, batch, K, N, 1, K + 8, vb, b) : gemm_operand(db, outer, batch, K, N, N + 3, 1, 1, b);
+    dbuf C = gemm_operand(dc, outer, batch, M, N, N + 3, 1, 1, c);
     CHECK_OK(ssm_cuda_backend()->gemm(cu, SSM_F32, outer, batch, M, N, K, alpha, gemm_mb(A), gemm_mb(B), beta, gemm_mb(C)), cu);
-    cudaDeviceSynchronize();
-    std::vector<unsigned char> got(C.h.size());
-    cudaMemcpy(got.data(), C.d, got.size(), cudaMemcpyDeviceToHost);
-    std::vector<unsigned char> in(C.h.size(), 0);
-    const size_t es = dc.bits / 8;
+    const std::vector<double> got = db_get(&C);
     const double rel = dc.bits == 32 ? 1e-5 : dc.code == SSM_DTYPE_BFLOAT ? 8e-3 : 1e-3;
     double worst = 0;
-    for (int64_t o = 0; o < outer; ++o)
-        for (int64_t k = 0; k < batch; ++k)
-            for (int64_t i = 0; i < M; ++i)
-                for (int64_t j = 0; j < N; ++j) {
-                    double sum = 0, mag = 0;
-                    for (int64_t q = 0; q < K; ++q) {
-                        const double p = gemm_at(A, o, k, i, q) * gemm_at(B, o, k, q, j);
-                        sum += p, mag += fabs(p);
-                    }
-                    const int64_t off = o * C.ss + k * C.bs + i * C.rs + j * C.cs;
-                    const double c = h_get(dc, c0.data(), off), want = alpha * sum + beta * c;
-                    const double err = fabs(h_get(dc, got.data(), off) - want) / (alpha * mag + beta * fabs(c) + 1e-30);
-                    if (!(err <= worst)) worst = err;
-                    memset(&in[(size_t)off * es], 1, es);
+    for (int64_t ob = 0; ob < outer * batch; ++ob)
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+                double sum = 0, mag = 0;
+                for (int64_t q = 0; q < K; ++q) {
+                    const double p = a[(size_t)((ob * M + i) * K + q)] * b[(size_t)((ob * K + q) * N + j)];
+                    sum += p, mag += fabs(p);
                 }
-    size_t outside = 0;
-    for (size_t i = 0; i < got.size(); ++i) outside += !in[i] && got[i] != 0xFF;
+                const size_t e = (size_t)((ob * M + i) * N + j);
+                const double err = fabs(got[e] - (alpha * sum + beta * c[e])) / (alpha * mag + beta * fabs(c[e]) + 1e-30);
+                if (!(err <= worst)) worst = err;
+            }
     CHECK(worst <= rel, "worst relative error %.3g (tolerance %.1g)", worst, rel);
-    CHECK(outside == 0, "%zu bytes outside C changed", outside);
-    cudaFree(A.d), cudaFree(B.d), cudaFree(C.d);
+    CHECK(db_outside_untouched(&C), "bytes outside C changed");
+    db_free(&A), db_free(&B), db_free(&C);
     test_end();
 }
 static void suite_cuda_gemm(ssm_ctx *cu) {
