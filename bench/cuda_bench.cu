@@ -3,7 +3,8 @@
    this run), the ratio to it, TFLOP/s and workspace. Median of CUDA-event timings, warm.
    JSON lines: bench/results/cuda_linrec.jsonl, cuda_decay.jsonl (the row format of bench/bench.h).
    bench/peers/torch_peers.py runs the PyTorch peers on the same shapes and prints the side by
-   side table from these rows. BENCH_QUICK=1 trims the grid. `cuda_bench cr` runs the cyclic
+   side table from these rows (PEER_GRID=1: the grid's, with the target table). BENCH_QUICK=1 trims
+   the grid; `cuda_bench grid` runs the grid alone (BENCH_GRID_DT / _N: a part). `cuda_bench cr` runs the cyclic
    reduction rows alone: the default (tensor-core spans / level kernels), the level kernels
    forced (ours:cr-levels) and ssm.h's generic levels on cuBLAS (ours:cr-generic) side by side,
    with chunked, auto and the scans at the target shapes. `cuda_bench scan` runs the scans
@@ -217,6 +218,34 @@ static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, ssm_ctx *pt, FILE *js, ssm_dty
     cudaFree(A), cudaFree(b), cudaFree(h1), cudaFree(h2);
 }
 
+/* The dense-recurrence grid: n in {32, 64, 128} x T in {1024, 2048, 4096, 8192} x {f16, bf16, f32}
+   x m in {1, n}, S so that A holds >= 256 MB, every method forward and backward, S1 T8192 n64 and
+   (f16) the headline row S16 T4096 n64 m1.
+   BENCH_GRID_DT (0 f16, 1 bf16, 2 f32) and BENCH_GRID_N pick a part (runs split over calls);
+   BENCH_QUICK: T 1024 and 4096 at n = 64. torch_peers.py's PEER_GRID=1 runs its peers on the same
+   shapes (grid_seqs there is the same formula). */
+static void grid_rows(ssm_ctx *ctx, FILE *jl, int quick) {
+    const std::vector<ssm_linrec_method> all = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_SCAN_HS, SSM_LINREC_BLELLOCH,
+                                                SSM_LINREC_CR,         SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
+    const int64_t ns[3] = {32, 64, 128}, Ts[4] = {1024, 2048, 4096, 8192};
+    const char *pick_dt = getenv("BENCH_GRID_DT"), *pick_n = getenv("BENCH_GRID_N");
+    printf("== dense recurrence grid (S so that A >= 256 MB), every method, fwd and bwd\n");
+    for (int di = 0; di < 3; ++di) {
+        const ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+        if (pick_dt && atoi(pick_dt) != di) continue;
+        for (int ni = 0; ni < 3; ++ni)
+            for (int ti = 0; ti < 4; ++ti)
+                for (int mi = 0; mi < 2; ++mi) {
+                    const int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
+                    if (pick_n && atoll(pick_n) != n) continue;
+                    if (quick && (ti % 2 || ni != 1)) continue;
+                    linrec_rows(ctx, jl, dt, S, T, n, mi ? n : 1, all, 1);
+                }
+        if (!pick_n || atoll(pick_n) == 64) linrec_rows(ctx, jl, dt, 1, 8192, 64, 1, all, 1);
+        if (di == 0 && (!pick_n || atoll(pick_n) == 64)) linrec_rows(ctx, jl, dt, 16, 4096, 64, 1, all, 1); /* the headline row */
+    }
+}
+
 int main(int argc, char **argv) {
     cudaDeviceProp prop;
     ssm_ctx *ctx;
@@ -229,6 +258,12 @@ int main(int argc, char **argv) {
     g_bw = copy_bandwidth(); /* 1 GiB device-to-device, read + write counted */
     printf("device %s, copy bandwidth %.0f GB/s (1 GiB D2D, read+write)\n", g_dev, g_bw * 1e-6);
     FILE *jl = open_jsonl("cuda_linrec"), *jd = open_jsonl("cuda_decay");
+    if (argc > 1 && !strcmp(argv[1], "grid")) { /* the grid alone */
+        grid_rows(ctx, jl, quick);
+        fclose(jl), fclose(jd);
+        ssm_ctx_destroy(ctx);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "scan")) {
         ssm_ctx *gen = ctx_with([](ssm_cuda_config &c) { c.linrec_scan = 1; });
         ssm_ctx *pt = ctx_with([](ssm_cuda_config &c) { c.linrec_scan = 2; });
@@ -382,25 +417,7 @@ int main(int argc, char **argv) {
         ssm_ctx_destroy(ctx);
         return 0;
     }
-    printf("== dense recurrence (targets)\n");
-    std::vector<ssm_linrec_method> all = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_SCAN_HS, SSM_LINREC_BLELLOCH, SSM_LINREC_CR,
-                                          SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
-    linrec_rows(ctx, jl, SSM_F16, 16, 4096, 64, 1, all, 1);
-    linrec_rows(ctx, jl, SSM_F16, 1, 8192, 64, 1, all, 1);
-    printf("== dense recurrence grid (S so that A >= 256 MB)\n");
-    std::vector<ssm_linrec_method> grid = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_SCAN_HS, SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
-    const int64_t ns[3] = {32, 64, 128}, Ts[4] = {1024, 2048, 4096, 8192};
-    for (int di = 0; di < 2; ++di) {
-        ssm_dtype dt = di ? SSM_F32 : SSM_F16;
-        for (int ni = 0; ni < 3; ++ni)
-            for (int ti = 0; ti < 4; ++ti) {
-                int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
-                if (quick && (ti % 2 || ni != 1)) continue;
-                if (ti != 0 && ti != 2 && di == 1) continue; /* trim: f32 at T = 1024 and 4096 */
-                linrec_rows(ctx, jl, dt, S, T, n, 1, grid, 0);
-                if (ti == 0) linrec_rows(ctx, jl, dt, S, T, n, n, grid, 0); /* m = n */
-            }
-    }
+    grid_rows(ctx, jl, quick);
     fclose(jl), fclose(jd);
     ssm_ctx_destroy(ctx);
     return 0;

@@ -127,8 +127,12 @@ bench-cuda-bell: $(BUILD)/cuda_bell
 	@if python3 -c "import torch" 2>/dev/null; then d=$$(mktemp -d); BELL_PEER_DIR=$$d $(B)/cuda_bell && \
 	  SSM_COMMIT=$(COMMIT) python3 bench/peers/torch_bsr.py --from $$d; rm -rf $$d; else $(B)/cuda_bell; fi
 
+# The linrec / decay tables, then PyTorch's peers on the same shapes when torch imports: the dense-
+# recurrence grid (PEER_GRID=1, ending in the issue's target table) and the decay rows.
 bench-cuda: $(BUILD)/cuda_bench $(BUILD)/cuda_bell $(BUILD)/cuda_proj $(BUILD)/cuda_delta
 	$(B)/cuda_bench
+	@if python3 -c "import torch" 2>/dev/null; then SSM_COMMIT=$(COMMIT) PEER_GRID=1 python3 bench/peers/torch_peers.py && \
+	  SSM_COMMIT=$(COMMIT) PEER_DECAY=1 python3 bench/peers/torch_peers.py; fi
 	$(MAKE) --no-print-directory bench-cuda-bell
 	$(B)/cuda_proj
 	$(MAKE) --no-print-directory bench-cuda-delta

@@ -104,13 +104,59 @@ def dk_chunked(cA, x, L=64):
     return torch.stack(outs, 1).view(B, T, R, C)
 
 
+def grid_seqs(dt, T, n):  # bench/cuda_common.h's grid_seqs: S so that A holds >= 256 MB
+    per = T * n * n * (4 if dt == "f32" else 2)
+    return ((256 << 20) + per - 1) // per
+
+
+def grid_shapes():
+    """cuda_bench.cu's grid_rows, the same shapes in the same order (BENCH_GRID_DT / _N pick a part)."""
+    pick_dt, pick_n = os.environ.get("BENCH_GRID_DT"), os.environ.get("BENCH_GRID_N")
+    for di, dt in enumerate(("f16", "bf16", "f32")):
+        if pick_dt and int(pick_dt) != di: continue
+        for n in (32, 64, 128):
+            if pick_n and int(pick_n) != n: continue
+            for T in (1024, 2048, 4096, 8192):
+                for m in (1, n): yield (grid_seqs(dt, T, n), T, n, dt, m)
+        if not pick_n or int(pick_n) == 64:
+            yield (1, 8192, 64, dt, 1)
+            if di == 0: yield (16, 4096, 64, dt, 1)
+
+
+def targets(ours, peers):
+    """The grid's targets, from this run's rows: auto's floor ratio, each scan method against its PyTorch
+    counterpart (peer ms / ours), and backward over forward."""
+    def one(impl, op, shape, dt, rows):
+        r = [x for x in rows if x["impl"] == impl and x["op"] == op and x["shape"] == shape and x["dtype"] == dt]
+        return r[-1] if r else None
+    print("\n== targets (auto x floor <= 2.5; cr / blelloch / scan_hs >= 5x PyTorch's; bwd / fwd <= 1.5)")
+    print(f"  {'dt':4s} {'shape':36s} {'auto':>7s} {'->':9s} {'xfloor':>6s} {'cr':>6s} {'blell':>6s} {'hs':>6s}  bwd/fwd auto cr blell hs")
+    seen = []
+    for p in peers:
+        key = (p["dtype"], json.dumps(p["shape"]))
+        if key in seen: continue
+        seen.append(key)
+        dt, sh = p["dtype"], p["shape"]
+        a = one("ours:auto", "linrec", sh, dt, ours)
+        if not a: continue
+        def vs(meth, peer):
+            o, q = one("ours:" + meth, "linrec", sh, dt, ours), one("peer:" + peer, "linrec", sh, dt, peers)
+            return f"{q['ms'] / o['ms']:6.2f}" if o and q else "     -"
+        def bf(meth):
+            f, b = one("ours:" + meth, "linrec", sh, dt, ours), one("ours:" + meth, "linrec_bwd", sh, dt, ours)
+            return f"{b['ms'] / f['ms']:.2f}" if f and b else "-"
+        print(f"  {dt:4s} {json.dumps(sh):36s} {a['ms']:7.3f} {a.get('resolved', ''):9s} {a['ms'] / a['floor_ms']:6.2f} "
+              f"{vs('cr', 'torch_cr')} {vs('blelloch', 'torch_blelloch')} {vs('scan_hs', 'torch_scan_hs')}  "
+              f"{bf('auto')} {bf('cr')} {bf('blelloch')} {bf('scan_hs')}")
+
+
 def main():
     rows = []
     jl = open("bench/results/cuda_linrec.jsonl", "a"); jd = open("bench/results/cuda_decay.jsonl", "a")
     def emit(f, op, impl, dt, shape, ms, mem):
         r = dict(op=op, impl="peer:" + impl, backend="torch", dtype=dt, shape=shape, ms=ms, floor_ms=None,
                  peak_mem_bytes=mem, relerr=None, device=NAME, date=DATE, commit=COMMIT)
-        f.write(json.dumps(r) + "\n"); rows.append(r)
+        f.write(json.dumps(r) + "\n"); f.flush(); rows.append(r)
         print(f"  peer {op:7s} {impl:15s} {dt:4s} {shape} {ms:9.3f} ms  peak {mem/1e6:8.1f} MB", flush=True)
     torch.manual_seed(0)
     # the scan peers against the loop on a small shape (a peer that is wrong would be timed for nothing)
@@ -124,6 +170,8 @@ def main():
     only = [o if len(o) == 5 else o + (1,) for o in only]
     # PEER_DECAY=1: the decay rows alone (beside `cuda_bench decay`)
     decay_only = os.environ.get("PEER_DECAY") == "1"
+    # PEER_GRID=1: cuda_bench's dense-recurrence grid (`cuda_bench grid`), no decay rows
+    if os.environ.get("PEER_GRID") == "1": only = list(grid_shapes())
     for (S, T, n, dt, m) in only or ([] if decay_only else [(16, 4096, 64, "f16", 1), (1, 8192, 64, "f16", 1), (128, 1024, 32, "f16", 1), (32, 1024, 64, "f16", 1), (8, 1024, 128, "f16", 1)]):
         A = (torch.rand(S, T, n, n, device=dev) - 0.5).mul(1.8 / n ** 0.5).to(DT[dt]); b = torch.randn(S, T, n, m, device=dev, dtype=DT[dt])
         shape = dict(S=S, T=T, n=n, m=m)
@@ -152,7 +200,8 @@ def main():
     for fn in ("bench/results/cuda_linrec.jsonl", "bench/results/cuda_decay.jsonl"):
         for line in open(fn):
             r = json.loads(line)
-            if r["impl"].startswith("ours") and r.get("commit") == COMMIT and r["op"] in ("linrec", "decay"): ours.append(r)
+            if r["impl"].startswith("ours") and r.get("commit") == COMMIT and r["op"] in ("linrec", "linrec_bwd", "decay"): ours.append(r)
+    if os.environ.get("PEER_GRID") == "1": return targets(ours, rows)
     print("\n== side by side (speedup = peer ms / our ms)")
     for p in rows:
         mine = [r for r in ours if r["op"] == p["op"] and r["dtype"] == p["dtype"] and r["shape"] == p["shape"]]
