@@ -221,14 +221,17 @@ static void scan_rows(ssm_ctx *ctx, ssm_ctx *gen, ssm_ctx *pt, FILE *js, ssm_dty
 /* The dense-recurrence grid: n in {32, 64, 128} x T in {1024, 2048, 4096, 8192} x {f16, bf16, f32}
    x m in {1, n}, S so that A holds >= 256 MB, every method forward and backward, S1 T8192 n64 and
    (f16) the headline row S16 T4096 n64 m1.
-   BENCH_GRID_DT (0 f16, 1 bf16, 2 f32) and BENCH_GRID_N pick a part (runs split over calls);
+   BENCH_GRID_DT (0 f16, 1 bf16, 2 f32), _N, _T, _MAT (0: m = 1, 1: m = n) pick a part (runs split over
+   calls, profiles), BENCH_GRID_METHOD one method (its number in ssm_linrec_method);
    BENCH_QUICK: T 1024 and 4096 at n = 64. torch_peers.py's PEER_GRID=1 runs its peers on the same
    shapes (grid_seqs there is the same formula). */
 static void grid_rows(ssm_ctx *ctx, FILE *jl, int quick) {
-    const std::vector<ssm_linrec_method> all = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_SCAN_HS, SSM_LINREC_BLELLOCH,
-                                                SSM_LINREC_CR,         SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
+    std::vector<ssm_linrec_method> all = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_SCAN_HS, SSM_LINREC_BLELLOCH,
+                                          SSM_LINREC_CR,         SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
     const int64_t ns[3] = {32, 64, 128}, Ts[4] = {1024, 2048, 4096, 8192};
-    const char *pick_dt = getenv("BENCH_GRID_DT"), *pick_n = getenv("BENCH_GRID_N");
+    const char *pick_dt = getenv("BENCH_GRID_DT"), *pick_n = getenv("BENCH_GRID_N"), *pick_t = getenv("BENCH_GRID_T");
+    const char *pick_mat = getenv("BENCH_GRID_MAT"), *pick_method = getenv("BENCH_GRID_METHOD");
+    if (pick_method) all = {(ssm_linrec_method)atoi(pick_method)};
     printf("== dense recurrence grid (S so that A >= 256 MB), every method, fwd and bwd\n");
     for (int di = 0; di < 3; ++di) {
         const ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
@@ -237,12 +240,13 @@ static void grid_rows(ssm_ctx *ctx, FILE *jl, int quick) {
             for (int ti = 0; ti < 4; ++ti)
                 for (int mi = 0; mi < 2; ++mi) {
                     const int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
-                    if (pick_n && atoll(pick_n) != n) continue;
+                    if ((pick_n && atoll(pick_n) != n) || (pick_t && atoll(pick_t) != T) || (pick_mat && atoi(pick_mat) != mi)) continue;
                     if (quick && (ti % 2 || ni != 1)) continue;
                     linrec_rows(ctx, jl, dt, S, T, n, mi ? n : 1, all, 1);
                 }
-        if (!pick_n || atoll(pick_n) == 64) linrec_rows(ctx, jl, dt, 1, 8192, 64, 1, all, 1);
-        if (di == 0 && (!pick_n || atoll(pick_n) == 64)) linrec_rows(ctx, jl, dt, 16, 4096, 64, 1, all, 1); /* the headline row */
+        if ((pick_n && atoll(pick_n) != 64) || (pick_mat && atoi(pick_mat) != 0)) continue;
+        if (!pick_t || atoll(pick_t) == 8192) linrec_rows(ctx, jl, dt, 1, 8192, 64, 1, all, 1);
+        if (di == 0 && (!pick_t || atoll(pick_t) == 4096)) linrec_rows(ctx, jl, dt, 16, 4096, 64, 1, all, 1); /* the headline row */
     }
 }
 

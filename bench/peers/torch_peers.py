@@ -110,17 +110,16 @@ def grid_seqs(dt, T, n):  # bench/cuda_common.h's grid_seqs: S so that A holds >
 
 
 def grid_shapes():
-    """cuda_bench.cu's grid_rows, the same shapes in the same order (BENCH_GRID_DT / _N pick a part)."""
-    pick_dt, pick_n = os.environ.get("BENCH_GRID_DT"), os.environ.get("BENCH_GRID_N")
+    """cuda_bench.cu's grid_rows, the same shapes in the same order (BENCH_GRID_DT / _N / _T / _MAT pick a part)."""
+    pick = {k: int(os.environ[f"BENCH_GRID_{k}"]) for k in ("DT", "N", "T", "MAT") if os.environ.get(f"BENCH_GRID_{k}")}
+    def want(**kv): return all(pick.get(k, v) == v for k, v in kv.items())
     for di, dt in enumerate(("f16", "bf16", "f32")):
-        if pick_dt and int(pick_dt) != di: continue
         for n in (32, 64, 128):
-            if pick_n and int(pick_n) != n: continue
             for T in (1024, 2048, 4096, 8192):
-                for m in (1, n): yield (grid_seqs(dt, T, n), T, n, dt, m)
-        if not pick_n or int(pick_n) == 64:
-            yield (1, 8192, 64, dt, 1)
-            if di == 0: yield (16, 4096, 64, dt, 1)
+                for mi in (0, 1):
+                    if want(DT=di, N=n, T=T, MAT=mi): yield (grid_seqs(dt, T, n), T, n, dt, n if mi else 1)
+        if want(DT=di, N=64, T=8192, MAT=0): yield (1, 8192, 64, dt, 1)
+        if di == 0 and want(DT=di, N=64, T=4096, MAT=0): yield (16, 4096, 64, dt, 1)
 
 
 def targets(ours, peers):
