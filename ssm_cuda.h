@@ -1602,9 +1602,7 @@ static int ssm__cu_rec_out(const ssm__cu_lr *L, ssm_seq_view A, ssm_seq_view b, 
     return out.ptr && A.dtype.bits == 16 && ssm__cu_tcm_fits(L, ssm__cu_rv_of(A, 1, 0), ssm__cu_rv_of(b, 1, 0)) &&
            ssm__cu_tcm_v4(L, ssm__cu_rv_of(h, 1, 1)) && ssm__cu_tcm_v4(L, ssm__cu_rv_of(out, 1, 1));
 }
-/* Sequential: steps 1..T-1 (h_0 given) in one fused kernel (and out where ssm__cu_rec_out). A whole
-   sequence in one launch leaves out to ssm.h's copy (its callers pass out.ptr NULL): there the second
-   store a step cost more than the copy (f16 S128 T1024 n = m = 32: 2.01 against 1.92 ms forward). */
+/* Sequential: steps 1..T-1 (h_0 given) in one fused kernel (and out where ssm__cu_rec_out). */
 static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                         ssm_seq_view out, int *out_written) {
     ssm__cu_rv init, o = ssm__cu_rv();
@@ -1634,10 +1632,7 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     ssm_seq_view P, E;
     ssm__cu_rv none;
     int wo = 0;
-    if (C >= T) {
-        out.ptr = NULL; /* one launch: ssm.h copies out */
-        return ssm__cu_lr_sequential(L, T, A, b, h, out, out_written);
-    }
+    if (C >= T) return ssm__cu_lr_sequential(L, T, A, b, h, out, out_written);
     if (!ssm__cu_rec_runs(L, 1, A, b)) return SSM__NOT_MINE;
     memset(&none, 0, sizeof none);
     nc = (T - 1) / C, nfull = (T - C) / C, tail = (T - C) % C;
@@ -4250,10 +4245,7 @@ static ssm_result ssm__cu_linrec_steps(ssm_ctx *ctx, const ssm_linrec_plan *p, s
     ssm__cu_device_guard g(ssm__cu_st(ctx)->device);
     ssm__cu_lr L;
     L.ctx = ctx, L.p = p, L.S = p->group, L.n = p->n, L.m = p->m, L.st = st;
-    if (p->method == SSM_LINREC_SEQUENTIAL) {
-        out.ptr = NULL; /* one launch: ssm.h copies out */
-        return ssm__cu_lr_sequential(&L, p->T, A, b, h, out, out_written);
-    }
+    if (p->method == SSM_LINREC_SEQUENTIAL) return ssm__cu_lr_sequential(&L, p->T, A, b, h, out, out_written);
     if (p->method == SSM_LINREC_CR) return ssm__cu_lr_cr(&L, p->T, A, b, h, out, out_written, (char *)scratch);
     if (p->method == SSM_LINREC_SCAN_HS) return ssm__cu_lr_scan_hs(&L, p->T, A, b, h, (char *)scratch);
     if (p->method == SSM_LINREC_BLELLOCH) return ssm__cu_lr_blelloch(&L, p->T, A, b, h, (char *)scratch);
