@@ -1616,6 +1616,9 @@ static ssm_result ssm__cu_lr_sequential(ssm__cu_lr *L, int64_t T, ssm_seq_view A
 
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A);
 static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m);
+static int ssm__cu_cr_fits(const ssm_ctx *ctx, int64_t n, int64_t m);
+static size_t ssm__cu_cr_levels_bytes(int64_t S, int64_t T, int64_t n, int esz);
+static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws);
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                         int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int cr,
                                         int phase = 0, int want_end = 0);
@@ -1625,7 +1628,10 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
    ssm__cu_rec_out, (1)'s first chunk and (3) write the caller's out too (a forward's (3) out
    alone: ssm.h reads back h_0 and h_{T-1} only, which (3) does not write), and the chunk ends
    are copied there (f16 S128 T1024 n = m = 32: the whole work buffer's copy took 0.40 of the
-   forward's 1.21 ms). */
+   forward's 1.21 ms). (2) is one CTA a sequence stepping through the ends, except above n = 64,
+   where its f32 P_{u-1} E_{u-1} are that CTA's CUDA-core products one after another (f16 S1
+   T8192 n = m = 128: 27.9 of the forward's 31.2 ms under ncu): there cyclic reduction over the
+   ends, on the level kernels, in the scratch's second half (ssm__cu_chunked_bytes: P twice). */
 static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                      int64_t C, ssm_seq_view out, int *out_written, char *ws) {
     int64_t nc, nfull, tail;
@@ -1644,7 +1650,13 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     L->st->mat_mat += L->S * (T - C - nc);
     /* (2) ends of full chunks: E_u = h[C-1 + u*C], E_u = P_{u-1} E_{u-1} + E_u for u = 1..nfull */
     E = ssm__cu_seq_sub(h, C - 1, C);
-    if (nfull > 0) {
+    const size_t Pbytes = ((size_t)4 * L->S * nc * L->n * L->n + 255) & ~(size_t)255;
+    if (nfull > 0 && L->n > SSM__TC_N && ssm__cu_cr_fits(L->ctx, L->n, L->m) &&
+        ssm__cu_cr_levels_bytes(L->S, nfull + 1, L->n, 4) <= Pbytes) {
+        ssm__cu_rv Pa = ssm__cu_rv_of(P, 0, 0), Ev = ssm__cu_rv_of(E, 0, 0);
+        Pa.off -= L->n * L->n; /* step u's transition is P_{u-1}; step 0's is never read */
+        SSM__TRY(ssm__cu_cr_solve(L, nfull + 1, Pa, Ev, Ev, ws + Pbytes));
+    } else if (nfull > 0) {
         ssm__cu_rv Pv = ssm__cu_rv_of(P, 0, 0), Eb = ssm__cu_rv_of(E, 1, 0), Ei = ssm__cu_rv_of(E, 0, 0);
         SSM__TRY(ssm__cu_rec_launch(L, 1, nfull, nfull, 0, Pv, Eb, Eb, Ei, NULL));
     }
@@ -1972,11 +1984,13 @@ static size_t ssm__cu_cr_smem(int R, int HR = 1, int HC = 1) { return (size_t)16
    tensor cores (ssm__cu_cr_tc) where they fit. linrec_cr = 2 forces the f32 level kernels
    wherever they fit, 1 never. */
 static int ssm__cu_cr_tc_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p);
+/* 1 when the level kernels' tiles for n x n transitions on m-column states fit */
+static int ssm__cu_cr_fits(const ssm_ctx *ctx, int64_t n, int64_t m) {
+    return n <= SSM__CR_MAXN && m <= SSM__CR_MAXN && ssm__cu_cr_smem(ssm__cu_cr_r(n, m)) <= ssm__cu_st(ctx)->smem_optin;
+}
 static int ssm__cu_cr_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     const int knob = ssm__cu_st(ctx)->knobs.linrec_cr;
-    if (knob == 1 || p->n > SSM__CR_MAXN || p->m > SSM__CR_MAXN || p->T - 1 > 2 * (int64_t)2147483647 ||
-        ssm__cu_cr_smem(ssm__cu_cr_r(p->n, p->m)) > ssm__cu_st(ctx)->smem_optin)
-        return 0;
+    if (knob == 1 || !ssm__cu_cr_fits(ctx, p->n, p->m) || p->T - 1 > 2 * (int64_t)2147483647) return 0;
     return knob == 2 || p->n <= 64 || p->m > 64 || ssm__cu_tc_shape(p->dtype, p->n, p->m) || ssm__cu_cr_tc_takes(ctx, p);
 }
 static size_t ssm__cu_szmul(size_t a, int64_t b);

@@ -1273,11 +1273,15 @@ static void build(void) {
         lr_row(v, CASE_F16 | CASE_F32, LAYOUT_REVERSED, SSM_LINREC_SCAN_HS, 2, 129, 50, 9, 0, 0.95, CASE_HT | CASE_REVERSE);
     }
     /* linrec on CUDA: the fused chunked kernel (partial tail, m = n), the per-step fallback
-       (n = m = 128), and the tensor-core path (16-bit, n = 64, m = 1) over chunk lengths */
+       (n = m = 128), and the tensor-core path (16-bit, n = 64, m = 1) over chunk lengths; above
+       n = 64 its carries by cyclic reduction (f32 n = 96 on the CUDA-core chunks, 16-bit n = m = 72
+       on the matrix-state kernel, a partial last chunk) */
     for (v = 0; v < 2; ++v) {
         lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_CHUNKED, 2, 203, 16, 16, 16, 0.9, CASE_H0 | CASE_HT);
         lr_row(v, CASE_F32, LAYOUT_PADDED, SSM_LINREC_CHUNKED, 2, 203, 16, 16, 16, 0.9, CASE_H0 | CASE_HT | CASE_REVERSE);
         lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_CHUNKED, 1, 40, 128, 128, 8, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_F32, LAYOUT_PADDED, SSM_LINREC_CHUNKED, 2, 101, 96, 3, 8, 0.9, CASE_H0 | CASE_HT | CASE_REVERSE);
+        lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_CHUNKED, 2, 77, 72, 72, 8, 0.95, CASE_HT);
     }
     lr_row(CASE_FWD, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 1, 300, 128, 1, 8, 0.9, CASE_H0 | CASE_HT);
     {
