@@ -4,7 +4,7 @@
    JSON lines: bench/results/cuda_linrec.jsonl, cuda_decay.jsonl (the row format of bench/bench.h).
    bench/peers/torch_peers.py runs the PyTorch peers on the same shapes and prints the side by
    side table from these rows (PEER_GRID=1: the grid's, with the target table). BENCH_QUICK=1 trims
-   the grid; `cuda_bench grid` runs the grid alone (BENCH_GRID_DT / _N: a part). `cuda_bench cr` runs the cyclic
+   the grid; `cuda_bench grid` runs the grid alone (BENCH_GRID_DT / _N / _T / _MAT / _METHOD: a part). `cuda_bench cr` runs the cyclic
    reduction rows alone: the default (tensor-core spans / level kernels), the level kernels
    forced (ours:cr-levels) and ssm.h's generic levels on cuBLAS (ours:cr-generic) side by side,
    with chunked, auto and the scans at the target shapes. `cuda_bench scan` runs the scans
