@@ -1632,6 +1632,13 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
    where its f32 P_{u-1} E_{u-1} are that CTA's CUDA-core products one after another (f16 S1
    T8192 n = m = 128: 27.9 of the forward's 31.2 ms under ncu): there cyclic reduction over the
    ends, on the level kernels, in the scratch's second half (ssm__cu_chunked_bytes: P twice). */
+static size_t ssm__cu_szmul(size_t a, int64_t b);
+/* One P of these chunks, f32 [S][nc][n][n], rounded to 256 bytes; saturating (a broadcast view may
+   carry sizes whose product overflows). The scratch holds two (ssm__cu_chunked_bytes). */
+static size_t ssm__cu_chunk_p_bytes(int64_t S, int64_t nc, int64_t n) {
+    const size_t e = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, S), nc), n), n);
+    return e > SIZE_MAX / 2 - 255 ? SIZE_MAX / 2 : (e + 255) & ~(size_t)255;
+}
 static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                      int64_t C, ssm_seq_view out, int *out_written, char *ws) {
     int64_t nc, nfull, tail;
@@ -1650,7 +1657,7 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     L->st->mat_mat += L->S * (T - C - nc);
     /* (2) ends of full chunks: E_u = h[C-1 + u*C], E_u = P_{u-1} E_{u-1} + E_u for u = 1..nfull */
     E = ssm__cu_seq_sub(h, C - 1, C);
-    const size_t Pbytes = ((size_t)4 * L->S * nc * L->n * L->n + 255) & ~(size_t)255;
+    const size_t Pbytes = ssm__cu_chunk_p_bytes(L->S, nc, L->n);
     if (nfull > 0 && L->n > SSM__TC_N && ssm__cu_cr_fits(L->ctx, L->n, L->m) &&
         ssm__cu_cr_levels_bytes(L->S, nfull + 1, L->n, 4) <= Pbytes) {
         ssm__cu_rv Pa = ssm__cu_rv_of(P, 0, 0), Ev = ssm__cu_rv_of(E, 0, 0);
@@ -4093,11 +4100,14 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
     ssm__cu_rv X, Av;
     if (!ssm__cu_hs_takes(L->ctx, L->p) || (bits != 16 && bits != 32) || bits != L->p->dtype.bits) return SSM__NOT_MINE;
     if (T <= 1) return SSM_OK;
-    memset(&X, 0, sizeof X);
-    X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = n, X.cs = 1, X.ss = T * n * n;
     Av = ssm__cu_rv_of(A, 0, 0);
+    /* a transposed 16-bit A (the adjoint's A^T) is staged as stored and M kept transposed (as in
+       ssm__cu_cr_tc_level); element by element its loads made the backward 2.2x the forward */
+    const int tr = Av.cs != 1 && ssm__hs_mvec(ssm__cu_rv_tr(Av), bits, n);
+    memset(&X, 0, sizeof X);
+    X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = tr ? 1 : n, X.cs = tr ? n : 1, X.ss = T * n * n;
     memset(&a, 0, sizeof a);
-    a.S = S, a.T = T, a.n = (int)n, a.m = (int)m, a.MP = (int)((m + 7) / 8 * 8);
+    a.S = S, a.T = T, a.n = (int)n, a.m = (int)m, a.MP = (int)((m + 7) / 8 * 8), a.tr = tr;
     a.vc = a.vn = ssm__cu_rv_of(h, 0, 0);
     a.vv = ssm__hs_vv(a.vc, a.vn, m);
     if (bits == 16) SSM__TRY(ssm__hs_from_b(L, &a, b, h, T)); /* (the f32 level kernel reads v from vc only) */
@@ -4107,7 +4117,7 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
     for (int64_t s = 1; s <= top; s *= 2) {
         a.mode = 1, a.d = s, a.t0 = 2 * s - 1, a.step = 2 * s, a.ntask = (T - 2 * s) / (2 * s) + 1;
         a.Mc = s == 1 ? Av : X, a.Mn = X;
-        a.vec = ssm__hs_mvec(a.Mc, bits, n);
+        a.vec = tr || ssm__hs_mvec(a.Mc, bits, n);
         a.vb.p = s == 1 ? vb.p : NULL, a.vbs = 1; /* the levels above s = 1 read and write odd slots only */
         SSM__TRY(ssm__cu_hs_level(L, a, bf));
         L->st->mat_state += S * a.ntask;
@@ -4117,7 +4127,7 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
         if (3 * s - 1 >= T) continue;
         a.mode = 2, a.d = s, a.t0 = 3 * s - 1, a.step = 2 * s, a.ntask = (T - 3 * s) / (2 * s) + 1;
         a.Mc = s == 1 ? Av : X, a.Mn = X;
-        a.vec = ssm__hs_mvec(a.Mc, bits, n);
+        a.vec = tr || ssm__hs_mvec(a.Mc, bits, n);
         a.vb.p = s == 1 ? vb.p : NULL, a.vbs = 0; /* v_{t-1}: final, in h */
         SSM__TRY(ssm__cu_hs_level(L, a, bf));
         L->st->mat_state += S * a.ntask;
@@ -4222,6 +4232,8 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     if (p->method != SSM_LINREC_AUTO) return;
     if (tc && p->T > 64) p->method = SSM_LINREC_CHUNKED;
     else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
+    else if (p->dtype.bits == 32 && p->n > SSM__TC_N && p->m <= 8 && p->S >= 2 && ctx && ssm__cu_st(ctx) && ssm__cu_hs_takes(ctx, p))
+        p->method = SSM_LINREC_BLELLOCH;
     else if (mat) p->method = SSM_LINREC_CHUNKED;
     else if (p->S * 8 <= sms || (p->m >= p->n && p->n >= 16 && p->n <= 64)) p->method = SSM_LINREC_CR;
     else p->method = SSM_LINREC_CHUNKED;
@@ -5308,13 +5320,11 @@ static size_t ssm__cu_decay_ws(const ssm_decay_plan *d) {
     return w;
 }
 
-/* The CUDA-core chunks' scratch (ssm__cu_lr_chunked's P, twice: ssm.h's generic chunks too);
-   saturating: a broadcast view may carry sizes whose product overflows. */
+/* The CUDA-core chunks' scratch: ssm__cu_lr_chunked's P twice (ssm.h's generic chunks too; the
+   second half holds the carries' levels above n = 64). */
 static size_t ssm__cu_chunked_bytes(const ssm_linrec_plan *p) {
-    size_t e;
-    if (p->chunk >= p->T) return 0;
-    e = ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(ssm__cu_szmul(4, p->group), (p->T - 1) / p->chunk), p->n), p->n);
-    return e > SIZE_MAX / 2 - 255 ? SIZE_MAX : 2 * ((e + 255) & ~(size_t)255);
+    const size_t P = p->chunk >= p->T ? 0 : ssm__cu_chunk_p_bytes(p->group, (p->T - 1) / p->chunk, p->n);
+    return P >= SIZE_MAX / 2 ? SIZE_MAX : 2 * P;
 }
 
 /* The workspace_size slot: the decay scans, and the method scratch of the chunked kernels

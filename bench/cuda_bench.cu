@@ -11,7 +11,7 @@
    (Hillis-Steele, Blelloch) alone, ours against ssm.h's generic levels; `cuda_bench decay` the
    decay-scan rows alone; `cuda_bench mat` the matrix-state grid (m = n, every T and dtype,
    forward and backward; BENCH_MAT_N / _T / _DT pick one shape, BENCH_MAT_METHOD one method,
-   BENCH_CHUNK sets the chunk). */
+   BENCH_CHUNK sets the chunk); `cuda_bench f32wide` f32 above n = 64 over S (auto's rule there). */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
@@ -383,6 +383,19 @@ int main(int argc, char **argv) {
             }
         fclose(jl), fclose(jd);
         ssm_ctx_destroy(tf), ssm_ctx_destroy(ctx);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "f32wide")) { /* f32 above n = 64 (no tensor-core chunked path): auto's rule over S */
+        std::vector<ssm_linrec_method> ms = {SSM_LINREC_SEQUENTIAL, SSM_LINREC_BLELLOCH, SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
+        const int64_t Ss[5] = {1, 2, 8, 32, 128};
+        printf("== dense recurrence, f32 above n = 64, T 1024, S 1..128\n");
+        for (int si = 0; si < 5; ++si) {
+            linrec_rows(ctx, jl, SSM_F32, Ss[si], 1024, 128, 1, ms, 1);
+            linrec_rows(ctx, jl, SSM_F32, Ss[si], 1024, 128, 4, ms, 1);
+            linrec_rows(ctx, jl, SSM_F32, Ss[si], 1024, 96, 1, ms, 1);
+        }
+        fclose(jl), fclose(jd);
+        ssm_ctx_destroy(ctx);
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "wide")) { /* the tensor-core path on 128 x 128 tiles (n = 72..128) */

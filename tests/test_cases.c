@@ -1344,6 +1344,17 @@ static void build(void) {
             lr_row(CASE_BWD, k % 4 < 2 ? CASE_BF16 : CASE_F16, layout, method, 2, Tb[i], nb[i], mb[i], 0, 0.9, flags);
         }
     }
+    /* Blelloch of vector states (16-bit) where the adjoint's transposed A is staged as stored and
+       its products kept transposed (n % 8 == 0: 16-byte rows), and where it is not (n = 20);
+       f32 above n = 64, where auto takes Blelloch for S >= 2 */
+    for (v = 0; v < 2; ++v) {
+        lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_BLELLOCH, 2, 131, 64, 1, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_BF16, LAYOUT_REVERSED, SSM_LINREC_BLELLOCH, 3, 100, 32, 1, 0, 0.95, CASE_HT | CASE_REVERSE);
+        lr_row(v, CASE_F16, LAYOUT_PADDED, SSM_LINREC_BLELLOCH, 2, 77, 128, 4, 0, 0.9, CASE_H0 | CASE_REVERSE);
+        lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_BLELLOCH, 1, 64, 20, 1, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 2, 300, 128, 1, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_F32, LAYOUT_PADDED, SSM_LINREC_AUTO, 3, 101, 96, 3, 0, 0.9, CASE_HT | CASE_REVERSE);
+    }
     /* the tensor-core path's two-level carries (from 128 chunk maps a sequence, in groups of 8 up to 1279;
        the last group partial: 140 maps at T = 2250, chunks of 16; or a single map: 137 at
        T = 2200, 129 at T = 8300 with the default 64), every tile width, forward and backward */
