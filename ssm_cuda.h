@@ -3420,6 +3420,8 @@ typedef struct ssm__hs_args {
     int mcompact;               /* Mn indexed by the task's rank in its level (cyclic reduction's compacted levels) */
     int tr;                     /* (with vec) Mc transposed (rs == 1): tiles staged as stored, M_t's fragments by
                                    ldmatrix.trans, and M'_t^T = M_{t-d}^T M_t^T written (Mn read transposed) */
+    int trn;                    /* (with tr) M'_t written in M's own orientation instead (element by element): Hillis-
+                                   Steele's first level, whose later levels (the chains) run untransposed */
     ssm__cu_rv vo;              /* (with vv; p NULL: none) the caller's view, its rows in vectors as ssm__hs_v4_ok
                                    checks: v_{t-d} and v'_t written there too */
     ssm__cu_rv vb;              /* (p NULL: none; with vv, rows as ssm__hs_v4_ok checks) b itself, on the first levels
@@ -3653,7 +3655,10 @@ __global__ void __launch_bounds__(ssm__hs_cfg<NP>::NT, ssm__hs_cfg<NP>::MINB) ss
                             const int i = r0 + 8 * rr;
                             if (i >= n || j >= n) continue;
                             const int64_t o = mnt + (int64_t)i * n + j;
-                            if (!(n & 1)) *(unsigned *)(Mn + o) = ssm__tc_pack<BF>(c[2 * rr], c[2 * rr + 1]);
+                            if (a.trn) { /* element (i, j) of M'_t^T is M'_t's (j, i) */
+                                Mn[mnt + (int64_t)j * n + i] = (unsigned short)(ssm__tc_pack<BF>(c[2 * rr], 0.f) & 0xffff);
+                                if (j + 1 < n) Mn[mnt + (int64_t)(j + 1) * n + i] = (unsigned short)(ssm__tc_pack<BF>(c[2 * rr + 1], 0.f) & 0xffff);
+                            } else if (!(n & 1)) *(unsigned *)(Mn + o) = ssm__tc_pack<BF>(c[2 * rr], c[2 * rr + 1]);
                             else {
                                 Mn[o] = (unsigned short)(ssm__tc_pack<BF>(c[2 * rr], 0.f) & 0xffff);
                                 if (j + 1 < n) Mn[o + 1] = (unsigned short)(ssm__tc_pack<BF>(c[2 * rr + 1], 0.f) & 0xffff);
@@ -4039,10 +4044,15 @@ static ssm_result ssm__cu_lr_scan_hs(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
         const int64_t t0 = d / 2; /* v copies start at d/2, M copies later */
         a.d = d, a.t0 = t0, a.ntask = T - t0, a.next = 2 * d < T, a.vv = ssm__hs_vv(a.vc, a.vn, m);
         a.vec = ssm__hs_mvec(a.Mc, bits, n);
+        /* a transposed 16-bit A (the adjoint's A^T) on the first level: staged as stored, its products
+           written back in M's orientation for the levels after it (element by element, A^T's
+           loads made the backward up to 1.54x the forward) */
+        a.tr = a.trn = d == 1 && !a.vec && a.Mc.cs != 1 && ssm__hs_mvec(ssm__cu_rv_tr(a.Mc), bits, n);
+        a.vec |= a.tr;
         /* chains for narrow states (m <= 8); wide ones re-read more v per task than they save
            (H200, bench/results/cuda_scan_7749dd5.log: S8 T1024 n64 m64 f16 chains 4.73 ms vs
            one task per warp group 4.06; m = 1 rows 5.46 vs 7.23 at S16 T4096 n64) */
-        if (bits == 16 && a.vec && m <= 8 && ssm__cu_st(L->ctx)->knobs.linrec_scan != 2 &&
+        if (bits == 16 && a.vec && !a.tr && m <= 8 && ssm__cu_st(L->ctx)->knobs.linrec_scan != 2 &&
             ssm__hs_chain_smem(ssm__hs_np(n), m) <= ssm__cu_st(L->ctx)->smem_optin)
             SSM__TRY(ssm__cu_hs_chain_level(L, a, bf));
         else SSM__TRY(ssm__cu_hs_level(L, a, bf));
@@ -4213,7 +4223,12 @@ static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
    n32 1.24 ms vs cr 1.80), 16-bit n <= 64 up to T = 4096 (S32 T1024 n64 1.58 vs 1.89; S4 T8192:
    2.13 vs 1.94); else (16-bit n = 128: 5.26 vs 2.76 at S8 T1024) cyclic reduction's level
    kernels for m >= n, 16 <= n <= 64 at any S below 2*SMs (cuda_cr_float4_30eb660.log) and the
-   rules above. Every sequence runs in one batch, with f32 states and scratch. */
+   rules above. f32 above n = 64 with m <= 8 (no tensor-core chunked path): Blelloch for 2 <= S < 40,
+   seq from S = 40 (seq's time is flat in S, the others' grows with it), cyclic reduction at S = 1
+   (H200 T1024, bench/results/cuda_f32wide_5f67b00.log: n128 m1 S2 / S8 Blelloch 1.19 / 3.50 ms
+   against cr 1.40 / 4.33, chunked 7.5; S32 12.7 against seq 13.9; S128 seq 13.8 against 49.6;
+   n96 S128 seq 8.6 against 40.9, chunked 32.9; at S1 T4096 / T8192 cr 1.85 / 3.30 against 2.17
+   / 3.96). Every sequence runs in one batch, with f32 states and scratch. */
 static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const int64_t sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
     const int tc = ssm__cu_tc_shape(p->dtype, p->n, p->m);
@@ -4232,6 +4247,7 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     if (p->method != SSM_LINREC_AUTO) return;
     if (tc && p->T > 64) p->method = SSM_LINREC_CHUNKED;
     else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
+    else if (p->dtype.bits == 32 && p->n > SSM__TC_N && p->m <= 8 && p->S >= 40) p->method = SSM_LINREC_SEQUENTIAL;
     else if (p->dtype.bits == 32 && p->n > SSM__TC_N && p->m <= 8 && p->S >= 2 && ctx && ssm__cu_st(ctx) && ssm__cu_hs_takes(ctx, p))
         p->method = SSM_LINREC_BLELLOCH;
     else if (mat) p->method = SSM_LINREC_CHUNKED;

@@ -1346,7 +1346,7 @@ static void build(void) {
     }
     /* Blelloch of vector states (16-bit) where the adjoint's transposed A is staged as stored and
        its products kept transposed (n % 8 == 0: 16-byte rows), and where it is not (n = 20);
-       f32 above n = 64, where auto takes Blelloch for S >= 2 */
+       f32 above n = 64, where auto takes Blelloch for 2 <= S < 40 and seq from S = 40 */
     for (v = 0; v < 2; ++v) {
         lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_BLELLOCH, 2, 131, 64, 1, 0, 0.9, CASE_H0 | CASE_HT);
         lr_row(v, CASE_BF16, LAYOUT_REVERSED, SSM_LINREC_BLELLOCH, 3, 100, 32, 1, 0, 0.95, CASE_HT | CASE_REVERSE);
@@ -1354,6 +1354,14 @@ static void build(void) {
         lr_row(v, CASE_BF16, LAYOUT_CONTIGUOUS, SSM_LINREC_BLELLOCH, 1, 64, 20, 1, 0, 0.9, CASE_H0 | CASE_HT);
         lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 2, 300, 128, 1, 0, 0.9, CASE_H0 | CASE_HT);
         lr_row(v, CASE_F32, LAYOUT_PADDED, SSM_LINREC_AUTO, 3, 101, 96, 3, 0, 0.9, CASE_HT | CASE_REVERSE);
+        lr_row(v, CASE_F32, LAYOUT_CONTIGUOUS, SSM_LINREC_AUTO, 41, 70, 72, 2, 0, 0.9, CASE_H0); /* seq from S = 40 */
+    }
+    /* Hillis-Steele's first level on the adjoint's transposed 16-bit A, staged as stored, its
+       products written back untransposed for the chains after it (m <= 8) or the task kernel */
+    for (v = 0; v < 2; ++v) {
+        lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_SCAN_HS, 2, 77, 32, 16, 0, 0.9, CASE_H0 | CASE_HT);
+        lr_row(v, CASE_BF16, LAYOUT_REVERSED, SSM_LINREC_SCAN_HS, 3, 45, 128, 1, 0, 0.95, CASE_HT | CASE_REVERSE);
+        lr_row(v, CASE_F16, LAYOUT_PADDED, SSM_LINREC_SCAN_HS, 1, 130, 64, 4, 0, 0.9, CASE_H0);
     }
     /* the tensor-core path's two-level carries (from 128 chunk maps a sequence, in groups of 8 up to 1279;
        the last group partial: 140 maps at T = 2250, chunks of 16; or a single map: 137 at
