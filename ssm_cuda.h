@@ -3458,6 +3458,9 @@ static ssm__cu_rv ssm__cu_rv_tr(ssm__cu_rv v) {
 static int ssm__hs_mvec(const ssm__cu_rv &M, int bits, int64_t n) {
     return bits == 16 && M.cs == 1 && !(n & 7) && !((M.rs | M.ts | M.ss | M.off) & 7) && !((uintptr_t)M.p & 15);
 }
+/* 1 when M is transposed (the adjoint's A^T: columns of storage along its rows) and its rows of
+   storage take those loads: the task kernel stages it as stored (ssm__hs_args.tr) */
+static int ssm__hs_mtr(const ssm__cu_rv &M, int bits, int64_t n) { return M.cs != 1 && ssm__hs_mvec(ssm__cu_rv_tr(M), bits, n); }
 
 /* which parts task t does at level d (see above) */
 __device__ __forceinline__ void ssm__hs_roles(const ssm__hs_args &a, int64_t t, int &doV, int &cpV, int &doM, int &cpM) {
@@ -4047,7 +4050,7 @@ static ssm_result ssm__cu_lr_scan_hs(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
         /* a transposed 16-bit A (the adjoint's A^T) on the first level: staged as stored, its products
            written back in M's orientation for the levels after it (element by element, A^T's
            loads made the backward up to 1.54x the forward) */
-        a.tr = a.trn = d == 1 && !a.vec && a.Mc.cs != 1 && ssm__hs_mvec(ssm__cu_rv_tr(a.Mc), bits, n);
+        a.tr = a.trn = d == 1 && ssm__hs_mtr(a.Mc, bits, n);
         a.vec |= a.tr;
         /* chains for narrow states (m <= 8); wide ones re-read more v per task than they save
            (H200, bench/results/cuda_scan_7749dd5.log: S8 T1024 n64 m64 f16 chains 4.73 ms vs
@@ -4113,7 +4116,7 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
     Av = ssm__cu_rv_of(A, 0, 0);
     /* a transposed 16-bit A (the adjoint's A^T) is staged as stored and M kept transposed (as in
        ssm__cu_cr_tc_level); element by element its loads made the backward 2.2x the forward */
-    const int tr = Av.cs != 1 && ssm__hs_mvec(ssm__cu_rv_tr(Av), bits, n);
+    const int tr = ssm__hs_mtr(Av, bits, n);
     memset(&X, 0, sizeof X);
     X.p = ws, X.dt = ssm__cu_dt(A.dtype), X.ts = n * n, X.rs = tr ? 1 : n, X.cs = tr ? n : 1, X.ss = T * n * n;
     memset(&a, 0, sizeof a);
@@ -4162,7 +4165,7 @@ static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, 
     const int64_t half = T / 2, nb = (T - 1) / 2, n = L->n, S = L->S;
     const int bits = L->p->dtype.bits;
     ssm__cu_rv M2 = M, v2 = a.vc;
-    const int tr = ssm__hs_mvec(ssm__cu_rv_tr(M), bits, n) && M.cs != 1; /* transposed (the adjoint's A^T): kept so */
+    const int tr = ssm__hs_mtr(M, bits, n); /* transposed (the adjoint's A^T): kept so */
     if (T < 2) return SSM_OK;
     M2.p = ws, M2.off = -n * n, M2.ts = n * n, M2.rs = tr ? 1 : n, M2.cs = tr ? n : 1, M2.ss = (half - 1) * n * n, M2.chs = 0;
     ws += ssm__cu_cr_levels_bytes(S, T, n, bits / 8) - ssm__cu_cr_levels_bytes(S, half, n, bits / 8);
@@ -4232,6 +4235,7 @@ static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
 static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const int64_t sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
     const int tc = ssm__cu_tc_shape(p->dtype, p->n, p->m);
+    const int f32wide = p->dtype.bits == 32 && p->n > SSM__TC_N && p->m <= 8; /* f32 vectors past the tensor-core tiles */
     const int mat = ctx && ssm__cu_st(ctx) && ssm__cu_st(ctx)->knobs.linrec_mat != 1 && ssm__cu_tcm_shape(p->dtype, p->n, p->m) &&
                     (p->dtype.bits == 32 || p->n <= 32 || (p->n <= 64 && p->T <= 4096));
     p->group = p->S;
@@ -4247,9 +4251,8 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     if (p->method != SSM_LINREC_AUTO) return;
     if (tc && p->T > 64) p->method = SSM_LINREC_CHUNKED;
     else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
-    else if (p->dtype.bits == 32 && p->n > SSM__TC_N && p->m <= 8 && p->S >= 40) p->method = SSM_LINREC_SEQUENTIAL;
-    else if (p->dtype.bits == 32 && p->n > SSM__TC_N && p->m <= 8 && p->S >= 2 && ctx && ssm__cu_st(ctx) && ssm__cu_hs_takes(ctx, p))
-        p->method = SSM_LINREC_BLELLOCH;
+    else if (f32wide && p->S >= 40) p->method = SSM_LINREC_SEQUENTIAL;
+    else if (f32wide && p->S >= 2 && ctx && ssm__cu_st(ctx) && ssm__cu_hs_takes(ctx, p)) p->method = SSM_LINREC_BLELLOCH;
     else if (mat) p->method = SSM_LINREC_CHUNKED;
     else if (p->S * 8 <= sms || (p->m >= p->n && p->n >= 16 && p->n <= 64)) p->method = SSM_LINREC_CR;
     else p->method = SSM_LINREC_CHUNKED;
