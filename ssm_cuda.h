@@ -810,13 +810,21 @@ __global__ void __launch_bounds__(256) ssm__cu_mm64f_kernel(int64_t nbatch, int6
    1.46 with the slabs staged through registers (228 registers; slower than the FMAs for 16-bit
    h), 0.72 by cp.async. At n = m = 32 a quarter-used 64-tile ran dA slower than the 32 x 32 FMA
    kernel (f32 S64 T1024 backward 1.38 -> 1.62 ms, bench/results/cuda_cr_rowblocks_s51.log);
-   the 32-tiles, a CTA taking many items in a row, replace both there. */
+   the 32-tiles, a CTA taking many items in a row, replace both there. The kernel is issue-bound
+   (ncu, dA of f16 S8 T1024 n = m = 128: issue slots 57% busy, ALU the busiest pipe, ~20
+   instructions an MMA), so: each thread's fragment elements k = q and q + 4 come from the staged
+   k = 2q, 2q + 1 (a permutation of k within the k-step, the same for both operands: one shared
+   load for two elements, f32 rows 8 words apart so the 64-bit loads are conflict-free); a slab's
+   item bases are kept from slab to slab (a 64-bit division and modulo per slab, twice, were a
+   third of the instructions); C is stored two columns at a time where its rows allow. H200,
+   dev/cuda/mmtc.cu, the grid's dA: f16 n = m = 128 1.20 -> 0.88 ms, 64 0.77 -> 0.57, 32 0.61 ->
+   0.39; f32 64 0.41 -> 0.32, 128 0.67 -> 0.53. */
 #define SSM__MM_KS 32
 template <int A16, int B16, int TILE>
 __global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t nbatch, int64_t count, int M, int N, int K,
                                                                        float alpha, float beta, ssm__cu_op A, ssm__cu_op B,
                                                                        ssm__cu_op C) {
-    constexpr int KS = SSM__MM_KS, LDF = KS + 4, LDH = KS + 8; /* row strides: f32 words, 16-bit elements */
+    constexpr int KS = SSM__MM_KS, LDF = KS + 8, LDH = KS + 8; /* row strides: f32 words, 16-bit elements */
     constexpr int NT = TILE * TILE / 16;                       /* a warp 16 x 32 of C: 8 warps at TILE 64, 2 at 32 */
     constexpr int AW = TILE * (A16 ? LDH / 2 : LDF), BW = TILE * (B16 ? LDH / 2 : LDF), SW = AW + BW; /* words a slab */
     __shared__ __align__(16) float sm[2 * SW];
@@ -826,16 +834,33 @@ __global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t 
     /* this CTA's items blockIdx.y + j gridDim.y as one stream of (item, k-slab) steps: the next
        step, of this item or the next, in flight while this one multiplies */
     const int64_t nitem = nbatch > blockIdx.y ? (nbatch - 1 - blockIdx.y) / gridDim.y + 1 : 0, nstep = nitem * nslab;
-    /* a staged operand's fragment element (r, k) as a TF32 pair: 16-bit exact (lo 0), f32 split */
-    auto frag = [&](const float *base, int s16, int dt, int r, int k, unsigned *hi, unsigned *lo) {
-        if (!s16) return ssm__tc_split32(base[r * LDF + k], hi, lo);
-        *hi = __float_as_uint(ssm__cu_ld(base, dt, r * LDH + k)), *lo = 0u;
+    /* a staged operand's elements (r, k), (r, k + 1) as TF32 pairs: 16-bit exact (lo 0), f32 split */
+    auto frag2 = [&](const float *base, int s16, int dt, int r, int k, unsigned *hi, unsigned *lo) {
+        if (!s16) {
+            const float2 v = *(const float2 *)(base + r * LDF + k);
+            ssm__tc_split32(v.x, &hi[0], &lo[0]), ssm__tc_split32(v.y, &hi[1], &lo[1]);
+            return;
+        }
+        const unsigned w = *(const unsigned *)((const unsigned short *)base + r * LDH + k);
+        const float2 f = dt == 1 ? __half22float2(*(const __half2 *)&w) : __bfloat1622float2(*(const __nv_bfloat162 *)&w);
+        hi[0] = __float_as_uint(f.x), hi[1] = __float_as_uint(f.y), lo[0] = lo[1] = 0u;
     };
-    auto item = [&](int64_t step) { return blockIdx.y + step / nslab * gridDim.y; };
-    /* step's slab into ring slot st: rows of A (tile rows) and of B^T (tile columns), k-contiguous */
-    auto stage = [&](int st, int64_t step) {
-        const int64_t bi = item(step), s = bi / count, kb = bi % count, a0 = s * A.ss + kb * A.bs, b0 = s * B.ss + kb * B.bs;
-        const int k0 = (int)(step % nslab) * KS;
+    /* the next slab to stage (item sbi, k-slab sks) and its item's bases */
+    int64_t sbi = blockIdx.y, sa0 = 0, sb0 = 0;
+    int sks = 0;
+    auto bases = [&](int64_t bi) {
+        const int64_t s = bi / count, kb = bi - s * count;
+        sa0 = s * A.ss + kb * A.bs, sb0 = s * B.ss + kb * B.bs;
+    };
+    if (nstep > 0) bases(sbi);
+    /* the next slab into ring slot st: rows of A (tile rows) and of B^T (tile columns), k-contiguous */
+    auto stage = [&](int st) {
+        const int64_t a0 = sa0, b0 = sb0;
+        const int k0 = sks * KS;
+        if (++sks == nslab) {
+            sks = 0, sbi += gridDim.y;
+            if (sbi < nbatch) bases(sbi);
+        }
         float *as = sm + st * SW, *bs = as + AW;
         constexpr int EA = A16 ? 2 : 4, EB = B16 ? 2 : 4, CA = KS * EA / 16, CB = KS * EB / 16; /* 16-byte pieces a row */
         for (int c = tid; c < TILE * CA; c += NT) {
@@ -857,22 +882,27 @@ __global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t 
     for (int t = 0; t < 4; ++t)
 #pragma unroll
         for (int z = 0; z < 4; ++z) acc[t][z] = 0.f;
-    if (nstep > 0) stage(0, 0);
+    if (nstep > 0) stage(0);
+    int64_t cbi = blockIdx.y; /* the item being multiplied, and its k-slab */
+    int cks = 0;
     for (int64_t step = 0; step < nstep; ++step) {
         const int st = (int)(step & 1);
-        if (step + 1 < nstep) stage(st ^ 1, step + 1), ssm__tc_wait<1>();
+        if (step + 1 < nstep) stage(st ^ 1), ssm__tc_wait<1>();
         else ssm__tc_wait<0>();
         __syncthreads();
         const float *as = sm + st * SW, *bs = as + AW;
 #pragma unroll
         for (int kk = 0; kk < KS; kk += 8) {
+            /* the MMA's k-columns q and q + 4 are the staged k = 2q and 2q + 1 */
             unsigned ah[4], al[4], bh[4][2], bl[4][2];
 #pragma unroll
-            for (int z = 0; z < 4; ++z) frag(as, A16, A.dt, wi + g + 8 * (z & 1), kk + q + 4 * (z >> 1), &ah[z], &al[z]);
+            for (int z = 0; z < 2; ++z) { /* a[z], a[z + 2]: row g + 8 z */
+                unsigned h2[2], l2[2];
+                frag2(as, A16, A.dt, wi + g + 8 * z, kk + 2 * q, h2, l2);
+                ah[z] = h2[0], ah[z + 2] = h2[1], al[z] = l2[0], al[z + 2] = l2[1];
+            }
 #pragma unroll
-            for (int t = 0; t < 4; ++t)
-#pragma unroll
-                for (int z = 0; z < 2; ++z) frag(bs, B16, B.dt, wj + 8 * t + g, kk + q + 4 * z, &bh[t][z], &bl[t][z]);
+            for (int t = 0; t < 4; ++t) frag2(bs, B16, B.dt, wj + 8 * t + g, kk + 2 * q, bh[t], bl[t]);
             /* the products as passes over the four tiles: no MMA waits on the one before it */
             if (!A16)
 #pragma unroll
@@ -884,9 +914,30 @@ __global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t 
             for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], ah, bh[t][0], bh[t][1]);
         }
         __syncthreads();
-        if (step % nslab != nslab - 1) continue;
+        if (++cks < nslab) continue;
+        cks = 0;
         /* the item's last slab: acc[t][z] is row wi + g + 8 (z >> 1), column wj + 8 t + 2 q + (z & 1) of C */
-        const int64_t bi = item(step), c0 = bi / count * C.ss + bi % count * C.bs;
+        const int64_t bi = cbi, c0 = bi / count * C.ss + bi % count * C.bs;
+        cbi += gridDim.y;
+        if (beta == 0.f && C.cs == 1 && !((c0 | C.rs) & 1) && !((uintptr_t)C.p & (C.dt ? 3 : 7))) { /* columns 2q, 2q + 1 at once */
+#pragma unroll
+            for (int t = 0; t < 4; ++t)
+#pragma unroll
+                for (int z = 0; z < 4; z += 2) {
+                    const int i = tm * TILE + wi + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q;
+                    const float x = alpha * acc[t][z], y = alpha * acc[t][z + 1];
+                    if (i < M && j + 1 < N) {
+                        const int64_t ci = c0 + i * C.rs + j;
+                        if (C.dt == 0) *(float2 *)((float *)C.p + ci) = make_float2(x, y);
+                        else if (C.dt == 1) *(__half2 *)((unsigned short *)C.p + ci) = __floats2half2_rn(x, y);
+                        else *(__nv_bfloat162 *)((unsigned short *)C.p + ci) = __floats2bfloat162_rn(x, y);
+                    } else if (i < M && j < N) {
+                        ssm__cu_stv(C.p, C.dt, c0 + i * C.rs + j, x);
+                    }
+                    acc[t][z] = acc[t][z + 1] = 0.f;
+                }
+            continue;
+        }
 #pragma unroll
         for (int t = 0; t < 4; ++t)
 #pragma unroll
@@ -909,7 +960,12 @@ __global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t 
    barriers), a bandwidth-bound outer product. Each item's offsets into A, B and C are computed
    once in shared memory (a 64-bit division per loaded element made the f32 backward 7-9%
    slower). vec: 16-byte stores (8 16-bit values or 4 floats) where C's rows are contiguous
-   and aligned. */
+   and aligned; where a row's vectors (N / ve) divide the block, each thread keeps one column
+   vector of b in registers and walks the iteration's (item, row) pairs 256 / (N / ve) apart
+   (ssm__cu_outer_rows): with a division per store the kernel was issue-bound (~140
+   instructions a 16-byte store, SM 84% busy, DRAM 46%; H200, dev/cuda/outer.cu, dA of S16
+   T4096 n64 f16 0.187 -> 0.154 ms, 1.40 -> 1.16x its floor, n32 0.109 -> 0.090,
+   n128 0.092 -> 0.078, f32 n64 0.160 -> 0.149; bench/results/cuda_outer_carry_*.log). */
 static int ssm__cu_outer_ve(const ssm__cu_op &c, int64_t N, double beta) { /* elements a store: 4 / 8 (16 bytes) or 1 */
     const int64_t ve = c.dt == 0 ? 4 : 8;
     return c.cs == 1 && N % ve == 0 && beta == 0.0 && !((uintptr_t)c.p & 15) && !(c.bs % ve) && !(c.ss % ve) && !(c.rs % ve)
@@ -921,6 +977,35 @@ static int ssm__cu_outer_group(int64_t M, int64_t N, int ve) { /* M, N <= 4096; 
     if (g > 16) g = 16;
     if (g > smem_cap) g = smem_cap;
     return g < 1 ? 1 : (int)g;
+}
+template <int VE> /* the (item, row) pairs g_n x M of an iteration, a column vector a thread (256 % (N / VE) == 0) */
+__device__ __forceinline__ void ssm__cu_outer_rows(const float *sm, const int64_t *base_c, int g_n, int M, int N, float alpha,
+                                                   const ssm__cu_op &C) {
+    const int NV = N / VE, MN = M + N, RP = 256 / NV, r0 = threadIdx.x / NV, j = (threadIdx.x % NV) * VE;
+    float bv[VE];
+    for (int g = r0 / M, i = r0 % M, gl = -1; g < g_n;) {
+        const float *as = sm + g * MN;
+        if (g != gl) { /* b's values of this thread's vector, once an item */
+#pragma unroll
+            for (int q = 0; q < VE; ++q) bv[q] = alpha * as[M + j + q];
+            gl = g;
+        }
+        const float gi = as[i];
+        const int64_t ci = base_c[g] + (int64_t)i * C.rs + j;
+        if (VE == 4) {
+            *(float4 *)((float *)C.p + ci) = make_float4(gi * bv[0], gi * bv[1 % VE], gi * bv[2 % VE], gi * bv[3 % VE]);
+        } else {
+            unsigned w[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const float x = gi * bv[(2 * q) % VE], y = gi * bv[(2 * q + 1) % VE];
+                if (C.dt == 1) { __half2 v = __floats2half2_rn(x, y); w[q] = *(unsigned *)&v; }
+                else { __nv_bfloat162 v = __floats2bfloat162_rn(x, y); w[q] = *(unsigned *)&v; }
+            }
+            *(uint4 *)((unsigned short *)C.p + ci) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+        for (i += RP; i >= M; i -= M) ++g;
+    }
 }
 __global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha,
                                                             float beta, ssm__cu_op A, ssm__cu_op B, ssm__cu_op C, int ve) {
@@ -942,6 +1027,11 @@ __global__ void __launch_bounds__(256) ssm__cu_outer_kernel(int64_t nbatch, int6
             ssm__ou_sm[e] = r < M ? ssm__cu_ld(A.p, A.dt, base_a[g] + r * A.rs) : ssm__cu_ld(B.p, B.dt, base_b[g] + (r - M) * B.cs);
         }
         __syncthreads();
+        if (ve > 1 && 256 % NV == 0) {
+            if (ve == 4) ssm__cu_outer_rows<4>(ssm__ou_sm, base_c, g_n, M, N, alpha, C);
+            else ssm__cu_outer_rows<8>(ssm__ou_sm, base_c, g_n, M, N, alpha, C);
+            continue;
+        }
         for (int e = threadIdx.x; e < g_n * per; e += blockDim.x) {
             const int g = G == 1 ? 0 : e / per, r = e - g * per, i = r / NV, j = (r - i * NV) * ve;
             const int64_t ci = base_c[g] + i * C.rs + j * C.cs;
@@ -2773,6 +2863,95 @@ __global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_kernel(int64
     }
 }
 
+/* Pass 2 at W = 32 and 64 (the same carries, the same sums): the maps and e_c through a cp.async ring
+   of SSM__TC_CRING slots in shared memory (rows padded by 16 floats, so a row's float4 pieces
+   j = q mod 4 are conflict-free). Each carry waits for its map, issues the copy of map
+   c + CRING - 1 into the slot the previous carry freed, and reads its pieces from shared
+   memory. The register ring above kept 8 maps' pieces in flight but its carries still took
+   0.65-0.74 us each at W = 64 (maps from HBM, H200, dev/cuda/carry.cu): S16 T4096 n64's 63
+   carries 45-46 -> 25-26 us, S1 T8192's 127 82-83 -> 47 us; W = 32: S16 T8192 57 -> 32 us,
+   S128 T1024 10.4 -> 8.9 us. At W = 128 the register ring stays (1.00-1.25 us a carry
+   against 1.08-1.42 through a ring of 2-3 maps). */
+#define SSM__TC_CRING 4
+template <int W> __host__ __device__ constexpr int ssm__tc_cring_ld() { return W + 16; }
+template <int W> static size_t ssm__tc_cring_smem() { return (size_t)SSM__TC_CRING * (W * ssm__tc_cring_ld<W>() + W) * 4; }
+template <int W>
+__global__ void __launch_bounds__(ssm__tcg<W>::T3) ssm__cu_tc_carry_ring_kernel(int64_t nc, int64_t seg, int n, const float *P,
+                                                                               const float *E, ssm__cu_rv h, float *X) {
+    constexpr int K = SSM__TC_CRING, Q4 = W / 16, LD = ssm__tc_cring_ld<W>(), SLOT = W * LD + W, NT = ssm__tcg<W>::T3;
+    constexpr int64_t WW = (int64_t)W * W;
+    extern __shared__ __align__(16) float ssm__tc_ring[]; /* K slots: a map's rows, LD apart, then its e */
+    __shared__ __align__(16) float xs[2][W];
+    const int tid = threadIdx.x, row = tid >> 2, q = tid & 3;
+    const int64_t s = blockIdx.x, g = blockIdx.y, c0 = g * seg, np = nc - 1 - c0 < seg ? nc - 1 - c0 : seg;
+    const float *Pg = P + (s * (nc - 1) + c0) * WW, *Eg = E + (s * (nc - 1) + c0) * W;
+    float *Xs = X + (s * nc + c0) * W;
+    auto issue = [&](int64_t c) { /* map c and e_c into slot c % K: one commit group each call, empty past np */
+        if (c < np) {
+            float *d = ssm__tc_ring + (c % K) * SLOT;
+            const float *src = Pg + c * WW;
+#pragma unroll
+            for (int k = 0; k < W * W / 4 / NT; ++k) {
+                const int id = tid + NT * k, r = id / (W / 4), c4 = (id % (W / 4)) * 4;
+                ssm__tc_cp16(d + r * LD + c4, src + r * W + c4);
+            }
+            if (tid < W / 4) ssm__tc_cp16(d + W * LD + 4 * tid, Eg + c * W + 4 * tid);
+        }
+        ssm__tc_commit();
+    };
+#pragma unroll
+    for (int k = 0; k < K - 1; ++k) issue(k);
+    if (tid < W) {
+        float v = tid < n ? ssm__cu_ld(h.p, h.dt, h.off + s * h.ss + g * h.chs + tid * h.rs) : 0.f;
+        xs[0][tid] = v;
+        if (g == 0) Xs[tid] = v;
+    }
+    for (int64_t c = 0; c < np; ++c) {
+        ssm__tc_wait<K - 2>(); /* this thread's copies of map c */
+        __syncthreads();       /* everyone's, x_c, and slot (c - 1) % K free */
+        issue(c + K - 1);
+        const float *m = ssm__tc_ring + (c % K) * SLOT;
+        const float4 *p4 = (const float4 *)(m + row * LD + 4 * q), *x4 = (const float4 *)(xs[c & 1] + 4 * q);
+        float v4[Q4];
+#pragma unroll
+        for (int i = 0; i < Q4; ++i) {
+            const float4 p = p4[4 * i], x = x4[4 * i];
+            v4[i] = p.x * x.x + p.y * x.y + p.z * x.z + p.w * x.w;
+        }
+#pragma unroll
+        for (int w = Q4 / 2; w >= 1; w /= 2) /* pairwise, as the register ring's */
+#pragma unroll
+            for (int i = 0; i < w; ++i) v4[i] = v4[2 * i] + v4[2 * i + 1];
+        float v = v4[0];
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        v += m[W * LD + row];
+        if (q == 0) {
+            xs[(c + 1) & 1][row] = v;
+            Xs[(c + 1) * W + row] = v;
+        }
+    }
+}
+/* Pass 2's launch over grid (S sequences x segments): the ring at W <= 64, else the register ring */
+template <int W>
+static ssm_result ssm__cu_tc_carries(ssm__cu_lr *L, dim3 grid, int64_t nc, int64_t seg, int n, const float *P, const float *E,
+                                     ssm__cu_rv h, float *X) {
+    ssm__cu_state *cs = ssm__cu_st(L->ctx);
+    if constexpr (W <= 64) {
+        const size_t sm = ssm__tc_cring_smem<W>();
+        const cudaError_t e = ssm__cu_smem_allow((const void *)ssm__cu_tc_carry_ring_kernel<W>, sm, cs->smem_optin);
+        if (e == cudaSuccess) {
+            ssm__cu_tc_carry_ring_kernel<W><<<grid, ssm__tcg<W>::T3, sm, cs->stream>>>(nc, seg, n, P, E, h, X);
+            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_ring_kernel");
+            return SSM_OK;
+        }
+        cudaGetLastError(); /* shared memory refused: the register ring */
+    }
+    ssm__cu_tc_carry_kernel<W><<<grid, ssm__tcg<W>::T3, 0, cs->stream>>>(nc, seg, n, P, E, h, X);
+    SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
+    return SSM_OK;
+}
+
 /* Pass 2 in two levels, for long chains (few sequences, many chunks: S1 T65536 at 64 steps a
    chunk is 1023 carries, ~0.4 us each one after the other on one CTA). The chunk maps are taken
    in groups of GK (ssm__tc_gk): (1) every group's product Q_g and end state F_g from zero, all
@@ -3064,18 +3243,15 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     if (crws) {
         SSM__TRY(ssm__cu_tc_cr_carries(L, nc, P, E, h0, X, crws));
     } else if (ng) {
-        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(ng + 1, ng, n, Q, F, h0, Y);
-        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
+        SSM__TRY(ssm__cu_tc_carries<W>(L, dim3((unsigned)L->S), ng + 1, ng, n, Q, F, h0, Y));
         if (!endmap) { /* every group's own carries from Y_g (the end needs Y_ng only, the carry into the last chunk) */
             ssm__cu_rv yv;
             memset(&yv, 0, sizeof yv);
             yv.p = Y, yv.dt = 0, yv.rs = 1, yv.ss = (ng + 1) * W, yv.chs = W;
-            ssm__cu_tc_carry_kernel<W><<<dim3((unsigned)L->S, (unsigned)ng), G::T3, 0, st>>>(nc, gk, n, P, E, yv, X);
-            SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
+            SSM__TRY(ssm__cu_tc_carries<W>(L, dim3((unsigned)L->S, (unsigned)ng), nc, gk, n, P, E, yv, X));
         }
     } else {
-        ssm__cu_tc_carry_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(nc, nc - 1, n, P, E, h0, X);
-        SSM__CU_LAUNCHED(L->ctx, "ssm__cu_tc_carry_kernel");
+        SSM__TRY(ssm__cu_tc_carries<W>(L, dim3((unsigned)L->S), nc, nc - 1, n, P, E, h0, X));
     }
     if (endmap) {
         ssm__cu_tc_end_kernel<W><<<(unsigned)L->S, G::T3, 0, st>>>(n, ng ? Y + ng * W : X + (nc - 1) * W, (ng ? ng + 1 : nc) * W,

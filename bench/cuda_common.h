@@ -80,4 +80,31 @@ template <class F> static ssm_ctx *ctx_with(F set) {
     return ssm_ctx_create(&cfg, &x) == SSM_OK ? x : NULL;
 }
 #endif
+/* max |a - b| / max |b| over n elements of type dt, on the GPU (NaN counts as huge): the dev
+   harnesses' check of a variant against its reference */
+__global__ void max_diff_kernel(const void *a, const void *b, int dt, int64_t n, float *mx) {
+    float d = 0.f, m = 0.f;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float x, y;
+        if (dt == 0) x = ((const float *)a)[i], y = ((const float *)b)[i];
+        else if (dt == 1) x = __half2float(((const __half *)a)[i]), y = __half2float(((const __half *)b)[i]);
+        else x = __bfloat162float(((const __nv_bfloat16 *)a)[i]), y = __bfloat162float(((const __nv_bfloat16 *)b)[i]);
+        float e = fabsf(x - y);
+        if (x != x && y != y) e = 0.f; /* NaN in both (e.g. the same poison left unwritten) */
+        if (!(e <= 1e30f)) e = 1e30f; /* NaN in one -> huge */
+        d = fmaxf(d, e), m = fmaxf(m, y == y ? fabsf(y) : 0.f);
+    }
+    atomicMax((int *)mx, __float_as_int(d));
+    atomicMax((int *)mx + 1, __float_as_int(m));
+}
+static inline double max_rel_diff(const void *a, const void *b, int dt, int64_t n) { /* dt as fill_kernel's */
+    float *m, h[2];
+    cudaMalloc(&m, 8), cudaMemset(m, 0, 8);
+    max_diff_kernel<<<1024, 256>>>(a, b, dt, n, m);
+    cudaMemcpy(h, m, 8, cudaMemcpyDeviceToHost);
+    cudaFree(m);
+    return h[0] / (h[1] > 0 ? h[1] : 1);
+}
+static inline double max_rel_diff(const void *a, const void *b, ssm_dtype dt, int64_t n) { return max_rel_diff(a, b, dtc(dt), n); }
+
 #endif

@@ -936,12 +936,16 @@ static ssm_matrix_batch gemm_mb(const dbuf &d) {
     m.dtype = d.t.dtype;
     return m;
 }
-static void gemm_case(ssm_ctx *cu, ssm_dtype da, ssm_dtype db, ssm_dtype dc, int64_t M, int64_t N, int64_t K, int kvec) {
+/* cvec: C's rows contiguous and 16-byte aligned, beta = 0 (the outer product's vector stores at
+   K = 1, as the adjoint's dA_t = g_t h_{t-1}^T writes them) */
+static void gemm_case(ssm_ctx *cu, ssm_dtype da, ssm_dtype db, ssm_dtype dc, int64_t M, int64_t N, int64_t K, int kvec,
+                      int cvec = 0) {
     const int64_t outer = 3, batch = 5;
-    const double alpha = 0.75, beta = 0.5;
+    const double alpha = 0.75, beta = cvec ? 0.0 : 0.5;
     char name[160];
-    snprintf(name, sizeof name, "cuda gemm slot mixed A %s B %s C %s %lldx%lldx%lld %s", ssm_dtype_name(da), ssm_dtype_name(db),
-             ssm_dtype_name(dc), (long long)M, (long long)N, (long long)K, kvec ? "k-contiguous" : "strided");
+    snprintf(name, sizeof name, "cuda gemm slot mixed A %s B %s C %s %lldx%lldx%lld %s%s", ssm_dtype_name(da), ssm_dtype_name(db),
+             ssm_dtype_name(dc), (long long)M, (long long)N, (long long)K, kvec ? "k-contiguous" : "strided",
+             cvec ? ", C rows contiguous, beta 0" : "");
     test_begin(name);
     /* k-contiguous: rows of A and columns of B along k, 16-byte multiples apart (the tensor-core
        tiles' 16-byte copies: batch strides in whole 16-byte pieces too); else A transposed, B row-major */
@@ -949,7 +953,7 @@ static void gemm_case(ssm_ctx *cu, ssm_dtype da, ssm_dtype db, ssm_dtype dc, int
     std::vector<double> a, b, c;
     dbuf A = kvec ? gemm_operand(da, outer, batch, M, K, K + 8, 1, va, a) : gemm_operand(da, outer, batch, M, K, 1, M + 1, 1, a);
     dbuf B = kvec ? gemm_operand(db, outer, batch, K, N, 1, K + 8, vb, b) : gemm_operand(db, outer, batch, K, N, N + 3, 1, 1, b);
-    dbuf C = gemm_operand(dc, outer, batch, M, N, N + 3, 1, 1, c);
+    dbuf C = cvec ? gemm_operand(dc, outer, batch, M, N, N, 1, dc.bits == 32 ? 4 : 8, c) : gemm_operand(dc, outer, batch, M, N, N + 3, 1, 1, c);
     CHECK_OK(ssm_cuda_backend()->gemm(cu, SSM_F32, outer, batch, M, N, K, alpha, gemm_mb(A), gemm_mb(B), beta, gemm_mb(C)), cu);
     const std::vector<double> got = db_get(&C);
     const double rel = dc.bits == 32 ? 1e-5 : dc.code == SSM_DTYPE_BFLOAT ? 8e-3 : 1e-3;
@@ -979,6 +983,12 @@ static void suite_cuda_gemm(ssm_ctx *cu) {
     for (const auto &d : pairs)
         for (const auto &sh : shapes)
             for (int kvec = 1; kvec >= 0; --kvec) gemm_case(cu, d[0], d[1], d[2], sh[0], sh[1], sh[2], kvec);
+    /* K = 1 with vector stores: rows of a column vector a thread, items shorter and longer than the
+       block's rows (M 3 and 5 against 128 / 64 rows a pass; 130 against 16), 16 items an iteration */
+    const ssm_dtype outs[][3] = {{f32, f16, f16}, {f32, bf16, bf16}, {f32, f32, f32}};
+    const int64_t kone[][2] = {{37, 64}, {5, 128}, {130, 32}, {3, 16}, {64, 8}};
+    for (const auto &d : outs)
+        for (const auto &sh : kone) gemm_case(cu, d[0], d[1], d[2], sh[0], sh[1], 1, 1, 1);
 }
 
 static void suite_cuda_workspace(ssm_ctx *cu) {

@@ -17,29 +17,6 @@
 #include <stdio.h>
 #include <vector>
 
-__global__ void diff_kernel(const void *a, const void *b, int dt, int64_t n, float *mx) {
-    float d = 0.f, m = 0.f;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float x, y;
-        if (dt == 0) x = ((const float *)a)[i], y = ((const float *)b)[i];
-        else if (dt == 1) x = __half2float(((const __half *)a)[i]), y = __half2float(((const __half *)b)[i]);
-        else x = __bfloat162float(((const __nv_bfloat16 *)a)[i]), y = __bfloat162float(((const __nv_bfloat16 *)b)[i]);
-        float e = fabsf(x - y);
-        if (!(e <= 1e30f)) e = 1e30f; /* NaN -> huge */
-        d = fmaxf(d, e), m = fmaxf(m, fabsf(y));
-    }
-    atomicMax((int *)mx, __float_as_int(d));
-    atomicMax((int *)mx + 1, __float_as_int(m));
-}
-static double rel(const void *a, const void *b, ssm_dtype dt, int64_t n) {
-    float *m, h[2];
-    cudaMalloc(&m, 8), cudaMemset(m, 0, 8);
-    diff_kernel<<<1024, 256>>>(a, b, dtc(dt), n, m);
-    cudaMemcpy(h, m, 8, cudaMemcpyDeviceToHost);
-    cudaFree(m);
-    return h[0] / (h[1] > 0 ? h[1] : 1);
-}
-
 static double g_bw;
 /* the ssm_cuda_config fields: decay_kernel, decay_tile_cols, _steps, _vec, decay_prefetch */
 struct variant { const char *name; int path, cw, ts, v, pf; };
@@ -90,7 +67,7 @@ static void shape(ssm_dtype dt, int64_t B, int64_t T, int64_t D, const std::vect
             ssm_ctx_destroy(ctx);
             continue;
         }
-        double eo = rel(o, o0, dt, n), ex = rel(dx, dx0, dt, n), el = rel(dl, dl0, dt, B * T * D);
+        double eo = max_rel_diff(o, o0, dt, n), ex = max_rel_diff(dx, dx0, dt, n), el = max_rel_diff(dl, dl0, dt, B * T * D);
         double ms = time_ms([&] { ssm_decay_forward(ctx, &d, &tl, &tx, NULL, &to, NULL); }, 15, 1e30);
         double bms = time_ms([&] { ssm_decay_backward(ctx, &d, &tl, NULL, &to0, &tdo, NULL, &tdx, &tdl, NULL); }, 15, 1e30);
         printf("  %-4s B%-2lld T%-5lld %-16s fwd %7.3f ms x%5.2f (%3.0f%% bw)  bwd %7.3f ms x%5.2f  bwd/fwd %4.2f  err o %.1e dx %.1e dl %.1e\n",
