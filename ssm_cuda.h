@@ -2194,7 +2194,9 @@ template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 (W <=
        bank conflicts for its reads: pass 1's float2 B fragments (rows 8 banks apart; TR: rows
        2t, 2t + 1 of a column, 4 apart), pass 3's float4 row pieces (rows 16 apart; TR: 8). */
     template <int P1, int TR> __host__ __device__ static constexpr int ld() { return F32 ? W + (P1 ? (TR ? 4 : 8) : (TR ? 8 : 16)) : LD; }
-    static constexpr int NST = F32 || W == 128 ? 4 : 6; /* pass 3's cp.async ring: 5 (3) tiles in flight a CTA, loaded HBM latency */
+    /* pass 3's cp.async ring: 5 (3) tiles in flight a CTA, loaded HBM latency. W = 64 16-bit: 4, so
+       four CTAs fit an SM (53.8 KB each at 64 steps a chunk; six tiles made 72 KB, three an SM) */
+    static constexpr int NST = F32 || W >= 64 ? 4 : 6;
     static constexpr int T3 = 4 * W;            /* pass 3 and pass 2: four threads a row */
     static constexpr int PNST = 4;              /* pass 1's ring */
     static constexpr int MB = W == 64 && !F32 ? 2 : 1; /* pass 1: 16-row blocks of the product a warp (f32: the split fragments' registers) */
