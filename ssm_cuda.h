@@ -97,14 +97,15 @@
                A^T, the adjoint's view) take a tensor-core version (mma.sync m16n8k16 or
                wgmma, f32 accumulation; the running product stays in registers, transposed, as
                the next step's operand; 64 x 64 tiles up to n = 64, 128 x 128 above, zero-filled
-               past n): H200, S16 T4096 n64 f16: 0.38 ms forward (2.9x the floor of reading A
-               once), 0.59 ms backward, vs 6.4 / 9.1 ms on CUDA cores; n32 0.47 ms (6.9x), n48
+               past n): H200, S16 T4096 n64 f16: 0.36 ms forward (2.75x the floor of reading A
+               once), 0.53 ms backward, vs 6.4 / 9.1 ms on CUDA cores; n32 0.47 ms (6.9x), n48
                0.34 ms (4.9x); n128 S8 T1024 0.32 ms (4.9x; 5.5 ms on cyclic reduction's CUDA-
                core levels before), S1 T8192 0.44 ms (6.8x: the carry chain, 127 hops of a
                64 KB P through one SM, is a third of it). It reads A
                twice (products, then the re-run from the true carries), so it cannot go under
                ~2x the floor; the product pass is issue-bound (mma.sync + fragment conversion)
-               and the carry chain over T/64 chunks is latency-bound (~0.6 us a hop). Reaching
+               and the carry chain over T/64 chunks is latency-bound (~0.4 us a hop at n <= 64,
+               its maps through a shared-memory ring; ~1-1.25 us at n > 64). Reaching
                1.5x would need one pass over A: each chunk's A kept in shared memory while a
                decoupled look-back brings its carry (T/L serial hops per sequence), or an
                L2-resident wave scheme where the second read hits L2 (50 MB on H200).
@@ -2195,7 +2196,11 @@ template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 (W <=
        2t, 2t + 1 of a column, 4 apart), pass 3's float4 row pieces (rows 16 apart; TR: 8). */
     template <int P1, int TR> __host__ __device__ static constexpr int ld() { return F32 ? W + (P1 ? (TR ? 4 : 8) : (TR ? 8 : 16)) : LD; }
     /* pass 3's cp.async ring: 5 (3) tiles in flight a CTA, loaded HBM latency. W = 64 16-bit: 4, so
-       four CTAs fit an SM (53.8 KB each at 64 steps a chunk; six tiles made 72 KB, three an SM) */
+       four CTAs fit an SM (53.8 KB each at 64 steps a chunk; six tiles made 72 KB, three an SM):
+       the grid rows' 512 chunks then run in one wave, not 1.3. H200, auto forward, A/B in one call
+       (bench/results/cuda_ring4_a7eeb1a.log): f16 n64 S32 T1024 0.208 -> 0.191-0.195 ms, S8 T4096
+       0.225 -> 0.209-0.214, S4 T8192 0.249 -> 0.233-0.235; bf16 5-7% alike; S16 T4096 (1024
+       chunks) 0.362-0.364 against 0.360-0.375 */
     static constexpr int NST = F32 || W >= 64 ? 4 : 6;
     static constexpr int T3 = 4 * W;            /* pass 3 and pass 2: four threads a row */
     static constexpr int PNST = 4;              /* pass 1's ring */
