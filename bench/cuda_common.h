@@ -4,17 +4,21 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <algorithm>
+#include <stdio.h>
+#include <string.h>
 #include <vector>
 
 /* Median of `reps` event-timed calls after two warm-ups; stops after three calls when one
-   takes longer than long_ms (the 3-repeat rule for slow rows). */
-template <typename F> static double time_ms(F f, int reps = 10, double long_ms = 1000.0) {
+   takes longer than long_ms (the 3-repeat rule for slow rows). `before` runs ahead of each call,
+   outside the timed span (e.g. a write that evicts the inputs from L2). */
+template <typename F, typename B> static double time_ms(F f, B before, int reps = 10, double long_ms = 1000.0) {
     cudaEvent_t a, b;
     std::vector<float> v;
     cudaEventCreate(&a), cudaEventCreate(&b);
-    f(), f();
+    before(), f(), before(), f();
     cudaDeviceSynchronize();
     for (int i = 0; i < reps; ++i) {
+        before();
         cudaEventRecord(a);
         f();
         cudaEventRecord(b);
@@ -27,6 +31,9 @@ template <typename F> static double time_ms(F f, int reps = 10, double long_ms =
     std::sort(v.begin(), v.end());
     cudaEventDestroy(a), cudaEventDestroy(b);
     return v[v.size() / 2];
+}
+template <typename F> static double time_ms(F f, int reps = 10, double long_ms = 1000.0) {
+    return time_ms(f, [] {}, reps, long_ms);
 }
 
 /* Copy bandwidth in bytes per ms: a 1 GiB device-to-device copy, bytes read + written,
@@ -106,5 +113,37 @@ static inline double max_rel_diff(const void *a, const void *b, int dt, int64_t 
     return h[0] / (h[1] > 0 ? h[1] : 1);
 }
 static inline double max_rel_diff(const void *a, const void *b, ssm_dtype dt, int64_t n) { return max_rel_diff(a, b, dtc(dt), n); }
+
+/* The dev harnesses' variant filter: no arguments = every variant, else those whose names
+   contain one of the arguments */
+static inline int dev_want(int argc, char **argv, const char *name) {
+    if (argc < 2) return 1;
+    for (int i = 1; i < argc; ++i)
+        if (strstr(name, argv[i])) return 1;
+    return 0;
+}
+/* After a harness's shape: a pending CUDA error, said once */
+static inline void dev_sync_check() {
+    const cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) printf("CUDA error: %s\n", cudaGetErrorString(e));
+}
+
+/* The dev harnesses' copies of ssm_cuda.h's kernels address operands as the backend does: a batch
+   of matrices (ssm__cu_op) and elements of type dt (0 f32, 1 f16, 2 bf16) read and written as floats */
+struct dev_op {
+    void *p;
+    int dt;
+    int64_t rs, cs, bs, ss;
+};
+__device__ __forceinline__ float dev_ld(const void *p, int dt, int64_t i) {
+    if (dt == 0) return ((const float *)p)[i];
+    if (dt == 1) return __half2float(((const __half *)p)[i]);
+    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+__device__ __forceinline__ void dev_st(void *p, int dt, int64_t i, float v) {
+    if (dt == 0) ((float *)p)[i] = v;
+    else if (dt == 1) ((__half *)p)[i] = __float2half_rn(v);
+    else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+}
 
 #endif

@@ -26,6 +26,26 @@ __device__ __forceinline__ void cp16(void *dst, const void *src) {
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void wait_cp() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+/* (P_c x)_row from the pieces j = q mod 4 of the row (pr) and x: pairwise sums, then the row's
+   four threads (the library's order) */
+template <int Q4> __device__ __forceinline__ float row_dot(const float4 (&pr)[Q4], const float *x, int q) {
+    const float4 *x4 = (const float4 *)(x + 4 * q);
+    float v4[Q4];
+#pragma unroll
+    for (int i = 0; i < Q4; ++i) {
+        const float4 x = x4[4 * i];
+        v4[i] = pr[i].x * x.x + pr[i].y * x.y + pr[i].z * x.z + pr[i].w * x.w;
+    }
+#pragma unroll
+    for (int w = Q4 / 2; w >= 1; w /= 2)
+#pragma unroll
+        for (int i = 0; i < w; ++i) v4[i] = v4[2 * i] + v4[2 * i + 1];
+    float v = v4[0];
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    return v;
+}
+
 /* ---- regs: the library's kernel (h0 as f32 rows here) ---- */
 template <int W>
 __global__ void __launch_bounds__(cfg<W>::T3) regs_kernel(int64_t nc, int64_t seg, int n, const float *P, const float *E,
@@ -60,21 +80,7 @@ __global__ void __launch_bounds__(cfg<W>::T3) regs_kernel(int64_t nc, int64_t se
         for (int d = 0; d < D; ++d) {
             const int64_t c = c0 + d;
             if (c < np) {
-                const float4 *x4 = (const float4 *)(xs[c & 1] + 4 * q);
-                float v4[Q4];
-#pragma unroll
-                for (int i = 0; i < Q4; ++i) {
-                    const float4 x = x4[4 * i];
-                    v4[i] = pr[d][i].x * x.x + pr[d][i].y * x.y + pr[d][i].z * x.z + pr[d][i].w * x.w;
-                }
-#pragma unroll
-                for (int w = Q4 / 2; w >= 1; w /= 2)
-#pragma unroll
-                    for (int i = 0; i < w; ++i) v4[i] = v4[2 * i] + v4[2 * i + 1];
-                float v = v4[0];
-                v += __shfl_xor_sync(0xffffffffu, v, 1);
-                v += __shfl_xor_sync(0xffffffffu, v, 2);
-                v += er[d];
+                const float v = row_dot<Q4>(pr[d], xs[c & 1], q) + er[d];
                 if (c + 4 * D < np) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(Ps + (c + 4 * D) * WW));
                 if (c + D < np) fetch(d, c + D);
                 if (q == 0) {
@@ -126,21 +132,11 @@ __global__ void __launch_bounds__(cfg<W>::T3) ring_kernel(int64_t nc, int64_t se
         __syncthreads();  /* everyone's copies, x_c, and slot (c - 1) % K free */
         issue(c + K - 1);
         const float *m = ring + (c % K) * SLOT;
-        const float4 *p4 = (const float4 *)(m + row * LD + 4 * q), *x4 = (const float4 *)(xs[c & 1] + 4 * q);
-        float v4[Q4];
+        const float4 *p4 = (const float4 *)(m + row * LD + 4 * q);
+        float4 pr[Q4];
 #pragma unroll
-        for (int i = 0; i < Q4; ++i) {
-            const float4 p = p4[4 * i], x = x4[4 * i];
-            v4[i] = p.x * x.x + p.y * x.y + p.z * x.z + p.w * x.w;
-        }
-#pragma unroll
-        for (int w = Q4 / 2; w >= 1; w /= 2)
-#pragma unroll
-            for (int i = 0; i < w; ++i) v4[i] = v4[2 * i] + v4[2 * i + 1];
-        float v = v4[0];
-        v += __shfl_xor_sync(0xffffffffu, v, 1);
-        v += __shfl_xor_sync(0xffffffffu, v, 2);
-        v += m[W * LD + row];
+        for (int i = 0; i < Q4; ++i) pr[i] = p4[4 * i];
+        const float v = row_dot<Q4>(pr, xs[c & 1], q) + m[W * LD + row];
         if (q == 0) {
             xs[(c + 1) & 1][row] = v;
             Xs[(c + 1) * W + row] = v;
@@ -148,35 +144,9 @@ __global__ void __launch_bounds__(cfg<W>::T3) ring_kernel(int64_t nc, int64_t se
     }
 }
 
-static int want(int argc, char **argv, const char *name) {
-    if (argc < 2) return 1;
-    for (int i = 1; i < argc; ++i)
-        if (strstr(name, argv[i])) return 1;
-    return 0;
-}
 
 __global__ void scale_kernel(float *p, int64_t n, float a) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) p[i] *= a;
-}
-
-/* event-timed median of reps launches, each after a 256 MB write that evicts the maps from L2 */
-template <typename F> static double time_cold(F f, void *flush, int reps = 10) {
-    cudaEvent_t a, b;
-    std::vector<float> v;
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    for (int i = 0; i < reps + 1; ++i) {
-        cudaMemsetAsync(flush, i, (size_t)256 << 20);
-        cudaEventRecord(a);
-        f();
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        if (i) v.push_back(ms);
-    }
-    std::sort(v.begin(), v.end());
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    return v[v.size() / 2];
 }
 
 template <int W> static void run_shape(int argc, char **argv, int64_t S, int64_t nc, int n, void *flush) {
@@ -191,6 +161,7 @@ template <int W> static void run_shape(int argc, char **argv, int64_t S, int64_t
     printf("## W%d n%d S%lld, %lld chunks a sequence: %lld carries a chain, maps %.1f MB\n", W, n, (long long)S, (long long)nc,
            (long long)(nc - 1), np * W * W * 4 / 1e6);
     int have = 0;
+    auto evict = [&] { cudaMemsetAsync(flush, 1, (size_t)256 << 20); }; /* a 256 MB write before each launch: the maps from HBM */
     auto check = [&](const char *name, double ms) {
         double d = 0;
         if (!have) cudaMemcpy(ref, X, S * nc * W * 4, cudaMemcpyDeviceToDevice), have = 1;
@@ -198,11 +169,11 @@ template <int W> static void run_shape(int argc, char **argv, int64_t S, int64_t
         printf("  %-8s %8.2f us  %6.3f us a carry  max|diff|/max|ref| %.1e\n", name, ms * 1e3, ms * 1e3 / (nc - 1), d);
     };
     cudaMemset(X, 0xff, S * nc * W * 4);
-    check("regs", time_cold([&] { regs_kernel<W><<<(unsigned)S, cfg<W>::T3>>>(nc, nc - 1, n, P, E, h0, X); }, flush));
+    check("regs", time_ms([&] { regs_kernel<W><<<(unsigned)S, cfg<W>::T3>>>(nc, nc - 1, n, P, E, h0, X); }, evict));
     auto ring = [&](auto kfn, int K) {
         char name[16];
         snprintf(name, sizeof name, "ring/%d", K);
-        if (!want(argc, argv, name)) return;
+        if (!dev_want(argc, argv, name)) return;
         const size_t sm = ring_smem<W>(K);
         if (cudaFuncSetAttribute(kfn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess) {
             printf("  %-8s %zu bytes of shared memory: refused\n", name, sm);
@@ -210,7 +181,7 @@ template <int W> static void run_shape(int argc, char **argv, int64_t S, int64_t
             return;
         }
         cudaMemset(X, 0xff, S * nc * W * 4);
-        check(name, time_cold([&] { kfn<<<(unsigned)S, cfg<W>::T3, sm>>>(nc, nc - 1, n, P, E, h0, X); }, flush));
+        check(name, time_ms([&] { kfn<<<(unsigned)S, cfg<W>::T3, sm>>>(nc, nc - 1, n, P, E, h0, X); }, evict));
     };
     if constexpr (W <= 64) {
         ring(ring_kernel<W, 4>, 4);
@@ -220,8 +191,7 @@ template <int W> static void run_shape(int argc, char **argv, int64_t S, int64_t
         ring(ring_kernel<W, 2>, 2);
         ring(ring_kernel<W, 3>, 3);
     }
-    cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) printf("CUDA error: %s\n", cudaGetErrorString(e));
+    dev_sync_check();
     cudaFree(P), cudaFree(E), cudaFree(h0), cudaFree(X), cudaFree(ref);
 }
 

@@ -17,17 +17,6 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct { void *p; int dt; int64_t rs, cs, bs, ss; } op;
-__device__ __forceinline__ float ld(const void *p, int dt, int64_t i) {
-    if (dt == 0) return ((const float *)p)[i];
-    if (dt == 1) return __half2float(((const __half *)p)[i]);
-    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-}
-__device__ __forceinline__ void stv(void *p, int dt, int64_t i, float v) {
-    if (dt == 0) ((float *)p)[i] = v;
-    else if (dt == 1) ((__half *)p)[i] = __float2half_rn(v);
-    else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-}
 __device__ __forceinline__ unsigned sa(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void cp16z(void *dst, const void *src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
@@ -48,8 +37,8 @@ __device__ __forceinline__ void split32(float x, unsigned *hi, unsigned *lo) {
 #define KS_ 32
 template <int A16, int B16, int TILE, int NS, int PAIR>
 __global__ void __launch_bounds__(TILE * TILE / 16) mmtc_kernel(int64_t nbatch, int64_t count, int M, int N, int K,
-                                                                       float alpha, float beta, op A, op B,
-                                                                       op C) {
+                                                                       float alpha, float beta, dev_op A, dev_op B,
+                                                                       dev_op C) {
     constexpr int KS = KS_, LDF = KS + (PAIR ? 8 : 4), LDH = KS + 8; /* row strides: f32 words, 16-bit elements */
     constexpr int NT = TILE * TILE / 16;                       /* a warp 16 x 32 of C: 8 warps at TILE 64, 2 at 32 */
     constexpr int AW = TILE * (A16 ? LDH / 2 : LDF), BW = TILE * (B16 ? LDH / 2 : LDF), SW = AW + BW; /* words a slab */
@@ -63,7 +52,7 @@ __global__ void __launch_bounds__(TILE * TILE / 16) mmtc_kernel(int64_t nbatch, 
     /* a staged operand's fragment element (r, k) as a TF32 pair: 16-bit exact (lo 0), f32 split */
     auto frag = [&](const float *base, int s16, int dt, int r, int k, unsigned *hi, unsigned *lo) {
         if (!s16) return split32(base[r * LDF + k], hi, lo);
-        *hi = __float_as_uint(ld(base, dt, r * LDH + k)), *lo = 0u;
+        *hi = __float_as_uint(dev_ld(base, dt, r * LDH + k)), *lo = 0u;
     };
     /* PAIR: the MMA's k-columns q and q + 4 taken from the adjacent staged k = 2q, 2q + 1 (a
        permutation of k within the k-step, the same for both operands): one 64-bit (f32) or 32-bit
@@ -189,7 +178,7 @@ __global__ void __launch_bounds__(TILE * TILE / 16) mmtc_kernel(int64_t nbatch, 
                         else if (C.dt == 1) *(__half2 *)((unsigned short *)C.p + ci) = __floats2half2_rn(x, y);
                         else *(__nv_bfloat162 *)((unsigned short *)C.p + ci) = __floats2bfloat162_rn(x, y);
                     } else if (i < M && j < N) {
-                        stv(C.p, C.dt, c0 + i * C.rs + j, alpha * acc[t][z]);
+                        dev_st(C.p, C.dt, c0 + i * C.rs + j, alpha * acc[t][z]);
                     }
                     acc[t][z] = acc[t][z + 1] = 0.f;
                 }
@@ -203,8 +192,8 @@ __global__ void __launch_bounds__(TILE * TILE / 16) mmtc_kernel(int64_t nbatch, 
                 if (i < M && j < N) {
                     const int64_t ci = c0 + i * C.rs + j * C.cs;
                     float v = alpha * acc[t][z];
-                    if (beta != 0.f) v += beta * ld(C.p, C.dt, ci);
-                    stv(C.p, C.dt, ci, v);
+                    if (beta != 0.f) v += beta * dev_ld(C.p, C.dt, ci);
+                    dev_st(C.p, C.dt, ci, v);
                 }
                 acc[t][z] = 0.f;
             }
@@ -212,12 +201,6 @@ __global__ void __launch_bounds__(TILE * TILE / 16) mmtc_kernel(int64_t nbatch, 
 }
 
 static int g_sms;
-static int want(int argc, char **argv, const char *name) {
-    if (argc < 2) return 1;
-    for (int i = 1; i < argc; ++i)
-        if (strstr(name, argv[i])) return 1;
-    return 0;
-}
 
 /* dA of a backward: S sequences, T - 1 items, M = N = n, K = m; g f32 [S, T, n, m], h [S, T, n, m] of
    type hdt, dA [S, T, n, n] of type hdt */
@@ -231,16 +214,16 @@ static void run_shape(int argc, char **argv, int64_t S, int64_t T, int n, int hd
     fill_kernel<<<4096, 256>>>(g, 0, S * T * per, 1.f, 31u);
     fill_kernel<<<4096, 256>>>(h, hdt, S * T * per, 1.f, 32u);
     /* item (s, k) = step k + 1: A = g_{k+1} (rows i, k-contiguous), B(k, j) = h_k[j][k], C = dA_{k+1} */
-    op A = {(char *)g + per * 4, 0, m, 1, per, T * per};
-    op B = {h, hdt, 1, m, per, T * per};
-    op C = {(char *)c + (size_t)n * n * hs, hdt, n, 1, (int64_t)n * n, T * (int64_t)n * n};
+    dev_op A = {(char *)g + per * 4, 0, m, 1, per, T * per};
+    dev_op B = {h, hdt, 1, m, per, T * per};
+    dev_op C = {(char *)c + (size_t)n * n * hs, hdt, n, 1, (int64_t)n * n, T * (int64_t)n * n};
     const double bytes = (double)nb * (per * 4 + per * hs + (double)n * n * hs), flops = 2.0 * nb * n * n * m;
     printf("## S%lld T%lld n%d m%d h, dA %s: %.0f MB moved, floor %.4f ms, %.1f GFLOP\n", (long long)S, (long long)T, n, m,
            hdt ? "f16" : "f32", bytes / 1e6, bytes / bw, flops / 1e9);
     const int64_t cn = S * T * (int64_t)n * n;
     int have = 0;
     auto run = [&](const char *name, int tile, int ns, int64_t gy, int pr = 0) {
-        if (!want(argc, argv, name)) return;
+        if (!dev_want(argc, argv, name)) return;
         const int64_t tiles = ((n + tile - 1) / tile) * ((n + tile - 1) / tile);
         cudaMemset(c, 0xff, cn * hs);
         auto launch = [&] {
@@ -278,8 +261,7 @@ static void run_shape(int argc, char **argv, int64_t S, int64_t T, int n, int hd
         snprintf(nm, sizeof nm, "ns3/%d", r);
         run(nm, tile, 3, gy < nb ? gy : nb);
     }
-    cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) printf("CUDA error: %s\n", cudaGetErrorString(e));
+    dev_sync_check();
     cudaFree(g), cudaFree(h), cudaFree(c), cudaFree(ref);
 }
 

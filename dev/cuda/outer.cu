@@ -23,22 +23,33 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct { void *p; int dt; int64_t rs, cs, bs, ss; } op;
-
-__device__ __forceinline__ float ld(const void *p, int dt, int64_t i) {
-    if (dt == 0) return ((const float *)p)[i];
-    if (dt == 1) return __half2float(((const __half *)p)[i]);
-    return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-}
-__device__ __forceinline__ void stv(void *p, int dt, int64_t i, float v) {
-    if (dt == 0) ((float *)p)[i] = v;
-    else if (dt == 1) ((__half *)p)[i] = __float2half_rn(v);
-    else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
-}
 __device__ __forceinline__ unsigned pack2(int dt, float x, float y) {
     if (dt == 1) { __half2 v = __floats2half2_rn(x, y); return *(unsigned *)&v; }
     __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
     return *(unsigned *)&v;
+}
+
+/* The items b0 .. b0 + G - 1 of an iteration: C's bases into base_c, a (M values) then b (N)
+   of item g at sm + g (M + N); the kernels below share this staging (the library's, two
+   barriers) and differ in their stores. Returns the items staged. */
+__device__ int stage_items(int64_t b0, int64_t nbatch, int64_t count, int M, int N, int G, const dev_op &A, const dev_op &B, const dev_op &C,
+                           float *sm, int64_t *base_c) {
+    __shared__ int64_t base_a[16], base_b[16];
+    const int g_n = nbatch - b0 < G ? (int)(nbatch - b0) : G, MN = M + N;
+    __syncthreads();
+    if (threadIdx.x < g_n) {
+        const int64_t bi = b0 + threadIdx.x, s = bi / count, k = bi - s * count;
+        base_a[threadIdx.x] = s * A.ss + k * A.bs;
+        base_b[threadIdx.x] = s * B.ss + k * B.bs;
+        base_c[threadIdx.x] = s * C.ss + k * C.bs;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < g_n * MN; e += blockDim.x) {
+        const int g = e / MN, r = e - g * MN;
+        sm[e] = r < M ? dev_ld(A.p, A.dt, base_a[g] + r * A.rs) : dev_ld(B.p, B.dt, base_b[g] + (r - M) * B.cs);
+    }
+    __syncthreads();
+    return g_n;
 }
 
 /* ---- block: the library's kernel as it was (ssm__cu_outer_kernel) ---- */
@@ -49,26 +60,13 @@ static int group_of(int64_t M, int64_t N, int ve) {
     if (g > smem_cap) g = smem_cap;
     return g < 1 ? 1 : (int)g;
 }
-__global__ void __launch_bounds__(256) block_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha, op A,
-                                                    op B, op C, int ve) {
+__global__ void __launch_bounds__(256) block_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha, dev_op A,
+                                                    dev_op B, dev_op C, int ve) {
     extern __shared__ float sm[];
-    __shared__ int64_t base_a[16], base_b[16], base_c[16];
+    __shared__ int64_t base_c[16];
     const int NV = N / ve, per = M * NV, MN = M + N;
     for (int64_t b0 = blockIdx.x * (int64_t)G; b0 < nbatch; b0 += (int64_t)gridDim.x * G) {
-        const int g_n = nbatch - b0 < G ? (int)(nbatch - b0) : G;
-        __syncthreads();
-        if (threadIdx.x < g_n) {
-            const int64_t bi = b0 + threadIdx.x, s = bi / count, k = bi - s * count;
-            base_a[threadIdx.x] = s * A.ss + k * A.bs;
-            base_b[threadIdx.x] = s * B.ss + k * B.bs;
-            base_c[threadIdx.x] = s * C.ss + k * C.bs;
-        }
-        __syncthreads();
-        for (int e = threadIdx.x; e < g_n * MN; e += blockDim.x) {
-            const int g = e / MN, r = e - g * MN;
-            sm[e] = r < M ? ld(A.p, A.dt, base_a[g] + r * A.rs) : ld(B.p, B.dt, base_b[g] + (r - M) * B.cs);
-        }
-        __syncthreads();
+        const int g_n = stage_items(b0, nbatch, count, M, N, G, A, B, C, sm, base_c);
         for (int e = threadIdx.x; e < g_n * per; e += blockDim.x) {
             const int g = G == 1 ? 0 : e / per, r = e - g * per, i = r / NV, j = (r - i * NV) * ve;
             const int64_t ci = base_c[g] + i * C.rs + j * C.cs;
@@ -81,7 +79,7 @@ __global__ void __launch_bounds__(256) block_kernel(int64_t nbatch, int64_t coun
                 for (int q = 0; q < 4; ++q) w[q] = pack2(C.dt, gi * bs[j + 2 * q], gi * bs[j + 2 * q + 1]);
                 *(uint4 *)((unsigned short *)C.p + ci) = make_uint4(w[0], w[1], w[2], w[3]);
             } else {
-                stv(C.p, C.dt, ci, gi * bs[j]);
+                dev_st(C.p, C.dt, ci, gi * bs[j]);
             }
         }
     }
@@ -90,7 +88,7 @@ __global__ void __launch_bounds__(256) block_kernel(int64_t nbatch, int64_t coun
 /* ---- warp: a warp an item; element e = (row i, vector jv) of the item, 32 a pass, U passes
    loaded before any is stored ---- */
 template <int VE, int U>
-__global__ void __launch_bounds__(256) warp_kernel(int64_t nbatch, int64_t count, int M, int N, float alpha, op A, op B, op C) {
+__global__ void __launch_bounds__(256) warp_kernel(int64_t nbatch, int64_t count, int M, int N, float alpha, dev_op A, dev_op B, dev_op C) {
     const int lane = threadIdx.x & 31, NV = N / VE, per = M * NV;
     const int64_t w0 = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5, nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
     for (int64_t bi = w0; bi < nbatch; bi += nw) {
@@ -103,7 +101,7 @@ __global__ void __launch_bounds__(256) warp_kernel(int64_t nbatch, int64_t count
             for (int u = 0; u < U; ++u) {
                 const int e = e0 + 32 * u, i = e / NV, j = (e - i * NV) * VE;
                 if (e < per) {
-                    gi[u] = alpha * ld(A.p, A.dt, ba + i * A.rs);
+                    gi[u] = alpha * dev_ld(A.p, A.dt, ba + i * A.rs);
                     ci[u] = bc + i * C.rs + j * C.cs;
                     if (VE == 8 && B.dt != 0 && B.cs == 1) { /* 8 16-bit values of h, one 16-byte load */
                         const uint4 q = *(const uint4 *)((const unsigned short *)B.p + bb + j);
@@ -117,7 +115,7 @@ __global__ void __launch_bounds__(256) warp_kernel(int64_t nbatch, int64_t count
                         }
                     } else {
 #pragma unroll
-                        for (int h = 0; h < VE; ++h) bv[u][h] = ld(B.p, B.dt, bb + (j + h) * B.cs);
+                        for (int h = 0; h < VE; ++h) bv[u][h] = dev_ld(B.p, B.dt, bb + (j + h) * B.cs);
                     }
                 }
             }
@@ -132,7 +130,7 @@ __global__ void __launch_bounds__(256) warp_kernel(int64_t nbatch, int64_t count
                     for (int q = 0; q < 4; ++q) w[q] = pack2(C.dt, gi[u] * bv[u][(2 * q) % VE], gi[u] * bv[u][(2 * q + 1) % VE]);
                     *(uint4 *)((unsigned short *)C.p + ci[u]) = make_uint4(w[0], w[1], w[2], w[3]);
                 } else {
-                    stv(C.p, C.dt, ci[u], gi[u] * bv[u][0]);
+                    dev_st(C.p, C.dt, ci[u], gi[u] * bv[u][0]);
                 }
             }
         }
@@ -144,26 +142,13 @@ __global__ void __launch_bounds__(256) warp_kernel(int64_t nbatch, int64_t count
    item, then a store a row, RP = 256 / NV rows apart, its address stepped, no division in the
    loop (the block kernel spent ~140 instructions a 16-byte store: ncu, sm 84% busy, DRAM 46%) */
 template <int VE>
-__global__ void __launch_bounds__(256) rows_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha, op A,
-                                                   op B, op C) {
+__global__ void __launch_bounds__(256) rows_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha, dev_op A,
+                                                   dev_op B, dev_op C) {
     extern __shared__ float sm[];
-    __shared__ int64_t base_a[16], base_b[16], base_c[16];
+    __shared__ int64_t base_c[16];
     const int NV = N / VE, MN = M + N, RP = 256 / NV, jv = threadIdx.x % NV, r0 = threadIdx.x / NV, j = jv * VE;
     for (int64_t b0 = blockIdx.x * (int64_t)G; b0 < nbatch; b0 += (int64_t)gridDim.x * G) {
-        const int g_n = nbatch - b0 < G ? (int)(nbatch - b0) : G;
-        __syncthreads();
-        if (threadIdx.x < g_n) {
-            const int64_t bi = b0 + threadIdx.x, s = bi / count, k = bi - s * count;
-            base_a[threadIdx.x] = s * A.ss + k * A.bs;
-            base_b[threadIdx.x] = s * B.ss + k * B.bs;
-            base_c[threadIdx.x] = s * C.ss + k * C.bs;
-        }
-        __syncthreads();
-        for (int e = threadIdx.x; e < g_n * MN; e += blockDim.x) {
-            const int g = e / MN, r = e - g * MN;
-            sm[e] = r < M ? ld(A.p, A.dt, base_a[g] + r * A.rs) : ld(B.p, B.dt, base_b[g] + (r - M) * B.cs);
-        }
-        __syncthreads();
+        const int g_n = stage_items(b0, nbatch, count, M, N, G, A, B, C, sm, base_c);
         for (int g = 0; g < g_n; ++g) {
             const float *as = sm + g * MN, *bs = as + M;
             float bv[VE];
@@ -200,27 +185,14 @@ __global__ void __launch_bounds__(256) rows_kernel(int64_t nbatch, int64_t count
    iteration, RP apart, so that items of fewer than RP rows (n32 f16: M 32, RP 64) keep every
    thread storing; b's values reloaded when the thread's item changes ---- */
 template <int VE>
-__global__ void __launch_bounds__(256) flat_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha, op A,
-                                                   op B, op C) {
+__global__ void __launch_bounds__(256) flat_kernel(int64_t nbatch, int64_t count, int M, int N, int G, float alpha, dev_op A,
+                                                   dev_op B, dev_op C) {
     extern __shared__ float sm[];
-    __shared__ int64_t base_a[16], base_b[16], base_c[16];
+    __shared__ int64_t base_c[16];
     const int NV = N / VE, MN = M + N, RP = 256 / NV, jv = threadIdx.x % NV, r0 = threadIdx.x / NV, j = jv * VE;
     const int g0 = r0 / M, i0 = r0 - g0 * M;
     for (int64_t b0 = blockIdx.x * (int64_t)G; b0 < nbatch; b0 += (int64_t)gridDim.x * G) {
-        const int g_n = nbatch - b0 < G ? (int)(nbatch - b0) : G;
-        __syncthreads();
-        if (threadIdx.x < g_n) {
-            const int64_t bi = b0 + threadIdx.x, s = bi / count, k = bi - s * count;
-            base_a[threadIdx.x] = s * A.ss + k * A.bs;
-            base_b[threadIdx.x] = s * B.ss + k * B.bs;
-            base_c[threadIdx.x] = s * C.ss + k * C.bs;
-        }
-        __syncthreads();
-        for (int e = threadIdx.x; e < g_n * MN; e += blockDim.x) {
-            const int g = e / MN, r = e - g * MN;
-            sm[e] = r < M ? ld(A.p, A.dt, base_a[g] + r * A.rs) : ld(B.p, B.dt, base_b[g] + (r - M) * B.cs);
-        }
-        __syncthreads();
+        const int g_n = stage_items(b0, nbatch, count, M, N, G, A, B, C, sm, base_c);
         float bv[VE];
         for (int g = g0, i = i0, gl = -1; g < g_n;) {
             const float *as = sm + g * MN;
@@ -250,12 +222,6 @@ __global__ void write_kernel(uint4 *p, int64_t n16) {
 }
 
 static int g_sms;
-static int want(int argc, char **argv, const char *name) {
-    if (argc < 2) return 1;
-    for (int i = 1; i < argc; ++i)
-        if (strstr(name, argv[i])) return 1;
-    return 0;
-}
 
 static void run_shape(int argc, char **argv, int64_t S, int64_t T, int n, int cdt, double bw) {
     const int64_t nb = S * (T - 1), cn = S * T * (int64_t)n * n;
@@ -267,9 +233,9 @@ static void run_shape(int argc, char **argv, int64_t S, int64_t T, int n, int cd
     fill_kernel<<<4096, 256>>>(g, 0, S * T * n, 1.f, 11u);
     fill_kernel<<<4096, 256>>>(h, cdt, S * T * n, 1.f, 12u);
     /* the backward's views: item (s, k) = step k + 1; g_{k+1} (f32 work), h_k (16-bit or f32), dA_{k+1} */
-    op A = {(char *)g + (size_t)n * 4, 0, 1, 1, n, T * (int64_t)n};
-    op B = {h, cdt, 1, 1, n, T * (int64_t)n};
-    op C = {(char *)c + (size_t)n * n * (cdt == 0 ? 4 : 2), cdt, n, 1, (int64_t)n * n, T * (int64_t)n * n};
+    dev_op A = {(char *)g + (size_t)n * 4, 0, 1, 1, n, T * (int64_t)n};
+    dev_op B = {h, cdt, 1, 1, n, T * (int64_t)n};
+    dev_op C = {(char *)c + (size_t)n * n * (cdt == 0 ? 4 : 2), cdt, n, 1, (int64_t)n * n, T * (int64_t)n * n};
     const double bytes = (double)nb * n * n * (cdt == 0 ? 4 : 2) + (double)nb * n * (4 + (cdt == 0 ? 4 : 2));
     printf("## S%lld T%lld n%d C %s: %.1f MB written, floor %.4f ms (bytes / copy bandwidth)\n", (long long)S, (long long)T, n,
            cdt == 0 ? "f32" : "f16", bytes / 1e6, bytes / bw);
@@ -294,7 +260,7 @@ static void run_shape(int argc, char **argv, int64_t S, int64_t T, int n, int cd
     for (int gm : {1, 2, 4}) { /* G: the block kernel's group, times gm (<= 16 items, 48 KB) */
         char name[32];
         snprintf(name, sizeof name, "rows/G%d", gm);
-        if (!want(argc, argv, name)) continue;
+        if (!dev_want(argc, argv, name)) continue;
         int G = group_of(n, n, ve) * gm;
         if (G > 16) G = 16;
         if ((size_t)G * 2 * n * 4 > 48 * 1024) G = 48 * 1024 / (2 * n * 4);
@@ -310,7 +276,7 @@ static void run_shape(int argc, char **argv, int64_t S, int64_t T, int n, int cd
     for (int gm : {1, 2}) {
         char name[32];
         snprintf(name, sizeof name, "flat/G%d", gm);
-        if (!want(argc, argv, name)) continue;
+        if (!dev_want(argc, argv, name)) continue;
         int G = group_of(n, n, ve) * gm;
         if (G > 16) G = 16;
         const int64_t blocks = (nb + G - 1) / G;
@@ -325,7 +291,7 @@ static void run_shape(int argc, char **argv, int64_t S, int64_t T, int n, int cd
     for (int per_sm : {8, 16, 32}) {
         char name[32];
         snprintf(name, sizeof name, "warp/%d", per_sm);
-        if (!want(argc, argv, name)) continue;
+        if (!dev_want(argc, argv, name)) continue;
         cudaMemset(c, 0xff, cbytes);
         const unsigned blocks = (unsigned)(g_sms * per_sm);
         double ms = time_ms([&] {
@@ -334,14 +300,13 @@ static void run_shape(int argc, char **argv, int64_t S, int64_t T, int n, int cd
         });
         check(name, ms);
     }
-    if (want(argc, argv, "write")) {
+    if (dev_want(argc, argv, "write")) {
         const int64_t n16 = (int64_t)(cbytes / 16);
         double ms = time_ms([&] { write_kernel<<<g_sms * 16, 256>>>((uint4 *)c, n16); });
         printf("  %-12s %8.4f ms  %6.2f x floor  %6.0f GB/s  (zeros over all of C)\n", "write", ms, ms / (bytes / bw),
                (double)cbytes / ms / 1e6);
     }
-    cudaError_t e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) printf("CUDA error: %s\n", cudaGetErrorString(e));
+    dev_sync_check();
     cudaFree(g), cudaFree(h), cudaFree(c), cudaFree(ref);
 }
 
