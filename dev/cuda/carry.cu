@@ -12,6 +12,7 @@
      ring/K  the maps through a cp.async ring of K maps in shared memory (rows padded by 16
              floats: conflict-free float4 pieces), e_c with them; each carry waits for its map,
              reads its pieces from shared memory and issues the copy of map c + K - 1 */
+#define SSM_IMPLEMENTATION /* ssm.h's implementation here: the program links the CUDA one (mk/cuda.mk) */
 #include "ssm.h"
 #include "bench/cuda_common.h"
 #include <stdio.h>

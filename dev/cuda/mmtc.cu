@@ -12,6 +12,7 @@
      ns3/R       the same with a ring of 3 slabs
      pair        the library's launch; each thread's fragment elements k = q and q + 4 taken from the
                  staged k = 2q, 2q + 1 (one shared load for two), f32 rows 8 words apart */
+#define SSM_IMPLEMENTATION /* ssm.h's implementation here: the program links the CUDA one (mk/cuda.mk) */
 #include "ssm.h"
 #include "bench/cuda_common.h"
 #include <stdio.h>

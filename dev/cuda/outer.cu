@@ -18,6 +18,7 @@
      flat    rows over the flattened (item, row) pairs of an iteration, so that items of fewer rows
              than the threads of a column (n32 f16) keep every thread storing
      write   16-byte stores of zeros over the same C (the write bandwidth the product can reach) */
+#define SSM_IMPLEMENTATION /* ssm.h's implementation here: the program links the CUDA one (mk/cuda.mk) */
 #include "ssm.h"
 #include "bench/cuda_common.h"
 #include <stdio.h>
