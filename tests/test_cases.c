@@ -1400,6 +1400,23 @@ static void build(void) {
                     lr_row(CASE_BWD, k % 2 ? CASE_F16 : CASE_BF16, layout, SSM_LINREC_CR, 1 + k % 3, Tc[ti], 64, 1, Cc[v], 0.9, flags);
             }
     }
+    /* Blelloch on CUDA's tensor-core shapes: spans reduced on tensor cores and the sweeps over
+       their carries (T not a multiple of the span; spans 16 / 37 / 64, so 1 to 256 carries; 16-bit
+       n = 64 / 48 / 128 / 32, f32 n = 64 / 48 / 32 / 16); forward and backward (the adjoint's
+       transposed A) */
+    {
+        static const int64_t Tb[4] = {66, 300, 1000, 4099}, Cb[3] = {0, 16, 37};
+        static const int64_t nb16[4] = {64, 48, 128, 32}, nb32[4] = {64, 48, 32, 16};
+        for (k = 0; k < 12; ++k) {
+            const unsigned dt = k % 3 == 0 ? CASE_F32 : k % 3 == 1 ? CASE_F16 : CASE_BF16;
+            const int64_t T = Tb[k % 4], n = dt == CASE_F32 ? nb32[(k / 3) % 4] : nb16[(k / 3) % 4];
+            const int layout = k % 5 == 3 ? LAYOUT_PADDED : LAYOUT_CONTIGUOUS;
+            const unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 3 != 1 ? CASE_HT : 0) | (k % 4 >= 2 ? CASE_REVERSE : 0) |
+                                   (layout ? CASE_RANK3 : 0) | (T > 1000 ? CASE_GPU_ONLY : 0);
+            lr_row(CASE_FWD, dt, layout, SSM_LINREC_BLELLOCH, 1 + k % 3, T, n, 1, Cb[(k / 4) % 3], 0.9, flags);
+            if (T <= 300) lr_row(CASE_BWD, dt, layout, SSM_LINREC_BLELLOCH, 1 + k % 3, T, n, 1, Cb[(k / 2) % 3], 0.9, flags);
+        }
+    }
     for (v = 0; v < 2; ++v) {
         lr_row(v, CASE_F32 | CASE_BF16, LAYOUT_PADDED, SSM_LINREC_CR, 2, 203, 33, 33, 0, 0.9, CASE_H0 | CASE_HT | CASE_REVERSE);
         lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_CR, 1, 40, 128, 128, 0, 0.9, CASE_H0 | CASE_HT);

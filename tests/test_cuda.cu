@@ -863,7 +863,7 @@ static void suite_cuda_errors(ssm_ctx *cu) {
             int *knob[13] = {&cc.decay_kernel, &cc.decay_tile_cols, &cc.decay_tile_steps, &cc.decay_tile_vec,
                              &cc.decay_prefetch, &cc.linrec_tc_split, &cc.proj_kernel, &cc.linrec_cr, &cc.bell_kernel,
                              &cc.linrec_tc_prod, &cc.linrec_scan, &cc.linrec_mat, &cc.bell_f32};
-            *knob[f] = f == 6 || f == 0 ? 4 : f == 1 ? 5 : 3;
+            *knob[f] = f == 6 || f == 0 || f == 10 ? 4 : f == 1 ? 5 : 3;
             cfg.backend = ssm_cuda_backend();
             cfg.backend_config = &cc;
             r = ssm_ctx_create(&cfg, &c2);
@@ -1192,6 +1192,10 @@ int main(void) {
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         cc.linrec_scan = 2; /* HS one task per warp group instead of the chains */
         cases_label = "scan-pertask";
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_scan = 3; /* Blelloch's levels over the whole sequence on the tensor-core shapes too */
+        cases_label = "blelloch-levels";
+        cases_variant = SSM_LINREC_BLELLOCH;
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         cc.linrec_scan = 0;
         cc.linrec_mat = 1; /* matrix states on the CUDA-core kernel instead of the tensor-core one, */
