@@ -66,14 +66,14 @@
    HOW IT PLUGS IN
      ssm.h validates each call (this backend's check_tensor slot checks residency, device and
      alignment), resolves AUTO through linrec_pick, sizes the workspace through workspace_size
-     and runs its generic recurrence driver and methods (scan_hs, blelloch, and cr / chunked /
+     and runs its generic recurrence driver and methods (scan_hs, blelloch, cr, chunked and
      sequential where no kernel below fits) on this backend's gemm (cuBLAS strided-batched
      where a layout allows, else a tiled kernel; an outer-product kernel for K = 1) and copy
      kernel. This file keeps only the specialised kernels:
        linrec   the fused recurrence kernel (sequential, chunked), the tensor-core chunked
-                path, and cyclic reduction as two kernels per level (on the tensor-core shapes:
-                tensor-core spans, cyclic reduction over their carries); the generic methods
-                scan_hs / blelloch run from ssm.h on the gemm and copy slots
+                path, cyclic reduction as two kernels per level, Hillis-Steele and Blelloch as
+                one kernel per level (on the tensor-core shapes cyclic reduction and Blelloch
+                take tensor-core spans and run their levels over the span carries)
        decay    the look-back kernel (time split across blocks, carries passed back) and the
                 tiled one-pass kernel
        bell     gather-GEMM forward and dx, SDDMM dvalues (deterministic)
@@ -116,7 +116,9 @@
                T1024 0.94 ms vs cr 1.64, f16 n32 S128 T1024 1.22 vs 1.67, f16 n64 S32 T1024
                1.48 vs 1.78 (the CUDA-core kernel: 2.7-12 ms). Other shapes use CUDA cores.
      cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan).
-     scan_hs / blelloch   prefix scans (Hillis-Steele 1986, Blelloch 1990), batched products per level.
+     scan_hs / blelloch   prefix scans (Hillis-Steele 1986, Blelloch 1990), a fused kernel per level;
+               Blelloch on the tensor-core shapes as cr, its sweeps over the span carries (H200,
+               f16 S8 T4096 n64: 0.31 ms, 0.81 with its levels over the whole sequence).
      auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
                when S >= 2*SMs or T <= 64; chunked on the matrix-state kernel where it beat cr
                (f32 n <= 64, 16-bit n <= 32, 16-bit n <= 64 to T 4096); cr when S <= SMs/8
@@ -4354,7 +4356,7 @@ static ssm_result ssm__cu_bl_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
    carry. This is the work-efficient scan's usual GPU form, blocks scanned locally, a scan of
    the block carries, the blocks fixed up (Blelloch 1990; Harris, Sengupta and Owens 2007); the
    per-step levels over the whole sequence read and write every level's M through HBM (H200, S8
-   T4096 n64 f16: 0.81 ms, against 0.34 for cyclic reduction's spans). */
+   T4096 n64 f16: 0.81 ms; on the spans 0.31, bench/results/cuda_grid_325cb9c.log). */
 static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                       ssm_seq_view out, int *out_written, char *ws) {
     const int64_t S = L->S, n = L->n, m = L->m;
