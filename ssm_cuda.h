@@ -805,8 +805,8 @@ __global__ void __launch_bounds__(256) ssm__cu_mm64f_kernel(int64_t nbatch, int6
 }
 
 /* The same product on the tensor cores where both operands have unit stride along k and 16-byte
-   rows (ssm__cu_mm_kvec), on TILE x TILE tiles: 64 (M, N >= 64; 8 warps) or 32 (2 warps), a warp
-   16 x 32 of C. m16n8k8 TF32, an f32 operand split hi + lo (3xTF32, ~f32 accurate; a 16-bit
+   rows (ssm__cu_mm_kvec), on TILE x TILE tiles: 64 (M, N >= 64; 4 warps, a warp 32 x 32 of C) or
+   32 (2 warps, a warp 16 x 32). m16n8k8 TF32, an f32 operand split hi + lo (3xTF32, ~f32 accurate; a 16-bit
    operand (A16, B16) is exact in TF32, so its lo products are skipped). k-slabs of 32 staged
    k-contiguous by cp.async copies of the input type, [row][k] with rows 4 banks apart
    (conflict-free fragment loads), two slabs in a ring: the next slab, of this item or the CTA's
@@ -823,19 +823,26 @@ __global__ void __launch_bounds__(256) ssm__cu_mm64f_kernel(int64_t nbatch, int6
    item bases are kept from slab to slab (a 64-bit division and modulo per slab, twice, were a
    third of the instructions); C is stored two columns at a time where its rows allow. H200,
    dev/cuda/mmtc.cu, the grid's dA: f16 n = m = 128 1.20 -> 0.88 ms, 64 0.77 -> 0.57, 32 0.61 ->
-   0.39; f32 64 0.41 -> 0.32, 128 0.67 -> 0.53. */
+   0.39; f32 64 0.41 -> 0.32, 128 0.67 -> 0.53. A warp's 32 rows instead of 16 at TILE 64 (each B
+   fragment, loaded and converted once, serves two row blocks; 4 warps a CTA instead of 8), the
+   same sums and bits: f16 128 0.89 -> 0.63, 64 0.57 -> 0.39, bf16 64 0.58 -> 0.39, f32 64 0.32 ->
+   0.23, 128 0.53 -> 0.39 (bench/results/cuda_mmtc_w32.log; 16-bit products with g split into
+   hi + lo of h's type ran 0.37 at f16 64, not worth f16's range). */
 #define SSM__MM_KS 32
+/* a warp's rows of C: 32 at TILE 64 (each B fragment serves two row blocks), 16 at 32; its columns 32 */
+__host__ __device__ constexpr int ssm__mmtc_wm(int TILE) { return TILE == 64 ? 32 : 16; }
+__host__ __device__ constexpr int ssm__mmtc_threads(int TILE) { return TILE * TILE / (ssm__mmtc_wm(TILE) * 32) * 32; }
 template <int A16, int B16, int TILE>
-__global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t nbatch, int64_t count, int M, int N, int K,
+__global__ void __launch_bounds__(ssm__mmtc_threads(TILE)) ssm__cu_mmtc_kernel(int64_t nbatch, int64_t count, int M, int N, int K,
                                                                        float alpha, float beta, ssm__cu_op A, ssm__cu_op B,
                                                                        ssm__cu_op C) {
     constexpr int KS = SSM__MM_KS, LDF = KS + 8, LDH = KS + 8; /* row strides: f32 words, 16-bit elements */
-    constexpr int NT = TILE * TILE / 16;                       /* a warp 16 x 32 of C: 8 warps at TILE 64, 2 at 32 */
+    constexpr int WM = ssm__mmtc_wm(TILE), RB = WM / 16, NT = ssm__mmtc_threads(TILE); /* 4 warps at TILE 64, 2 at 32 */
     constexpr int AW = TILE * (A16 ? LDH / 2 : LDF), BW = TILE * (B16 ? LDH / 2 : LDF), SW = AW + BW; /* words a slab */
     __shared__ __align__(16) float sm[2 * SW];
     const int tilesN = (N + TILE - 1) / TILE, tm = blockIdx.x / tilesN, tn = blockIdx.x % tilesN;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-    const int wi = warp / (TILE / 32) * 16, wj = warp % (TILE / 32) * 32, nslab = K > 0 ? (K + KS - 1) / KS : 1;
+    const int wi = warp / (TILE / 32) * WM, wj = warp % (TILE / 32) * 32, nslab = K > 0 ? (K + KS - 1) / KS : 1;
     /* this CTA's items blockIdx.y + j gridDim.y as one stream of (item, k-slab) steps: the next
        step, of this item or the next, in flight while this one multiplies */
     const int64_t nitem = nbatch > blockIdx.y ? (nbatch - 1 - blockIdx.y) / gridDim.y + 1 : 0, nstep = nitem * nslab;
@@ -882,11 +889,13 @@ __global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t 
         }
         ssm__tc_commit();
     };
-    float acc[4][4];
+    float acc[RB][4][4];
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
+    for (int r = 0; r < RB; ++r)
 #pragma unroll
-        for (int z = 0; z < 4; ++z) acc[t][z] = 0.f;
+        for (int t = 0; t < 4; ++t)
+#pragma unroll
+            for (int z = 0; z < 4; ++z) acc[r][t][z] = 0.f;
     if (nstep > 0) stage(0);
     int64_t cbi = blockIdx.y; /* the item being multiplied, and its k-slab */
     int cks = 0;
@@ -899,38 +908,44 @@ __global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t 
 #pragma unroll
         for (int kk = 0; kk < KS; kk += 8) {
             /* the MMA's k-columns q and q + 4 are the staged k = 2q and 2q + 1 */
-            unsigned ah[4], al[4], bh[4][2], bl[4][2];
-#pragma unroll
-            for (int z = 0; z < 2; ++z) { /* a[z], a[z + 2]: row g + 8 z */
-                unsigned h2[2], l2[2];
-                frag2(as, A16, A.dt, wi + g + 8 * z, kk + 2 * q, h2, l2);
-                ah[z] = h2[0], ah[z + 2] = h2[1], al[z] = l2[0], al[z + 2] = l2[1];
-            }
+            unsigned bh[4][2], bl[4][2];
 #pragma unroll
             for (int t = 0; t < 4; ++t) frag2(bs, B16, B.dt, wj + 8 * t + g, kk + 2 * q, bh[t], bl[t]);
-            /* the products as passes over the four tiles: no MMA waits on the one before it */
-            if (!A16)
 #pragma unroll
-                for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], al, bh[t][0], bh[t][1]);
-            if (!B16)
+            for (int r = 0; r < RB; ++r) {
+                unsigned ah[4], al[4];
 #pragma unroll
-                for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], ah, bl[t][0], bl[t][1]);
+                for (int z = 0; z < 2; ++z) { /* a[z], a[z + 2]: row g + 8 z of row block r */
+                    unsigned h2[2], l2[2];
+                    frag2(as, A16, A.dt, wi + 16 * r + g + 8 * z, kk + 2 * q, h2, l2);
+                    ah[z] = h2[0], ah[z + 2] = h2[1], al[z] = l2[0], al[z + 2] = l2[1];
+                }
+                /* the products as passes over the four tiles: no MMA waits on the one before it */
+                if (!A16)
 #pragma unroll
-            for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[t], ah, bh[t][0], bh[t][1]);
+                    for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[r][t], al, bh[t][0], bh[t][1]);
+                if (!B16)
+#pragma unroll
+                    for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[r][t], ah, bl[t][0], bl[t][1]);
+#pragma unroll
+                for (int t = 0; t < 4; ++t) SSM__TC_MMA(SSM__TC_TF32, acc[r][t], ah, bh[t][0], bh[t][1]);
+            }
         }
         __syncthreads();
         if (++cks < nslab) continue;
         cks = 0;
-        /* the item's last slab: acc[t][z] is row wi + g + 8 (z >> 1), column wj + 8 t + 2 q + (z & 1) of C */
+        /* the item's last slab: acc[r][t][z] is row wi + 16 r + g + 8 (z >> 1), column wj + 8 t + 2 q + (z & 1) of C */
         const int64_t bi = cbi, c0 = bi / count * C.ss + bi % count * C.bs;
         cbi += gridDim.y;
         if (beta == 0.f && C.cs == 1 && !((c0 | C.rs) & 1) && !((uintptr_t)C.p & (C.dt ? 3 : 7))) { /* columns 2q, 2q + 1 at once */
 #pragma unroll
+            for (int r = 0; r < RB; ++r)
+#pragma unroll
             for (int t = 0; t < 4; ++t)
 #pragma unroll
                 for (int z = 0; z < 4; z += 2) {
-                    const int i = tm * TILE + wi + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q;
-                    const float x = alpha * acc[t][z], y = alpha * acc[t][z + 1];
+                    const int i = tm * TILE + wi + 16 * r + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q;
+                    const float x = alpha * acc[r][t][z], y = alpha * acc[r][t][z + 1];
                     if (i < M && j + 1 < N) {
                         const int64_t ci = c0 + i * C.rs + j;
                         if (C.dt == 0) *(float2 *)((float *)C.p + ci) = make_float2(x, y);
@@ -939,22 +954,24 @@ __global__ void __launch_bounds__(TILE * TILE / 16) ssm__cu_mmtc_kernel(int64_t 
                     } else if (i < M && j < N) {
                         ssm__cu_stv(C.p, C.dt, c0 + i * C.rs + j, x);
                     }
-                    acc[t][z] = acc[t][z + 1] = 0.f;
+                    acc[r][t][z] = acc[r][t][z + 1] = 0.f;
                 }
             continue;
         }
 #pragma unroll
+        for (int r = 0; r < RB; ++r)
+#pragma unroll
         for (int t = 0; t < 4; ++t)
 #pragma unroll
             for (int z = 0; z < 4; ++z) {
-                const int i = tm * TILE + wi + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q + (z & 1);
+                const int i = tm * TILE + wi + 16 * r + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q + (z & 1);
                 if (i < M && j < N) {
                     const int64_t ci = c0 + i * C.rs + j * C.cs;
-                    float v = alpha * acc[t][z];
+                    float v = alpha * acc[r][t][z];
                     if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
                     ssm__cu_stv(C.p, C.dt, ci, v);
                 }
-                acc[t][z] = 0.f;
+                acc[r][t][z] = 0.f;
             }
     }
 }
@@ -1139,7 +1156,7 @@ static ssm_result ssm__cu_mm_launch(ssm_ctx *ctx, int64_t outer, int64_t count, 
         if (!big)
             k = A.dt ? (B.dt ? ssm__cu_mmtc_kernel<1, 1, 32> : ssm__cu_mmtc_kernel<1, 0, 32>)
                      : (B.dt ? ssm__cu_mmtc_kernel<0, 1, 32> : ssm__cu_mmtc_kernel<0, 0, 32>);
-        k<<<dim3((unsigned)tiles, SSM__CU_GRID_Y(big || nb < per ? nb : per)), T * T / 16, 0, st>>>(
+        k<<<dim3((unsigned)tiles, SSM__CU_GRID_Y(big || nb < per ? nb : per)), ssm__mmtc_threads(T), 0, st>>>(
             nb, count, (int)M, (int)N, (int)K, alpha, beta, A, B, C);
         SSM__CU_LAUNCHED(ctx, "ssm__cu_mmtc_kernel");
         return SSM_OK;
