@@ -941,38 +941,38 @@ __global__ void __launch_bounds__(ssm__mmtc_threads(TILE)) ssm__cu_mmtc_kernel(i
 #pragma unroll
             for (int r = 0; r < RB; ++r)
 #pragma unroll
-            for (int t = 0; t < 4; ++t)
+                for (int t = 0; t < 4; ++t)
 #pragma unroll
-                for (int z = 0; z < 4; z += 2) {
-                    const int i = tm * TILE + wi + 16 * r + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q;
-                    const float x = alpha * acc[r][t][z], y = alpha * acc[r][t][z + 1];
-                    if (i < M && j + 1 < N) {
-                        const int64_t ci = c0 + i * C.rs + j;
-                        if (C.dt == 0) *(float2 *)((float *)C.p + ci) = make_float2(x, y);
-                        else if (C.dt == 1) *(__half2 *)((unsigned short *)C.p + ci) = __floats2half2_rn(x, y);
-                        else *(__nv_bfloat162 *)((unsigned short *)C.p + ci) = __floats2bfloat162_rn(x, y);
-                    } else if (i < M && j < N) {
-                        ssm__cu_stv(C.p, C.dt, c0 + i * C.rs + j, x);
+                    for (int z = 0; z < 4; z += 2) {
+                        const int i = tm * TILE + wi + 16 * r + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q;
+                        const float x = alpha * acc[r][t][z], y = alpha * acc[r][t][z + 1];
+                        if (i < M && j + 1 < N) {
+                            const int64_t ci = c0 + i * C.rs + j;
+                            if (C.dt == 0) *(float2 *)((float *)C.p + ci) = make_float2(x, y);
+                            else if (C.dt == 1) *(__half2 *)((unsigned short *)C.p + ci) = __floats2half2_rn(x, y);
+                            else *(__nv_bfloat162 *)((unsigned short *)C.p + ci) = __floats2bfloat162_rn(x, y);
+                        } else if (i < M && j < N) {
+                            ssm__cu_stv(C.p, C.dt, c0 + i * C.rs + j, x);
+                        }
+                        acc[r][t][z] = acc[r][t][z + 1] = 0.f;
                     }
-                    acc[r][t][z] = acc[r][t][z + 1] = 0.f;
-                }
             continue;
         }
 #pragma unroll
         for (int r = 0; r < RB; ++r)
 #pragma unroll
-        for (int t = 0; t < 4; ++t)
+            for (int t = 0; t < 4; ++t)
 #pragma unroll
-            for (int z = 0; z < 4; ++z) {
-                const int i = tm * TILE + wi + 16 * r + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q + (z & 1);
-                if (i < M && j < N) {
-                    const int64_t ci = c0 + i * C.rs + j * C.cs;
-                    float v = alpha * acc[r][t][z];
-                    if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
-                    ssm__cu_stv(C.p, C.dt, ci, v);
+                for (int z = 0; z < 4; ++z) {
+                    const int i = tm * TILE + wi + 16 * r + g + 8 * (z >> 1), j = tn * TILE + wj + 8 * t + 2 * q + (z & 1);
+                    if (i < M && j < N) {
+                        const int64_t ci = c0 + i * C.rs + j * C.cs;
+                        float v = alpha * acc[r][t][z];
+                        if (beta != 0.f) v += beta * ssm__cu_ld(C.p, C.dt, ci);
+                        ssm__cu_stv(C.p, C.dt, ci, v);
+                    }
+                    acc[r][t][z] = 0.f;
                 }
-                acc[r][t][z] = 0.f;
-            }
     }
 }
 
