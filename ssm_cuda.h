@@ -217,7 +217,7 @@ typedef struct ssm_cuda_config {
                              shapes too; by shape (n, m <= 128): a fused kernel per level
                              (mma.sync for 16-bit inputs, HS by chains where rows take 16-byte
                              copies; FMAs for f32), Blelloch on the tensor-core shapes (m = 1,
-                             as cyclic reduction) over spans reduced on tensor cores         */
+                             as cyclic reduction) over spans (its workspace the spans')       */
     int bell_kernel;      /* block-ELL: 1 = the mma.sync kernels, 2 = the sm_90a TMA + wgmma
                              ones (16-bit; B = 64: forward, dx, dvalues; B = 32: forward, dx; unit
                              column stride and 16-byte aligned rows of the operands and weight
@@ -1732,6 +1732,7 @@ static int ssm__cu_cr_fits(const ssm_ctx *ctx, int64_t n, int64_t m);
 static size_t ssm__cu_cr_levels_bytes(int64_t S, int64_t T, int64_t n, int esz);
 static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws);
 static ssm_result ssm__cu_bl_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws);
+static int ssm__cu_spans(const ssm_ctx *ctx, const ssm_linrec_plan *p);
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                         int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int levels,
                                         int phase = 0, int want_end = 0);
@@ -1771,11 +1772,12 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     /* (2) ends of full chunks: E_u = h[C-1 + u*C], E_u = P_{u-1} E_{u-1} + E_u for u = 1..nfull */
     E = ssm__cu_seq_sub(h, C - 1, C);
     const size_t Pbytes = ssm__cu_chunk_p_bytes(L->S, nc, L->n);
-    if (nfull > 0 && L->n > SSM__TC_N && ssm__cu_cr_fits(L->ctx, L->n, L->m) &&
-        ssm__cu_cr_levels_bytes(L->S, nfull + 1, L->n, 4) <= Pbytes) {
+    const int bl = L->p->method == SSM_LINREC_BLELLOCH; /* Blelloch's spans (ssm__cu_lr_blelloch): its sweeps, M in P's second copy */
+    if (nfull > 0 && (bl || (L->n > SSM__TC_N && ssm__cu_cr_fits(L->ctx, L->n, L->m) &&
+                             ssm__cu_cr_levels_bytes(L->S, nfull + 1, L->n, 4) <= Pbytes))) {
         ssm__cu_rv Pa = ssm__cu_rv_of(P, 0, 0), Ev = ssm__cu_rv_of(E, 0, 0);
         Pa.off -= L->n * L->n; /* step u's transition is P_{u-1}; step 0's is never read */
-        SSM__TRY(ssm__cu_cr_solve(L, nfull + 1, Pa, Ev, Ev, ws + Pbytes));
+        SSM__TRY(bl ? ssm__cu_bl_solve(L, nfull + 1, Pa, Ev, Ev, ws + Pbytes) : ssm__cu_cr_solve(L, nfull + 1, Pa, Ev, Ev, ws + Pbytes));
     } else if (nfull > 0) {
         ssm__cu_rv Pv = ssm__cu_rv_of(P, 0, 0), Eb = ssm__cu_rv_of(E, 1, 0), Ei = ssm__cu_rv_of(E, 0, 0);
         SSM__TRY(ssm__cu_rec_launch(L, 1, nfull, nfull, 0, Pv, Eb, Eb, Ei, NULL));
@@ -4348,29 +4350,31 @@ static ssm_result ssm__cu_bl_sweeps(ssm__cu_lr *L, ssm__hs_args a, int64_t T, ss
     }
     return SSM_OK;
 }
-/* Steps 1..T-1 of h_t = A_t h_{t-1} + b_t (h_0 in h) by the sweeps on the f32 level kernels, all
-   three f32 views (the tensor-core spans' carries: A_c = P_{c-1}, b_c = e_{c-1}); the M scratch,
-   S T n^2 floats, at ws. */
+/* Steps 1..T-1 of h_t = A_t h_{t-1} + b_t (h_0 in h; b may be h itself) by the sweeps on the f32
+   level kernels, all three f32 views (span carries: A_c = P_{c-1}, b_c = e_{c-1}); the M scratch,
+   S (T - 1) n^2 floats (slot 0 is never formed), at ws. */
 static ssm_result ssm__cu_bl_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws) {
     ssm__hs_args a;
     ssm__cu_rv X;
-    ssm__cu_op bo, ho;
     if (T <= 1) return SSM_OK;
-    bo.p = (float *)b.p + b.off + b.ts, bo.dt = 0, bo.rs = b.rs, bo.cs = b.cs, bo.bs = b.ts, bo.ss = b.ss;
-    ho.p = (float *)h.p + h.off + h.ts, ho.dt = 0, ho.rs = h.rs, ho.cs = h.cs, ho.bs = h.ts, ho.ss = h.ss;
-    SSM__TRY(ssm__cu_copy_steps(L, bo, ho, T - 1)); /* the in-place start: v = b beside h_0 */
+    if (b.p != h.p || b.off != h.off || b.ts != h.ts || b.rs != h.rs || b.cs != h.cs || b.ss != h.ss) { /* v = b beside h_0 */
+        ssm__cu_op bo, ho;
+        bo.p = (float *)b.p + b.off + b.ts, bo.dt = 0, bo.rs = b.rs, bo.cs = b.cs, bo.bs = b.ts, bo.ss = b.ss;
+        ho.p = (float *)h.p + h.off + h.ts, ho.dt = 0, ho.rs = h.rs, ho.cs = h.cs, ho.bs = h.ts, ho.ss = h.ss;
+        SSM__TRY(ssm__cu_copy_steps(L, bo, ho, T - 1));
+    }
     memset(&X, 0, sizeof X);
-    X.p = ws, X.dt = 0, X.ts = L->n * L->n, X.rs = L->n, X.cs = 1, X.ss = T * L->n * L->n;
+    X.p = ws, X.dt = 0, X.off = -L->n * L->n, X.ts = L->n * L->n, X.rs = L->n, X.cs = 1, X.ss = (T - 1) * L->n * L->n;
     memset(&a, 0, sizeof a);
     a.S = L->S, a.T = T, a.n = (int)L->n, a.m = (int)L->m, a.MP = (int)((L->m + 7) / 8 * 8);
     a.vc = a.vn = h;
     a.vv = ssm__hs_vv(a.vc, a.vn, L->m);
     return ssm__cu_bl_sweeps(L, a, T, A, X, 32, 0);
 }
-/* On the tensor-core shapes (views the chunked path takes; linrec_scan = 3: never) as cyclic
-   reduction: spans of the chunk length reduced to their transition products and end states (A
-   read once), the sweeps over the span carries (ssm__cu_bl_solve), every span re-run from its
-   carry. This is the work-efficient scan's usual GPU form, blocks scanned locally, a scan of
+/* On the tensor-core shapes (linrec_scan = 3: never) as cyclic reduction: spans of the chunk
+   length reduced to their transition products and end states (A read once; views the
+   tensor-core path does not take on the CUDA-core chunks), the sweeps over the span carries
+   (ssm__cu_bl_solve), every span re-run from its carry; the workspace is then the spans'. This is the work-efficient scan's usual GPU form, blocks scanned locally, a scan of
    the block carries, the blocks fixed up (Blelloch 1990; Harris, Sengupta and Owens 2007); the
    per-step levels over the whole sequence read and write every level's M through HBM (H200, S8
    T4096 n64 f16: 0.81 ms; on the spans 0.31, bench/results/cuda_grid_325cb9c.log). */
@@ -4382,8 +4386,9 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
     ssm__cu_rv X, Av;
     if (!ssm__cu_hs_takes(L->ctx, L->p) || (bits != 16 && bits != 32) || bits != L->p->dtype.bits) return SSM__NOT_MINE;
     if (T <= 1) return SSM_OK;
-    if (ssm__cu_st(L->ctx)->knobs.linrec_scan != 3 && ssm__cu_tc_ok(L, A))
-        return ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1);
+    if (ssm__cu_spans(L->ctx, L->p))
+        return ssm__cu_tc_ok(L, A) ? ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1)
+                                   : ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, out, out_written, ws);
     Av = ssm__cu_rv_of(A, 0, 0);
     /* a transposed 16-bit A (the adjoint's A^T) is staged as stored and M kept transposed (as in
        ssm__cu_cr_tc_level); element by element its loads made the backward 2.2x the forward */
@@ -4514,13 +4519,14 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
    products a level-by-level reduction forms, on mma.sync, A read once from HBM), cyclic
    reduction over the span carries, then every span re-run from its carry. Views of those shapes
    that the tensor-core path does not take (unaligned, no unit stride) run the CUDA-core chunks
-   (ssm__cu_cr_spans): the plan's workspace, which cannot know the views, is then the spans'
+   (ssm__cu_spans): the plan's workspace, which cannot know the views, is then the spans'
    figure, not the whole-sequence levels' (S16 T4096 n64 f16: 49.8 MB in all instead of 1087).
    Elsewhere the level kernels over the whole sequence. Shapes the level kernels do not take:
    ssm.h's generic levels. */
-static int ssm__cu_cr_spans(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
-    return ssm__cu_st(ctx)->knobs.linrec_cr != 2 && ssm__cu_tc_shape(p->dtype, p->n, p->m) &&
-           ssm__cu_rec_smem(p->n, p->m, 1) <= ssm__cu_st(ctx)->smem_optin;
+static int ssm__cu_spans(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
+    const ssm_cuda_config *k = &ssm__cu_st(ctx)->knobs;
+    const int levels = p->method == SSM_LINREC_BLELLOCH ? k->linrec_scan == 3 : k->linrec_cr == 2; /* forced levels */
+    return !levels && ssm__cu_tc_shape(p->dtype, p->n, p->m) && ssm__cu_rec_smem(p->n, p->m, 1) <= ssm__cu_st(ctx)->smem_optin;
 }
 static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                 ssm_seq_view out, int *out_written, char *ws) {
@@ -4528,7 +4534,7 @@ static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
     if (T <= 1) return SSM_OK;
     if (ssm__cu_st(L->ctx)->knobs.linrec_cr != 2 && ssm__cu_tc_ok(L, A))
         return ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1);
-    if (ssm__cu_cr_spans(L->ctx, L->p)) return ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, out, out_written, ws);
+    if (ssm__cu_spans(L->ctx, L->p)) return ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, out, out_written, ws);
     if (ssm__cu_cr_tc_takes(L->ctx, L->p) && A.dtype.bits == 16) return ssm__cu_cr_tc(L, T, A, b, h, out, out_written, ws);
     return ssm__cu_cr_solve(L, T, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0), ssm__cu_rv_of(h, 0, 0), ws);
 }
@@ -5621,7 +5627,7 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
         if (p->method == SSM_LINREC_CR) { /* the spans' and their carries' figure, and the CUDA-core
                                              chunks' (their other views) or the level kernels' */
             if (!ssm__cu_cr_takes(ctx, p)) return SSM__NOT_MINE;
-            generic = ssm__cu_cr_spans(ctx, p) ? ssm__cu_chunked_bytes(p)
+            generic = ssm__cu_spans(ctx, p) ? ssm__cu_chunked_bytes(p)
                                                : ssm__cu_cr_levels_bytes(p->group, p->T, p->n, ssm__cu_cr_tc_takes(ctx, p) ? 2 : 4);
             if (ssm__cu_tc_shape(p->dtype, p->n, p->m))
                 tc = ssm__cu_szadd(ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk, p->n),
@@ -5631,12 +5637,13 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
         }
         if (p->method == SSM_LINREC_SCAN_HS || p->method == SSM_LINREC_BLELLOCH) {
             if (!ssm__cu_hs_takes(ctx, p)) return SSM__NOT_MINE;
-            generic = ssm__cu_hs_bytes(p, p->method == SSM_LINREC_BLELLOCH);
-            if (p->method == SSM_LINREC_BLELLOCH && ssm__cu_tc_shape(p->dtype, p->n, p->m)) { /* and the spans' figure */
+            if (p->method == SSM_LINREC_BLELLOCH && ssm__cu_spans(ctx, p)) { /* spans, as cyclic reduction's */
                 const int64_t nc = ssm__cu_tc_nc(p->T, p->chunk), W = ssm__cu_tc_w(p->n);
+                generic = ssm__cu_chunked_bytes(p);
                 tc = ssm__cu_szadd(ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk, p->n),
                                    ssm__cu_szmul(ssm__cu_szmul((size_t)W * W * 4u, p->group), nc));
-            }
+            } else
+                generic = ssm__cu_hs_bytes(p, p->method == SSM_LINREC_BLELLOCH);
             *bytes = generic > tc ? generic : tc;
             return SSM_OK;
         }
