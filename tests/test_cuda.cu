@@ -899,6 +899,78 @@ static void suite_cuda_errors(ssm_ctx *cu) {
     test_end();
 }
 
+/* Chunked's chunk 0 runs on the context's side stream beside the products (a fork from the
+   context's stream and a join back). On a caller's non-blocking stream the forward and backward
+   match the sequential method, and captured into a CUDA graph and replayed they give the first
+   run's bits; results are read only after that stream's sync. Matrix states on the tensor-core
+   kernel (f16 n = m = 32), CUDA-core states (f32 n = 16, m = 2), a short last chunk in both. */
+static void suite_cuda_side_stream(void) {
+    test_begin("cuda chunked beside the caller's stream, captured and replayed");
+    struct { ssm_dtype dt; int64_t S, T, n, m; double tol; } cs[2] = {{SSM_F16, 3, 300, 32, 32, 2e-2}, {SSM_F32, 2, 301, 16, 2, 1e-5}};
+    for (int k = 0; k < 2; ++k) {
+        cudaStream_t st = NULL;
+        cudaGraph_t gr = NULL;
+        cudaGraphExec_t ge = NULL;
+        ssm_ctx *c2 = NULL;
+        ssm_ctx_config cfg = ssm_ctx_config_init();
+        ssm_cuda_config cc = ssm_cuda_config_init();
+        int64_t sA[4] = {cs[k].S, cs[k].T, cs[k].n, cs[k].n}, sb[4] = {cs[k].S, cs[k].T, cs[k].n, cs[k].m};
+        cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+        cc.stream = st;
+        cfg.backend = ssm_cuda_backend();
+        cfg.backend_config = &cc;
+        CHECK_OK(ssm_ctx_create(&cfg, &c2), c2);
+        if (!c2) continue;
+        tbuf A = tb_random(cs[k].dt, 4, sA, LAYOUT_CONTIGUOUS, 0.9 / sqrt((double)cs[k].n), NULL);
+        tbuf b = tb_random(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS, 1, NULL), dh = tb_random(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS, 1, NULL);
+        tbuf h[3], db[3], dA[3]; /* chunked, sequential, chunked replayed */
+        for (int i = 0; i < 3; ++i) h[i] = tb_new(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS), db[i] = tb_new(cs[k].dt, 4, sb, LAYOUT_CONTIGUOUS),
+                                    dA[i] = tb_new(cs[k].dt, 4, sA, LAYOUT_CONTIGUOUS);
+        const int64_t nh = tb_numel(&h[0]), na = tb_numel(&dA[0]);
+        std::vector<double> v[3][3];
+        for (int i = 0; i < 2; ++i) {
+            ssm_linrec_desc d = ssm_linrec_desc_init();
+            d.method = i ? SSM_LINREC_SEQUENTIAL : SSM_LINREC_CHUNKED;
+            CHECK_OK(ssm_linrec_forward(c2, &d, &A.t, &b.t, NULL, &h[i].t, NULL), c2);
+            CHECK_OK(ssm_linrec_backward(c2, &d, &A.t, NULL, &h[i].t, &dh.t, NULL, &dA[i].t, &db[i].t, NULL), c2);
+        }
+        {
+            ssm_linrec_desc d = ssm_linrec_desc_init();
+            ssm_result r1, r2;
+            d.method = SSM_LINREC_CHUNKED;
+            cudaStreamSynchronize(st);
+            tb_poison(&h[2]), tb_poison(&db[2]), tb_poison(&dA[2]);
+            CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin capture");
+            r1 = ssm_linrec_forward(c2, &d, &A.t, &b.t, NULL, &h[2].t, NULL);
+            r2 = ssm_linrec_backward(c2, &d, &A.t, NULL, &h[2].t, &dh.t, NULL, &dA[2].t, &db[2].t, NULL);
+            CHECK(cudaStreamEndCapture(st, &gr) == cudaSuccess && gr, "end capture (every branch joined)");
+            CHECK(r1 == SSM_OK && r2 == SSM_OK, "captured calls: %s, %s", ssm_result_string(r1), ssm_result_string(r2));
+            CHECK(gr && cudaGraphInstantiate(&ge, gr, 0) == cudaSuccess, "instantiate");
+            CHECK(tb_untouched(&h[2]) && tb_untouched(&db[2]), "capture ran nothing");
+            if (ge) CHECK(cudaGraphLaunch(ge, st) == cudaSuccess, "replay");
+            cudaStreamSynchronize(st);
+        }
+        for (int i = 0; i < 3; ++i) {
+            v[i][0].resize(nh), v[i][1].resize(nh), v[i][2].resize(na);
+            tb_get(&h[i], v[i][0].data()), tb_get(&db[i], v[i][1].data()), tb_get(&dA[i], v[i][2].data());
+        }
+        const char *what[3] = {"h", "db", "dA"};
+        for (int q = 0; q < 3; ++q) {
+            const double e = rel_err(v[0][q].data(), v[1][q].data(), (int64_t)v[0][q].size());
+            CHECK(e <= cs[k].tol, "%s %s: chunked vs sequential rel err %.3g", ssm_dtype_name(cs[k].dt), what[q], e);
+            CHECK(!memcmp(v[0][q].data(), v[2][q].data(), v[0][q].size() * sizeof(double)), "%s %s: replay differs from the first run",
+                  ssm_dtype_name(cs[k].dt), what[q]);
+        }
+        if (ge) cudaGraphExecDestroy(ge);
+        if (gr) cudaGraphDestroy(gr);
+        for (int i = 0; i < 3; ++i) tb_free(&h[i]), tb_free(&db[i]), tb_free(&dA[i]);
+        tb_free(&A), tb_free(&b), tb_free(&dh);
+        ssm_ctx_destroy(c2);
+        cudaStreamDestroy(st);
+    }
+    test_end();
+}
+
 /* Workspace through ssm.h's generic calls: the size queries answer device bytes, a
    caller-owned device workspace of exactly that size runs the call (backward without dA
    too), reserve grows device memory. */
@@ -1168,6 +1240,7 @@ int main(void) {
                      cyclic-reduction rows with the level kernels forced (tensor-core shapes, n > 64) */
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         if (shard_take()) suite_linrec_cp(); /* ranks as threads on this GPU, the allgather through a host stage */
+        if (shard_take()) suite_cuda_side_stream();
         if (shard_take()) { /* the gemm slot's tile kernels, which the recurrences' products run on */
             ssm_ctx *cu = cuda_ctx();
             suite_cuda_gemm(cu);
