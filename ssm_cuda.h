@@ -177,7 +177,9 @@ typedef struct ssm_cuda_allocator {
 
 typedef struct ssm_cuda_config {
     int device;                   /* CUDA device ordinal; tensors must have device.id == this */
-    void *stream;                 /* cudaStream_t every op runs on; NULL = the default stream */
+    void *stream;                 /* cudaStream_t every op runs on; NULL = the default stream
+                                     (chunked recurrences fork part of their work onto a private
+                                     stream of the context and join it back before returning)  */
     void *cublas;                 /* borrowed cublasHandle_t; NULL = the context creates one  */
     ssm_cuda_allocator allocator; /* device workspace growth                                  */
     void *workspace;              /* optional caller-owned device workspace (never grown)     */
