@@ -120,8 +120,9 @@
                Blelloch on the tensor-core shapes as cr, its sweeps over the span carries (H200,
                f16 S8 T4096 n64: 0.31 ms, 0.81 with its levels over the whole sequence).
      auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
-               when S >= 2*SMs or T <= 64; chunked on the matrix-state kernel where it beat cr
-               (f32 n <= 64, 16-bit n <= 32, 16-bit n <= 64 to T 4096); cr when S <= SMs/8
+               when S >= 2*SMs or T <= 64; chunked on the matrix-state kernel (every shape it
+               takes; chunk 64, 128 at n <= 32 for f32 or T >= 4096: H200, f16 S4 T8192
+               n = m = 64 1.19 ms against cr's 1.86); cr when S <= SMs/8
                (cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA cores) or for other matrix
                states (m >= n, n <= 64), else chunked with chunk ~ sqrt(T).
 
@@ -3429,7 +3430,11 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
 #define SSM__TCM_WARPS 4
 template <int W, int BF> struct ssm__tcm { /* the kernel's shared memory */
     typedef ssm__tcg<W, BF> G;
-    static constexpr int NST = W == 128 ? 3 : 4;    /* ring depth, A and b tiles */
+    /* ring depth, A and b tiles. A step is microseconds of latency-bound MMAs, so two tiles cover a
+       load, and at 16-bit W = 64 a ring of 2 is 57 KB: four CTAs an SM instead of two (H200, chunked
+       chunk 64, f16 S32 T1024 n = m = 64: 1.03 -> 0.78 ms; f32 unchanged within noise, not profiled;
+       bench/results/cuda_tcm_ring_018c557.log) */
+    static constexpr int NST = W == 128 ? 3 : W == 64 && !G::F32 ? 2 : 4;
     static constexpr int CW = 16 * SSM__TCM_WARPS; /* state columns a CTA */
     static constexpr int LDB = CW + 8;             /* a 16-bit b tile's row: conflict-free column reads */
     static constexpr int LDH = 20;                 /* a warp's h stage row (floats): conflict-free stores */
@@ -4544,8 +4549,8 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const int64_t sms = ctx && ssm__cu_st(ctx) ? ssm__cu_st(ctx)->sms : 132;
     const int tc = ssm__cu_tc_shape(p->dtype, p->n, p->m);
     const int f32wide = p->dtype.bits == 32 && p->n > SSM__TC_N && p->m <= 8; /* f32 vectors past the tensor-core tiles */
-    const int mat = ctx && ssm__cu_st(ctx) && ssm__cu_st(ctx)->knobs.linrec_mat != 1 && ssm__cu_tcm_shape(p->dtype, p->n, p->m) &&
-                    (p->dtype.bits == 32 || p->n <= 32 || (p->n <= 64 && p->T <= 4096));
+    const int mat = ctx && ssm__cu_st(ctx) && ssm__cu_st(ctx)->knobs.linrec_mat != 1 && ssm__cu_tcm_shape(p->dtype, p->n, p->m);
+    const int chunk_given = p->chunk != 0;
     p->group = p->S;
     p->work = SSM_F32;
     if (!p->chunk) {
@@ -4561,7 +4566,11 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
     else if (f32wide && p->S >= 40) p->method = SSM_LINREC_SEQUENTIAL;
     else if (f32wide && p->S >= 2 && ctx && ssm__cu_st(ctx) && ssm__cu_hs_takes(ctx, p)) p->method = SSM_LINREC_BLELLOCH;
-    else if (mat) p->method = SSM_LINREC_CHUNKED;
+    else if (mat) { /* the matrix-state kernel's chunks; the length measured on the grid's m = n rows (H200, chunk 0
+                       beside the products: bench/results/cuda_side_stream_018c557.log) */
+        p->method = SSM_LINREC_CHUNKED;
+        if (!chunk_given) p->chunk = p->n <= 32 && (p->dtype.bits == 32 || p->T >= 4096) ? 128 : 64;
+    }
     else if (p->S * 8 <= sms || (p->m >= p->n && p->n >= 16 && p->n <= 64)) p->method = SSM_LINREC_CR;
     else p->method = SSM_LINREC_CHUNKED;
 }
