@@ -115,9 +115,11 @@
                16-bit parts, f32 on 3xTF32): H200, m = n, A of 256 MB, chunked f32 n64 S16
                T1024 0.94 ms vs cr 1.64, f16 n32 S128 T1024 1.22 vs 1.67, f16 n64 S32 T1024
                1.48 vs 1.78 (the CUDA-core kernel: 2.7-12 ms). Other shapes use CUDA cores.
-     cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan).
+     cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan); on the
+               tensor-core and matrix-state shapes over spans (a span's product in one pass),
+               cyclic reduction over the span carries.
      scan_hs / blelloch   prefix scans (Hillis-Steele 1986, Blelloch 1990), a fused kernel per level;
-               Blelloch on the tensor-core shapes as cr, its sweeps over the span carries (H200,
+               Blelloch on cr's span shapes as cr, its sweeps over the span carries (H200,
                f16 S8 T4096 n64: 0.31 ms, 0.81 with its levels over the whole sequence).
      auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
                when S >= 2*SMs or T <= 64; chunked on the matrix-state kernel (every shape it
@@ -210,17 +212,19 @@ typedef struct ssm_cuda_config {
                              forced kernel does not fit take 1                                 */
     int linrec_cr;        /* cyclic reduction: 1 = ssm.h's generic levels on gemm + copy,
                              2 = the fused f32 level kernels over the whole sequence (no
-                             tensor cores); by shape: spans of the chunk length reduced on
-                             tensor cores (m = 1, n = 16..128 by 8, f32 to 64), the levels on
-                             tensor cores for 16-bit wide states (m > 8; M levels in the
-                             input type), else the f32 level kernels                          */
+                             tensor cores), 3 = the levels over the whole sequence by shape
+                             (no spans); by shape: spans of the chunk length reduced on tensor
+                             cores (m = 1, n = 16..128 by 8, f32 to 64; matrix states, m >= 8,
+                             on the matrix-state kernel), the levels on tensor cores for other
+                             16-bit wide states (m > 8; M levels in the input type), else the
+                             f32 level kernels                                                 */
     int linrec_scan;      /* Hillis-Steele and Blelloch: 1 = ssm.h's generic levels on gemm +
                              copy, 2 = HS levels one task per warp group (no chains), 3 =
                              Blelloch's levels over the whole sequence on the tensor-core
                              shapes too; by shape (n, m <= 128): a fused kernel per level
                              (mma.sync for 16-bit inputs, HS by chains where rows take 16-byte
-                             copies; FMAs for f32), Blelloch on the tensor-core shapes (m = 1,
-                             as cyclic reduction) over spans (its workspace the spans')       */
+                             copies; FMAs for f32), Blelloch on cyclic reduction's span shapes
+                             (m = 1 and matrix states) over spans (its workspace the spans')  */
     int bell_kernel;      /* block-ELL: 1 = the mma.sync kernels, 2 = the sm_90a TMA + wgmma
                              ones (16-bit; B = 64: forward, dx, dvalues; B = 32: forward, dx; unit
                              column stride and 16-byte aligned rows of the operands and weight
@@ -391,7 +395,7 @@ static ssm_result ssm__cu_init(ssm_ctx *ctx, const ssm_ctx_config *cfg, void **s
         cc.decay_tile_cols != 8 && cc.decay_tile_cols != 16) || (cc.decay_tile_steps && cc.decay_tile_steps != 4 &&
         cc.decay_tile_steps != 8) || (cc.decay_tile_vec && cc.decay_tile_vec != 4) || cc.decay_prefetch < 0 ||
         cc.decay_prefetch > 2 || cc.linrec_tc_split < 0 || cc.linrec_tc_split > 2 || cc.proj_kernel < 0 ||
-        cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 2 || cc.linrec_scan < 0 || cc.linrec_scan > 3 ||
+        cc.proj_kernel > 3 || cc.linrec_cr < 0 || cc.linrec_cr > 3 || cc.linrec_scan < 0 || cc.linrec_scan > 3 ||
         cc.bell_kernel < 0 || cc.bell_kernel > 2 || cc.linrec_tc_prod < 0 || cc.linrec_tc_prod > 2 ||
         cc.linrec_mat < 0 || cc.linrec_mat > 1 || cc.bell_f32 < 0 || cc.bell_f32 > 2)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "ssm_cuda: a kernel-choice field of the config is out of range");
@@ -1825,9 +1829,11 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     /* (2) ends of full chunks: E_u = h[C-1 + u*C], E_u = P_{u-1} E_{u-1} + E_u for u = 1..nfull */
     E = ssm__cu_seq_sub(h, C - 1, C);
     const size_t Pbytes = ssm__cu_chunk_p_bytes(L->S, nc, L->n);
-    const int bl = L->p->method == SSM_LINREC_BLELLOCH; /* Blelloch's spans (ssm__cu_lr_blelloch): its sweeps, M in P's second copy */
-    if (nfull > 0 && (bl || (L->n > SSM__TC_N && ssm__cu_cr_fits(L->ctx, L->n, L->m) &&
-                             ssm__cu_cr_levels_bytes(L->S, nfull + 1, L->n, 4) <= Pbytes))) {
+    /* the spans of cyclic reduction and Blelloch (ssm__cu_spans) take their own method over the carries, M or the
+       levels in P's second copy (the levels of nfull + 1 <= nc + 1 steps need at most nc n^2 floats) */
+    const int bl = L->p->method == SSM_LINREC_BLELLOCH, cr = L->p->method == SSM_LINREC_CR;
+    if (nfull > 0 && (bl || cr || (L->n > SSM__TC_N && ssm__cu_cr_fits(L->ctx, L->n, L->m) &&
+                                   ssm__cu_cr_levels_bytes(L->S, nfull + 1, L->n, 4) <= Pbytes))) {
         ssm__cu_rv Pa = ssm__cu_rv_of(P, 0, 0), Ev = ssm__cu_rv_of(E, 0, 0);
         Pa.off -= L->n * L->n; /* step u's transition is P_{u-1}; step 0's is never read */
         SSM__TRY(bl ? ssm__cu_bl_solve(L, nfull + 1, Pa, Ev, Ev, ws + Pbytes) : ssm__cu_cr_solve(L, nfull + 1, Pa, Ev, Ev, ws + Pbytes));
@@ -2157,7 +2163,7 @@ static size_t ssm__cu_cr_smem(int R, int HR = 1, int HC = 1) { return (size_t)16
    levels (H200, bench/results/cuda_cr_float4_30eb660.log: S8 T1024 n128 m1 f16 5.48 ms
    generic vs 6.40; f32 S1 T4096 n128 1.80 vs 3.37); 16-bit wide states (m > 8) take the levels on
    tensor cores (ssm__cu_cr_tc) where they fit. linrec_cr = 2 forces the f32 level kernels
-   wherever they fit, 1 never. */
+   wherever they fit, 3 the levels by shape (no spans), 1 never. */
 static int ssm__cu_cr_tc_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p);
 /* 1 when the level kernels' tiles for n x n transitions on m-column states fit */
 static int ssm__cu_cr_fits(const ssm_ctx *ctx, int64_t n, int64_t m) {
@@ -4470,7 +4476,8 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
    M scratch holds 16-bit elements: half the f32 level kernels' figure (the plan's workspace says
    which, by ssm__cu_cr_tc_takes, which the views' strides do not change). */
 static int ssm__cu_cr_tc_takes(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
-    return p->dtype.bits == 16 && p->m > 8 && ssm__cu_st(ctx)->knobs.linrec_cr == 0 && p->n <= SSM__HS_MAXN &&
+    const int knob = ssm__cu_st(ctx)->knobs.linrec_cr;
+    return p->dtype.bits == 16 && p->m > 8 && (knob == 0 || knob == 3) && p->n <= SSM__HS_MAXN &&
            p->m <= SSM__HS_MAXN && ssm__hs_tc_smem(ssm__hs_np(p->n), p->m) <= ssm__cu_st(ctx)->smem_optin;
 }
 static ssm_result ssm__cu_cr_tc_level(ssm__cu_lr *L, ssm__hs_args a, int64_t T, ssm__cu_rv M, int bf, char *ws,
@@ -4582,20 +4589,25 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
    that the tensor-core path does not take (unaligned, no unit stride) run the CUDA-core chunks
    (ssm__cu_spans): the plan's workspace, which cannot know the views, is then the spans'
    figure, not the whole-sequence levels' (S16 T4096 n64 f16: 49.8 MB in all instead of 1087).
-   Elsewhere the level kernels over the whole sequence. Shapes the level kernels do not take:
-   ssm.h's generic levels. */
+   Matrix states (m >= 8, the shapes of the matrix-state kernel whose CUDA-core chunks fit) the
+   same way on that kernel: a span's product and end state in one pass (pass 1 of the chunked
+   method), cyclic reduction over the carries (H200, f16 S32 T1024 n = m = 64: the levels over
+   the whole sequence took 1.80 ms, bench/results/cuda_grid_fd97f8e.log). Blelloch takes the
+   same spans with its sweeps over the carries. Elsewhere the level kernels over the whole
+   sequence. Shapes the level kernels do not take: ssm.h's generic levels. */
 static int ssm__cu_spans(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     const ssm_cuda_config *k = &ssm__cu_st(ctx)->knobs;
-    const int levels = p->method == SSM_LINREC_BLELLOCH ? k->linrec_scan == 3 : k->linrec_cr == 2; /* forced levels */
-    return !levels && ssm__cu_tc_shape(p->dtype, p->n, p->m) && ssm__cu_rec_smem(p->n, p->m, 1) <= ssm__cu_st(ctx)->smem_optin;
+    const int levels = p->method == SSM_LINREC_BLELLOCH ? k->linrec_scan == 3 : k->linrec_cr >= 2; /* forced levels */
+    return !levels && (ssm__cu_tc_shape(p->dtype, p->n, p->m) || ssm__cu_tcm_shape(p->dtype, p->n, p->m)) &&
+           ssm__cu_rec_smem(p->n, p->m, 1) <= ssm__cu_st(ctx)->smem_optin;
 }
 static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                 ssm_seq_view out, int *out_written, char *ws) {
     if (!ssm__cu_cr_takes(L->ctx, L->p)) return SSM__NOT_MINE;
     if (T <= 1) return SSM_OK;
-    if (ssm__cu_st(L->ctx)->knobs.linrec_cr != 2 && ssm__cu_tc_ok(L, A))
-        return ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1);
-    if (ssm__cu_spans(L->ctx, L->p)) return ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, out, out_written, ws);
+    if (ssm__cu_spans(L->ctx, L->p))
+        return ssm__cu_tc_ok(L, A) ? ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1)
+                                   : ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, out, out_written, ws);
     if (ssm__cu_cr_tc_takes(L->ctx, L->p) && A.dtype.bits == 16) return ssm__cu_cr_tc(L, T, A, b, h, out, out_written, ws);
     return ssm__cu_cr_solve(L, T, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0), ssm__cu_rv_of(h, 0, 0), ws);
 }
@@ -4625,7 +4637,7 @@ static ssm_result ssm__cu_linrec_steps_cp(ssm_ctx *ctx, const ssm_linrec_plan *p
     ssm__cu_lr L;
     const int cr = p->method == SSM_LINREC_CR;
     L.ctx = ctx, L.p = p, L.S = p->group, L.n = p->n, L.m = p->m, L.st = st;
-    if (!(p->method == SSM_LINREC_CHUNKED || (cr && ssm__cu_cr_takes(ctx, p) && ssm__cu_st(ctx)->knobs.linrec_cr != 2)) ||
+    if (!(p->method == SSM_LINREC_CHUNKED || (cr && ssm__cu_cr_takes(ctx, p) && ssm__cu_st(ctx)->knobs.linrec_cr < 2)) ||
         !ssm__cu_tc_ok(&L, A))
         return SSM__NOT_MINE;
     return ssm__cu_lr_chunked_tc(&L, p->T, A, b, h, p->chunk, out, out_written, (char *)scratch, cr, phase, want_end);
@@ -5699,10 +5711,12 @@ static ssm_result ssm__cu_workspace_size(const ssm_ctx *ctx, ssm_op op, const vo
         if (p->method == SSM_LINREC_SCAN_HS || p->method == SSM_LINREC_BLELLOCH) {
             if (!ssm__cu_hs_takes(ctx, p)) return SSM__NOT_MINE;
             if (p->method == SSM_LINREC_BLELLOCH && ssm__cu_spans(ctx, p)) { /* spans, as cyclic reduction's */
-                const int64_t nc = ssm__cu_tc_nc(p->T, p->chunk), W = ssm__cu_tc_w(p->n);
                 generic = ssm__cu_chunked_bytes(p);
-                tc = ssm__cu_szadd(ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk, p->n),
-                                   ssm__cu_szmul(ssm__cu_szmul((size_t)W * W * 4u, p->group), nc));
+                if (ssm__cu_tc_shape(p->dtype, p->n, p->m)) {
+                    const int64_t nc = ssm__cu_tc_nc(p->T, p->chunk), W = ssm__cu_tc_w(p->n);
+                    tc = ssm__cu_szadd(ssm__cu_tc_scratch_bytes(p->group, p->T, p->chunk, p->n),
+                                       ssm__cu_szmul(ssm__cu_szmul((size_t)W * W * 4u, p->group), nc));
+                }
             } else
                 generic = ssm__cu_hs_bytes(p, p->method == SSM_LINREC_BLELLOCH);
             *bytes = generic > tc ? generic : tc;

@@ -1258,6 +1258,9 @@ int main(void) {
         cases_label = "cr-levels";
         cases_variant = SSM_LINREC_CR;
         cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
+        cc.linrec_cr = 3; /* the levels by shape, no spans (16-bit wide states: the tensor-core levels) */
+        cases_label = "cr-levels-by-shape";
+        cases_run(CASE_CUDA_DTYPES, CASE_LINREC);
         cc.linrec_cr = 0;
         cc.linrec_scan = 1; /* and the scan rows on ssm.h's generic levels */
         cases_label = "scan-generic";
