@@ -1789,8 +1789,9 @@ static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A
    are copied there (f16 S128 T1024 n = m = 32: the whole work buffer's copy took 0.40 of the
    forward's 1.21 ms). (2) is one CTA a sequence stepping through the ends, except above n = 64,
    where its f32 P_{u-1} E_{u-1} are that CTA's CUDA-core products one after another (f16 S1
-   T8192 n = m = 128: 27.9 of the forward's 31.2 ms under ncu): there cyclic reduction over the
-   ends, on the level kernels, in the scratch's second half (ssm__cu_chunked_bytes: P twice). */
+   T8192 n = m = 128: 27.9 of the forward's 31.2 ms under ncu), and for matrix states past 32
+   ends: there cyclic reduction over the ends, on the level kernels, in the scratch's second
+   half (ssm__cu_chunked_bytes: P twice). */
 static size_t ssm__cu_szmul(size_t a, int64_t b);
 /* One P of these chunks, f32 [S][nc][n][n], rounded to 256 bytes; saturating (a broadcast view may
    carry sizes whose product overflows). The scratch holds two (ssm__cu_chunked_bytes). */
@@ -1832,8 +1833,11 @@ static ssm_result ssm__cu_lr_chunked(ssm__cu_lr *L, int64_t T, ssm_seq_view A, s
     /* the spans of cyclic reduction and Blelloch (ssm__cu_spans) take their own method over the carries, M or the
        levels in P's second copy (the levels of nfull + 1 <= nc + 1 steps need at most nc n^2 floats) */
     const int bl = L->p->method == SSM_LINREC_BLELLOCH, cr = L->p->method == SSM_LINREC_CR;
-    if (nfull > 0 && (bl || cr || (L->n > SSM__TC_N && ssm__cu_cr_fits(L->ctx, L->n, L->m) &&
-                                   ssm__cu_cr_levels_bytes(L->S, nfull + 1, L->n, 4) <= Pbytes))) {
+    /* chunked's own carries by cyclic reduction above n = 64, and for matrix states past 32 carries, where
+       the chain (one f32 n x n x m product a hop on the matrix-state kernel, ~2.5 us) outlasts the levels
+       (H200, f16 S4 T8192 n = m = 64, chunk 64: 1.19 ms on the chain, 0.87 as cr's spans) */
+    const int chunked_cr = (L->n > SSM__TC_N || (L->m >= 8 && nfull >= 32)) && ssm__cu_cr_fits(L->ctx, L->n, L->m);
+    if (nfull > 0 && (bl || cr || (chunked_cr && ssm__cu_cr_levels_bytes(L->S, nfull + 1, L->n, 4) <= Pbytes))) {
         ssm__cu_rv Pa = ssm__cu_rv_of(P, 0, 0), Ev = ssm__cu_rv_of(E, 0, 0);
         Pa.off -= L->n * L->n; /* step u's transition is P_{u-1}; step 0's is never read */
         SSM__TRY(bl ? ssm__cu_bl_solve(L, nfull + 1, Pa, Ev, Ev, ws + Pbytes) : ssm__cu_cr_solve(L, nfull + 1, Pa, Ev, Ev, ws + Pbytes));

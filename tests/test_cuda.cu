@@ -863,7 +863,7 @@ static void suite_cuda_errors(ssm_ctx *cu) {
             int *knob[13] = {&cc.decay_kernel, &cc.decay_tile_cols, &cc.decay_tile_steps, &cc.decay_tile_vec,
                              &cc.decay_prefetch, &cc.linrec_tc_split, &cc.proj_kernel, &cc.linrec_cr, &cc.bell_kernel,
                              &cc.linrec_tc_prod, &cc.linrec_scan, &cc.linrec_mat, &cc.bell_f32};
-            *knob[f] = f == 6 || f == 0 || f == 10 ? 4 : f == 1 ? 5 : 3;
+            *knob[f] = f == 6 || f == 0 || f == 10 || f == 7 ? 4 : f == 1 ? 5 : 3;
             cfg.backend = ssm_cuda_backend();
             cfg.backend_config = &cc;
             r = ssm_ctx_create(&cfg, &c2);
