@@ -112,9 +112,11 @@
                Matrix states (m >= 8; 16-bit n = 8..128 by 8, f32 n = 8..64 by 4, rows or
                columns of A contiguous and 16-byte aligned) run seq and chunked on a
                tensor-core kernel (mma.sync; the state transposed in registers as hi + lo
-               16-bit parts, f32 on 3xTF32): H200, m = n, A of 256 MB, chunked f32 n64 S16
-               T1024 0.94 ms vs cr 1.64, f16 n32 S128 T1024 1.22 vs 1.67, f16 n64 S32 T1024
-               1.48 vs 1.78 (the CUDA-core kernel: 2.7-12 ms). Other shapes use CUDA cores.
+               16-bit parts, f32 on 3xTF32; chunk 0 from h_0 on a side stream beside the other
+               chunks' products): H200, m = n, A of 256 MB, chunked f32 n64 S16 T1024 0.78 ms,
+               f16 n32 S128 T1024 0.92, f16 n64 S32 T1024 0.75 (cr on the same spans 0.79, on
+               levels over the whole sequence 1.80; the CUDA-core kernel: 2.7-12 ms). Other
+               shapes use CUDA cores.
      cr        cyclic reduction, one batched product per level (O(T n^3), memory <= scan); on the
                tensor-core and matrix-state shapes over spans (a span's product in one pass),
                cyclic reduction over the span carries.
