@@ -1456,7 +1456,7 @@ static void fuzz_helpers(void) {
         if (chance(15)) cc.decay_tile_cols = (int)rint_(20) - 2;
         if (chance(15)) cc.decay_tile_steps = (int)rint_(12) - 2;
         if (chance(15)) cc.linrec_tc_split = (int)rint_(5) - 1;
-        if (chance(15)) cc.linrec_cr = (int)rint_(5) - 1;
+        if (chance(15)) cc.linrec_cr = (int)rint_(6) - 1; /* -1 .. 4: 4 is out of range */
         if (chance(15)) cc.proj_kernel = (int)rint_(5) - 1;
         if (chance(15)) cc.linrec_mat = (int)rint_(4) - 1;
         if (chance(15)) cc.bell_f32 = (int)rint_(5) - 1;
