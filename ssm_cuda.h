@@ -1780,6 +1780,8 @@ static size_t ssm__cu_cr_levels_bytes(int64_t S, int64_t T, int64_t n, int esz);
 static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws);
 static ssm_result ssm__cu_bl_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__cu_rv b, ssm__cu_rv h, char *ws);
 static int ssm__cu_spans(const ssm_ctx *ctx, const ssm_linrec_plan *p);
+static ssm_result ssm__cu_lr_spans(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
+                                   ssm_seq_view out, int *out_written, char *ws);
 static ssm_result ssm__cu_lr_chunked_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                         int64_t Lc, ssm_seq_view out, int *out_written, char *ws, int levels,
                                         int phase = 0, int want_end = 0);
@@ -4440,11 +4442,11 @@ static ssm_result ssm__cu_bl_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
     a.vv = ssm__hs_vv(a.vc, a.vn, L->m);
     return ssm__cu_bl_sweeps(L, a, T, A, X, 32, 0);
 }
-/* On the tensor-core shapes (linrec_scan = 3: never) as cyclic reduction: spans of the chunk
-   length reduced to their transition products and end states (A read once; views the
-   tensor-core path does not take on the CUDA-core chunks), the sweeps over the span carries
-   (ssm__cu_bl_solve), every span re-run from its carry; the workspace is then the spans'. This is the work-efficient scan's usual GPU form, blocks scanned locally, a scan of
-   the block carries, the blocks fixed up (Blelloch 1990; Harris, Sengupta and Owens 2007); the
+/* On cyclic reduction's span shapes (ssm__cu_spans: m = 1 tensor-core shapes and matrix states;
+   linrec_scan = 3: never) as cyclic reduction: spans of the chunk length reduced to their
+   transition products and end states (A read once), the sweeps over the span carries
+   (ssm__cu_bl_solve), every span re-run from its carry; the workspace is then the spans'. This
+   is the work-efficient scan's usual GPU form, blocks scanned locally, a scan of the block carries, the blocks fixed up (Blelloch 1990; Harris, Sengupta and Owens 2007); the
    per-step levels over the whole sequence read and write every level's M through HBM (H200, S8
    T4096 n64 f16: 0.81 ms; on the spans 0.31, bench/results/cuda_grid_325cb9c.log). */
 static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
@@ -4455,9 +4457,7 @@ static ssm_result ssm__cu_lr_blelloch(ssm__cu_lr *L, int64_t T, ssm_seq_view A, 
     ssm__cu_rv X, Av;
     if (!ssm__cu_hs_takes(L->ctx, L->p) || (bits != 16 && bits != 32) || bits != L->p->dtype.bits) return SSM__NOT_MINE;
     if (T <= 1) return SSM_OK;
-    if (ssm__cu_spans(L->ctx, L->p))
-        return ssm__cu_tc_ok(L, A) ? ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1)
-                                   : ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, out, out_written, ws);
+    if (ssm__cu_spans(L->ctx, L->p)) return ssm__cu_lr_spans(L, T, A, b, h, out, out_written, ws);
     Av = ssm__cu_rv_of(A, 0, 0);
     /* a transposed 16-bit A (the adjoint's A^T) is staged as stored and M kept transposed (as in
        ssm__cu_cr_tc_level); element by element its loads made the backward 2.2x the forward */
@@ -4563,11 +4563,13 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     const int tc = ssm__cu_tc_shape(p->dtype, p->n, p->m);
     const int f32wide = p->dtype.bits == 32 && p->n > SSM__TC_N && p->m <= 8; /* f32 vectors past the tensor-core tiles */
     const int mat = ctx && ssm__cu_st(ctx) && ssm__cu_st(ctx)->knobs.linrec_mat != 1 && ssm__cu_tcm_shape(p->dtype, p->n, p->m);
-    const int chunk_given = p->chunk != 0;
     p->group = p->S;
     p->work = SSM_F32;
     if (!p->chunk) {
         if (tc) p->chunk = p->dtype.bits == 32 && ssm__cu_tc_w(p->n) == SSM__TC_NS ? 128 : 64;
+        else if (p->method == SSM_LINREC_AUTO && mat) /* the matrix-state kernel's chunks, measured on the grid's m = n rows
+                                                         (H200, bench/results/cuda_side_stream_018c557.log) */
+            p->chunk = p->n <= 32 && (p->dtype.bits == 32 || p->T >= 4096) ? 128 : 64;
         else if (p->method == SSM_LINREC_AUTO) {
             int64_t c = 16;
             while (c <= (p->T - 1) / c) c *= 2; /* c * c < T, without the product (T may be near 2^63) */
@@ -4579,11 +4581,7 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
     else if (f32wide && p->S >= 40) p->method = SSM_LINREC_SEQUENTIAL;
     else if (f32wide && p->S >= 2 && ctx && ssm__cu_st(ctx) && ssm__cu_hs_takes(ctx, p)) p->method = SSM_LINREC_BLELLOCH;
-    else if (mat) { /* the matrix-state kernel's chunks; the length measured on the grid's m = n rows (H200, chunk 0
-                       beside the products: bench/results/cuda_side_stream_018c557.log) */
-        p->method = SSM_LINREC_CHUNKED;
-        if (!chunk_given) p->chunk = p->n <= 32 && (p->dtype.bits == 32 || p->T >= 4096) ? 128 : 64;
-    }
+    else if (mat) p->method = SSM_LINREC_CHUNKED;
     else if (p->S * 8 <= sms || (p->m >= p->n && p->n >= 16 && p->n <= 64)) p->method = SSM_LINREC_CR;
     else p->method = SSM_LINREC_CHUNKED;
 }
@@ -4607,13 +4605,18 @@ static int ssm__cu_spans(const ssm_ctx *ctx, const ssm_linrec_plan *p) {
     return !levels && (ssm__cu_tc_shape(p->dtype, p->n, p->m) || ssm__cu_tcm_shape(p->dtype, p->n, p->m)) &&
            ssm__cu_rec_smem(p->n, p->m, 1) <= ssm__cu_st(ctx)->smem_optin;
 }
+/* The spans of cyclic reduction and Blelloch (the plan's method scans the carries): the tensor-core
+   chunked path where it takes the views, else the CUDA-core or matrix-state chunks. */
+static ssm_result ssm__cu_lr_spans(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
+                                   ssm_seq_view out, int *out_written, char *ws) {
+    return ssm__cu_tc_ok(L, A) ? ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1)
+                               : ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, out, out_written, ws);
+}
 static ssm_result ssm__cu_lr_cr(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_seq_view b, ssm_seq_view h,
                                 ssm_seq_view out, int *out_written, char *ws) {
     if (!ssm__cu_cr_takes(L->ctx, L->p)) return SSM__NOT_MINE;
     if (T <= 1) return SSM_OK;
-    if (ssm__cu_spans(L->ctx, L->p))
-        return ssm__cu_tc_ok(L, A) ? ssm__cu_lr_chunked_tc(L, T, A, b, h, L->p->chunk, out, out_written, ws, 1)
-                                   : ssm__cu_lr_chunked(L, T, A, b, h, L->p->chunk, out, out_written, ws);
+    if (ssm__cu_spans(L->ctx, L->p)) return ssm__cu_lr_spans(L, T, A, b, h, out, out_written, ws);
     if (ssm__cu_cr_tc_takes(L->ctx, L->p) && A.dtype.bits == 16) return ssm__cu_cr_tc(L, T, A, b, h, out, out_written, ws);
     return ssm__cu_cr_solve(L, T, ssm__cu_rv_of(A, 0, 0), ssm__cu_rv_of(b, 0, 0), ssm__cu_rv_of(h, 0, 0), ws);
 }
