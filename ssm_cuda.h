@@ -2277,7 +2277,7 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
    running product per warp (two at W = 64: the registers of 128 accumulators a block). */
 template <int F32> struct ssm__tc_elem { typedef unsigned short type; };
 template <> struct ssm__tc_elem<1> { typedef float type; };
-template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 (W <= 64) */
+template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 */
     static constexpr int F32 = DT == 2;
     typedef typename ssm__tc_elem<F32>::type E; /* a tile's element */
     static constexpr int LD = W + 8;            /* 16-bit padded row (halfs): an odd count of 16-byte chunks, conflict-free ldmatrix */
@@ -2292,9 +2292,9 @@ template <int W, int DT = 0> struct ssm__tcg { /* DT: 0 f16, 1 bf16, 2 f32 (W <=
        (bench/results/cuda_ring4_a7eeb1a.log): f16 n64 S32 T1024 0.208 -> 0.191-0.195 ms, S8 T4096
        0.225 -> 0.209-0.214, S4 T8192 0.249 -> 0.233-0.235; bf16 5-7% alike; S16 T4096 (1024
        chunks) 0.362-0.364 against 0.360-0.375 */
-    static constexpr int NST = F32 || W >= 64 ? 4 : 6;
+    static constexpr int NST = F32 && W == 128 ? 2 : F32 || W >= 64 ? 4 : 6;
     static constexpr int T3 = 4 * W;            /* pass 3 and pass 2: four threads a row */
-    static constexpr int PNST = 4;              /* pass 1's ring */
+    static constexpr int PNST = F32 && W == 128 ? 2 : 4; /* pass 1's ring (f32 at W = 128: two 68 KB tiles, beside b of the chunk) */
     static constexpr int MB = W == 64 && !F32 ? 2 : 1; /* pass 1: 16-row blocks of the product a warp (f32: the split fragments' registers) */
     static constexpr int PW = W / (16 * MB);    /* pass 1: product warps (then one end-state warp) */
     static constexpr int PT = 32 * (PW + 1);
@@ -2304,7 +2304,7 @@ static int ssm__cu_tc_w(int64_t n) { return n <= SSM__TC_NS ? SSM__TC_NS : n <= 
 /* The shapes the path takes (the plan's choice of method and workspace, before the views'
    strides are known). */
 static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m) {
-    return (dt.bits == 16 || (dt.bits == 32 && n <= SSM__TC_N)) && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_NMAX && !(n & 7);
+    return (dt.bits == 16 || dt.bits == 32) && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_NMAX && !(n & 7);
 }
 
 /* The level products of cyclic reduction and the Hillis-Steele scan: one warp's rows of A (its
@@ -2649,10 +2649,12 @@ template <int TR, int LD> __device__ __forceinline__ float2 ssm__tc_bfrag32(cons
    k-slabs. The MMA's k order is permuted to the accumulator's: lane t's columns 2t, 2t + 1 are
    k = t, t + 4, so an 8-column accumulator tile is the next step's A fragment with no shuffle
    (a0..a3 = c0, c2, c1, c3), and a B fragment, A_u[n][k] at k = 2t, 2t + 1, is one float2 of a row
-   (TR: two floats of a column). NK, mbn: as ssm__tc_prod_step (16-column blocks). */
+   (TR: two floats of a column). The old Q is kept as f32 (q) and each k-slab split into hi / lo
+   where it is used: the hi / lo of all k-slabs beside the accumulators would not fit the
+   registers at W = 128 (ptxas: 10 KB of spills). NK, mbn: as ssm__tc_prod_step (16-column blocks). */
 template <int W, int TR, int SPLIT, int NK, int LD>
-__device__ __forceinline__ void ssm__tc_prod_step32(float (*acc)[W / 8][4], unsigned (*af)[W / 8][4], unsigned (*al)[W / 8][4],
-                                                    const float *At, int lane, int mbn) {
+__device__ __forceinline__ void ssm__tc_prod_step32(float (*acc)[W / 8][4], float (*q)[W / 8][4], const float *At, int lane,
+                                                    int mbn) {
     constexpr int MB = ssm__tcg<W, 2>::MB;
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb)
@@ -2660,29 +2662,30 @@ __device__ __forceinline__ void ssm__tc_prod_step32(float (*acc)[W / 8][4], unsi
 #pragma unroll
             for (int ks = 0; ks < 2 * NK; ++ks)
 #pragma unroll
-                for (int z = 0; z < 4; ++z) {
-                    const float x = acc[mb][ks][z == 1 ? 2 : z == 2 ? 1 : z];
-                    if (SPLIT) ssm__tc_split32(x, &af[mb][ks][z], &al[mb][ks][z]);
-                    else af[mb][ks][z] = ssm__tc_tf32(x);
-                }
+                for (int z = 0; z < 4; ++z) q[mb][ks][z] = acc[mb][ks][z == 1 ? 2 : z == 2 ? 1 : z];
 #pragma unroll
-    for (int ks = 0; ks < 2 * NK; ++ks)
+    for (int ks = 0; ks < 2 * NK; ++ks) {
+        unsigned ah[MB][4], al[MB][4];
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+            for (int z = 0; z < 4; ++z) ssm__tc_tf32_op<SPLIT>(q[mb][ks][z], &ah[mb][z], &al[mb][z]);
 #pragma unroll
         for (int nt = 0; nt < 2 * NK; ++nt) {
             const float2 v = ssm__tc_bfrag32<TR, LD>(At, ks, nt, lane);
             unsigned bh0, bh1, bl0, bl1;
-            if (SPLIT) ssm__tc_split32(v.x, &bh0, &bl0), ssm__tc_split32(v.y, &bh1, &bl1);
-            else bh0 = ssm__tc_tf32(v.x), bh1 = ssm__tc_tf32(v.y);
+            ssm__tc_tf32_op<SPLIT>(v.x, &bh0, &bl0), ssm__tc_tf32_op<SPLIT>(v.y, &bh1, &bl1);
 #pragma unroll
             for (int mb = 0; mb < MB; ++mb) {
                 if (mb >= mbn) continue;
-                ssm__tc_mma8(acc[mb][nt], af[mb][ks], bh0, bh1, ks == 0);
+                ssm__tc_mma8(acc[mb][nt], ah[mb], bh0, bh1, ks == 0);
                 if (SPLIT) {
-                    ssm__tc_mma8(acc[mb][nt], al[mb][ks], bh0, bh1, 0);
-                    ssm__tc_mma8(acc[mb][nt], af[mb][ks], bl0, bl1, 0);
+                    ssm__tc_mma8(acc[mb][nt], al[mb], bh0, bh1, 0);
+                    ssm__tc_mma8(acc[mb][nt], ah[mb], bl0, bl1, 0);
                 }
             }
         }
+    }
 }
 /* f32: the end-state warp's step (ssm__tc_e_step on m16n8k8): row 0 of the A fragment e_hi,
    row 1 e_lo, each times A_u's hi and lo parts, so e stays f32-accurate. */
@@ -2728,7 +2731,7 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::PT) ssm__cu_tc_prod_kernel(in
     typedef ssm__tcg<W, BF> G;
     typedef typename G::E Et;
     constexpr int MB = G::MB, NKLO = !PAD ? W / 16 : W == 128 ? 5 : 1; /* k-slabs inside n: n >= 72 at W = 128 */
-    constexpr int LD = G::template ld<1, TR>(), TILE = W * LD, KS = G::F32 ? W / 8 : W / 16; /* A fragments' k-slabs */
+    constexpr int LD = G::template ld<1, TR>(), TILE = W * LD, KS = G::F32 ? 1 : W / 16, KQ = G::F32 ? W / 8 : 1;
     Et *As = (Et *)ssm__tp_sm;
     float *bs = (float *)(As + G::PNST * TILE);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -2740,8 +2743,8 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::PT) ssm__cu_tc_prod_kernel(in
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
     const int isE = warp == G::PW, nk = PAD ? (n + 15) >> 4 : W / 16; /* the k-slabs and column blocks that hold n */
     const int r0 = warp * 16 * MB, mbn = !PAD ? MB : min(MB, max(0, (n - r0 + 15) >> 4)); /* this warp's row blocks inside n */
-    float acc[MB][W / 8][4];
-    unsigned af[MB][KS][4], al[MB][KS][4];
+    float acc[MB][W / 8][4], q[MB][KQ][4]; /* f32: the old Q */
+    unsigned af[MB][KS][4], al[MB][KS][4];  /* 16-bit: its hi / lo fragments */
     ssm__tc_zero_ring<PAD>((unsigned short *)As, G::PNST * TILE * (int)sizeof(Et) / 2, tid, G::PT);
 #pragma unroll
     for (int u = 0; u < G::PNST - 1; ++u) {
@@ -2769,7 +2772,7 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::PT) ssm__cu_tc_prod_kernel(in
             continue;
         }
         ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) {
-            if constexpr (G::F32) ssm__tc_prod_step32<W, TR, SPLIT, decltype(K)::value, LD>(acc, af, al, At, lane, mbn);
+            if constexpr (G::F32) ssm__tc_prod_step32<W, TR, SPLIT, decltype(K)::value, LD>(acc, q, At, lane, mbn);
             else ssm__tc_prod_step<W, TR, BF, SPLIT, decltype(K)::value>(acc, af, al, At, lane, mbn);
         });
     }
@@ -3197,7 +3200,7 @@ static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
         const int w = ssm__cu_tc_w(L->n), f32 = A.dtype.bits == 32;
         const size_t need[3][2] = {{ssm__tc_smem_max<SSM__TC_NS, 0>(), ssm__tc_smem_max<SSM__TC_NS, 2>()},
                                    {ssm__tc_smem_max<SSM__TC_N, 0>(), ssm__tc_smem_max<SSM__TC_N, 2>()},
-                                   {ssm__tc_smem_max<SSM__TC_NMAX, 0>(), 0 /* f32 stops at SSM__TC_N */}};
+                                   {ssm__tc_smem_max<SSM__TC_NMAX, 0>(), ssm__tc_smem_max<SSM__TC_NMAX, 2>()}};
         smem = need[w == SSM__TC_NS ? 0 : w == SSM__TC_N ? 1 : 2][f32];
     }
     if (A.cs == 1) os = A.rs;
@@ -3374,7 +3377,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
     }
     return SSM_OK;
 }
-/* the instantiation for the view: tile width, layout (TR), type (BF: 0 f16, 1 bf16, 2 f32 at W <= 64), padding */
+/* the instantiation for the view: tile width, layout (TR), type (BF: 0 f16, 1 bf16, 2 f32), padding */
 template <int W>
 static ssm_result ssm__cu_tc_run(ssm__cu_lr *L, int tr, int bf, int64_t T1, int Lc, int64_t nc, ssm__cu_rv A, int64_t aos,
                                  ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *lvws,
@@ -3382,8 +3385,7 @@ static ssm_result ssm__cu_tc_run(ssm__cu_lr *L, int tr, int bf, int64_t T1, int 
 #define SSM__TC_GO(TR_, BF_)                                                                                      \
     (L->n == W ? ssm__cu_tc_go<W, TR_, BF_, 0>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, lvws, phase, want_end) \
                : ssm__cu_tc_go<W, TR_, BF_, 1>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, lvws, phase, want_end))
-    if constexpr (W <= SSM__TC_N)
-        if (bf == 2) return tr ? SSM__TC_GO(1, 2) : SSM__TC_GO(0, 2);
+    if (bf == 2) return tr ? SSM__TC_GO(1, 2) : SSM__TC_GO(0, 2);
     if (bf) return tr ? SSM__TC_GO(1, 1) : SSM__TC_GO(0, 1);
     return tr ? SSM__TC_GO(1, 0) : SSM__TC_GO(0, 0);
 #undef SSM__TC_GO
@@ -3477,7 +3479,7 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
     typedef typename G::E Et;
     constexpr int NW = SSM__TCM_WARPS, NT = 32 * NW, NST = M::NST, CW = M::CW, LDB = M::LDB, LDH = M::LDH;
     constexpr int NKLO = !PAD ? W / 16 : W == 128 ? 5 : 1; /* k-slabs inside n: n >= 72 at W = 128 */
-    constexpr int LD = G::template ld<1, TR>(), TILE = W * LD, KS = G::F32 ? W / 8 : W / 16;
+    constexpr int LD = G::template ld<1, TR>(), TILE = W * LD, KS = G::F32 ? 1 : W / 16, KQ = G::F32 ? W / 8 : 1;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, lr = lane >> 2, lc = 2 * (lane & 3);
     Et *As = (Et *)ssm__tm_sm;
     unsigned short *Bs = (unsigned short *)(As + NST * TILE);
@@ -3496,7 +3498,8 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
     const int64_t abase = A.off + s * A.ss + c * A.chs, bbase = b.off + s * b.ss + c * b.chs;
     const int64_t hbase = h.off + s * h.ss + c * h.chs;
     float acc[1][W / 8][4], bn[G::F32 ? W / 8 : 1][4]; /* bn: f32 b_u, loaded a step ahead */
-    unsigned af[1][KS][4], al[1][KS][4];
+    float q[1][KQ][4];                      /* f32: the old state */
+    unsigned af[1][KS][4], al[1][KS][4];   /* 16-bit: its hi / lo fragments */
     /* f32 b (of A's type): element (t, z) of b_u into bn, zero past n and m */
     auto load_bn = [&](int u) {
         if constexpr (G::F32) {
@@ -3553,7 +3556,7 @@ __global__ void __launch_bounds__(32 * SSM__TCM_WARPS) ssm__cu_tcm_kernel(int64_
         if (!mbn) continue; /* a warp past the columns only loads tiles */
         const Et *At = As + (u % NST) * TILE;
         ssm__tc_with<NKLO, W / 16>(nk, [&](auto K) {
-            if constexpr (G::F32) ssm__tc_prod_step32<W, TR, 1, decltype(K)::value, LD>(acc, af, al, At, lane, 1);
+            if constexpr (G::F32) ssm__tc_prod_step32<W, TR, 1, decltype(K)::value, LD>(acc, q, At, lane, 1);
             else ssm__tc_prod_step<W, TR, BF, 1, decltype(K)::value, 1>(acc, af, al, At, lane, 1);
         });
         if (!isH) continue;
@@ -4544,7 +4547,11 @@ static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
    (S >= 2*SMs) or T <= 64, cyclic reduction when too few sequences fill it (S <= SMs/8: cr 1.34 ms vs chunked 2.7 at S1 T8192 n64, CUDA
    cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
    and 16 at S16 T4096 and S1 T8192, H200; bench/results/cuda_linrec_chunks_b601d2e.log: 16..128
-   at n = 16 / 32 / 64, f16 and f32), 128 for f32 at n <= 32 (8-18% faster there); for AUTO
+   at n = 16 / 32 / 64, f16 and f32), 128 for f32 at n <= 32 (8-18% faster there); f32 on the
+   128-wide tiles (n = 72..128; pass 1 is 3xTF32 products of 128 x 128 tiles, one CTA an SM,
+   ~12 us a step) the fewest of 16, 32 and 64 whose chunks fit one wave (H200, n128 S4 T1024:
+   chunk 32 0.49 ms, 64 0.84, 128 1.60; S1 T8192: 32 1.06, 64 0.99;
+   bench/results/cuda_f32w128_*.log); for AUTO
    about sqrt(T) (the chunk depth against the carry recurrence), at least 16; else ssm.h's
    default. Matrix states (m >= 8) that the tensor-core recurrence kernel takes run chunked on it
    where it measured faster than cyclic reduction's level kernels (H200, m = n, S so that A holds
@@ -4552,7 +4559,9 @@ static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
    n32 1.24 ms vs cr 1.80), 16-bit n <= 64 up to T = 4096 (S32 T1024 n64 1.58 vs 1.89; S4 T8192:
    2.13 vs 1.94); else (16-bit n = 128: 5.26 vs 2.76 at S8 T1024) cyclic reduction's level
    kernels for m >= n, 16 <= n <= 64 at any S below 2*SMs (cuda_cr_float4_30eb660.log) and the
-   rules above. f32 above n = 64 with m <= 8 (no tensor-core chunked path): Blelloch for 2 <= S < 40,
+   rules above. f32 above n = 64 with m <= 8 off the tensor-core chunked path (m > 1, n % 8 != 0,
+   or m = 1 from S = 128, where seq's flat time wins: S128 T1024 n96 seq 8.5 ms against chunked 11.8;
+   n128 13.6 against 12.5, near even): Blelloch for 2 <= S < 40,
    seq from S = 40 (seq's time is flat in S, the others' grows with it), cyclic reduction at S = 1
    (H200 T1024, bench/results/cuda_f32wide_5f67b00.log: n128 m1 S2 / S8 Blelloch 1.19 / 3.50 ms
    against cr 1.40 / 4.33, chunked 7.5; S32 12.7 against seq 13.9; S128 seq 13.8 against 49.6;
@@ -4566,7 +4575,11 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
     p->group = p->S;
     p->work = SSM_F32;
     if (!p->chunk) {
-        if (tc) p->chunk = p->dtype.bits == 32 && ssm__cu_tc_w(p->n) == SSM__TC_NS ? 128 : 64;
+        if (tc && p->dtype.bits == 32 && ssm__cu_tc_w(p->n) == SSM__TC_NMAX) { /* the fewest steps a chunk that fill one wave */
+            int64_t c = 16;
+            while (c < 64 && ssm__cu_tc_nc(p->T, c) > sms / p->S) c *= 2;
+            p->chunk = c;
+        } else if (tc) p->chunk = p->dtype.bits == 32 && ssm__cu_tc_w(p->n) == SSM__TC_NS ? 128 : 64;
         else if (p->method == SSM_LINREC_AUTO && mat) /* the matrix-state kernel's chunks, measured on the grid's m = n rows
                                                          (H200, bench/results/cuda_side_stream_018c557.log) */
             p->chunk = p->n <= 32 && (p->dtype.bits == 32 || p->T >= 4096) ? 128 : 64;
@@ -4577,7 +4590,7 @@ static void ssm__cu_linrec_pick(const ssm_ctx *ctx, ssm_linrec_plan *p) {
         }
     }
     if (p->method != SSM_LINREC_AUTO) return;
-    if (tc && p->T > 64) p->method = SSM_LINREC_CHUNKED;
+    if (tc && p->T > 64 && !(f32wide && p->S >= 128)) p->method = SSM_LINREC_CHUNKED;
     else if (p->T <= 64 || p->S >= 2 * sms) p->method = SSM_LINREC_SEQUENTIAL;
     else if (f32wide && p->S >= 40) p->method = SSM_LINREC_SEQUENTIAL;
     else if (f32wide && p->S >= 2 && ctx && ssm__cu_st(ctx) && ssm__cu_hs_takes(ctx, p)) p->method = SSM_LINREC_BLELLOCH;

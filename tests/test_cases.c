@@ -1299,14 +1299,15 @@ static void build(void) {
             }
     }
     /* the tensor-core path on zero-filled tiles: n = 16..56 by 8 (64-wide tiles) and n = 72..128
-       by 8 (128-wide) through chunked, cyclic reduction (spans + reduced carries) and auto,
-       forward and backward (the adjoint's transposed A), chunks 0 / 16 / 37 */
+       by 8 (128-wide), 16-bit and f32, through chunked, cyclic reduction (spans + reduced
+       carries) and auto, forward and backward (the adjoint's transposed A), chunks 0 / 16 / 37 */
     {
         static const int64_t Np[6] = {16, 24, 32, 40, 48, 56}, Nw[8] = {128, 72, 80, 88, 96, 104, 112, 120};
         static const int64_t Nf[7] = {64, 16, 24, 32, 40, 48, 56};
         lr_tc_sweep(Np, 6, 18, CASE_F16, CASE_BF16);
         lr_tc_sweep(Nw, 8, 16, CASE_F16, CASE_BF16);
-        lr_tc_sweep(Nf, 7, 14, CASE_F32, CASE_F32); /* f32 (3xTF32) up to n = 64 */
+        lr_tc_sweep(Nf, 7, 14, CASE_F32, CASE_F32); /* f32 (3xTF32) */
+        lr_tc_sweep(Nw, 8, 16, CASE_F32, CASE_F32);
     }
     /* matrix states (m >= 8) on CUDA's tensor-core recurrence kernel: 16-bit n = 8..128 by 8
        (tiles of 32, 64 and 128 columns, zero-filled past n), f32 n = 8..64 by 4 (3xTF32), m from
@@ -1346,7 +1347,8 @@ static void build(void) {
     }
     /* Blelloch of vector states (16-bit) where the adjoint's transposed A is staged as stored and
        its products kept transposed (n % 8 == 0: 16-byte rows), and where it is not (n = 20);
-       f32 above n = 64, where auto takes Blelloch for 2 <= S < 40 and seq from S = 40 */
+       f32 above n = 64: m = 1 on the tensor-core chunks, m = 2..8 where auto takes Blelloch for
+       2 <= S < 40 and seq from S = 40 */
     for (v = 0; v < 2; ++v) {
         lr_row(v, CASE_F16, LAYOUT_CONTIGUOUS, SSM_LINREC_BLELLOCH, 2, 131, 64, 1, 0, 0.9, CASE_H0 | CASE_HT);
         lr_row(v, CASE_BF16, LAYOUT_REVERSED, SSM_LINREC_BLELLOCH, 3, 100, 32, 1, 0, 0.95, CASE_HT | CASE_REVERSE);
