@@ -2651,7 +2651,7 @@ template <int TR, int LD> __device__ __forceinline__ float2 ssm__tc_bfrag32(cons
    (a0..a3 = c0, c2, c1, c3), and a B fragment, A_u[n][k] at k = 2t, 2t + 1, is one float2 of a row
    (TR: two floats of a column). The old Q is kept as f32 (q) and each k-slab split into hi / lo
    where it is used: the hi / lo of all k-slabs beside the accumulators would not fit the
-   registers at W = 128 (ptxas: 10 KB of spills). NK, mbn: as ssm__tc_prod_step (16-column blocks). */
+   registers at W = 128 (ptxas: 10 KB of spills; this way 0.3 KB, 168 registers). NK, mbn: as ssm__tc_prod_step (16-column blocks). */
 template <int W, int TR, int SPLIT, int NK, int LD>
 __device__ __forceinline__ void ssm__tc_prod_step32(float (*acc)[W / 8][4], float (*q)[W / 8][4], const float *At, int lane,
                                                     int mbn) {
