@@ -93,15 +93,17 @@
      chunked   three kernels: every chunk runs locally from zero and forms its transition
                product (n^3 per step), a carry recurrence over chunk ends, a fix-up pass.
                Best when S*n*m cannot fill the GPU: time is split across blocks.
-               16-bit inputs with m = 1, n = 16..128 by 8 and 16-byte aligned rows of A (or of
-               A^T, the adjoint's view) take a tensor-core version (mma.sync m16n8k16 or
-               wgmma, f32 accumulation; the running product stays in registers, transposed, as
+               Inputs with m = 1, n = 16..128 by 8 and 16-byte aligned rows of A (or of
+               A^T, the adjoint's view) take a tensor-core version (16-bit: mma.sync m16n8k16
+               or wgmma; f32: m16n8k8 3xTF32; f32 accumulation; the running product stays in registers, transposed, as
                the next step's operand; 64 x 64 tiles up to n = 64, 128 x 128 above, zero-filled
                past n): H200, S16 T4096 n64 f16: 0.36 ms forward (2.75x the floor of reading A
                once), 0.53 ms backward, vs 6.4 / 9.1 ms on CUDA cores; n32 0.47 ms (6.9x), n48
                0.34 ms (4.9x); n128 S8 T1024 0.32 ms (4.9x; 5.5 ms on cyclic reduction's CUDA-
                core levels before), S1 T8192 0.44 ms (6.8x: the carry chain, 127 hops of a
-               64 KB P through one SM, is a third of it). It reads A
+               64 KB P through one SM, is a third of it); f32 n128 S4 T1024 0.49 ms (7.5x; 1.94
+               on Blelloch's levels before; its 3xTF32 chunk products, one CTA an SM, bound it:
+               the chunk is the fewest steps that fill one wave). It reads A
                twice (products, then the re-run from the true carries), so it cannot go under
                ~2x the floor; the product pass is issue-bound (mma.sync + fragment conversion)
                and the carry chain over T/64 chunks is latency-bound (~0.4 us a hop at n <= 64,
@@ -123,7 +125,8 @@
      scan_hs / blelloch   prefix scans (Hillis-Steele 1986, Blelloch 1990), a fused kernel per level;
                Blelloch on cr's span shapes as cr, its sweeps over the span carries (H200,
                f16 S8 T4096 n64: 0.31 ms, 0.81 with its levels over the whole sequence).
-     auto      chunked (chunk 64) for the tensor-core shapes above when T > 64; otherwise seq
+     auto      chunked (chunk 64) for the tensor-core shapes above when T > 64 (f32 at n > 64:
+               below S = 128, chunk 16, 32 or 64, the fewest steps that fill one wave); otherwise seq
                when S >= 2*SMs or T <= 64; chunked on the matrix-state kernel (every shape it
                takes; chunk 64, 128 at n <= 32 for f32 or T >= 4096: H200, f16 S4 T8192
                n = m = 64 1.19 ms against cr's 1.86); cr when S <= SMs/8
@@ -2253,7 +2256,7 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
     }
 }
 
-/* ---- chunked recurrence on tensor cores (f16 / bf16, n = 16..128 by 8; f32, n = 16..64; m = 1) -
+/* ---- chunked recurrence on tensor cores (f16 / bf16 / f32, n = 16..128 by 8; m = 1) -----------
    Three passes over chunks of L steps of the steps 1..T-1 (h_0 is given):
    (1) one CTA per chunk (all but the last, unless a span's end is wanted: ssm__cu_tc_go)
        streams its A_u through a cp.async ring in shared
@@ -3187,10 +3190,10 @@ template <int W, int BF> static size_t ssm__tc_smem_max() { /* either pass, the 
     return a > b ? a : b;
 }
 /* Shape / layout test for the tensor-core path: 16-bit A, m = 1, n a multiple of 8 from
-   SSM__TC_NMIN to 128 (zero-padded to the tile width in shared memory), or f32 A up to n = 64;
+   SSM__TC_NMIN to 128 (zero-padded to the tile width in shared memory), or f32 A alike;
    rows (or columns, the adjoint's transposed view) of A contiguous and 16-byte aligned; the
    device's shared memory holds the passes' rings and b of the longest chunk (W = 128: 206 KB,
-   an H100 / H200 but not an A100; f32: 115 KB). */
+   f32 209 KB, an H100 / H200 but not an A100; f32 at W = 64: 115 KB). */
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     const int64_t al = (int64_t)(16 / ssm__cu_esize(A.dtype)) - 1; /* 16 bytes, in elements */
     int64_t os;
