@@ -657,6 +657,10 @@ __device__ __forceinline__ unsigned ssm__tc_sa(const void *p) { return (unsigned
 __device__ __forceinline__ void ssm__tc_cp16(void *dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ssm__tc_sa(dst)), "l"(src));
 }
+/* 4 bytes (the ragged tiles of the recurrence: rows of any length) */
+__device__ __forceinline__ void ssm__tc_cp4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(ssm__tc_sa(dst)), "l"(src));
+}
 /* the same, zero-filled (no read) when !ok */
 __device__ __forceinline__ void ssm__tc_cp16z(void *dst, const void *src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(ssm__tc_sa(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
@@ -2307,7 +2311,7 @@ static int ssm__cu_tc_w(int64_t n) { return n <= SSM__TC_NS ? SSM__TC_NS : n <= 
 /* The shapes the path takes (the plan's choice of method and workspace, before the views'
    strides are known). */
 static int ssm__cu_tc_shape(ssm_dtype dt, int64_t n, int64_t m) {
-    return (dt.bits == 16 || dt.bits == 32) && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_NMAX && !(n & 7);
+    return (dt.bits == 16 || dt.bits == 32) && m == 1 && n >= SSM__TC_NMIN && n <= SSM__TC_NMAX;
 }
 
 /* The level products of cyclic reduction and the Hillis-Steele scan: one warp's rows of A (its
@@ -2389,10 +2393,27 @@ template <int SW, int W = SSM__TC_N> __device__ __forceinline__ int ssm__tc_at(i
    PAD (n < W): only the 16-byte chunks inside n x n are copied; the rest of the W x W tile
    stays as ssm__tc_zero_ring left it. PAD is a template argument, the kernels instantiated
    twice: masked copies, even behind a uniform branch, cost the issue-bound n = 64 kernels 3-7%
-   (bench/results/cuda_linrec_narrow_e626e6f.log). */
+   (bench/results/cuda_linrec_narrow_e626e6f.log). PAD = 2, ragged (n % 8 != 0: rows of any
+   length, 16-byte chunks would cross n and rows): 4 bytes per cp.async where the rows allow it
+   (f32, or 16-bit pairs on 4-byte aligned rows), else element by element through registers
+   (16-bit rows at odd offsets, odd n). */
 template <int W, int NT, int SW, int PAD, int LD = ssm__tcg<W>::LD, class E = unsigned short>
 __device__ __forceinline__ void ssm__tc_load_tile(E *dst, const E *src, int64_t aos, int n, int tid) {
     constexpr unsigned EC = 16 / sizeof(E), CPR = W / EC, CH = W * CPR; /* elements a 16-byte chunk; chunks a row, a tile */
+    if constexpr (PAD == 2) {
+        constexpr unsigned E4 = 4 / sizeof(E), PR = W / E4; /* elements a 4-byte piece; pieces a row */
+        if (!(((uintptr_t)src | (uintptr_t)(aos * (int64_t)sizeof(E))) & 3) && !(n & (E4 - 1))) {
+            for (unsigned id = (unsigned)tid; id < W * PR; id += NT) {
+                const int r = (int)(id / PR), c = (int)(id % PR) * E4; /* a pair never crosses n (n even) */
+                if (r < n && c < n) ssm__tc_cp4(dst + r * LD + c, src + r * aos + c);
+            }
+        } else
+            for (unsigned id = (unsigned)tid; id < W * W; id += NT) {
+                const int r = (int)(id / W), c = (int)(id % W);
+                if (r < n && c < n) dst[r * LD + c] = src[r * aos + c];
+            }
+        return;
+    }
 #pragma unroll
     for (unsigned k = 0; k < (CH + NT - 1) / NT; ++k) { /* unsigned: / and % by CPR are a shift and a mask */
         const unsigned id = (unsigned)tid + NT * k;
@@ -2483,7 +2504,7 @@ __global__ void __launch_bounds__(ssm__tcg<W, BF>::T3) ssm__cu_tc_kernel(int64_t
 #pragma unroll
                 for (int j = 0; j < W / 4; j += 2) {
                     const int k0 = 4 * j + q, k1 = 4 * (j + 1) + q;
-                    if (PAD && 4 * j >= n) break; /* k >= n: zeros (n % 8 == 0) */
+                    if (PAD && 4 * j >= n) break; /* k >= n: zeros */
                     const float2 f = ssm__tc_ld2<BF>(At, k0 * LD + row, k1 * LD + row);
                     p0 += f.x * hc[k0];
                     p1 += f.y * hc[k1];
@@ -3189,9 +3210,10 @@ template <int W, int BF> static size_t ssm__tc_smem_max() { /* either pass, the 
     const size_t a = ssm__tc_smem3<W, BF>(SSM__TC_LMAX), b = ssm__tc_smemp<W, BF>(SSM__TC_LMAX);
     return a > b ? a : b;
 }
-/* Shape / layout test for the tensor-core path: 16-bit A, m = 1, n a multiple of 8 from
-   SSM__TC_NMIN to 128 (zero-padded to the tile width in shared memory), or f32 A alike;
-   rows (or columns, the adjoint's transposed view) of A contiguous and 16-byte aligned; the
+/* Shape / layout test for the tensor-core path: 16-bit or f32 A, m = 1, n from SSM__TC_NMIN to
+   128 (zero-padded to the tile width in shared memory); rows (or columns, the adjoint's
+   transposed view) of A contiguous, and 16-byte aligned where n is a multiple of 8 (other n
+   take ragged tiles, copied 4 or 2 bytes at a time: ssm__tc_load_tile); the
    device's shared memory holds the passes' rings and b of the longest chunk (W = 128: 206 KB,
    f32 209 KB, an H100 / H200 but not an A100; f32 at W = 64: 115 KB). */
 static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
@@ -3209,7 +3231,8 @@ static int ssm__cu_tc_ok(const ssm__cu_lr *L, ssm_seq_view A) {
     if (A.cs == 1) os = A.rs;
     else if (A.rs == 1) os = A.cs;
     else return 0;
-    if (((uintptr_t)A.ptr & 15) || (A.off & al) || (A.ts & al) || (A.ss & al) || (os & al)) return 0;
+    if (L->n % 8 == 0 && (((uintptr_t)A.ptr & 15) || (A.off & al) || (A.ts & al) || (A.ss & al) || (os & al)))
+        return 0; /* ragged n: any rows (element copies, ssm__tc_load_tile) */
     return ssm__cu_st(L->ctx)->smem_optin >= smem;
 }
 /* P, E and X of the three passes; L clamped as ssm__cu_lr_chunked_tc clamps it. */
@@ -3324,7 +3347,7 @@ static ssm_result ssm__cu_tc_go(ssm__cu_lr *L, int64_t T1, int Lc, int64_t nc, s
         /* n < 64: mma.sync skips the zero blocks, wgmma's m64n64 cannot; n > 64 and f32: mma.sync only */
         int w = 0;
         prod_fn k = split ? ssm__cu_tc_prod_kernel<W, TR, BF, 1, PAD> : ssm__cu_tc_prod_kernel<W, TR, BF, 0, PAD>;
-        if constexpr (W == SSM__TC_N && BF != 2) {
+        if constexpr (W == SSM__TC_N && BF != 2 && PAD != 2) { /* ragged tiles: not the swizzled wgmma layout */
             w = (cs->knobs.linrec_tc_prod == 2 || (cs->knobs.linrec_tc_prod == 0 && split && !PAD)) && ssm__lrw_ok(cs);
             if (w) k = split ? ssm__cu_tc_prodw_kernel<TR, BF, 1, PAD> : ssm__cu_tc_prodw_kernel<TR, BF, 0, PAD>;
         }
@@ -3386,8 +3409,9 @@ static ssm_result ssm__cu_tc_run(ssm__cu_lr *L, int tr, int bf, int64_t T1, int 
                                  ssm__cu_rv b, ssm__cu_rv h, ssm__cu_rv h0, float *X, float *P, float *E, ssm__cu_rv o, char *lvws,
                                  int phase, int want_end) {
 #define SSM__TC_GO(TR_, BF_)                                                                                      \
-    (L->n == W ? ssm__cu_tc_go<W, TR_, BF_, 0>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, lvws, phase, want_end) \
-               : ssm__cu_tc_go<W, TR_, BF_, 1>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, lvws, phase, want_end))
+    (L->n % 8   ? ssm__cu_tc_go<W, TR_, BF_, 2>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, lvws, phase, want_end) \
+     : L->n == W ? ssm__cu_tc_go<W, TR_, BF_, 0>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, lvws, phase, want_end) \
+                 : ssm__cu_tc_go<W, TR_, BF_, 1>(L, T1, Lc, nc, A, aos, b, h, h0, X, P, E, o, lvws, phase, want_end))
     if (bf == 2) return tr ? SSM__TC_GO(1, 2) : SSM__TC_GO(0, 2);
     if (bf) return tr ? SSM__TC_GO(1, 1) : SSM__TC_GO(0, 1);
     return tr ? SSM__TC_GO(1, 0) : SSM__TC_GO(0, 0);

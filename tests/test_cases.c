@@ -1309,6 +1309,17 @@ static void build(void) {
         lr_tc_sweep(Nf, 7, 14, CASE_F32, CASE_F32); /* f32 (3xTF32) */
         lr_tc_sweep(Nw, 8, 16, CASE_F32, CASE_F32);
     }
+    /* ragged tiles (n % 8 != 0, every tile width): 16-bit pairs by 4-byte copies (even n), element
+       copies (odd n), f32 elements by 4-byte copies; padded rows and a reversed view too */
+    {
+        static const int64_t Nr[6] = {100, 17, 127, 36, 90, 61};
+        lr_tc_sweep(Nr, 6, 12, CASE_F16, CASE_BF16);
+        lr_tc_sweep(Nr, 6, 12, CASE_F32, CASE_F32);
+        for (v = 0; v < 2; ++v) {
+            lr_row(v, CASE_F16 | CASE_F32, LAYOUT_PADDED, SSM_LINREC_CHUNKED, 2, 150, 100, 1, 16, 0.9, CASE_H0 | CASE_HT);
+            lr_row(v, CASE_BF16, LAYOUT_REVERSED, SSM_LINREC_CHUNKED, 2, 99, 45, 1, 0, 0.9, CASE_HT | CASE_REVERSE);
+        }
+    }
     /* matrix states (m >= 8) on CUDA's tensor-core recurrence kernel: 16-bit n = 8..128 by 8
        (tiles of 32, 64 and 128 columns, zero-filled past n), f32 n = 8..64 by 4 (3xTF32), m from
        8 to past one CTA's columns, the chunk products in the same kernel; sequential, chunked
