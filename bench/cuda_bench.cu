@@ -11,7 +11,8 @@
    (Hillis-Steele, Blelloch) alone, ours against ssm.h's generic levels; `cuda_bench decay` the
    decay-scan rows alone; `cuda_bench mat` the matrix-state grid (m = n, every T and dtype,
    forward and backward; BENCH_MAT_N / _T / _DT pick one shape, BENCH_MAT_METHOD one method,
-   BENCH_CHUNK sets the chunk); `cuda_bench f32wide` f32 above n = 64 over S (auto's rule there). */
+   BENCH_CHUNK sets the chunk); `cuda_bench f32wide` f32 above n = 64 over S (auto's rule there);
+   `cuda_bench ragged` n % 8 != 0 (the ragged tensor-core tiles) beside the next multiple of 8. */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
@@ -396,6 +397,24 @@ int main(int argc, char **argv) {
         }
         fclose(jl), fclose(jd);
         ssm_ctx_destroy(ctx);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "ragged")) { /* the tensor-core path at n % 8 != 0 (ragged tiles) beside the next multiple of 8 */
+        std::vector<ssm_linrec_method> ms = {SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
+        const int64_t ns[8] = {100, 104, 127, 128, 61, 64, 17, 24}, T = 4096;
+        /* cyclic reduction on its level kernels (where such n ran before the ragged tiles) */
+        ssm_ctx *lev = ctx_with([](ssm_cuda_config &c) { c.linrec_cr = 2; });
+        if (!lev) return 1;
+        printf("== dense recurrence at n %% 8 != 0 (ragged tiles) beside the next multiple of 8, T 4096 (S so that A >= 256 MB)\n");
+        for (int di = 0; di < 3; ++di)
+            for (int ni = 0; ni < 8; ++ni) {
+                const ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+                const int64_t n = ns[ni], S = grid_seqs(dt, T, n);
+                linrec_rows(ctx, jl, dt, S, T, n, 1, ms, 1);
+                if (ni % 2 == 0) linrec_rows(lev, jl, dt, S, T, n, 1, {SSM_LINREC_CR}, 1, "levels");
+            }
+        fclose(jl), fclose(jd);
+        ssm_ctx_destroy(lev), ssm_ctx_destroy(ctx);
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "wide")) { /* the tensor-core path on 128 x 128 tiles (n = 72..128) */
