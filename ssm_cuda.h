@@ -93,8 +93,9 @@
      chunked   three kernels: every chunk runs locally from zero and forms its transition
                product (n^3 per step), a carry recurrence over chunk ends, a fix-up pass.
                Best when S*n*m cannot fill the GPU: time is split across blocks.
-               Inputs with m = 1, n = 16..128 by 8 and 16-byte aligned rows of A (or of
-               A^T, the adjoint's view) take a tensor-core version (16-bit: mma.sync m16n8k16
+               Inputs with m = 1, n = 16..128 and a unit stride along the rows of A (or of
+               A^T, the adjoint's view; 16-byte aligned rows where n is a multiple of 8, other n
+               on ragged tiles copied 4 or 2 bytes at a time) take a tensor-core version (16-bit: mma.sync m16n8k16
                or wgmma; f32: m16n8k8 3xTF32; f32 accumulation; the running product stays in registers, transposed, as
                the next step's operand; 64 x 64 tiles up to n = 64, 128 x 128 above, zero-filled
                past n): H200, S16 T4096 n64 f16: 0.36 ms forward (2.75x the floor of reading A
@@ -219,7 +220,7 @@ typedef struct ssm_cuda_config {
                              2 = the fused f32 level kernels over the whole sequence (no
                              tensor cores), 3 = the levels over the whole sequence by shape
                              (no spans); by shape: spans of the chunk length reduced on tensor
-                             cores (m = 1, n = 16..128 by 8, f32 to 64; matrix states, m >= 8,
+                             cores (m = 1, n = 16..128; matrix states, m >= 8,
                              on the matrix-state kernel), the levels on tensor cores for other
                              16-bit wide states (m > 8; M levels in the input type), else the
                              f32 level kernels                                                 */
@@ -2260,7 +2261,7 @@ static ssm_result ssm__cu_cr_solve(ssm__cu_lr *L, int64_t T, ssm__cu_rv A, ssm__
     }
 }
 
-/* ---- chunked recurrence on tensor cores (f16 / bf16 / f32, n = 16..128 by 8; m = 1) -----------
+/* ---- chunked recurrence on tensor cores (f16 / bf16 / f32, n = 16..128; m = 1) ----------------
    Three passes over chunks of L steps of the steps 1..T-1 (h_0 is given):
    (1) one CTA per chunk (all but the last, unless a span's end is wanted: ssm__cu_tc_go)
        streams its A_u through a cp.async ring in shared
