@@ -402,7 +402,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "ragged")) { /* the tensor-core path at n % 8 != 0 (ragged tiles) beside the next multiple of 8 */
         std::vector<ssm_linrec_method> ms = {SSM_LINREC_CR, SSM_LINREC_CHUNKED, SSM_LINREC_AUTO};
         const int64_t ns[8] = {100, 104, 127, 128, 61, 64, 17, 24}, T = 4096;
-        /* cyclic reduction on its level kernels (where such n ran before the ragged tiles) */
+        /* cyclic reduction on its level kernels (one of the paths such n took before the ragged tiles) */
         ssm_ctx *lev = ctx_with([](ssm_cuda_config &c) { c.linrec_cr = 2; });
         if (!lev) return 1;
         printf("== dense recurrence at n %% 8 != 0 (ragged tiles) beside the next multiple of 8, T 4096 (S so that A >= 256 MB)\n");
