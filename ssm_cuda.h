@@ -95,8 +95,9 @@
                Best when S*n*m cannot fill the GPU: time is split across blocks.
                Inputs with m = 1, n = 16..128 and a unit stride along the rows of A (or of
                A^T, the adjoint's view; 16-byte aligned rows where n is a multiple of 8, other n
-               on ragged tiles copied 4 or 2 bytes at a time) take a tensor-core version (16-bit: mma.sync m16n8k16
-               or wgmma; f32: m16n8k8 3xTF32; f32 accumulation; the running product stays in registers, transposed, as
+               on ragged tiles copied 4 or 2 bytes at a time) take a tensor-core version
+               (16-bit: mma.sync m16n8k16 or wgmma; f32: m16n8k8 3xTF32; f32 accumulation;
+               the running product stays in registers, transposed, as
                the next step's operand; 64 x 64 tiles up to n = 64, 128 x 128 above, zero-filled
                past n): H200, S16 T4096 n64 f16: 0.36 ms forward (2.75x the floor of reading A
                once), 0.53 ms backward, vs 6.4 / 9.1 ms on CUDA cores; n32 0.47 ms (6.9x), n48
@@ -2676,7 +2677,8 @@ template <int TR, int LD> __device__ __forceinline__ float2 ssm__tc_bfrag32(cons
    (a0..a3 = c0, c2, c1, c3), and a B fragment, A_u[n][k] at k = 2t, 2t + 1, is one float2 of a row
    (TR: two floats of a column). The old Q is kept as f32 (q) and each k-slab split into hi / lo
    where it is used: the hi / lo of all k-slabs beside the accumulators would not fit the
-   registers at W = 128 (ptxas: 10 KB of spills; this way 0.3 KB, 168 registers). NK, mbn: as ssm__tc_prod_step (16-column blocks). */
+   registers at W = 128 (ptxas: 10 KB of spills; this way 0.3 KB, 168 registers). NK, mbn: as
+   ssm__tc_prod_step (16-column blocks). */
 template <int W, int TR, int SPLIT, int NK, int LD>
 __device__ __forceinline__ void ssm__tc_prod_step32(float (*acc)[W / 8][4], float (*q)[W / 8][4], const float *At, int lane,
                                                     int mbn) {
@@ -4576,7 +4578,7 @@ static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
    cores), else chunked. Chunk: the descriptor's; 64 on the tensor-core shapes (it beat 32, 128
    and 16 at S16 T4096 and S1 T8192, H200; bench/results/cuda_linrec_chunks_b601d2e.log: 16..128
    at n = 16 / 32 / 64, f16 and f32), 128 for f32 at n <= 32 (8-18% faster there); f32 on the
-   128-wide tiles (n = 72..128; pass 1 is 3xTF32 products of 128 x 128 tiles, one CTA an SM,
+   128-wide tiles (n = 65..128; pass 1 is 3xTF32 products of 128 x 128 tiles, one CTA an SM,
    ~12 us a step) the fewest of 16, 32 and 64 whose chunks fit one wave (H200, n128 S4 T1024:
    chunk 32 0.49 ms, 64 0.84, 128 1.60; S1 T8192: 32 1.06, 64 0.99;
    bench/results/cuda_f32w128_*.log); for AUTO
@@ -4587,8 +4589,8 @@ static ssm_result ssm__cu_cr_tc(ssm__cu_lr *L, int64_t T, ssm_seq_view A, ssm_se
    n32 1.24 ms vs cr 1.80), 16-bit n <= 64 up to T = 4096 (S32 T1024 n64 1.58 vs 1.89; S4 T8192:
    2.13 vs 1.94); else (16-bit n = 128: 5.26 vs 2.76 at S8 T1024) cyclic reduction's level
    kernels for m >= n, 16 <= n <= 64 at any S below 2*SMs (cuda_cr_float4_30eb660.log) and the
-   rules above. f32 above n = 64 with m <= 8 off the tensor-core chunked path (m > 1, n % 8 != 0,
-   or m = 1 from S = 128, where seq's flat time wins: S128 T1024 n96 seq 8.5 ms against chunked 11.8;
+   rules above. f32 above n = 64 with m <= 8 off the tensor-core chunked path (m > 1, or m = 1
+   from S = 128, where seq's flat time wins: S128 T1024 n96 seq 8.5 ms against chunked 11.8;
    n128 13.6 against 12.5, near even): Blelloch for 2 <= S < 40,
    seq from S = 40 (seq's time is flat in S, the others' grows with it), cyclic reduction at S = 1
    (H200 T1024, bench/results/cuda_f32wide_5f67b00.log: n128 m1 S2 / S8 Blelloch 1.19 / 3.50 ms
