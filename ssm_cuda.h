@@ -2414,14 +2414,14 @@ __device__ __forceinline__ void ssm__tc_load_tile(E *dst, const E *src, int64_t 
                 const int r = (int)(id / W), c = (int)(id % W);
                 if (r < n && c < n) dst[r * LD + c] = src[r * aos + c];
             }
-        return;
-    }
+    } else {
 #pragma unroll
-    for (unsigned k = 0; k < (CH + NT - 1) / NT; ++k) { /* unsigned: / and % by CPR are a shift and a mask */
-        const unsigned id = (unsigned)tid + NT * k;
-        const int r = (int)(id / CPR), c8 = (int)(id % CPR) * EC;
-        if (CH % NT != 0 && id >= CH) continue;
-        if (!PAD || (r < n && c8 < n)) ssm__tc_cp16(dst + (SW ? ssm__tc_at<1>(r, c8) : r * LD + c8), src + r * aos + c8);
+        for (unsigned k = 0; k < (CH + NT - 1) / NT; ++k) { /* unsigned: / and % by CPR are a shift and a mask */
+            const unsigned id = (unsigned)tid + NT * k;
+            const int r = (int)(id / CPR), c8 = (int)(id % CPR) * EC;
+            if (CH % NT != 0 && id >= CH) continue;
+            if (!PAD || (r < n && c8 < n)) ssm__tc_cp16(dst + (SW ? ssm__tc_at<1>(r, c8) : r * LD + c8), src + r * aos + c8);
+        }
     }
 }
 /* PAD: the ring zeroed once before its first copies (which then never write past n), and a
