@@ -12,7 +12,8 @@
    decay-scan rows alone; `cuda_bench mat` the matrix-state grid (m = n, every T and dtype,
    forward and backward; BENCH_MAT_N / _T / _DT pick one shape, BENCH_MAT_METHOD one method,
    BENCH_CHUNK sets the chunk); `cuda_bench f32wide` f32 above n = 64 over S (auto's rule there);
-   `cuda_bench ragged` n % 8 != 0 (the ragged tensor-core tiles) beside the next multiple of 8. */
+   `cuda_bench ragged` n % 8 != 0 (the ragged tensor-core tiles) beside the next multiple of 8, and A
+   sliced off its first column (rows at odd element offsets). */
 #define SSM_IMPLEMENTATION
 #include "../ssm_cuda.h"
 #include "cuda_common.h"
@@ -42,10 +43,11 @@ static FILE *open_jsonl(const char *name) {
 }
 
 static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m,
-                        const std::vector<ssm_linrec_method> &methods, int bwd, const char *variant = NULL) {
-    int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m};
+                        const std::vector<ssm_linrec_method> &methods, int bwd, const char *variant = NULL, int sliced = 0) {
+    /* sliced: A a view of [S, T, n, n + 1] without its first column (rows at odd element offsets) */
+    int64_t sa[4] = {S, T, n, n}, sb[4] = {S, T, n, m}, ssl[4] = {T * n * (n + 1), n * (n + 1), n + 1, 1};
     size_t es = dt.bits / 8;
-    void *A = dev_random(dt, S * T * n * n, 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n * m, 1.f, 2);
+    void *A = dev_random(dt, S * T * n * (n + !!sliced), 0.9f / sqrtf((float)n), 1), *b = dev_random(dt, S * T * n * m, 1.f, 2);
     void *h = dev_random(dt, S * T * n * m, 0.f, 3), *dh = dev_random(dt, S * T * n * m, 1.f, 4);
     void *dA = dev_random(dt, S * T * n * n, 0.f, 5), *db = dev_random(dt, S * T * n * m, 0.f, 6);
     if (!A || !b || !h || !dh || !dA || !db) {
@@ -54,7 +56,7 @@ static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t
         cudaFree(A), cudaFree(b), cudaFree(h), cudaFree(dh), cudaFree(dA), cudaFree(db);
         return;
     }
-    ssm_tensor tA = ssm_tensor_make(A, dt, ssm_cuda_device(0), 4, sa, NULL), tb = ssm_tensor_make(b, dt, ssm_cuda_device(0), 4, sb, NULL);
+    ssm_tensor tA = ssm_tensor_make(sliced && A ? (char *)A + es : A, dt, ssm_cuda_device(0), 4, sa, sliced ? ssl : NULL), tb = ssm_tensor_make(b, dt, ssm_cuda_device(0), 4, sb, NULL);
     ssm_tensor th = ssm_tensor_make(h, dt, ssm_cuda_device(0), 4, sb, NULL), tdh = ssm_tensor_make(dh, dt, ssm_cuda_device(0), 4, sb, NULL);
     ssm_tensor tdA = ssm_tensor_make(dA, dt, ssm_cuda_device(0), 4, sa, NULL), tdb = ssm_tensor_make(db, dt, ssm_cuda_device(0), 4, sb, NULL);
     for (ssm_linrec_method meth : methods) {
@@ -412,6 +414,16 @@ int main(int argc, char **argv) {
                 const int64_t n = ns[ni], S = grid_seqs(dt, T, n);
                 linrec_rows(ctx, jl, dt, S, T, n, 1, ms, 1);
                 if (ni % 2 == 0) linrec_rows(lev, jl, dt, S, T, n, 1, {SSM_LINREC_CR}, 1, "levels");
+            }
+        /* A sliced off its first column: rows at odd offsets, so off 16-byte boundaries at any n */
+        printf("== the same, A a view of [S, T, n, n + 1] without its first column (rows at odd element offsets)\n");
+        for (int di = 0; di < 3; ++di)
+            for (int64_t n : {64, 128, 127}) {
+                const ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+                if (di == 1 && n != 64) continue;
+                const int64_t S = grid_seqs(dt, T, n);
+                linrec_rows(ctx, jl, dt, S, T, n, 1, {SSM_LINREC_CHUNKED, SSM_LINREC_AUTO}, 1, "sliced", 1);
+                linrec_rows(lev, jl, dt, S, T, n, 1, {SSM_LINREC_CR}, 1, "sliced-levels", 1);
             }
         fclose(jl), fclose(jd);
         ssm_ctx_destroy(lev), ssm_ctx_destroy(ctx);

@@ -40,7 +40,8 @@ enum {
     CASE_RANK3 = 1 << 9,    /* linrec m = 1: states as [S,T,n] / [S,n]                      */
     CASE_GPU_ONLY = 1 << 10, /* probes a GPU limit (grid sizes): host backends skip the row  */
     CASE_VARLEN = 1 << 11,  /* delta: dim[0] sequences cut from one row by cu_seqlens (i32)  */
-    CASE_CU64 = 1 << 12     /* delta: cu_seqlens in i64                                     */
+    CASE_CU64 = 1 << 12,    /* delta: cu_seqlens in i64                                     */
+    CASE_SLICED = 1 << 13   /* linrec: A a view of [S,T,n,n+1] without its first column     */
 };
 
 typedef struct op_case {
@@ -70,6 +71,7 @@ extern const char *cases_label;   /* optional prefix of case names (e.g. a force
 extern int cases_variant;         /* >= 0: only the rows of this variant (linrec method, ...)      */
 extern int cases_shard, cases_shards; /* shards > 1: only every shards-th (row, dtype), from shard */
 extern const char *cases_exclude;  /* non-NULL: rows whose name contains it are not run          */
+extern const char *cases_match;    /* non-NULL: only rows whose name contains a piece of it (a,b) */
 
 const op_case *cases_table(int *count);
 /* Runs every row (op < 0) or the rows of one op, in each of `dtypes` the row lists. */

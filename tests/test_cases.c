@@ -10,6 +10,7 @@ const char *cases_label;
 int cases_variant = -1;
 int cases_shard, cases_shards;
 const char *cases_exclude;
+const char *cases_match;
 
 /* ---- shared helpers ---- */
 static double *vec(int64_t n) { return (double *)calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
@@ -194,6 +195,20 @@ static double lr_loss_fn(void *u) {
     return dot(L->W, L->h, S * T * n * m) + ((c->flags & CASE_HT) ? dot(L->WT, L->hT, S * n * m) : 0.0);
 }
 
+/* A of shape sA; CASE_SLICED: a view of [S, T, n, n + 1] without its first column, so its rows
+   start at odd element offsets (every other row for even n, every row for odd n), the poisoned
+   column beside each row */
+static tbuf lr_new_A(ssm_dtype dt, const int64_t *sA, int layout, int sliced) {
+    const int64_t wide[4] = {sA[0], sA[1], sA[2], sA[3] + 1};
+    tbuf t;
+    if (!sliced) return tb_new(dt, 4, sA, layout);
+    t = tb_new(dt, 4, wide, layout);
+    t.base += (size_t)t.t.strides[3];
+    t.t.data = (unsigned char *)t.t.data + t.t.strides[3] * (int64_t)(dt.bits / 8);
+    t.t.shape[3] = sA[3];
+    return t;
+}
+
 static void run_linrec(const op_case *c, ssm_dtype dt) {
     const int64_t S = c->dim[0], T = c->dim[1], n = c->dim[2], m = c->dim[3];
     const int64_t sA[4] = {S, T, n, n}, sb[4] = {S, T, n, m}, s0[3] = {S, n, m};
@@ -205,7 +220,7 @@ static void run_linrec(const op_case *c, ssm_dtype dt) {
     ssm_linrec_desc d = ssm_linrec_desc_init();
     ssm_linrec_stats st;
     double *A = vec(nA), *b, *h0, *href = vec(nb), *hTref = vec(n0);
-    tbuf tA = tb_new(dt, 4, sA, c->layout), tb, th0, th, thT;
+    tbuf tA = lr_new_A(dt, sA, c->layout, (c->flags & CASE_SLICED) != 0), tb, th0, th, thT;
     random_transitions(S * T, n, c->param, A);
     tb_set(&tA, A);
     tb_get(&tA, A); /* as stored */
@@ -1180,13 +1195,13 @@ static op_case *lr_row(int dir, unsigned dt, int layout, int method, int64_t S, 
 }
 /* `rows` tensor-core rows over the n in ns: T, chunk, method, dtype (d0 / d1) and flags cycle
    so that each n meets several of each, forward and (T <= 300) backward */
-static void lr_tc_sweep(const int64_t *ns, int nn, int rows, unsigned d0, unsigned d1) {
+static void lr_tc_sweep(const int64_t *ns, int nn, int rows, unsigned d0, unsigned d1, unsigned extra) {
     static const int64_t Tp[4] = {65, 300, 1000, 2}, Cp[3] = {0, 16, 37};
     int k;
     for (k = 0; k < rows; ++k) {
         const int64_t T = Tp[k % 4], C = Cp[(k / 4) % 3];
         const int method = k % 3 == 2 ? SSM_LINREC_AUTO : k % 3 == 1 ? SSM_LINREC_CR : SSM_LINREC_CHUNKED;
-        const unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 5 ? CASE_HT : 0) | (k % 7 >= 4 ? CASE_REVERSE : 0);
+        const unsigned flags = (k % 2 ? CASE_H0 : 0) | (k % 5 ? CASE_HT : 0) | (k % 7 >= 4 ? CASE_REVERSE : 0) | extra;
         lr_row(CASE_FWD, k % 2 ? d0 : d1, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, ns[k % nn], 1, C, 0.9, flags);
         if (T <= 300)
             lr_row(CASE_BWD, k % 2 ? d1 : d0, LAYOUT_CONTIGUOUS, method, 1 + k % 3, T, ns[(k + 3) % nn], 1, C, 0.9, flags);
@@ -1304,17 +1319,20 @@ static void build(void) {
     {
         static const int64_t Np[6] = {16, 24, 32, 40, 48, 56}, Nw[8] = {128, 72, 80, 88, 96, 104, 112, 120};
         static const int64_t Nf[7] = {64, 16, 24, 32, 40, 48, 56};
-        lr_tc_sweep(Np, 6, 18, CASE_F16, CASE_BF16);
-        lr_tc_sweep(Nw, 8, 16, CASE_F16, CASE_BF16);
-        lr_tc_sweep(Nf, 7, 14, CASE_F32, CASE_F32); /* f32 (3xTF32) */
-        lr_tc_sweep(Nw, 8, 16, CASE_F32, CASE_F32);
+        lr_tc_sweep(Np, 6, 18, CASE_F16, CASE_BF16, 0);
+        lr_tc_sweep(Nw, 8, 16, CASE_F16, CASE_BF16, 0);
+        lr_tc_sweep(Nf, 7, 14, CASE_F32, CASE_F32, 0); /* f32 (3xTF32) */
+        lr_tc_sweep(Nw, 8, 16, CASE_F32, CASE_F32, 0);
     }
-    /* ragged tiles (n % 8 != 0, every tile width): 16-bit pairs by 4-byte copies (even n), element
-       copies (odd n), f32 elements by 4-byte copies; padded rows and a reversed view too */
+    /* ragged tiles (n % 8 != 0, every tile width; odd n: 16-bit rows at even and odd halfs), f32
+       and 16-bit; A sliced off its first column (rows at odd element offsets, off 16-byte
+       boundaries at any n, n = 64 / 128 / 32 too); padded rows and a reversed view */
     {
-        static const int64_t Nr[6] = {100, 17, 127, 36, 90, 61};
-        lr_tc_sweep(Nr, 6, 12, CASE_F16, CASE_BF16);
-        lr_tc_sweep(Nr, 6, 12, CASE_F32, CASE_F32);
+        static const int64_t Nr[6] = {100, 17, 127, 36, 90, 61}, Ns[6] = {64, 100, 17, 128, 36, 32};
+        lr_tc_sweep(Nr, 6, 12, CASE_F16, CASE_BF16, 0);
+        lr_tc_sweep(Nr, 6, 12, CASE_F32, CASE_F32, 0);
+        lr_tc_sweep(Ns, 6, 12, CASE_F16, CASE_BF16, CASE_SLICED);
+        lr_tc_sweep(Ns, 6, 12, CASE_F32, CASE_F32, CASE_SLICED);
         for (v = 0; v < 2; ++v) {
             lr_row(v, CASE_F16 | CASE_F32, LAYOUT_PADDED, SSM_LINREC_CHUNKED, 2, 150, 100, 1, 16, 0.9, CASE_H0 | CASE_HT);
             lr_row(v, CASE_BF16, LAYOUT_REVERSED, SSM_LINREC_CHUNKED, 2, 99, 45, 1, 0, 0.9, CASE_HT | CASE_REVERSE);
@@ -1660,7 +1678,7 @@ const op_case *cases_table(int *count) {
 }
 
 static void case_name(const op_case *c, ssm_dtype dt, char *buf, size_t cap) {
-    static const char *flag_names[] = {"h0", "hT", "rev", "per-step", "bias", "save", "weight", "rstd", "fd", "rank3", "gpu-limit", "varlen", "cu64"};
+    static const char *flag_names[] = {"h0", "hT", "rev", "per-step", "bias", "save", "weight", "rstd", "fd", "rank3", "gpu-limit", "varlen", "cu64", "sliced"};
     const case_op_info *info = &case_ops[c->op];
     size_t len;
     int i;
@@ -1678,8 +1696,22 @@ static void case_name(const op_case *c, ssm_dtype dt, char *buf, size_t cap) {
     if (len < cap) len += (size_t)snprintf(buf + len, cap - len, " %s", layout_name(c->layout));
     if (c->chunk && len < cap) len += (size_t)snprintf(buf + len, cap - len, " chunk%lld", (long long)c->chunk);
     if (c->param != 0 && len < cap) len += (size_t)snprintf(buf + len, cap - len, " p%g", c->param);
-    for (i = 0; i < 13 && len < cap; ++i)
+    for (i = 0; i < (int)(sizeof flag_names / sizeof *flag_names) && len < cap; ++i)
         if (c->flags & (1u << i)) len += (size_t)snprintf(buf + len, cap - len, " %s", flag_names[i]);
+}
+
+/* whether name holds one of the comma-separated pieces of list */
+static int name_matches(const char *name, const char *list) {
+    char piece[128];
+    while (*list) {
+        size_t k = strcspn(list, ",");
+        if (k && k < sizeof piece) {
+            memcpy(piece, list, k), piece[k] = 0;
+            if (strstr(name, piece)) return 1;
+        }
+        list += k + (list[k] == ',');
+    }
+    return 0;
 }
 
 void cases_run(unsigned dtypes, int op) {
@@ -1698,6 +1730,7 @@ void cases_run(unsigned dtypes, int op) {
             if (cases_shards > 1 && seen++ % cases_shards != cases_shard) continue;
             case_name(&rows[i], dt, name, sizeof name);
             if (cases_exclude && strstr(name, cases_exclude)) continue;
+            if (cases_match && !name_matches(name, cases_match)) continue;
             test_begin(name);
             case_ops[rows[i].op].run(&rows[i], dt);
             test_end();

@@ -1194,6 +1194,7 @@ int main(void) {
     const int proj = !only || strstr(only, "proj");
     if (!only && !shard) ssm_test_cpu_main();
     cases_exclude = getenv("SSM_TEST_CUDA_EXCLUDE"); /* e.g. gpu-limit: the 65537-block grids, hours under racecheck */
+    cases_match = getenv("SSM_TEST_CUDA_MATCH");     /* e.g. " n127 ,sliced": a few rows under racecheck */
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("no CUDA device: CUDA tests not run\n%d passed, %d failed\n", test_passed, test_failed);
         return test_failed ? 1 : 0;
