@@ -42,6 +42,9 @@ static FILE *open_jsonl(const char *name) {
     return f;
 }
 
+/* the modes' dtype loops, in the grid's order: f16, bf16, f32 */
+static ssm_dtype grid_dtype(int di) { return di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32; }
+
 static void linrec_rows(ssm_ctx *ctx, FILE *js, ssm_dtype dt, int64_t S, int64_t T, int64_t n, int64_t m,
                         const std::vector<ssm_linrec_method> &methods, int bwd, const char *variant = NULL, int sliced = 0) {
     /* sliced: A a view of [S, T, n, n + 1] without its first column (rows at odd element offsets) */
@@ -237,7 +240,7 @@ static void grid_rows(ssm_ctx *ctx, FILE *jl, int quick) {
     if (pick_method) all = {(ssm_linrec_method)atoi(pick_method)};
     printf("== dense recurrence grid (S so that A >= 256 MB), every method, fwd and bwd\n");
     for (int di = 0; di < 3; ++di) {
-        const ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+        const ssm_dtype dt = grid_dtype(di);
         if (pick_dt && atoi(pick_dt) != di) continue;
         for (int ni = 0; ni < 3; ++ni)
             for (int ti = 0; ti < 4; ++ti)
@@ -306,7 +309,7 @@ int main(int argc, char **argv) {
         printf("== cyclic reduction grid (S so that A >= 256 MB)\n");
         const int64_t ns[3] = {32, 64, 128}, Ts[2] = {1024, 4096};
         for (int di = 0; di < 3; ++di) {
-            ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+            ssm_dtype dt = grid_dtype(di);
             for (int ni = 0; ni < 3; ++ni)
                 for (int ti = 0; ti < 2; ++ti) {
                     int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
@@ -328,7 +331,7 @@ int main(int argc, char **argv) {
         const int64_t ns[3] = {32, 64, 128}, Ts[4] = {1024, 2048, 4096, 8192};
         printf("== matrix states, m = n (S so that A >= 256 MB); fwd and bwd\n");
         for (int di = 0; di < 3; ++di) {
-            ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+            ssm_dtype dt = grid_dtype(di);
             for (int ni = 0; ni < 3; ++ni)
                 for (int ti = 0; ti < 4; ++ti) {
                     int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
@@ -359,7 +362,7 @@ int main(int argc, char **argv) {
         for (int di = 0; di < 2; ++di)
             for (int ni = 0; ni < 5; ++ni)
                 for (int ti = 0; ti < 3; ++ti) {
-                    ssm_dtype dt = di ? SSM_BF16 : SSM_F16;
+                    ssm_dtype dt = grid_dtype(di);
                     int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
                     if (di && (ni < 2 || ni > 3 || ti == 2)) continue;
                     if (getenv("BENCH_NARROW_N") && atoll(getenv("BENCH_NARROW_N")) != n) continue; /* one n (A/B runs) */
@@ -410,7 +413,7 @@ int main(int argc, char **argv) {
         printf("== dense recurrence at n %% 8 != 0 (ragged tiles) beside the next multiple of 8, T 4096 (S so that A >= 256 MB)\n");
         for (int di = 0; di < 3; ++di)
             for (int ni = 0; ni < 8; ++ni) {
-                const ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+                const ssm_dtype dt = grid_dtype(di);
                 const int64_t n = ns[ni], S = grid_seqs(dt, T, n);
                 linrec_rows(ctx, jl, dt, S, T, n, 1, ms, 1);
                 if (ni % 2 == 0) linrec_rows(lev, jl, dt, S, T, n, 1, {SSM_LINREC_CR}, 1, "levels");
@@ -419,7 +422,7 @@ int main(int argc, char **argv) {
         printf("== the same, A a view of [S, T, n, n + 1] without its first column (rows at odd element offsets)\n");
         for (int di = 0; di < 3; ++di)
             for (int64_t n : {64, 128, 127}) {
-                const ssm_dtype dt = di == 0 ? SSM_F16 : di == 1 ? SSM_BF16 : SSM_F32;
+                const ssm_dtype dt = grid_dtype(di);
                 if (di == 1 && n != 64) continue;
                 const int64_t S = grid_seqs(dt, T, n);
                 linrec_rows(ctx, jl, dt, S, T, n, 1, {SSM_LINREC_CHUNKED, SSM_LINREC_AUTO}, 1, "sliced", 1);
@@ -439,7 +442,7 @@ int main(int argc, char **argv) {
         for (int di = 0; di < 2; ++di)
             for (int ni = 0; ni < 4; ++ni)
                 for (int ti = 0; ti < 3; ++ti) {
-                    ssm_dtype dt = di ? SSM_BF16 : SSM_F16;
+                    ssm_dtype dt = grid_dtype(di);
                     int64_t n = ns[ni], T = Ts[ti], S = grid_seqs(dt, T, n);
                     if ((di || ni > 1) && ti != 1) continue;
                     if (di && ni) continue;

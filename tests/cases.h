@@ -70,8 +70,8 @@ extern int cases_gpu;             /* 1 under tests/test_cuda.cu: the f32 toleran
 extern const char *cases_label;   /* optional prefix of case names (e.g. a forced kernel variant) */
 extern int cases_variant;         /* >= 0: only the rows of this variant (linrec method, ...)      */
 extern int cases_shard, cases_shards; /* shards > 1: only every shards-th (row, dtype), from shard */
-extern const char *cases_exclude;  /* non-NULL: rows whose name contains it are not run          */
-extern const char *cases_match;    /* non-NULL: only rows whose name contains a piece of it (a,b) */
+extern const char *cases_exclude;  /* non-NULL: rows whose name holds a piece of it (a,b) not run */
+extern const char *cases_match;    /* non-NULL: only rows whose name holds a piece of it (a,b)    */
 
 const op_case *cases_table(int *count);
 /* Runs every row (op < 0) or the rows of one op, in each of `dtypes` the row lists. */
