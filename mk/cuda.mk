@@ -104,13 +104,14 @@ $(BUILD)/cuda_proj: CUDALIBS += -lcublasLt
 
 # Kernel-variant harnesses, dev/cuda/*.cu (variants chosen by argv, forced through the
 # kernel-choice fields of ssm_cuda_config, each timed beside the default and checked against it).
-# bell, delta and proj_wgmma call private kernels or helpers and include the implementation
-# themselves: they compile together as one program, $(BUILD)/dev_whole (dev/cuda/whole.cu
-# includes the three: one compile of the implementation instead of three, and none waits for
-# $(CUDA_IMPL)); $(BUILD)/dev_bell, dev_delta and dev_proj_wgmma are links to it, each running
-# its harness.
-DEV_CUDA_LINKS := $(BUILD)/dev_bell $(BUILD)/dev_delta $(BUILD)/dev_proj_wgmma
-$(BUILD)/dev_whole: dev/cuda/whole.cu dev/cuda/bell.cu dev/cuda/delta.cu dev/cuda/proj_wgmma.cu bench/cuda_common.h bench/bench.h \
+# bell, delta, proj_wgmma and onepass call private kernels or helpers and include the
+# implementation themselves: they compile together as one program, $(BUILD)/dev_whole
+# (dev/cuda/whole.cu includes the four: one compile of the implementation instead of four, and
+# none waits for $(CUDA_IMPL)); $(BUILD)/dev_bell, dev_delta, dev_proj_wgmma and dev_onepass are
+# links to it, each running its harness.
+DEV_CUDA_LINKS := $(BUILD)/dev_bell $(BUILD)/dev_delta $(BUILD)/dev_proj_wgmma $(BUILD)/dev_onepass
+$(BUILD)/dev_whole: dev/cuda/whole.cu dev/cuda/bell.cu dev/cuda/delta.cu dev/cuda/proj_wgmma.cu dev/cuda/onepass.cu \
+		bench/cuda_common.h bench/bench.h \
 		ssm.h ssm_cuda.h | $(BUILD)
 	$(NVCC) $(SSM_NVFLAGS) -DSSM_BENCH_COMMIT='"$(COMMIT)"' $< $(CUDALIBS) -o $@
 $(DEV_CUDA_LINKS): $(BUILD)/dev_whole
