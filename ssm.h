@@ -2427,23 +2427,78 @@ static ssm_result ssm__lr_forward_generic(ssm__lr *L, const ssm_tensor *A, const
     return SSM_OK;
 }
 
-/* ssm_linrec_forward and ssm_linrec_forward_cp (cp set): validation, the plan, then the
-   backend's whole-op slot or the driver (a _cp call: phase 1, the exchange, phase 2). */
+/* The tensors of one linrec call: the forward's (A, b, h0; out h, hT, hin) or the adjoint's (A, h0
+   (a _cp call's hin), hf = the forward's h, dh, dhT; out dA, db, dh0). */
+typedef struct ssm__lr_io {
+    const ssm_tensor *A, *b, *h0, *hf, *dh, *dhT;
+    ssm_tensor *h, *hT, *hin, *dA, *db, *dh0;
+} ssm__lr_io;
+
+static ssm_result ssm__lr_backward_generic(ssm__lr *L, const ssm_tensor *A, const ssm_tensor *h0,
+                                           const ssm_tensor *h, const ssm_tensor *dh, const ssm_tensor *dhT,
+                                           ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0, ssm__lr_cp *c, void *wsp);
+
+/* A call's start, both directions: ctx, the message, a zero plan for the op, desc and cp checked. */
+static ssm_result ssm__lr_begin(ssm_ctx *ctx, const char *op, const ssm_linrec_desc *desc, const ssm_linrec_cp *cp,
+                                ssm_op code, ssm_linrec_plan *p) {
+    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
+    ctx->message[0] = 0;
+    memset(p, 0, sizeof *p);
+    p->op = code;
+    SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
+    if (cp) SSM__TRY(ssm__cp_check(ctx, op, cp));
+    return SSM_OK;
+}
+
+/* The generic driver of one direction (c: a _cp call's phase, else NULL). */
+static ssm_result ssm__lr_drive(ssm__lr *L, int adjoint, const ssm__lr_io *io, ssm__lr_cp *c, void *wsp) {
+    if (adjoint) return ssm__lr_backward_generic(L, io->A, io->h0, io->hf, io->dh, io->dhT, io->dA, io->db, io->dh0, c, wsp);
+    return ssm__lr_forward_generic(L, io->A, io->b, io->h0, io->h, io->hT, io->hin, c, wsp);
+}
+
+/* After validation, both directions: the plan, then the backend's whole-op slot or the generic
+   driver (a _cp call: phase 1, the exchange, phase 2), then the stats. */
+static ssm_result ssm__lr_run(ssm_ctx *ctx, const char *op, const ssm_linrec_desc *desc, const ssm_linrec_cp *cp,
+                              ssm_linrec_plan *p, int adjoint, const ssm__lr_io *io) {
+    const ssm_backend *be = ctx->backend;
+    ssm__lr L;
+    ssm__lr_cp c;
+    ssm_result r = SSM__NOT_MINE;
+    size_t base = 0;
+    SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, p));
+    if (cp && p->S > 0) SSM__TRY(ssm__cp_plan(ctx, op, p, cp, adjoint, &c, &base));
+    ssm__lr_init(&L, ctx, p);
+    if (p->S > 0) {
+        void *wsp = NULL;
+        if (!cp && adjoint && be->linrec_backward)
+            r = be->linrec_backward(ctx, p, io->A, io->h0, io->hf, io->dh, io->dhT, io->dA, io->db, io->dh0);
+        if (!cp && !adjoint && be->linrec_forward) r = be->linrec_forward(ctx, p, io->A, io->b, io->h0, io->h, io->hT);
+        if (r == SSM__NOT_MINE) {
+            SSM__TRY(ssm_ctx_workspace(ctx, p->workspace_bytes, &wsp));
+            if (!cp) r = ssm__lr_drive(&L, adjoint, io, NULL, wsp);
+            else {
+                ssm__cp_place_buffers(&c, (char *)wsp + base);
+                c.phase = 1;
+                SSM__TRY(ssm__lr_drive(&L, adjoint, io, &c, wsp));
+                SSM__TRY(ssm__lr_cp_exchange(&L, &c, op));
+                c.phase = 2;
+                r = ssm__lr_drive(&L, adjoint, io, &c, wsp);
+            }
+        }
+        SSM__TRY(r);
+    }
+    ssm__lr_stats(&L, desc);
+    return SSM_OK;
+}
+
+/* ssm_linrec_forward and ssm_linrec_forward_cp (cp set): validation, then ssm__lr_run. */
 static ssm_result ssm__lr_forward_call(ssm_ctx *ctx, const char *op, const ssm_linrec_desc *desc,
                                        const ssm_linrec_cp *cp, const ssm_tensor *A, const ssm_tensor *b,
                                        const ssm_tensor *h0, ssm_tensor *h, ssm_tensor *hT, ssm_tensor *hin) {
     ssm_linrec_plan p;
     ssm__arg args[6];
-    ssm__lr L;
-    ssm__lr_cp c;
-    ssm_result r = SSM__NOT_MINE;
-    size_t base = 0;
-    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
-    ctx->message[0] = 0;
-    memset(&p, 0, sizeof p);
-    p.op = SSM_OP_LINREC_FORWARD;
-    SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
-    if (cp) SSM__TRY(ssm__cp_check(ctx, op, cp));
+    ssm__lr_io io;
+    SSM__TRY(ssm__lr_begin(ctx, op, desc, cp, SSM_OP_LINREC_FORWARD, &p));
     if (!A || !b || !h) return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, b and h are required", op);
     if (cp && h0 && ssm__cp_place(cp, desc->reverse, 0, cp->rank) != 0)
         return ssm_ctx_error(ctx, SSM_ERROR_INVALID_VALUE, "%s: h0 belongs to the rank processed first (rank %d), not rank %d",
@@ -2461,28 +2516,9 @@ static ssm_result ssm__lr_forward_call(ssm_ctx *ctx, const char *op, const ssm_l
     ssm__arg_set(&args[4], "hT", hT, 1);
     ssm__arg_set(&args[5], "hin", hin, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 6));
-    SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
-    if (cp && p.S > 0) SSM__TRY(ssm__cp_plan(ctx, op, &p, cp, 0, &c, &base));
-    ssm__lr_init(&L, ctx, &p);
-    if (p.S > 0) {
-        void *wsp = NULL;
-        if (!cp && ctx->backend->linrec_forward) r = ctx->backend->linrec_forward(ctx, &p, A, b, h0, h, hT);
-        if (r == SSM__NOT_MINE) {
-            SSM__TRY(ssm_ctx_workspace(ctx, p.workspace_bytes, &wsp));
-            if (!cp) r = ssm__lr_forward_generic(&L, A, b, h0, h, hT, NULL, NULL, wsp);
-            else {
-                ssm__cp_place_buffers(&c, (char *)wsp + base);
-                c.phase = 1;
-                SSM__TRY(ssm__lr_forward_generic(&L, A, b, h0, h, hT, hin, &c, wsp));
-                SSM__TRY(ssm__lr_cp_exchange(&L, &c, op));
-                c.phase = 2;
-                r = ssm__lr_forward_generic(&L, A, b, h0, h, hT, hin, &c, wsp);
-            }
-        }
-        SSM__TRY(r);
-    }
-    ssm__lr_stats(&L, desc);
-    return SSM_OK;
+    memset(&io, 0, sizeof io);
+    io.A = A, io.b = b, io.h0 = h0, io.h = h, io.hT = hT, io.hin = hin;
+    return ssm__lr_run(ctx, op, desc, cp, &p, 0, &io);
 }
 
 SSMDEF ssm_result ssm_linrec_forward(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_tensor *A,
@@ -2576,16 +2612,8 @@ static ssm_result ssm__lr_backward_call(ssm_ctx *ctx, const char *op, const ssm_
                                         ssm_tensor *dA, ssm_tensor *db, ssm_tensor *dh0) {
     ssm_linrec_plan p;
     ssm__arg args[8];
-    ssm__lr L;
-    ssm__lr_cp c;
-    ssm_result r = SSM__NOT_MINE;
-    size_t base = 0;
-    if (!ctx) return SSM_ERROR_NULL_ARGUMENT;
-    ctx->message[0] = 0;
-    memset(&p, 0, sizeof p);
-    p.op = SSM_OP_LINREC_BACKWARD;
-    SSM__TRY(ssm__lr_validate_desc(ctx, op, desc));
-    if (cp) SSM__TRY(ssm__cp_check(ctx, op, cp));
+    ssm__lr_io io;
+    SSM__TRY(ssm__lr_begin(ctx, op, desc, cp, SSM_OP_LINREC_BACKWARD, &p));
     if (!A || !h || !dh || !db)
         return ssm_ctx_error(ctx, SSM_ERROR_NULL_ARGUMENT, "%s: A, h, dh and db are required", op);
     SSM__TRY(ssm__lr_shape_of(ctx, op, A, h, &p));
@@ -2610,28 +2638,9 @@ static ssm_result ssm__lr_backward_call(ssm_ctx *ctx, const char *op, const ssm_
     ssm__arg_set(&args[6], "db", db, 1);
     ssm__arg_set(&args[7], "dh0", dh0, 1);
     SSM__TRY(ssm__check_aliasing(ctx, op, args, 8));
-    SSM__TRY(ssm__lr_plan_finish(ctx, op, desc, &p));
-    if (cp && p.S > 0) SSM__TRY(ssm__cp_plan(ctx, op, &p, cp, 1, &c, &base));
-    ssm__lr_init(&L, ctx, &p);
-    if (p.S > 0) {
-        void *wsp = NULL;
-        if (!cp && ctx->backend->linrec_backward) r = ctx->backend->linrec_backward(ctx, &p, A, h0, h, dh, dhT, dA, db, dh0);
-        if (r == SSM__NOT_MINE) {
-            SSM__TRY(ssm_ctx_workspace(ctx, p.workspace_bytes, &wsp));
-            if (!cp) r = ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0, NULL, wsp);
-            else {
-                ssm__cp_place_buffers(&c, (char *)wsp + base);
-                c.phase = 1;
-                SSM__TRY(ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0, &c, wsp));
-                SSM__TRY(ssm__lr_cp_exchange(&L, &c, op));
-                c.phase = 2;
-                r = ssm__lr_backward_generic(&L, A, h0, h, dh, dhT, dA, db, dh0, &c, wsp);
-            }
-        }
-        SSM__TRY(r);
-    }
-    ssm__lr_stats(&L, desc);
-    return SSM_OK;
+    memset(&io, 0, sizeof io);
+    io.A = A, io.h0 = h0, io.hf = h, io.dh = dh, io.dhT = dhT, io.dA = dA, io.db = db, io.dh0 = dh0;
+    return ssm__lr_run(ctx, op, desc, cp, &p, 1, &io);
 }
 
 SSMDEF ssm_result ssm_linrec_backward(ssm_ctx *ctx, const ssm_linrec_desc *desc, const ssm_tensor *A,
