@@ -11239,49 +11239,37 @@ static int ssm__dl_backward_kp(const ssm__dl_args &a0, const ssm__dl_sizes &s, c
     if (!rc) rc = ssm__dl_bwd_chunk_go<E, KP>(a, s, w, optin, st);
     return rc;
 }
-/* The chunked forward / backward: 0, or -1 when this dtype and size do not fit the kernels
-   (f32 keys beyond 128: their tiles exceed shared memory). */
+/* f(ssm__dl_e<E>(), ssm__tc_ic<KP>()) for the call's element type E and padded key width KP: f32 up
+   to KP = 128, 16-bit up to 256; -1 where none fits (f32 keys beyond 128: their tiles exceed
+   shared memory). */
+template <class E> struct ssm__dl_e { typedef E type; };
+template <class E, int KMAX, class F> static int ssm__dl_kp_as(int KP, F &&f) {
+    switch (KP) {
+    case 32: return f(ssm__dl_e<E>(), ssm__tc_ic<32>());
+    case 64: return f(ssm__dl_e<E>(), ssm__tc_ic<64>());
+    case 128: return f(ssm__dl_e<E>(), ssm__tc_ic<128>());
+    default:
+        if constexpr (KMAX > 128) return f(ssm__dl_e<E>(), ssm__tc_ic<KMAX>());
+        else return -1;
+    }
+}
+template <class F> static int ssm__dl_with_kp(const ssm__dl_args &a, const ssm__dl_sizes &s, F &&f) {
+    if (a.dt == 0) return ssm__dl_kp_as<float, 128>(s.KP, f);
+    if (a.dt == 2) return ssm__dl_kp_as<__nv_bfloat16, 256>(s.KP, f);
+    return ssm__dl_kp_as<__half, 256>(s.KP, f);
+}
+/* The chunked forward / backward: 0, or -1 when this dtype and size do not fit the kernels. */
 static int ssm__dl_forward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, char *saved, int optin,
                                    cudaStream_t st) {
-    if (a.dt == 0) {
-        switch (s.KP) {
-        case 32: return ssm__dl_forward_kp<float, 32>(a, s, ws, saved, optin, st);
-        case 64: return ssm__dl_forward_kp<float, 64>(a, s, ws, saved, optin, st);
-        case 128: return ssm__dl_forward_kp<float, 128>(a, s, ws, saved, optin, st);
-        default: return -1;
-        }
-    }
-#define SSM__DL_KPS(E)                                                             \
-    switch (s.KP) {                                                                \
-    case 32: return ssm__dl_forward_kp<E, 32>(a, s, ws, saved, optin, st);         \
-    case 64: return ssm__dl_forward_kp<E, 64>(a, s, ws, saved, optin, st);         \
-    case 128: return ssm__dl_forward_kp<E, 128>(a, s, ws, saved, optin, st);       \
-    default: return ssm__dl_forward_kp<E, 256>(a, s, ws, saved, optin, st);        \
-    }
-    if (a.dt == 2) SSM__DL_KPS(__nv_bfloat16)
-    SSM__DL_KPS(__half)
-#undef SSM__DL_KPS
+    return ssm__dl_with_kp(a, s, [&](auto e, auto kp) {
+        return ssm__dl_forward_kp<typename decltype(e)::type, decltype(kp)::value>(a, s, ws, saved, optin, st);
+    });
 }
 static int ssm__dl_backward_chunked(const ssm__dl_args &a, const ssm__dl_sizes &s, char *ws, char *saved, int optin,
                                     cudaStream_t st) {
-    if (a.dt == 0) {
-        switch (s.KP) {
-        case 32: return ssm__dl_backward_kp<float, 32>(a, s, ws, saved, optin, st);
-        case 64: return ssm__dl_backward_kp<float, 64>(a, s, ws, saved, optin, st);
-        case 128: return ssm__dl_backward_kp<float, 128>(a, s, ws, saved, optin, st);
-        default: return -1;
-        }
-    }
-#define SSM__DL_KPS(E)                                                             \
-    switch (s.KP) {                                                                \
-    case 32: return ssm__dl_backward_kp<E, 32>(a, s, ws, saved, optin, st);        \
-    case 64: return ssm__dl_backward_kp<E, 64>(a, s, ws, saved, optin, st);        \
-    case 128: return ssm__dl_backward_kp<E, 128>(a, s, ws, saved, optin, st);      \
-    default: return ssm__dl_backward_kp<E, 256>(a, s, ws, saved, optin, st);       \
-    }
-    if (a.dt == 2) SSM__DL_KPS(__nv_bfloat16)
-    SSM__DL_KPS(__half)
-#undef SSM__DL_KPS
+    return ssm__dl_with_kp(a, s, [&](auto e, auto kp) {
+        return ssm__dl_backward_kp<typename decltype(e)::type, decltype(kp)::value>(a, s, ws, saved, optin, st);
+    });
 }
 /* Token by token (any size); T = 1 without cu_seqlens is the decode step. */
 static void ssm__dl_recurrent(const ssm__dl_args &a, cudaStream_t st) {
