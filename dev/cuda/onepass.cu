@@ -20,7 +20,8 @@
    AGGREGATE. Chunks are short (L tiles a buffer, two buffers), so look-back depth, not the
    carry chain's length, bounds small S.
      make build/dev_onepass       (a link to build/dev_whole, which compiles this harness with the others)
-     ./build/dev_onepass [f16|bf16] [L4|L8|L12|lib]...    (default: f16, every variant)
+     ./build/dev_onepass [f16|bf16] [L4|L8|L12]...    (default: f16, every variant)
+     BIN=build/dev_onepass dev/cuda/onepass_run.sh    (each variant in its own process, f16 and bf16)
    Each variant is checked against an f64 host recurrence (S3 T1000, chunks that do not divide T)
    and, on the timed shapes, against the library's forward (auto); rows print ms, the HBM floor
    (A, b and h bytes over the copy bandwidth) and the ratio. Never run on a GPU yet: written while
@@ -32,6 +33,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <vector>
 
 namespace dev_onepass {
@@ -209,6 +212,23 @@ __global__ void __launch_bounds__(NT, 1) onepass_kernel(int S, int64_t T, int nc
 }
 
 /* ---- host ---- */
+/* The launch's end, or the program's with a message after 10 s: a look-back that waits on a flag
+   nobody sets would hang the whole device run (dev/cuda/onepass_run.sh runs each variant alone). */
+static cudaError_t finish(const char *what) {
+    cudaEvent_t ev;
+    cudaError_t e;
+    cudaEventCreate(&ev);
+    cudaEventRecord(ev);
+    const time_t t0 = time(NULL);
+    while ((e = cudaEventQuery(ev)) == cudaErrorNotReady)
+        if (time(NULL) - t0 > 10) {
+            printf("  %s: HANG (no completion after 10 s)\n", what);
+            fflush(stdout);
+            _exit(3);
+        }
+    cudaEventDestroy(ev);
+    return e;
+}
 struct runner {
     int bf, L, S, nc, sms;
     int64_t T;
@@ -303,7 +323,7 @@ int harness(int argc, char **argv) {
             if (!make_runner(r, bf, Ls[li], S, T)) { printf("  %s: out of memory\n", nm); continue; }
             cudaMemset(h, 0xFF, (size_t)S * T * W * 2); /* poison: NaN in both types */
             cudaError_t e = run(r, A, b, h);
-            if (e == cudaSuccess) e = cudaDeviceSynchronize();
+            if (e == cudaSuccess) e = finish(nm);
             printf("  check S%d T%lld %-4s %s  rel err vs f64 %.2e\n", S, (long long)T, nm, e ? cudaGetErrorString(e) : "ok",
                    e ? -1.0 : check_host(A, b, h, bf, S, T));
             free_runner(r);
@@ -343,7 +363,7 @@ int harness(int argc, char **argv) {
             if (!make_runner(r, bf, Ls[li], S, T)) { printf("  %s: out of memory\n", nm); continue; }
             cudaMemset(h, 0xFF, (size_t)nb * 2);
             cudaError_t e = run(r, A, b, h);
-            if (e == cudaSuccess) e = cudaDeviceSynchronize();
+            if (e == cudaSuccess) e = finish(nm);
             if (e != cudaSuccess) { printf("  onepass %-4s %s\n", nm, cudaGetErrorString(e)); free_runner(r); break; }
             const double diff = max_rel_diff(h, href, dt, nb);
             const double ms = time_ms([&] { run(r, A, b, h); });
