@@ -18,7 +18,9 @@
         a row), writing h.
    A leaves HBM once; each P_c is written once and read only by successors that find it
    AGGREGATE. Chunks are short (L tiles a buffer, two buffers), so look-back depth, not the
-   carry chain's length, bounds small S.
+   carry chain's length, bounds small S. Writing every P_c (16 KB f32) is 25% of A's bytes at
+   L = 8 (16% at 12): the next variant to try keeps P_c in shared memory for its own end and
+   publishes it only when the chunk before is not INCLUSIVE yet.
      make build/dev_onepass       (a link to build/dev_whole, which compiles this harness with the others)
      ./build/dev_onepass [f16|bf16] [L4|L8|L12]...    (default: f16, every variant)
      BIN=build/dev_onepass dev/cuda/onepass_run.sh    (each variant in its own process, f16 and bf16)
