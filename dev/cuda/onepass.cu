@@ -19,12 +19,13 @@
    A leaves HBM once; each P_c is written once and read only by successors that find it
    AGGREGATE. Chunks are short (L tiles a buffer, two buffers), so look-back depth, not the
    carry chain's length, bounds small S. Writing every P_c (16 KB f32) is 25% of A's bytes at
-   L = 8 (16% at 12): the next variant to try keeps P_c in shared memory for its own end and
-   publishes it only when the chunk before is not INCLUSIVE yet.
+   L = 8 (16% at 12): variants L4p and L8p keep P_c and e_c in shared memory for the chunk's own
+   end and publish them (AGGREGATE) only when the chunk before is not INCLUSIVE yet (L = 12 has
+   no room for them).
      make build/dev_onepass       (a link to build/dev_whole, which compiles this harness with the others)
-     ./build/dev_onepass [f16|bf16] [L4|L8|L12]...    (default: f16, every variant)
+     ./build/dev_onepass [f16|bf16] [L4|L8|L12|L4p|L8p]...    (default: f16, every variant)
      BIN=build/dev_onepass dev/cuda/onepass_run.sh    (each variant in its own process, f16 and bf16)
-   Each variant is checked against an f64 host recurrence (S3 T1000, chunks that do not divide T)
+   Each variant is checked against an f64 host recurrence (S3 T1001, chunks that do not divide T)
    and, on the timed shapes, against the library's forward (auto); rows print ms, the HBM floor
    (A, b and h bytes over the copy bandwidth) and the ratio. Never run on a GPU yet: written while
    no device was lent. */
@@ -50,8 +51,11 @@ struct chunk_ws { /* per (sequence, chunk): P_c (W x W), e_c, the inclusive end 
     unsigned *ticket;
 };
 
-/* two buffers of L tiles, each with b of its chunk (16-bit), then b as floats and the state twice */
-template <int L> constexpr size_t smem_bytes() { return 2 * ((size_t)L * TILE * 2 + (size_t)L * W * 2) + (size_t)L * W * 4 + 2 * W * 4; }
+/* two buffers of L tiles, each with b of its chunk (16-bit), then b as floats and the state twice;
+   LAZY: P_c and e_c too */
+template <int L, int LAZY> constexpr size_t smem_bytes() {
+    return 2 * ((size_t)L * TILE * 2 + (size_t)L * W * 2) + (size_t)L * W * 4 + 2 * W * 4 + (LAZY ? (size_t)(W * W + W) * 4 : 0);
+}
 
 __device__ __forceinline__ int ld_acquire(const int *p) {
     int v;
@@ -97,25 +101,27 @@ __device__ __forceinline__ int issue_chunk(unsigned short *buf, int t, int S, in
     return len;
 }
 
-/* X <- P X + e for the chunk map k of sequence s (P, e in global memory, read past L1), x from
-   `from`, the result into `to`; four threads a row. Ends with a barrier. */
-__device__ __forceinline__ void hop(const chunk_ws &ws, int64_t k, const float *from, float *to, int tid) {
+/* X <- P X + e (P row-major W x W, e: a chunk's map, in global memory read past L1 when GL, else
+   in shared memory), x from `from`, the result into `to`; four threads a row. Ends with a barrier. */
+template <int GL> __device__ __forceinline__ void hop(const float *P, const float *e, const float *from, float *to, int tid) {
     const int row = tid >> 2, q = tid & 3;
-    const float4 *pr = (const float4 *)(ws.P + k * W * W + row * W + 16 * q);
+    const float4 *pr = (const float4 *)(P + row * W + 16 * q);
     const float4 *x = (const float4 *)(from + 16 * q);
     float v = 0.f;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const float4 p = __ldcg(pr + i), y = x[i];
+        const float4 p = GL ? __ldcg(pr + i) : pr[i], y = x[i];
         v += p.x * y.x + p.y * y.y + p.z * y.z + p.w * y.w;
     }
     v += __shfl_xor_sync(0xffffffffu, v, 1);
     v += __shfl_xor_sync(0xffffffffu, v, 2);
-    if (q == 0) to[row] = v + __ldcg(ws.E + k * W + row);
+    if (q == 0) to[row] = v + (GL ? __ldcg(e + row) : e[row]);
     __syncthreads();
 }
 
-template <int BF, int L>
+/* LAZY (variants L4p, L8p): P_c and e_c stay in shared memory; the chunk publishes them (and is
+   AGGREGATE) only when the chunk before it is not INCLUSIVE yet, else it goes straight to its end. */
+template <int BF, int L, int LAZY>
 __global__ void __launch_bounds__(NT, 1) onepass_kernel(int S, int64_t T, int nc, const unsigned short *A, const unsigned short *b,
                                                        unsigned short *h, chunk_ws ws) {
     extern __shared__ __align__(16) unsigned char dev_op_sm[];
@@ -124,6 +130,7 @@ __global__ void __launch_bounds__(NT, 1) onepass_kernel(int S, int64_t T, int nc
     unsigned short *bufs = (unsigned short *)dev_op_sm;
     float *bf = (float *)(bufs + 2 * BUF); /* b of the chunk in hand, as floats */
     float *xs = bf + L * W;                /* the carry, then pass 3's state: two W rows */
+    float *Ps = xs + 2 * W, *es = Ps + W * W; /* LAZY: P_c, e_c */
     __shared__ int sh_next, sh_f;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, row = tid >> 2, q = tid & 3;
     const int total = S * nc, isP = warp < G::PW, isE = warp == G::PW, r0 = warp * 16 * MB;
@@ -154,18 +161,34 @@ __global__ void __launch_bounds__(NT, 1) onepass_kernel(int S, int64_t T, int nc
             if (isE) ssm__tc_e_step<W, 0, BF, NK>(acc[0], At, bf + u * W, lane);
             else if (isP) ssm__tc_prod_step<W, 0, BF, BF, NK>(acc, af, al, At, lane, MB);
         }
+        float *Pc = LAZY ? Ps : ws.P + k * W * W, *ec = LAZY ? es : ws.E + k * W;
         if (isP) {
 #pragma unroll
-            for (int mb = 0; mb < MB; ++mb) ssm__tc_put_q<W>(ws.P + k * W * W, acc[mb], r0 + mb * 16, lane);
-        } else if (isE) ssm__tc_put_e<W>(ws.E + k * W, acc[0], lane);
-        __threadfence();
+            for (int mb = 0; mb < MB; ++mb) ssm__tc_put_q<W>(Pc, acc[mb], r0 + mb * 16, lane);
+        } else if (isE) ssm__tc_put_e<W>(ec, acc[0], lane);
+        if (!LAZY) __threadfence();
         __syncthreads();
         /* ---- look-back: X_c, then this chunk's end ---- */
-        int cur = 0;
+        int cur = 0, fast = 0;
+        if (LAZY && c > 0) { /* the chunk before already INCLUSIVE: no aggregate to publish */
+            if (tid == 0) sh_f = ld_acquire(ws.flag + k - 1);
+            __syncthreads();
+            fast = sh_f == FLAG_INCL;
+            __syncthreads();
+        }
         if (c == 0) {
             if (tid < W) xs[tid] = 0.f;
             __syncthreads();
+        } else if (fast) {
+            if (tid < W) xs[tid] = __ldcg(ws.X + (k - 1) * W + tid);
+            __syncthreads();
         } else {
+            if (LAZY) { /* publish P_c and e_c for the chunks after this one */
+                for (int i = tid; i < W * W / 4; i += NT) ((float4 *)(ws.P + k * W * W))[i] = ((const float4 *)Ps)[i];
+                if (tid < W) ws.E[k * W + tid] = es[tid];
+                __threadfence();
+                __syncthreads();
+            }
             if (tid == 0) st_release(ws.flag + k, FLAG_AGG);
             int j = c - 1;
             for (;;) {
@@ -182,9 +205,12 @@ __global__ void __launch_bounds__(NT, 1) onepass_kernel(int S, int64_t T, int nc
             }
             if (tid < W) xs[tid] = __ldcg(ws.X + ((int64_t)s * nc + j) * W + tid);
             __syncthreads();
-            for (int jj = j + 1; jj < c; ++jj, cur ^= 1) hop(ws, (int64_t)s * nc + jj, xs + cur * W, xs + (cur ^ 1) * W, tid);
+            for (int jj = j + 1; jj < c; ++jj, cur ^= 1) {
+                const int64_t kj = (int64_t)s * nc + jj;
+                hop<1>(ws.P + kj * W * W, ws.E + kj * W, xs + cur * W, xs + (cur ^ 1) * W, tid);
+            }
         }
-        hop(ws, k, xs + cur * W, xs + (cur ^ 1) * W, tid); /* the end, X_{c+1} */
+        hop<!LAZY>(Pc, ec, xs + cur * W, xs + (cur ^ 1) * W, tid); /* the end, X_{c+1} */
         if (tid < W) ws.X[k * W + tid] = xs[(cur ^ 1) * W + tid];
         __threadfence();
         __syncthreads();
@@ -232,31 +258,31 @@ static cudaError_t finish(const char *what) {
     return e;
 }
 struct runner {
-    int bf, L, S, nc, sms;
+    int bf, L, lazy, S, nc, sms;
     int64_t T;
     chunk_ws ws;
     void *flags; /* flag array and ticket, zeroed before each run */
     size_t flag_bytes;
 };
-template <int BF, int L> static cudaError_t launch(runner &r, const void *A, const void *b, void *h) {
-    auto k = onepass_kernel<BF, L>;
-    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes<L>());
+template <int BF, int L, int LAZY> static cudaError_t launch(runner &r, const void *A, const void *b, void *h) {
+    auto k = onepass_kernel<BF, L, LAZY>;
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes<L, LAZY>());
     cudaMemsetAsync(r.flags, 0, r.flag_bytes);
     const int total = r.S * r.nc, grid = total < r.sms ? total : r.sms;
-    k<<<grid, NT, smem_bytes<L>()>>>(r.S, r.T, r.nc, (const unsigned short *)A, (const unsigned short *)b, (unsigned short *)h, r.ws);
+    k<<<grid, NT, smem_bytes<L, LAZY>()>>>(r.S, r.T, r.nc, (const unsigned short *)A, (const unsigned short *)b, (unsigned short *)h, r.ws);
     return cudaGetLastError();
 }
 static cudaError_t run(runner &r, const void *A, const void *b, void *h) {
-#define DEV_OP_L(L_) \
-    if (r.L == L_) return r.bf ? launch<1, L_>(r, A, b, h) : launch<0, L_>(r, A, b, h);
-    DEV_OP_L(4) DEV_OP_L(8) DEV_OP_L(12)
+#define DEV_OP_L(L_, Z_) \
+    if (r.L == L_ && r.lazy == Z_) return r.bf ? launch<1, L_, Z_>(r, A, b, h) : launch<0, L_, Z_>(r, A, b, h);
+    DEV_OP_L(4, 0) DEV_OP_L(8, 0) DEV_OP_L(12, 0) DEV_OP_L(4, 1) DEV_OP_L(8, 1)
 #undef DEV_OP_L
     return cudaErrorInvalidValue;
 }
-static int make_runner(runner &r, int bf, int L, int S, int64_t T) {
+static int make_runner(runner &r, int bf, int L, int lazy, int S, int64_t T) {
     cudaDeviceProp pr;
     cudaGetDeviceProperties(&pr, 0);
-    r.bf = bf, r.L = L, r.S = S, r.T = T, r.nc = (int)((T + L - 1) / L), r.sms = pr.multiProcessorCount;
+    r.bf = bf, r.L = L, r.lazy = lazy, r.S = S, r.T = T, r.nc = (int)((T + L - 1) / L), r.sms = pr.multiProcessorCount;
     const size_t maps = (size_t)S * r.nc;
     r.flag_bytes = maps * sizeof(int) + 16;
     if (cudaMalloc(&r.ws.P, maps * W * W * 4) || cudaMalloc(&r.ws.E, maps * W * 4) || cudaMalloc(&r.ws.X, maps * W * 4) ||
@@ -303,8 +329,13 @@ int harness(int argc, char **argv) {
     int bf = 0, a0 = 1;
     if (argc > 1 && (!strcmp(argv[1], "bf16") || !strcmp(argv[1], "f16"))) bf = !strcmp(argv[1], "bf16"), a0 = 2;
     const ssm_dtype dt = bf ? SSM_BF16 : SSM_F16;
-    const int Ls[3] = {4, 8, 12};
-    auto want = [&](const char *name) { return dev_want(argc - a0 + 1, argv + a0 - 1, name); };
+    static const struct { const char *name; int L, lazy; } vars[] = {{"L4", 4, 0}, {"L8", 8, 0}, {"L12", 12, 0}, {"L4p", 4, 1}, {"L8p", 8, 1}};
+    const int nv = (int)(sizeof vars / sizeof vars[0]);
+    auto want = [&](const char *name) { /* by exact name: L8 must not also pick L8p */
+        for (int i = a0; i < argc; ++i)
+            if (!strcmp(argv[i], name)) return 1;
+        return argc <= a0 ? 1 : 0;
+    };
     ssm_ctx *ctx = ctx_with([](ssm_cuda_config &) {});
     if (!ctx) { printf("no CUDA context\n"); return 1; }
     const double bw = copy_bandwidth();
@@ -317,12 +348,11 @@ int harness(int argc, char **argv) {
         const int64_t T = 1001;
         void *A = dev_random(dt, (int64_t)S * T * W * W, 0.9f / sqrtf((float)W), 11), *b = dev_random(dt, (int64_t)S * T * W, 1.f, 12);
         void *h = dev_random(dt, (int64_t)S * T * W, 0.f, 13);
-        for (int li = 0; li < 3; ++li) {
-            char nm[8];
-            snprintf(nm, sizeof nm, "L%d", Ls[li]);
+        for (int vi = 0; vi < nv; ++vi) {
+            const char *nm = vars[vi].name;
             if (!want(nm)) continue;
             runner r;
-            if (!make_runner(r, bf, Ls[li], S, T)) { printf("  %s: out of memory\n", nm); continue; }
+            if (!make_runner(r, bf, vars[vi].L, vars[vi].lazy, S, T)) { printf("  %s: out of memory\n", nm); continue; }
             cudaMemset(h, 0xFF, (size_t)S * T * W * 2); /* poison: NaN in both types */
             cudaError_t e = run(r, A, b, h);
             if (e == cudaSuccess) e = finish(nm);
@@ -357,12 +387,11 @@ int harness(int argc, char **argv) {
         const double lms = time_ms([&] { ssm_linrec_forward(ctx, &d, &tA, &tb, NULL, &th, NULL); });
         printf("S%-3d T%-5lld n64 %s  floor %.3f ms\n  lib (auto)  %8.3f ms  x%5.2f\n", S, (long long)T, ssm_dtype_name(dt), floor_ms, lms,
                lms / floor_ms);
-        for (int li = 0; li < 3; ++li) {
-            char nm[8];
-            snprintf(nm, sizeof nm, "L%d", Ls[li]);
+        for (int vi = 0; vi < nv; ++vi) {
+            const char *nm = vars[vi].name;
             if (!want(nm)) continue;
             runner r;
-            if (!make_runner(r, bf, Ls[li], S, T)) { printf("  %s: out of memory\n", nm); continue; }
+            if (!make_runner(r, bf, vars[vi].L, vars[vi].lazy, S, T)) { printf("  %s: out of memory\n", nm); continue; }
             cudaMemset(h, 0xFF, (size_t)nb * 2);
             cudaError_t e = run(r, A, b, h);
             if (e == cudaSuccess) e = finish(nm);
