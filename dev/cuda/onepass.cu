@@ -76,29 +76,28 @@ __device__ __forceinline__ void wait_groups(int k) {
     default: ssm__tc_wait<0>();
     }
 }
-template <int BF> __device__ __forceinline__ float to_f(unsigned short x) {
-    return BF ? __bfloat162float(__ushort_as_bfloat16(x)) : __half2float(__ushort_as_half(x));
+/* Ticket t's chunk: sequence s, chunk c, its first step t0 and its length (0 past the last ticket) */
+struct chunk_at {
+    int s, c, len;
+    int64_t t0;
+};
+template <int L> __device__ __forceinline__ chunk_at chunk_of(int t, int S, int64_t T, int total) {
+    chunk_at ch;
+    ch.s = t % S, ch.c = t / S, ch.t0 = (int64_t)ch.c * L;
+    ch.len = t >= total ? 0 : (int)(T - ch.t0 < L ? T - ch.t0 : L);
+    return ch;
 }
-template <int BF> __device__ __forceinline__ unsigned short from_f(float v) {
-    return BF ? __bfloat16_as_ushort(__float2bfloat16_rn(v)) : __half_as_ushort(__float2half_rn(v));
-}
-
-/* the tiles and b of ticket t (< S * nc) into buffer `buf`: one commit group a tile, b with the first */
+/* a chunk's tiles and b into buffer `buf`: one commit group a tile, b with the first */
 template <int L>
-__device__ __forceinline__ int issue_chunk(unsigned short *buf, int t, int S, int64_t T, int nc, const unsigned short *A,
-                                           const unsigned short *b, int tid) {
-    const int s = t % S, c = t / S;
-    const int64_t t0 = (int64_t)c * L;
-    const int len = (int)(T - t0 < L ? T - t0 : L);
+__device__ __forceinline__ void issue_chunk(unsigned short *buf, const chunk_at &ch, int64_t T, const unsigned short *A,
+                                            const unsigned short *b, int tid) {
     unsigned short *bsh = buf + L * TILE;
-    const unsigned short *bg = b + ((int64_t)s * T + t0) * W;
-    for (int i = tid; i < len * W / 8; i += NT) ssm__tc_cp16(bsh + 8 * i, bg + 8 * i);
-    for (int u = 0; u < len; ++u) {
-        ssm__tc_load_tile<W, NT, 0, 0, LD>(buf + u * TILE, A + ((int64_t)s * T + t0 + u) * W * W, W, W, tid);
+    const unsigned short *bg = b + ((int64_t)ch.s * T + ch.t0) * W;
+    for (int i = tid; i < ch.len * W / 8; i += NT) ssm__tc_cp16(bsh + 8 * i, bg + 8 * i);
+    for (int u = 0; u < ch.len; ++u) {
+        ssm__tc_load_tile<W, NT, 0, 0, LD>(buf + u * TILE, A + ((int64_t)ch.s * T + ch.t0 + u) * W * W, W, W, tid);
         ssm__tc_commit();
     }
-    (void)nc;
-    return len;
 }
 
 /* X <- P X + e (P row-major W x W, e: a chunk's map, in global memory read past L1 when GL, else
@@ -136,14 +135,18 @@ __global__ void __launch_bounds__(NT, 1) onepass_kernel(int S, int64_t T, int nc
     const int total = S * nc, isP = warp < G::PW, isE = warp == G::PW, r0 = warp * 16 * MB;
     if (tid == 0) sh_next = (int)atomicAdd(ws.ticket, 1u);
     __syncthreads();
-    int t = sh_next, cb = 0, len = t < total ? issue_chunk<L>(bufs, t, S, T, nc, A, b, tid) : 0;
+    int t = sh_next, cb = 0;
+    chunk_at ch = chunk_of<L>(t, S, T, total);
+    issue_chunk<L>(bufs, ch, T, A, b, tid);
     while (t < total) {
         __syncthreads(); /* everyone has read sh_next (and the last chunk's buffer is free) */
         if (tid == 0) sh_next = (int)atomicAdd(ws.ticket, 1u);
         __syncthreads();
-        const int tn = sh_next, lenn = tn < total ? issue_chunk<L>(bufs + (cb ^ 1) * BUF, tn, S, T, nc, A, b, tid) : 0;
-        const int s = t % S, c = t / S;
-        const int64_t t0 = (int64_t)c * L, k = (int64_t)s * nc + c;
+        const int tn = sh_next;
+        const chunk_at nx = chunk_of<L>(tn, S, T, total);
+        issue_chunk<L>(bufs + (cb ^ 1) * BUF, nx, T, A, b, tid);
+        const int s = ch.s, c = ch.c, len = ch.len, lenn = nx.len;
+        const int64_t t0 = ch.t0, k = (int64_t)s * nc + c;
         const unsigned short *tiles = bufs + cb * BUF, *bsh = tiles + L * TILE;
         /* ---- pass 1: P_c and e_c as the tiles land ---- */
         float acc[MB][W / 8][4];
@@ -154,7 +157,7 @@ __global__ void __launch_bounds__(NT, 1) onepass_kernel(int S, int64_t T, int nc
             wait_groups(len - 1 - u + lenn);
             __syncthreads();
             if (u == 0) { /* b came with tile 0 */
-                for (int i = tid; i < len * W; i += NT) bf[i] = to_f<BF>(bsh[i]);
+                for (int i = tid; i < len * W; i += NT) bf[i] = dev_ld(bsh, 1 + BF, i);
                 __syncthreads();
             }
             const unsigned short *At = tiles + u * TILE;
@@ -230,11 +233,11 @@ __global__ void __launch_bounds__(NT, 1) onepass_kernel(int S, int64_t T, int nc
             v += bf[u * W + row];
             if (q == 0) {
                 xs[(cur ^ 1) * W + row] = v;
-                h[((int64_t)s * T + t0 + u) * W + row] = from_f<BF>(v);
+                dev_st(h, 1 + BF, ((int64_t)s * T + t0 + u) * W + row, v);
             }
             __syncthreads();
         }
-        t = tn, len = lenn, cb ^= 1;
+        t = tn, ch = nx, cb ^= 1;
     }
     ssm__tc_wait<0>();
 }
